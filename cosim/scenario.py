@@ -24,12 +24,12 @@ import difflib
 import math
 import re
 import string
+import tomllib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import tomllib
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
@@ -302,6 +302,7 @@ class AlgorithmConfig(_Section):
     min_precision: float = Field(1.0, gt=0)
     phase2_prior: Literal["fresh", "previous"] = "fresh"
     nll_reduction: Literal["sum", "mean"] = "sum"
+    weight_sampler: Literal["fused", "tensorflow"] = "fused"
     fedprox: FedProxConfig = FedProxConfig()
     scaffold: ScaffoldConfig = ScaffoldConfig()
     fedsmoo: FedSmooConfig = FedSmooConfig()
@@ -329,6 +330,7 @@ class AlgorithmConfig(_Section):
                 "min_precision": self.min_precision,
                 "phase2_prior": self.phase2_prior,
                 "nll_reduction": self.nll_reduction,
+                "weight_sampler": self.weight_sampler,
             }
         elif self.name in type(self).model_fields:
             hyper |= getattr(self, self.name).model_dump()

@@ -43,7 +43,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,7 @@ class TraceWriter:
         file.attrs["schema_version"] = SCHEMA_VERSION
         file.attrs["scenario"] = scenario_text
         file.attrs["seed"] = int(seed)
-        file.attrs["started_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         for name, version in _package_versions().items():
             file.attrs[f"version_{name}"] = version
         file.attrs["resume_count"] = 0

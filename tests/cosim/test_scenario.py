@@ -1,9 +1,9 @@
 """Scenario schema: paper defaults, shipped files, clear errors, --set overrides."""
 
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from cosim.scenario import (
     Scenario,
