@@ -15,6 +15,12 @@ The draws are chunked (``chunk`` normals per call, default 2**25 = 128 MiB) so t
 memory stays bounded; every chunk is a separate call with a fresh seed and the
 output is discarded. Candidates are first ranked on a fraction of the total (one
 pass each), then the fastest is timed on the full count.
+
+For comparison, :func:`fused_seconds` times the project's own generator
+(:mod:`learning.sampling`, which the exact estimator uses by default) on the same
+count, the way a round calls it: one ``Layout.fill`` of ``mean + std * eps`` for all
+parameter tensors per device and local step. It is *not* the floor the issue
+defines (TF's fastest generator); it is what the round's sampling costs now.
 """
 
 from __future__ import annotations
@@ -109,3 +115,24 @@ def floor_seconds(
         "total": int(total),
         "chunk": chunk,
     }
+
+
+def fused_seconds(sizes, num_mc: int, calls: int, repeats: int = 3) -> dict:
+    """Median seconds of ``calls`` fused fills (``learning.sampling.Layout``) of ``num_mc``
+    samples of tensors of ``sizes`` elements, i.e. ``calls * num_mc * sum(sizes)`` normals."""
+    import numpy as np
+
+    from learning.sampling import Layout
+
+    layout = Layout(sizes, num_mc)
+    d = int(sum(sizes))
+    mean, std = np.zeros(d, np.float32), np.full(d, 0.05, np.float32)
+    layout.fill(mean, std, (0, 1))  # compile (or load the cache)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(calls):
+            layout.fill(mean, std, (i, 7))
+        samples.append(time.perf_counter() - start)
+    return {"seconds": statistics.median(samples), "samples": samples,
+            "total": calls * num_mc * d}

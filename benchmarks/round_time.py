@@ -173,6 +173,8 @@ def run_config(spec: dict) -> dict:
         scenario = load(spec)
         total = _normals_per_round(scenario)
         result = _rng_floor.floor_seconds(total, repeats=repeats)
+        sizes, num_mc, calls = _fused_layout(scenario)
+        result["fused"] = _rng_floor.fused_seconds(sizes, num_mc, calls, repeats=repeats)
     else:
         raise ValueError(f"config must be one of {CONFIGS}, got {config!r}")
     result["config"] = config
@@ -192,6 +194,22 @@ def _normals_per_round(scenario) -> int:
     )
     algo = scenario.algorithm
     return scenario.cell.num_devices * algo.mc_samples * model.num_params * algo.local_steps * 2
+
+
+def _fused_layout(scenario) -> tuple[list[int], int, int]:
+    """Tensor sizes, M and the number of per-device fills (K * E * 2) of one exact round."""
+    import math
+
+    from learning.models import build_model
+
+    data = scenario.data
+    model = build_model(
+        scenario.model.architecture, tuple(data.input_shape), data.num_classes,
+        tuple(scenario.model.hidden_units),
+    )
+    algo = scenario.algorithm
+    calls = scenario.cell.num_devices * algo.local_steps * 2
+    return [math.prod(s) for s in model.param_shapes], algo.mc_samples, calls
 
 
 def _time_reference(scenario, repeats: int) -> dict:
@@ -293,6 +311,10 @@ def single(args, limit_gib: float) -> dict:
         "peak_rss_gib": max(peaks) if peaks else None,
         "reference_over_exact": ratio(ref, exact), "reference_over_lrt": ratio(ref, lrt),
         "exact_over_floor": ratio(exact, floor),
+        "fused_sampler_s": results.get("floor", {}).get("fused", {}).get("seconds"),
+        "exact_over_fused_sampler": ratio(
+            exact, results.get("floor", {}).get("fused", {}).get("seconds")
+        ),
         "lrt_phy_share": get("lrt", "phy_share"),
         "exact_peak_rss_gib": get("exact", "peak_rss_gib"),
         "lrt_peak_rss_gib": get("lrt", "peak_rss_gib"),
@@ -321,6 +343,9 @@ def single(args, limit_gib: float) -> dict:
               f"{_fmt(r.get('phy_seconds'), '7.2f'):>7s} "
               f"{_fmt(None if share is None else 100 * share, '6.1f'):>6s} "
               f"{_fmt(r.get('eval_seconds'), '7.2f'):>7s} {_fmt(r.get('peak_rss_gib'), '12.2f'):>12s}")
+    if summary["fused_sampler_s"] is not None:
+        print(f"{'same normals, our fused sampler':44s} "
+              f"{summary['fused_sampler_s']:9.2f}")
     for config in ("exact", "lrt"):
         parts = results.get(config, {}).get("phy_parts")
         if parts:
@@ -328,7 +353,8 @@ def single(args, limit_gib: float) -> dict:
                   + ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items())))
     print(f"ratios: reference/exact = {_fmt(summary['reference_over_exact'])}x, "
           f"reference/lrt = {_fmt(summary['reference_over_lrt'])}x, "
-          f"exact/floor = {_fmt(summary['exact_over_floor'])}x")
+          f"exact/floor = {_fmt(summary['exact_over_floor'])}x, "
+          f"exact/fused sampler = {_fmt(summary['exact_over_fused_sampler'])}x")
     return summary
 
 

@@ -27,6 +27,7 @@ Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 ``estimator``, ``init_std`` (initial posterior std, rho_0 = init_std^-2; default 0.05,
 about bayesian-torch's default softplus(-3) = 0.0486, the library the paper used),
 ``min_precision`` (1.0), ``phase2_prior`` (``"fresh"``), ``nll_reduction`` (``"sum"``),
+``weight_sampler`` (``"fused"``: :mod:`learning.sampling`, or ``"tensorflow"``),
 ``jit_compile`` and ``device_loop`` (None: per estimator, see
 :class:`learning.local.LocalConfig`), ``device_chunk`` (100: devices per compiled call;
 every device's noise is keyed by its global index, so chunking changes no number and
@@ -105,6 +106,7 @@ class BayesAirComp:
         jit_compile: bool | None = None,
         device_loop: bool | None = None,
         device_chunk: int | None = 100,
+        weight_sampler: str = "fused",
     ):
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
@@ -127,6 +129,7 @@ class BayesAirComp:
             nll_reduction=nll_reduction,
             jit_compile=jit_compile,
             device_loop=device_loop,
+            weight_sampler=weight_sampler,
         )
         self.trainer = LocalTrainer(model, self.config)
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)

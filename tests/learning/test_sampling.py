@@ -1,0 +1,150 @@
+"""The fused weight sampler: its normals are N(0, 1), keyed as documented, and its
+TF op has the reparameterization gradient."""
+
+import numba
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy import stats
+
+from learning import sampling
+from learning.local import LocalConfig
+from learning.models import build_model
+
+BASE_EDGE = 3.6541528853610088  # right edge of the ziggurat's base layer: the tail starts here
+
+
+@pytest.fixture(scope="module")
+def draws():
+    return sampling.standard_normal([4_000_000], (11, 12)).astype(np.float64)
+
+
+def test_ziggurat_tables_close():
+    """The layer recursion of the 256-layer constants ends at the top of the density."""
+    assert abs(sampling.ZIGGURAT_RESIDUAL) < 1e-9
+    assert sampling._K[1] == 0  # the top layer has no rectangle fully under the curve
+    assert np.all(np.diff(sampling._F[1:]) < 0)  # layers 1..255 run from the top down
+
+
+def test_normals_follow_the_standard_normal(draws):
+    n = draws.size
+    assert abs(draws.mean()) < 5 / np.sqrt(n)
+    assert abs(draws.var() - 1) < 5 * np.sqrt(2 / n)
+    assert stats.kstest(draws[:1_000_000], "norm").pvalue > 1e-3
+    edges = np.linspace(-4, 4, 201)  # the wedges of every layer fall in these bins
+    counts, _ = np.histogram(draws, edges)
+    expected = np.diff(stats.norm.cdf(edges))
+    expected *= counts.sum() / expected.sum()
+    assert stats.chisquare(counts, expected).pvalue > 1e-3
+
+
+def test_tail_beyond_the_base_layer():
+    """Values beyond the base layer come only from the tail algorithm: its mass and its
+    shape (40M draws: about 10,000 beyond the edge, 2,500 beyond 4)."""
+    size = 40_000_000
+    tail = np.abs(sampling.standard_normal([size], (13, 14)))
+    tail = tail[tail > BASE_EDGE]
+    for edge in (BASE_EDGE, 4.0, 4.5):
+        expected = size * 2 * stats.norm.sf(edge)
+        got = np.count_nonzero(tail > edge)
+        assert abs(got - expected) < 4 * np.sqrt(expected), (edge, got, expected)
+
+
+def test_keys_streams_prefixes_and_threads():
+    a = sampling.standard_normal([50_000], (1, 2), stream=3)
+    assert np.array_equal(a, sampling.standard_normal([50_000], (1, 2), stream=3))
+    assert np.array_equal(a[:777], sampling.standard_normal([777], (1, 2), stream=3))
+    for other in (sampling.standard_normal([50_000], (1, 3), stream=3),
+                  sampling.standard_normal([50_000], (1, 2), stream=4),
+                  sampling.standard_normal([50_000], (2, 2), stream=3)):
+        assert abs(np.corrcoef(a, other)[0, 1]) < 5 / np.sqrt(a.size)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        single = sampling.standard_normal([50_000], (1, 2), stream=3)
+    finally:
+        numba.set_num_threads(threads)
+    assert np.array_equal(a, single)
+
+
+def test_layout_fill_is_mean_plus_std_eps_per_tensor(rng):
+    sizes = [6001, 7, 3000]
+    layout = sampling.Layout(sizes, num_mc=3)
+    mean = rng.normal(size=sum(sizes)).astype(np.float32)
+    std = rng.uniform(0.1, 2.0, size=sum(sizes)).astype(np.float32)
+    samples = layout.fill(mean, std, (5, 6))
+    start = 0
+    for stream, (n, w) in enumerate(zip(sizes, samples, strict=True)):
+        assert w.shape == (3, n) and w.ctypes.data % 64 == 0
+        eps = sampling.standard_normal([3, n], (5, 6), stream)
+        part = slice(start, start + n)
+        np.testing.assert_allclose(w, mean[part] + std[part] * eps, rtol=1e-6, atol=1e-6)
+        start += n
+
+
+def test_layout_grad_is_the_reparameterization_gradient(rng):
+    sizes = [5000, 13]
+    layout = sampling.Layout(sizes, num_mc=4)
+    mean = rng.normal(size=sum(sizes)).astype(np.float32)
+    std = rng.uniform(0.1, 2.0, size=sum(sizes)).astype(np.float32)
+    samples = layout.fill(mean, std, (7, 8))
+    grads = [rng.normal(size=w.shape).astype(np.float32) for w in samples]
+    g_mean, g_std = layout.grad(grads, samples, mean, std)
+    eps = np.concatenate(
+        [sampling.standard_normal([4, n], (7, 8), i) for i, n in enumerate(sizes)], axis=1
+    )
+    g = np.concatenate(grads, axis=1)
+    np.testing.assert_allclose(g_mean, g.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g_std, (g * eps).sum(0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("num_devices,shared", [(3, "mean"), (3, "std"), (1, None)])
+def test_sample_weights_op_values_and_gradients(rng, num_devices, shared):
+    """The TF op: device k's sample uses its own key; gradients are sum_m g and sum_m g eps
+    (summed over devices for a shared [1, d] input), in a compiled graph."""
+    model = build_model("mlp", (5,), 3, (4,))
+    d, num_mc = model.num_params, 2
+    seeds = tf.constant(rng.integers(0, 2**31, size=(num_devices, 2)), tf.int32)
+    mean = tf.constant(rng.normal(size=(1 if shared == "mean" else num_devices, d)), tf.float32)
+    std = tf.constant(rng.uniform(0.5, 1.5, (1 if shared == "std" else num_devices, d)), tf.float32)
+    coef = [tf.constant(rng.normal(size=(num_devices, num_mc, *s)), tf.float32)
+            for s in model.param_shapes]
+
+    @tf.function
+    def run(mean, std):
+        with tf.GradientTape() as tape:
+            tape.watch([mean, std])
+            params = sampling.sample_weights(mean, std, seeds, num_mc, model.param_shapes)
+            loss = tf.add_n([tf.reduce_sum(c * p) for c, p in zip(coef, params, strict=True)])
+        return params, tape.gradient(loss, [mean, std])
+
+    params, (g_mean, g_std) = run(mean, std)
+    eps = np.stack([
+        np.concatenate([
+            sampling.standard_normal([num_mc, int(np.prod(s))], seeds[k].numpy(), i)
+            for i, s in enumerate(model.param_shapes)
+        ], axis=1)
+        for k in range(num_devices)
+    ])  # [K, M, d]
+    flat = np.concatenate(
+        [p.numpy().reshape(num_devices, num_mc, -1) for p in params], axis=2
+    )
+    m_full = np.broadcast_to(mean.numpy()[:, None], eps.shape)
+    s_full = np.broadcast_to(std.numpy()[:, None], eps.shape)
+    np.testing.assert_allclose(flat, m_full + s_full * eps, rtol=1e-5, atol=1e-6)
+    c = np.concatenate([x.numpy().reshape(num_devices, num_mc, -1) for x in coef], axis=2)
+    want_mean, want_std = c.sum(1), (c * eps).sum(1)
+    if shared == "mean":
+        want_mean = want_mean.sum(0, keepdims=True)
+    if shared == "std":
+        want_std = want_std.sum(0, keepdims=True)
+    np.testing.assert_allclose(g_mean.numpy(), want_mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(g_std.numpy(), want_std, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_sampler_refuses_xla():
+    with pytest.raises(ValueError, match="jit_compile"):
+        LocalConfig(kl_scale=1.0, jit_compile=True)
+    assert not LocalConfig(kl_scale=1.0, jit_compile=True, weight_sampler="tensorflow").uses_fused_sampler
+    with pytest.raises(ValueError, match="weight_sampler"):
+        LocalConfig(kl_scale=1.0, weight_sampler="numpy")
