@@ -64,7 +64,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 LIBVER = ("v108", "v108")
-PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy")
+PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
 _SLOTS = ("slot_0", "slot_1")
 
 

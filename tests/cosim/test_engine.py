@@ -107,9 +107,10 @@ def test_existing_trace_is_not_overwritten(tmp_path):
 
 @pytest.mark.parametrize(("algorithm", "learning_rate"), [("bayes_aircomp", 0.05), ("fedavg", 0.3)])
 def test_error_free_air_interface_learns(tmp_path, algorithm, learning_rate):
-    """With the ideal (error-free) aggregation a few rounds lift accuracy well above chance (0.25)."""
+    """With the ideal (error-free) aggregation a few rounds lift accuracy well above chance
+    (0.25). Twelve rounds: at eight this tiny task is still noisy (0.37-0.98 over seeds)."""
     path = write_tiny(
-        tmp_path, rounds=8, every=8, algorithm=algorithm, hidden=32, learning_rate=learning_rate
+        tmp_path, rounds=12, every=12, algorithm=algorithm, hidden=32, learning_rate=learning_rate
     )
     scenario = load_scenario(path, ["power.control=\"ideal\""])
     engine = Engine(scenario)
