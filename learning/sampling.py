@@ -14,11 +14,14 @@ NumPy code (Numba) and writes the weight sample directly:
   devices share the batch.
 * **Normals:** the ziggurat of Marsaglia and Tsang (J. Stat. Softw. 5(8), 2000)
   with 256 layers: one 32-bit word gives the layer (8 bits), the sign (1 bit) and
-  a 23-bit abscissa; about 1.2 % of draws miss the rectangles and take the exact
-  wedge / tail test, whose extra uniforms come from disjoint Philox counters
-  (element, attempt). The output is exactly N(0, 1) up to float32 resolution
-  (like TF's Box-Muller and NumPy's float32 ziggurat, the largest |eps| is bounded
-  by the 23-bit abscissa of the tail algorithm, not by a truncation).
+  a 23-bit abscissa; 1.5 % of draws miss the rectangles and take the exact
+  wedge / tail test (Marsaglia's exponential rejection beyond R = 3.654), whose
+  extra uniforms come from disjoint Philox counters (element, attempt). The output
+  is N(0, 1) up to float32 resolution, tails included (the tail draws from 32-bit
+  uniforms, so |eps| is not truncated below about 9.9; TF's Box-Muller stops at 5.7).
+  The misses are completed in a second parallel sweep, so the hot loop has no calls
+  and vectorises (2.2 ns per normal on two cores here, against 7.8-10 ns for TF's
+  generators).
 * **Fusion:** the kernel writes ``mean + std * eps`` (the noise itself is never
   stored) and the backward kernel forms ``dL/dmean = sum_m g_m`` and
   ``dL/dstd = sum_m g_m (w_m - mean) / std`` in one pass over ``g`` and ``w``.
