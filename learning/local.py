@@ -46,7 +46,11 @@ Gradient estimators (``estimator``):
   ``w_m = mean + std * eps_m`` per MC sample and device, each parameter tensor sampled
   directly in its layer shape ``[K, M, *shape]``. The gradient with respect to the
   standard deviation is formed as ``sum_m g_m (w_m - mean) / std`` (= ``sum_m g_m eps_m``),
-  so the noise tensor is not kept alive for the backward pass.
+  so the noise tensor is not kept alive for the backward pass. By default
+  (``weight_sampler="fused"``) the sample of all tensors of a device is written in one
+  sweep by :mod:`learning.sampling` (Philox + ziggurat, compiled with Numba), which also
+  forms both gradient sums in one pass; ``"tensorflow"`` draws each tensor with
+  ``tf.random.stateless_normal`` (:func:`_draw_weights`).
 * ``"local_reparameterization"`` (Kingma et al. 2015): the pre-activations of every
   dense layer are sampled, mean ``h mu`` and variance ``h^2 sigma^2``, with independent
   noise per sample and row (``Model.logits_lrt``). Same objective, lower-variance
@@ -103,7 +107,8 @@ class LocalConfig:
     jit_compile : bool or None
         Compile each local step with XLA. ``None``: on for ``"local_reparameterization"``
         (XLA fuses its many elementwise passes over [K, d]; measured 1.5x faster per
-        step), off for ``"reparameterization"`` (the RNG dominates; XLA measured no faster).
+        step), off for ``"reparameterization"`` (its default fused sampler runs outside
+        XLA; with ``weight_sampler="tensorflow"`` XLA measured no faster).
     weight_sampler : str
         How ``"reparameterization"`` draws ``w = mean + std * eps``: ``"fused"`` (default;
         :mod:`learning.sampling`, Philox-4x32-10 and a ziggurat in compiled NumPy code,
