@@ -145,24 +145,8 @@ def _chunk_words(chunk, k0, k1, stream):
     """The CHUNK Philox words of one chunk: blocks ``chunk * CHUNK / 4 + b``, word-major."""
     bits = np.empty((4, _QUARTER), np.uint32)
     block0 = chunk * _QUARTER
-    for b in range(_QUARTER):  # _philox written out: LLVM vectorises this loop across blocks
-        c0 = uint32(block0 + b)
-        c1 = uint32(0)
-        c2 = stream
-        c3 = uint32(0)
-        key0 = k0
-        key1 = k1
-        for _ in range(10):
-            p0 = uint64(0xD2511F53) * uint64(c0)
-            p1 = uint64(0xCD9E8D57) * uint64(c2)
-            c0, c1, c2, c3 = (
-                uint32(p1 >> uint64(32)) ^ c1 ^ key0,
-                uint32(p1),
-                uint32(p0 >> uint64(32)) ^ c3 ^ key1,
-                uint32(p0),
-            )
-            key0 = uint32(key0 + uint32(0x9E3779B9))
-            key1 = uint32(key1 + uint32(0xBB67AE85))
+    for b in range(_QUARTER):  # inlined, so LLVM vectorises this loop across blocks
+        c0, c1, c2, c3 = _philox(uint32(block0 + b), uint32(0), stream, uint32(0), k0, k1)
         bits[0, b] = c0
         bits[1, b] = c1
         bits[2, b] = c2
@@ -393,16 +377,6 @@ def standard_normal(shape, seed, stream: int = 0) -> np.ndarray:
     size = math.prod(shape)
     zeros, ones = np.zeros(size, np.float32), np.ones(size, np.float32)
     return fill_normal(zeros, ones, 1, seed, stream).reshape(shape)
-
-
-def grad_mean_std(g: np.ndarray, w: np.ndarray, mean: np.ndarray, std: np.ndarray):
-    """Backward of :func:`fill_normal`: ``(sum_m g_m, sum_m g_m (w_m - mean) / std)``.
-
-    Input: ``g``, ``w`` float32 ``[M, n]``; ``mean``, ``std`` float32 ``[n]``.
-    Output: two float32 ``[n]``.
-    """
-    mean = np.asarray(mean, np.float32).ravel()
-    return Layout([mean.size], g.shape[0]).grad([g], [w], mean, std)
 
 
 @functools.lru_cache(maxsize=32)

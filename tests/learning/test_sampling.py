@@ -148,3 +148,40 @@ def test_fused_sampler_refuses_xla():
     assert not LocalConfig(kl_scale=1.0, jit_compile=True, weight_sampler="tensorflow").uses_fused_sampler
     with pytest.raises(ValueError, match="weight_sampler"):
         LocalConfig(kl_scale=1.0, weight_sampler="numpy")
+
+
+def _philox_reference(counter, key):
+    """Philox-4x32-10 in plain Python (Salmon et al. 2011)."""
+    mask = 0xFFFFFFFF
+    c, k = list(counter), list(key)
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [((p1 >> 32) ^ c[1] ^ k[0]) & mask, p1 & mask, ((p0 >> 32) ^ c[3] ^ k[1]) & mask, p0 & mask]
+        k = [(k[0] + 0x9E3779B9) & mask, (k[1] + 0xBB67AE85) & mask]
+    return tuple(c)
+
+
+def test_philox_known_answers_and_fast_path_against_plain_python():
+    """Random123's known-answer vectors, then eps of the rectangle hits rebuilt by hand
+    from (key, counter = (block, 0, stream, 0)) and the word-major chunk layout."""
+    kat = {
+        ((0, 0, 0, 0), (0, 0)): (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8),
+        ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2): (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD),
+        ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)):
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    }
+    for (counter, key), want in kat.items():
+        assert _philox_reference(counter, key) == want
+        assert tuple(int(v) for v in sampling._philox(*map(np.uint32, (*counter, *key)))) == want
+    eps = sampling.standard_normal([6000], (1, 2), stream=3)
+    checked = 0
+    for j in range(0, 6000, 37):
+        chunk, pos = divmod(j, sampling.CHUNK)
+        word_index, block = divmod(pos, sampling.CHUNK // 4)
+        word = _philox_reference((chunk * (sampling.CHUNK // 4) + block, 0, 3, 0), (1, 2))[word_index]
+        layer, u = word & 0xFF, word >> 9
+        if u < sampling._K[layer]:
+            x = np.float32(u) * sampling._W[layer]
+            assert eps[j] == (-x if (word >> 8) & 1 else x)
+            checked += 1
+    assert checked > 150
