@@ -44,29 +44,35 @@ def _evaluated(trace: TraceData) -> np.ndarray:
     return np.isfinite(acc)
 
 
-def plot_accuracy(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
+def _evaluated_curves(
+    traces: Sequence[TraceData], labels: Sequence[str], x_of, metric: str,
+    xlabel: str, ylabel: str, path: Path,
+) -> Path:
+    """One curve per trace of ``metric`` against ``x_of(trace)`` over its evaluated rounds."""
     fig, ax = plt.subplots(figsize=(6, 4))
     for trace, label in zip(traces, labels):
         ok = _evaluated(trace)
-        uses = trace.rounds["cumulative_channel_uses"][ok]
-        ax.plot(uses, trace.rounds["test_accuracy"][ok], marker=".", label=label)
-    ax.set_xlabel("cumulative channel uses (OFDM symbols, uplink + downlink)")
-    ax.set_ylabel("test accuracy")
+        ax.plot(x_of(trace)[ok], trace.rounds[metric][ok], marker=".", label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    return _save(fig, out / "accuracy_vs_channel_uses.png")
+    return _save(fig, path)
+
+
+def plot_accuracy(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
+    return _evaluated_curves(
+        traces, labels, lambda t: t.rounds["cumulative_channel_uses"], "test_accuracy",
+        "cumulative channel uses (OFDM symbols, uplink + downlink)", "test accuracy",
+        out / "accuracy_vs_channel_uses.png",
+    )
 
 
 def plot_ece(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for trace, label in zip(traces, labels):
-        ok = _evaluated(trace)
-        ax.plot(trace.rounds["round"][ok] + 1, trace.rounds["ece"][ok], marker=".", label=label)
-    ax.set_xlabel("round")
-    ax.set_ylabel("expected calibration error")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    return _save(fig, out / "ece.png")
+    return _evaluated_curves(
+        traces, labels, lambda t: t.rounds["round"] + 1, "ece",
+        "round", "expected calibration error", out / "ece.png",
+    )
 
 
 def plot_reliability(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
