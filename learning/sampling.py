@@ -395,15 +395,12 @@ def sample_weights(mean, std, seeds, num_mc: int, shapes) -> list[tf.Tensor]:
     """
     layout = _layout(tuple(math.prod(s) for s in shapes), num_mc)
 
-    def forward(m, s, seed):
-        return layout.fill(m, s, seed)
-
     def backward(m, s, *gw):
         half = len(gw) // 2
         return layout.grad(gw[:half], gw[half:], m, s)
 
     def one_device(m, s, seed):
-        flat = tf.numpy_function(forward, [m, s, seed], [tf.float32] * len(shapes), stateful=False)
+        flat = tf.numpy_function(layout.fill, [m, s, seed], [tf.float32] * len(shapes), stateful=False)
         return [tf.reshape(t, [num_mc, *shape]) for t, shape in zip(flat, shapes, strict=True)]
 
     @tf.custom_gradient
