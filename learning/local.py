@@ -74,7 +74,6 @@ import tensorflow as tf
 
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
-from learning.sampling import sample_weights
 
 ESTIMATORS = ("reparameterization", "local_reparameterization")
 WEIGHT_SAMPLERS = ("fused", "tensorflow")
@@ -259,8 +258,7 @@ class LocalTrainer:
         num_devices = tf.shape(x)[0]
         num_mc = self.config.mc_samples
         if self.config.uses_fused_sampler:
-            params = sample_weights(mean, std, step_seeds, num_mc, self.model.param_shapes)
-            logits = self.model.logits_from_params(params, x, mask=mask)
+            logits = self.model.logits_sampled(mean, std, step_seeds, num_mc, x, mask)
         elif self.config.estimator == "reparameterization":
             means, stds = self.model.unflatten(mean), self.model.unflatten(std)
             params = [

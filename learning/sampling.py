@@ -275,7 +275,17 @@ def _grad(tensor_of, chunk_of, mean_at, grads, samples, mean, std, g_mean, g_std
 
 
 _ALIGN = 16  # floats: every tensor starts 64-byte aligned in the output buffer
-_LOCK = threading.Lock()  # one parallel Numba launch at a time
+LAUNCH_LOCK = threading.Lock()
+"""Held around every parallel Numba launch: one at a time per process (TF may call in
+from several threads)."""
+
+
+def aligned_empty(size: int) -> np.ndarray:
+    """An uninitialised float32 ``[size]`` array starting on a 64-byte boundary (what
+    TensorFlow needs to adopt a ``numpy_function`` result without copying it)."""
+    raw = np.empty(size + _ALIGN, np.float32)
+    shift = (-(raw.ctypes.data // 4)) % _ALIGN
+    return raw[shift : shift + size]
 
 
 class Layout:
@@ -312,23 +322,35 @@ class Layout:
         Input: ``mean``, ``std`` float32 ``[d]`` (d = sum n_l), ``seed`` two integers
         (the Philox key). The outputs are 64-byte-aligned views of one buffer.
         """
+        return self.views(self.fill_buffer(mean, std, seed))
+
+    def fill_buffer(self, mean: np.ndarray, std: np.ndarray, seed) -> np.ndarray:
+        """:meth:`fill` as the one 64-byte-aligned float32 buffer behind its views
+        (length ``buffer_size``; see :meth:`views`)."""
         mean = np.ascontiguousarray(mean, np.float32).ravel()
         std = np.ascontiguousarray(std, np.float32).ravel()
         if mean.size != self.mean_at[-1] or std.size != mean.size:
             raise ValueError(
                 f"mean and std must have {self.mean_at[-1]} elements, got {mean.size} and {std.size}"
             )
-        out = np.empty(int(self.out_at[-1]) + _ALIGN, np.float32)
-        shift = (-(out.ctypes.data // 4)) % _ALIGN  # 64-byte alignment of the first tensor
-        out = out[shift : shift + int(self.out_at[-1])]
+        out = aligned_empty(self.buffer_size)
         k0, k1 = _key(seed)
-        with _LOCK:
+        with LAUNCH_LOCK:
             _fill(
                 self.tensor_of, self.chunk_of, self.streams, self.mean_at, self.out_at,
                 self.num_mc, mean, std, k0, k1, _K, _W, _F, out,
             )
+        return out
+
+    @property
+    def buffer_size(self) -> int:
+        """Floats in the buffer of :meth:`fill_buffer` (tensors padded to 64 bytes)."""
+        return int(self.out_at[-1])
+
+    def views(self, buffer: np.ndarray) -> list[np.ndarray]:
+        """The per-tensor ``[M, n_l]`` views of a :meth:`fill_buffer` buffer."""
         return [
-            out[a : a + self.num_mc * n].reshape(self.num_mc, n)
+            buffer[a : a + self.num_mc * n].reshape(self.num_mc, n)
             for a, n in zip(self.out_at[:-1], self.sizes, strict=True)
         ]
 
@@ -343,7 +365,7 @@ class Layout:
         std = np.ascontiguousarray(std, np.float32).ravel()
         g_mean = np.empty(mean.size, np.float32)
         g_std = np.empty(mean.size, np.float32)
-        with _LOCK:
+        with LAUNCH_LOCK:
             _grad(self.grad_tensor_of, self.grad_chunk_of, self.mean_at, grads, samples,
                   mean, std, g_mean, g_std)
         return g_mean, g_std

@@ -1,0 +1,304 @@
+"""The exact estimator's MLP on the fused weight sample: forward and backward in Numba.
+
+With the fused sampler (:mod:`learning.sampling`) the weights of one device and step,
+``w_m = mean + std * eps_m`` for the M samples, sit in one buffer outside TensorFlow.
+Handing them to TF's batched matrix products costs more than drawing them at the
+paper's size (B ~ 10 rows against 784 x 256 kernels: the products are memory-bound),
+and its backward pass writes ``dL/dw_m`` ([M, d]) only for the sampler's backward to
+read it again. Here the layers run next to the sample:
+
+* **Forward** (:func:`_dense_forward`): ``h_{l+1}[m] = relu(h_l[m] W_l[m] + b_l[m])``
+  for every sample ``m``, the kernel row streamed once and the [rows, out] block kept
+  in cache. The first layer's input ``x`` is shared by the M samples.
+* **Backward** (:func:`_dense_backward`), row ``i`` of a kernel at a time: the
+  weight gradient of sample ``m`` (``g_m[i, :] = sum_b h_m[b, i] delta_m[b, :]``) is
+  formed in a small buffer and goes straight into the reparameterization sums
+  ``dL/dmean = sum_m g_m`` and ``dL/dstd = sum_m g_m (w_m - mean) / std`` (= ``sum_m
+  g_m eps_m``); the input gradient ``delta_m W_m^T`` is taken from the same kernel row.
+  ``dL/dw`` is never stored.
+
+Padding rows (mask 0) are left out of every product: their logits are returned as 0
+and, as for any row the loss masks, their gradient is 0, so this changes nothing that
+is computed. The weights are the same random numbers as
+:func:`learning.sampling.sample_weights` draws (same keys and streams), so the logits
+equal ``MLP.logits_from_params`` of that sample up to float32 summation order (a test).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+from numba import njit, prange
+
+from learning.sampling import LAUNCH_LOCK, Layout, aligned_empty
+
+_ROW_BLOCK = 16
+"""Kernel rows per work item of the backward pass."""
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+def _dense_forward(h, w, b, relu, out):
+    """``out[m] = act(h[m or 0] w[m] + b[m])``.
+
+    Input: ``h`` float32 [1 or M, R, n_in] (1: shared by the samples), ``w`` [M, n_in
+    * n_out] (row-major kernels), ``b`` [M, n_out], ``relu`` bool.
+    Output (written): ``out`` [M, R, n_out]. Work items are (sample, half of the
+    output columns), so M = 5 splits evenly over two cores.
+    """
+    num_mc, rows, n_out = out.shape
+    n_in = h.shape[2]
+    parts = 2 if n_out >= 128 else 1
+    width = n_out // parts
+    for item in prange(num_mc * parts):
+        m = item // parts
+        j0 = (item % parts) * width
+        j1 = n_out if item % parts == parts - 1 else j0 + width
+        hm = h[0] if h.shape[0] == 1 else h[m]
+        wm = w[m].reshape(n_in, n_out)
+        om = out[m]
+        bias = b[m, j0:j1]
+        for r in range(rows):
+            orow = om[r, j0:j1]
+            for j in range(j1 - j0):
+                orow[j] = bias[j]
+        for i in range(n_in):
+            wrow = wm[i, j0:j1]
+            for r in range(rows):
+                a = hm[r, i]
+                orow = om[r, j0:j1]
+                for j in range(j1 - j0):
+                    orow[j] += a * wrow[j]
+        if relu:
+            for r in range(rows):
+                orow = om[r, j0:j1]
+                for j in range(j1 - j0):
+                    orow[j] = max(orow[j], np.float32(0.0))
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g_std):
+    """Backward of one dense layer of :func:`_dense_forward` into the sampler's sums.
+
+    Input: ``h`` float32 [1 or M, R, n_in] (the layer's input, after the ReLU of the
+    layer below), ``w`` [M, n_in * n_out], the kernel's ``mean`` and ``std`` [n_in *
+    n_out], ``delta`` [M, R, n_out] (dL/d pre-activation), ``want_input_grad`` bool.
+    Output (written): ``g_mean = sum_m dL/dw_m`` and ``g_std = sum_m dL/dw_m (w_m -
+    mean) / std`` [n_in * n_out]; with ``want_input_grad``, ``delta_in`` [M, R, n_in]
+    = ``(delta_m W_m^T) * (h_m > 0)``, the next layer down's ``delta`` (ReLU below).
+    """
+    num_mc, rows, n_out = delta.shape
+    n_in = h.shape[2]
+    blocks = (n_in + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for block in prange(blocks):
+        g_row = np.empty(n_out, np.float32)
+        for i in range(block * _ROW_BLOCK, min(block * _ROW_BLOCK + _ROW_BLOCK, n_in)):
+            lo, hi = i * n_out, (i + 1) * n_out
+            gm, gs = g_mean[lo:hi], g_std[lo:hi]
+            mean_row, std_row = mean[lo:hi], std[lo:hi]
+            for j in range(n_out):
+                gm[j] = 0.0
+                gs[j] = 0.0
+            for m in range(num_mc):
+                hm = h[0] if h.shape[0] == 1 else h[m]
+                w_row = w[m, lo:hi]
+                dm = delta[m]
+                for j in range(n_out):
+                    g_row[j] = 0.0
+                for r in range(rows):
+                    a = hm[r, i]
+                    d_row = dm[r]
+                    for j in range(n_out):
+                        g_row[j] += a * d_row[j]
+                for j in range(n_out):
+                    gm[j] += g_row[j]
+                    gs[j] += g_row[j] * (w_row[j] - mean_row[j])
+                if want_input_grad:
+                    for r in range(rows):
+                        d_row = dm[r]
+                        total = np.float32(0.0)
+                        for j in range(n_out):
+                            total += d_row[j] * w_row[j]
+                        delta_in[m, r, i] = total if hm[r, i] > 0 else np.float32(0.0)
+            for j in range(n_out):
+                gs[j] /= std_row[j]
+
+
+@njit(nogil=True, cache=True, fastmath=True)
+def _bias_backward(b, mean, std, delta, g_mean, g_std):
+    """The bias's part of :func:`_dense_backward`: ``dL/db_m = sum_rows delta_m``.
+
+    Input: ``b`` float32 [M, n_out] (the sampled biases), ``mean``, ``std`` [n_out],
+    ``delta`` [M, R, n_out]. Output (written): ``g_mean``, ``g_std`` [n_out].
+    """
+    num_mc, rows, n_out = delta.shape
+    for j in range(n_out):
+        g_mean[j] = 0.0
+        g_std[j] = 0.0
+    for m in range(num_mc):
+        for j in range(n_out):
+            total = np.float32(0.0)
+            for r in range(rows):
+                total += delta[m, r, j]
+            g_mean[j] += total
+            g_std[j] += total * (b[m, j] - mean[j])
+    for j in range(n_out):
+        g_std[j] /= std[j]
+
+
+class FusedMLP:
+    """Forward and backward of an MLP on fused weight samples, one device at a time.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of (int, int)
+        ``(in, out)`` of every dense layer; ReLU after all but the last. The flat
+        parameter vector is kernel ``[in, out]`` then bias ``[out]``, layer by layer
+        (:class:`learning.models.MLP`'s layout), sampled with streams ``0..2L-1``.
+    num_mc : int
+        M, weight samples per device.
+    """
+
+    def __init__(self, layer_sizes, num_mc: int):
+        self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
+        self.num_mc = int(num_mc)
+        sizes = [n for a, b in self.layer_sizes for n in (a * b, b)]
+        self.layout = Layout(sizes, self.num_mc)
+        self.num_params = int(self.layout.mean_at[-1])
+
+    def _rows(self, mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(np.asarray(mask).ravel() > 0)
+
+    def _hidden(self, hidden: np.ndarray, batch: int, rows: int) -> list[np.ndarray]:
+        """The hidden activations [M, rows, out] of each layer, as views of ``hidden``
+        (``batch`` rows reserved per layer, so every device's buffer has one size)."""
+        views, at = [], 0
+        for _, n_out in self.layer_sizes[:-1]:
+            views.append(hidden[at : at + self.num_mc * rows * n_out].reshape(self.num_mc, rows, n_out))
+            at += self.num_mc * batch * n_out
+        return views
+
+    def _hidden_size(self, batch: int) -> int:
+        return sum(self.num_mc * batch * n_out for _, n_out in self.layer_sizes[:-1])
+
+    def forward(self, mean, std, seed, x, mask):
+        """Logits of one device's M weight samples.
+
+        Input: ``mean``, ``std`` float32 [d]; ``seed`` two integers (the device's
+        Philox key); ``x`` [B, in] float32; ``mask`` [B] (1 = real row).
+        Output: ``logits`` float32 [M, B, C] (0 on padding rows), the weight sample
+        buffer (:meth:`learning.sampling.Layout.fill_buffer`) and the hidden
+        activations of the real rows, flat: what :meth:`backward` needs.
+        """
+        rows = self._rows(mask)
+        x = np.ascontiguousarray(x, np.float32)
+        h = np.ascontiguousarray(x[rows] if rows.size < x.shape[0] else x)[None]
+        buffer = self.layout.fill_buffer(mean, std, seed)
+        weights = self.layout.views(buffer)
+        hidden = aligned_empty(self._hidden_size(x.shape[0]))
+        outs = self._hidden(hidden, x.shape[0], rows.size)
+        outs.append(np.empty((self.num_mc, rows.size, self.layer_sizes[-1][1]), np.float32))
+        with LAUNCH_LOCK:
+            for i, out in enumerate(outs):
+                _dense_forward(h, weights[2 * i], weights[2 * i + 1], i < len(outs) - 1, out)
+                h = out
+        logits = np.zeros((self.num_mc, x.shape[0], self.layer_sizes[-1][1]), np.float32)
+        logits[:, rows] = outs[-1]
+        return logits, buffer, hidden
+
+    def backward(self, grad_logits, buffer, hidden, mean, std, x, mask):
+        """``(dL/dmean, dL/dstd)``, float32 [d] each, from ``dL/dlogits`` [M, B, C] and
+        the other inputs and outputs of :meth:`forward`."""
+        rows = self._rows(mask)
+        x = np.ascontiguousarray(x, np.float32)
+        first = np.ascontiguousarray(x[rows] if rows.size < x.shape[0] else x)[None]
+        inputs = [first, *self._hidden(hidden, x.shape[0], rows.size)]
+        weights = self.layout.views(buffer)
+        mean = np.ascontiguousarray(mean, np.float32).ravel()
+        std = np.ascontiguousarray(std, np.float32).ravel()
+        g_mean = aligned_empty(self.num_params)
+        g_std = aligned_empty(self.num_params)
+        delta = np.ascontiguousarray(np.asarray(grad_logits, np.float32)[:, rows])
+        starts = self.layout.mean_at
+        with LAUNCH_LOCK:
+            for i in range(len(self.layer_sizes) - 1, -1, -1):
+                n_in = self.layer_sizes[i][0]
+                k0, k1, b1 = starts[2 * i], starts[2 * i + 1], starts[2 * i + 2]
+                _bias_backward(weights[2 * i + 1], mean[k1:b1], std[k1:b1], delta,
+                               g_mean[k1:b1], g_std[k1:b1])
+                below = np.empty((self.num_mc, rows.size, n_in) if i else (1, 1, 1), np.float32)
+                _dense_backward(inputs[i], weights[2 * i], mean[k0:k1], std[k0:k1], delta,
+                                i > 0, below, g_mean[k0:k1], g_std[k0:k1])
+                delta = below
+        return g_mean, g_std
+
+
+@functools.lru_cache(maxsize=32)
+def _fused(layer_sizes: tuple[tuple[int, int], ...], num_mc: int) -> FusedMLP:
+    return FusedMLP(layer_sizes, num_mc)
+
+
+def mlp_logits(mean, std, seeds, num_mc: int, x, mask, layer_sizes) -> tf.Tensor:
+    """Differentiable logits of the exact estimator's MLP with fused weight sampling.
+
+    Input: ``mean``, ``std`` ``[K or 1, d]`` tf.float32 (1: shared by the devices);
+    ``seeds`` ``[K, 2]`` tf.int32 (device k's Philox key); ``num_mc`` M; ``x`` ``[K, B,
+    in]`` tf.float32; ``mask`` ``[K, B]`` tf.float32; ``layer_sizes`` ``((in, out),
+    ...)``. Output: ``[K, M, B, C]`` tf.float32 (0 on padding rows), with gradients to
+    ``mean`` and ``std`` (summed over K where shared). Graph mode (``numpy_function``),
+    one forward and one backward call per device.
+    """
+    net = _fused(tuple(tuple(s) for s in layer_sizes), int(num_mc))
+    batch, classes = tf.shape(x)[1], net.layer_sizes[-1][1]
+
+    def forward(m, s, seed, xk, mk):
+        logits, buffer, hidden = tf.numpy_function(
+            net.forward, [m, s, seed, xk, mk], [tf.float32] * 3, stateful=False
+        )
+        return tf.reshape(logits, [num_mc, batch, classes]), buffer, hidden
+
+    @tf.custom_gradient
+    def run(mean, std):
+        shared_mean, shared_std = mean.shape[0] == 1, std.shape[0] == 1
+
+        def pick(t, shared, i):
+            return t[0] if shared else t[i]
+
+        def one(i):
+            return forward(pick(mean, shared_mean, i), pick(std, shared_std, i), seeds[i], x[i], mask[i])
+
+        if seeds.shape[0] == 1:
+            logits, buffer, hidden = (t[None] for t in one(0))
+        else:
+            logits, buffer, hidden = tf.map_fn(
+                one, tf.range(tf.shape(seeds)[0]),
+                fn_output_signature=(tf.float32, tf.float32, tf.float32),
+                parallel_iterations=1,
+            )
+
+        def grad(grad_logits):
+            def one_grad(i):
+                m, s = pick(mean, shared_mean, i), pick(std, shared_std, i)
+                g_m, g_s = tf.numpy_function(
+                    net.backward, [grad_logits[i], buffer[i], hidden[i], m, s, x[i], mask[i]],
+                    [tf.float32, tf.float32], stateful=False,
+                )
+                return tf.reshape(g_m, tf.shape(m)), tf.reshape(g_s, tf.shape(s))
+
+            if seeds.shape[0] == 1:
+                g_mean, g_std = (g[None] for g in one_grad(0))
+            else:
+                g_mean, g_std = tf.map_fn(
+                    one_grad, tf.range(tf.shape(seeds)[0]),
+                    fn_output_signature=(tf.float32, tf.float32), parallel_iterations=1,
+                )
+            if shared_mean:
+                g_mean = tf.reduce_sum(g_mean, axis=0, keepdims=True)
+            if shared_std:
+                g_std = tf.reduce_sum(g_std, axis=0, keepdims=True)
+            return g_mean, g_std
+
+        return logits, grad
+
+    return run(mean, std)
