@@ -323,9 +323,10 @@ class LocalTrainer:
 
     # -- compiled steps -------------------------------------------------------------------
     def _floor(self, delta_rho, rho_t):
-        """Clamp ``rho_t + Delta_rho_k`` at ``min_precision``; count the clamped entries."""
+        """Clamp ``rho_t + Delta_rho_k`` at ``min_precision``; count the clamped entries
+        per device (``[K]`` int32)."""
         lowest = tf.constant(self.config.min_precision, delta_rho.dtype) - rho_t
-        hits = tf.reduce_sum(tf.cast(delta_rho < lowest, tf.int32))
+        hits = tf.reduce_sum(tf.cast(delta_rho < lowest, tf.int32), axis=-1)
         return tf.maximum(delta_rho, lowest), hits
 
     def _rho_update(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
@@ -333,7 +334,8 @@ class LocalTrainer:
             tape.watch(delta_rho)
             loss = self.rho_objective(delta_rho, mu_t, rho_t, x, y, mask, weights, seeds)
         grad = tape.gradient(loss, delta_rho)  # each row depends on its own device only
-        return delta_rho - self.config.learning_rate * grad, loss
+        new, hits = self._floor(delta_rho - self.config.learning_rate * grad, rho_t)
+        return new, loss, hits
 
     def _nu_update(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
         with tf.GradientTape() as tape:
@@ -343,30 +345,30 @@ class LocalTrainer:
             )
         return z - self.config.learning_rate * tape.gradient(loss, z), loss
 
-    def _per_device(self, update, per_device_args):
+    def _per_device(self, update, per_device_args, signature=(tf.float32, tf.float32)):
         """Apply ``update`` to all devices: batched, or one device at a time in a graph loop.
 
-        ``per_device_args`` carry the leading K axis; ``update(*args)`` returns
-        (new parameter [K, d], loss [K]). The graph loop (``device_loop``) keeps one
-        device's weight samples and gradients (a few tens of MB at the paper's size) in
-        cache instead of streaming [K, M, d] tensors through memory several times.
+        ``per_device_args`` carry the leading K axis; ``update(*args)`` returns a tuple
+        of tensors with a leading K axis (new parameter [K, d], loss [K], ...) of the
+        dtypes ``signature``. The graph loop (``device_loop``) keeps one device's weight
+        samples, gradients and update (a few tens of MB at the paper's size) in cache
+        instead of streaming [K, M, d] tensors through memory several times.
         """
         if not self.device_loop:
             return update(*per_device_args)
 
         def one(args):
-            new, loss = update(*(a[None] for a in args))
-            return new[0], loss[0]
+            return tuple(out[0] for out in update(*(a[None] for a in args)))
 
-        return tf.map_fn(one, per_device_args, fn_output_signature=(tf.float32, tf.float32))
+        return tf.map_fn(one, per_device_args, fn_output_signature=signature)
 
     def _rho_step_impl(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
-        new, loss = self._per_device(
+        new, loss, hits = self._per_device(
             lambda r, xx, yy, mm, ww, ss: self._rho_update(r, mu_t, rho_t, xx, yy, mm, ww, ss),
             (delta_rho, x, y, mask, weights, seeds),
+            signature=(tf.float32, tf.float32, tf.int32),
         )
-        new, hits = self._floor(new, rho_t)
-        return new, loss, hits
+        return new, loss, tf.reduce_sum(hits)
 
     def _nu_step_impl(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
         return self._per_device(

@@ -124,8 +124,13 @@ def device_normal(device_seeds: tf.Tensor, shape, stream: int = 0) -> tf.Tensor:
     )
 
 
+@tf.function(reduce_retracing=True)
 def device_seeds(seed: tf.Tensor, device_ids: tf.Tensor) -> tf.Tensor:
-    """Per-device seeds ``fold_in(seed, device_id)``: ``[K, 2]`` tf.int32 from ``seed`` [2]."""
+    """Per-device seeds ``fold_in(seed, device_id)``: ``[K, 2]`` tf.int32 from ``seed`` [2].
+
+    A graph function: run eagerly, the loop over K devices cost 0.13 s per call at K =
+    100 (0.8 s of a paper-scale round, which calls it once per local step).
+    """
     return tf.map_fn(
         lambda i: tf.random.experimental.stateless_fold_in(seed, i),
         tf.cast(device_ids, tf.int32),

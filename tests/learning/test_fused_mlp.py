@@ -29,7 +29,7 @@ def _both_paths(model, mean, std, seeds, num_mc, x, mask, weight):
 
 @pytest.mark.parametrize("num_devices,shared", [(1, None), (3, "mean"), (3, "std"), (2, None)])
 def test_numba_layers_match_tf_layers_on_the_same_sample(rng, num_devices, shared):
-    """Values and both gradients, with padding rows, 2-D inputs, shared or per-device
+    """Values and both gradients, with padding rows (and a device with none), 2-D inputs, shared or per-device
     mean/std, several devices (the map) and one (the static path); widths below and
     above the forward's column split (128) and a layer narrower than the row block."""
     model = build_model("mlp", (3, 7), 4, (130, 9))
@@ -41,6 +41,8 @@ def test_numba_layers_match_tf_layers_on_the_same_sample(rng, num_devices, share
     x = tf.constant(rng.normal(size=(num_devices, batch, 3, 7)), tf.float32)
     rows = rng.integers(1, batch + 1, num_devices)
     rows[0], rows[-1] = batch, batch - 2  # one device without padding (if K > 1), one with
+    if num_devices == 3:
+        rows[1] = 0  # a device without data (pi_k = 0) still passes through
     mask = tf.constant(np.arange(batch)[None] < rows[:, None], tf.float32)
     weight = tf.constant(rng.normal(size=(num_devices, num_mc, batch, 4)), tf.float32)
 
