@@ -235,7 +235,8 @@ class FusedMLP:
 
 
 @functools.lru_cache(maxsize=32)
-def _fused(layer_sizes: tuple[tuple[int, int], ...], num_mc: int) -> FusedMLP:
+def network(layer_sizes: tuple[tuple[int, int], ...], num_mc: int) -> FusedMLP:
+    """The (cached) :class:`FusedMLP` of these layer sizes and M."""
     return FusedMLP(layer_sizes, num_mc)
 
 
@@ -249,7 +250,7 @@ def mlp_logits(mean, std, seeds, num_mc: int, x, mask, layer_sizes) -> tf.Tensor
     ``mean`` and ``std`` (summed over K where shared). Graph mode (``numpy_function``),
     one forward and one backward call per device.
     """
-    net = _fused(tuple(tuple(s) for s in layer_sizes), int(num_mc))
+    net = network(tuple(tuple(s) for s in layer_sizes), int(num_mc))
     batch, classes = tf.shape(x)[1], net.layer_sizes[-1][1]
 
     def forward(m, s, seed, xk, mk):

@@ -63,7 +63,11 @@ run replays bit-for-bit under the same ``jit_compile`` setting). Precision floor
 iterate is clamped so that ``rho_t + Delta_rho_k >= min_precision``, and the number of
 clamped entries is returned.
 
-Everything runs for all K devices in one compiled call per local step.
+Everything runs for all K devices in one compiled call per local step, except for the
+MLP with the fused sampler: its steps run device by device in Numba
+(:mod:`learning.fused_local`, the same maths with the gradients written out; a test
+holds them to TF's autodiff on this module's objectives), where ``jit_compile`` and
+``device_loop`` do not apply.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from learning.fused_local import FusedSteps
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
 
@@ -245,6 +250,14 @@ class LocalTrainer:
         opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
         self._rho_step = tf.function(self._rho_step_impl, **opts)
         self._nu_step = tf.function(self._nu_step_impl, **opts)
+        net = model.fused_network(config.mc_samples) if config.uses_fused_sampler else None
+        self.fused_steps = None if net is None else FusedSteps(
+            net, kl_scale=config.kl_scale, learning_rate=config.learning_rate,
+            min_precision=config.min_precision, num_params=model.num_params,
+            nll_mean=config.nll_reduction == "mean",
+        )
+        if self.fused_steps is not None:  # the MLP with the fused sampler: no TF in the steps
+            self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
 
     # -- objective ---------------------------------------------------------------------
     def task_loss(self, mean, std, x, y, mask, step_seeds):
@@ -400,7 +413,7 @@ class LocalTrainer:
             delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
             losses.append(loss)
             hits += h
-        return delta, tf.stack(losses), hits
+        return tf.convert_to_tensor(delta), tf.stack(losses), hits
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,

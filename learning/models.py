@@ -140,6 +140,11 @@ class Model(abc.ABC):
         params = sample_weights(mean, std, device_seeds, num_samples, self.param_shapes)
         return self.logits_from_params(params, x, mask=mask)
 
+    def fused_network(self, num_samples: int):
+        """The model's forward/backward in Numba on the fused sample
+        (:class:`learning.fused_mlp.FusedMLP`), or None where there is none (convnets)."""
+        return None
+
     @abc.abstractmethod
     def logits_lrt(
         self,
@@ -223,6 +228,9 @@ class MLP(Model):
             if i < last:
                 h = tf.nn.relu(h)
         return h
+
+    def fused_network(self, num_samples: int) -> fused_mlp.FusedMLP:
+        return fused_mlp.network(self.layer_sizes, int(num_samples))
 
     def logits_sampled(self, mean, std, device_seeds, num_samples, x, mask):
         """See :meth:`Model.logits_sampled`: the layers run in Numba on the sample

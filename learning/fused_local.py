@@ -1,0 +1,212 @@
+"""The exact estimator's local steps for the MLP, device by device, without TensorFlow.
+
+With the fused sampler and the MLP, everything a local step does is either the
+network on the weight sample (:mod:`learning.fused_mlp`) or elementwise algebra on
+``d``-vectors. Run as a TF graph, that algebra is some 25 passes over ``d`` and 60
+small ops per device and step (about 3 ms of 13 at the paper's size). Here it is one
+parallel Numba pass per step and device, with the gradients written out by hand. They
+are the gradients TensorFlow's autodiff forms on :class:`learning.local.LocalTrainer`'s
+objectives (a test compares the two paths step by step):
+
+* phase 1 (``rho_objective``): ``std = (rho_t + Delta)^-1/2``, ``u = Delta / rho_t``,
+  ``dL/dDelta = dL_task/dstd * (-std^3 / 2) + lambda_k / 2 * u / (1 + u)^2 / rho_t``
+  (the KL is ``1/2 sum log1p(u) - u / (1 + u)``), then the step and the precision floor;
+* phase 2 (``nu_objective``): ``shift = ratio * z``, sampling mean ``mu_t + shift``,
+  ``dL/dz = ratio * (dL_task/dmean + lambda_k * prior_rho * shift)`` (the KL is
+  ``1/2 sum prior_rho shift^2``, plus a constant with ``phase2_prior = "previous"``).
+
+The task loss and ``dL/dlogits`` (the masked, summed or averaged softmax cross-entropy
+of eq. ``task_loss``, averaged over the M samples) are formed in NumPy on the [M, B, C]
+logits. Device k's weights are the fused sampler's draw under ``seeds[k]``, exactly
+as on the TF path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from learning.fused_mlp import FusedMLP
+from learning.sampling import LAUNCH_LOCK
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _rsqrt_sum(a, b, out):
+    """``out = (a + b)^-1/2`` elementwise (float32 [d])."""
+    for i in prange(out.size):
+        out[i] = np.float32(1.0) / np.sqrt(a[i] + b[i])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _shifted_mean(mu, ratio, z, out):
+    """``out = mu + ratio * z`` (the phase-2 sampling mean, float32 [d])."""
+    for i in prange(out.size):
+        out[i] = mu[i] + ratio[i] * z[i]
+
+
+_SERIES_BOUND = 0.01
+"""Below this |u|, ``log1p(u) - u / (1 + u)`` is summed from its series (vectorised;
+relative truncation error < 2e-8, and no cancellation); above, from ``log1p``."""
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, lowest, out):
+    """One phase-1 step of one device: ``out = max(Delta - eta dL/dDelta, lowest)``.
+
+    Input: float32 [d] ``delta``, ``rho_t``, ``std`` (= (rho_t + delta)^-1/2),
+    ``g_std`` (dL_task/dstd), ``lowest`` (= min_precision - rho_t); scalars
+    ``kl_weight`` (lambda_k) and ``learning_rate``. Output: ``out`` [d] (written),
+    returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64, the number
+    of floored entries).
+    """
+    kl = 0.0
+    hits = 0
+    large = 0
+    for i in prange(out.size):
+        u = delta[i] / rho_t[i]
+        one_plus = np.float32(1.0) + u
+        small = abs(u) <= _SERIES_BOUND
+        series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
+        kl += np.float64(series if small else np.float32(0.0))
+        large += 0 if small else 1
+        s = std[i]
+        grad = g_std[i] * (np.float32(-0.5) * s * s * s)
+        grad += np.float32(0.5 * kl_weight) * (u / (one_plus * one_plus)) / rho_t[i]
+        new = delta[i] - np.float32(learning_rate) * grad
+        floored = new < lowest[i]
+        hits += 1 if floored else 0
+        out[i] = lowest[i] if floored else new
+    if large:
+        for i in prange(out.size):
+            u = np.float64(delta[i]) / np.float64(rho_t[i])
+            if abs(u) > _SERIES_BOUND:
+                kl += math.log1p(u) - u / (1.0 + u)
+    return 0.5 * kl, hits
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
+    """One phase-2 step of one device: ``out = z - eta dL/dz``.
+
+    Input: float32 [d] ``z``, ``ratio`` (rho_{t+1} / rho_k), ``g_mean``
+    (dL_task/dmean), ``prior_rho``; scalars ``kl_weight`` and ``learning_rate``.
+    Output: ``out`` [d] (written); returns the KL term ``1/2 sum prior_rho shift^2``
+    (float64).
+    """
+    kl = 0.0
+    for i in prange(out.size):
+        shift = ratio[i] * z[i]
+        kl += np.float64(prior_rho[i] * shift * shift)
+        grad = ratio[i] * (g_mean[i] + np.float32(kl_weight) * prior_rho[i] * shift)
+        out[i] = z[i] - np.float32(learning_rate) * grad
+    return 0.5 * kl
+
+
+def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool):
+    """The MC task loss (eq. ``task_loss``) of one device and its gradient.
+
+    Input: ``mean``, ``std`` float32 [d]; ``seed`` two integers; ``x`` [B, in]
+    float32, ``y`` [B] int, ``mask`` [B] float32; ``nll_mean`` divides the NLL by
+    |D_k| (``nll_reduction = "mean"``) instead of summing it.
+    Output: (loss as float, ``dL/dmean`` [d], ``dL/dstd`` [d]).
+    """
+    logits, buffer, hidden = net.forward(mean, std, seed, x, mask)
+    weight = mask.astype(np.float64)
+    if nll_mean:
+        weight = weight / max(float(weight.sum()), 1.0)
+    top = logits.max(axis=-1, keepdims=True)
+    shifted = (logits - top).astype(np.float64)
+    exp = np.exp(shifted)
+    total = exp.sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(shifted, np.broadcast_to(y[None, :, None], (*logits.shape[:2], 1)), -1)
+    nll = (np.log(total) - picked)[..., 0]  # [M, B]
+    loss = float((nll * weight).sum(axis=1).mean())
+    probs = exp / total
+    probs[:, np.arange(y.size), y] -= 1.0
+    grad_logits = (probs * (weight[None, :, None] / net.num_mc)).astype(np.float32)
+    g_mean, g_std = net.backward(grad_logits, buffer, hidden, mean, std, x, mask)
+    return loss, g_mean, g_std
+
+
+class FusedSteps:
+    """:meth:`learning.local.LocalTrainer`'s ``_rho_step`` / ``_nu_step`` for the MLP
+    with the fused sampler: the same inputs (tensors or arrays; ``seeds`` [K, 2]),
+    outputs as NumPy arrays, one device at a time.
+
+    Parameters
+    ----------
+    net : FusedMLP
+        The network and its sampler layout.
+    kl_scale, learning_rate, min_precision : float
+        lambda, eta and the precision floor of :class:`learning.local.LocalConfig`.
+    num_params : int
+        d (lambda_k = lambda pi_k / d).
+    nll_mean : bool
+        ``nll_reduction == "mean"``.
+    """
+
+    def __init__(self, net: FusedMLP, *, kl_scale, learning_rate, min_precision, num_params, nll_mean):
+        self.net = net
+        self.kl_scale = float(kl_scale)
+        self.learning_rate = float(learning_rate)
+        self.min_precision = float(min_precision)
+        self.num_params = int(num_params)
+        self.nll_mean = bool(nll_mean)
+
+    def _data(self, x, y, mask, weights, seeds):
+        x = np.asarray(x, np.float32)
+        x = np.ascontiguousarray(x.reshape(x.shape[0], x.shape[1], -1))
+        kl_weights = self.kl_scale * np.asarray(weights, np.float64) / self.num_params
+        return x, np.asarray(y), np.asarray(mask, np.float32), kl_weights, np.asarray(seeds)
+
+    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
+        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits)."""
+        x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
+        delta_rho = np.asarray(delta_rho, np.float32)
+        mu_t = np.ascontiguousarray(mu_t, np.float32)
+        rho_t = np.ascontiguousarray(rho_t, np.float32)
+        lowest = np.float32(self.min_precision) - rho_t
+        new = np.empty_like(delta_rho)
+        losses = np.empty(delta_rho.shape[0], np.float32)
+        std = np.empty_like(rho_t)
+        hits = 0
+        for k in range(delta_rho.shape[0]):
+            delta = np.ascontiguousarray(delta_rho[k])
+            with LAUNCH_LOCK:
+                _rsqrt_sum(rho_t, delta, std)
+            task, _, g_std = task_loss_and_grads(self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean)
+            with LAUNCH_LOCK:
+                kl, floored = _rho_update(
+                    delta, rho_t, std, g_std, kl_weights[k], self.learning_rate, lowest, new[k]
+                )
+            losses[k] = task + kl_weights[k] * kl
+            hits += floored
+        return new, losses, np.int32(hits)
+
+    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
+        """Phase-2 step of every device: (new ``z`` [K, d], objective [K])."""
+        x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
+        z = np.asarray(z, np.float32)
+        ratio = np.asarray(ratio, np.float32)
+        mu_t = np.ascontiguousarray(mu_t, np.float32)
+        rho_next = np.ascontiguousarray(rho_next, np.float32)
+        prior_rho = np.ascontiguousarray(prior_rho, np.float32)
+        std = np.empty_like(rho_next)
+        with LAUNCH_LOCK:
+            _rsqrt_sum(rho_next, np.zeros_like(rho_next), std)
+        gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
+        prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
+        new = np.empty_like(z)
+        losses = np.empty(z.shape[0], np.float32)
+        mean = np.empty_like(mu_t)
+        for k in range(z.shape[0]):
+            zk, rk = np.ascontiguousarray(z[k]), np.ascontiguousarray(ratio[k])
+            with LAUNCH_LOCK:
+                _shifted_mean(mu_t, rk, zk, mean)
+            task, g_mean, _ = task_loss_and_grads(self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean)
+            with LAUNCH_LOCK:
+                kl = _nu_update(zk, rk, g_mean, prior_rho, kl_weights[k], self.learning_rate, new[k])
+            losses[k] = task + kl_weights[k] * (kl + prior_term)
+        return new, losses

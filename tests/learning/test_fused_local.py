@@ -1,0 +1,63 @@
+"""The MLP's local steps without TensorFlow take the steps TF's autodiff takes."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from learning.local import LocalConfig, LocalTrainer
+from learning.models import MLP, Model
+
+
+class _TFLayersMLP(MLP):
+    """The same MLP run by TensorFlow: TF layers on the fused sample, TF autodiff, TF steps."""
+
+    def fused_network(self, num_samples):
+        return None
+
+    logits_sampled = Model.logits_sampled
+
+
+def _data(rng, num_devices, batch, num_classes):
+    rows = np.array([batch, 0, batch - 3][:num_devices])  # full, empty (pi_k = 0), padded
+    mask = (np.arange(batch)[None] < rows[:, None]).astype(np.float32)
+    x = rng.uniform(0, 1, (num_devices, batch, 3, 4)).astype(np.float32) * mask[..., None, None]
+    y = rng.integers(0, num_classes, (num_devices, batch)).astype(np.int32)
+    weights = rows / rows.sum()
+    return (tf.constant(x), tf.constant(y), tf.constant(mask), tf.constant(weights, tf.float32))
+
+
+@pytest.mark.parametrize("phase2_prior,nll_reduction", [("fresh", "sum"), ("previous", "mean")])
+def test_numba_steps_match_tensorflow_steps(rng, phase2_prior, nll_reduction):
+    """Both phases, E = 2 steps, three devices (one without data), the precision floor
+    active: the updates, objectives and floor hits agree to float32 rounding."""
+    shape = dict(input_shape=(3, 4), num_classes=5, hidden_units=(20, 9))
+    fused_model, tf_model = MLP(**shape), _TFLayersMLP(**shape)
+    d = fused_model.num_params
+    config = LocalConfig(
+        kl_scale=20.0 * d,  # lambda_k ~ 10: the KL's gradient counts
+        learning_rate=0.2, local_steps=2, mc_samples=3, min_precision=2.0,
+        phase2_prior=phase2_prior, nll_reduction=nll_reduction,
+    )
+    fused, plain = LocalTrainer(fused_model, config), LocalTrainer(tf_model, config)
+    assert fused.fused_steps is not None and plain.fused_steps is None
+    x, y, mask, weights = _data(rng, 3, 6, 5)
+    mu_t = fused_model.init_mean(tf.constant([1, 2]))
+    rho_t = tf.constant(rng.uniform(1.99, 2.01, d), tf.float32)  # half below the floor: clamps
+    seed = tf.constant([4, 5])
+
+    got = fused.rho_phase(mu_t, rho_t, x, y, mask, weights, seed)
+    want = plain.rho_phase(mu_t, rho_t, x, y, mask, weights, seed)
+    scale = np.abs(want[0].numpy()).max()
+    assert scale > 1e-3 and 0 < int(want[2]) < 3 * d
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-3, atol=1e-4 * scale)
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=1e-4, atol=1e-4)
+    assert int(got[2]) == int(want[2])
+
+    delta = want[0]
+    rho_next = rho_t + tf.reduce_sum(weights[:, None] * delta, axis=0)
+    got = fused.nu_phase(mu_t, rho_t, rho_next, delta, x, y, mask, weights, seed)
+    want = plain.nu_phase(mu_t, rho_t, rho_next, delta, x, y, mask, weights, seed)
+    scale = np.abs(want[0].numpy()).max()
+    assert scale > 1e-3
+    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-3, atol=1e-4 * scale)
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=1e-4, atol=1e-4)
