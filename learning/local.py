@@ -109,7 +109,8 @@ class LocalConfig:
     nll_reduction : str
         ``"sum"`` over the local dataset (the paper) or ``"mean"``.
     jit_compile : bool or None
-        Compile each local step with XLA. ``None``: on for ``"local_reparameterization"``
+        Compile each local step with XLA (not used where the steps run in Numba: the
+        MLP with the fused sampler, :mod:`learning.fused_local`). ``None``: on for ``"local_reparameterization"``
         (XLA fuses its many elementwise passes over [K, d]; measured 1.5x faster per
         step), off for ``"reparameterization"`` (its default fused sampler runs outside
         XLA; with ``weight_sampler="tensorflow"`` XLA measured no faster).
@@ -120,7 +121,8 @@ class LocalConfig:
         or ``"tensorflow"`` (``tf.random.stateless_normal`` per parameter tensor; XLA-able).
         Same distribution, different random numbers.
     device_loop : bool or None
-        Run each step one device at a time inside the compiled graph (``tf.map_fn``)
+        Run each step one device at a time inside the compiled graph (``tf.map_fn``;
+        the Numba steps of the MLP with the fused sampler always go device by device)
         instead of as one [K, ...] batch; same results either way. ``None``: on for
         ``"reparameterization"`` (cache-friendly at the paper's size), off for
         ``"local_reparameterization"``.
@@ -247,9 +249,6 @@ class LocalTrainer:
         )
         lrt = config.estimator == "local_reparameterization"
         self.jit_compile = lrt if config.jit_compile is None else bool(config.jit_compile)
-        opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
-        self._rho_step = tf.function(self._rho_step_impl, **opts)
-        self._nu_step = tf.function(self._nu_step_impl, **opts)
         net = model.fused_network(config.mc_samples) if config.uses_fused_sampler else None
         self.fused_steps = None if net is None else FusedSteps(
             net, kl_scale=config.kl_scale, learning_rate=config.learning_rate,
@@ -258,6 +257,10 @@ class LocalTrainer:
         )
         if self.fused_steps is not None:  # the MLP with the fused sampler: no TF in the steps
             self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
+        else:
+            opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
+            self._rho_step = tf.function(self._rho_step_impl, **opts)
+            self._nu_step = tf.function(self._nu_step_impl, **opts)
 
     # -- objective ---------------------------------------------------------------------
     def task_loss(self, mean, std, x, y, mask, step_seeds):
