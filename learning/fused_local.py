@@ -52,12 +52,12 @@ relative truncation error < 2e-8, and no cancellation); above, from ``log1p``.""
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
-def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, lowest, out):
+def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out):
     """One phase-1 step of one device: ``out = max(Delta - eta dL/dDelta, lowest)``.
 
     Input: float32 [d] ``delta``, ``rho_t``, ``std`` (= (rho_t + delta)^-1/2),
-    ``g_std`` (dL_task/dstd), ``lowest`` (= min_precision - rho_t); scalars
-    ``kl_weight`` (lambda_k) and ``learning_rate``. Output: ``out`` [d] (written),
+    ``g_std`` (dL_task/dstd); scalars ``kl_weight`` (lambda_k), ``learning_rate`` and
+    ``min_precision`` (``lowest = min_precision - rho_t``). Output: ``out`` [d] (written),
     returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64, the number
     of floored entries).
     """
@@ -75,9 +75,10 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, lowest, out)
         grad = g_std[i] * (np.float32(-0.5) * s * s * s)
         grad += np.float32(0.5 * kl_weight) * (u / (one_plus * one_plus)) / rho_t[i]
         new = delta[i] - np.float32(learning_rate) * grad
-        floored = new < lowest[i]
+        lowest = np.float32(min_precision) - rho_t[i]
+        floored = new < lowest
         hits += 1 if floored else 0
-        out[i] = lowest[i] if floored else new
+        out[i] = lowest if floored else new
     if large:
         for i in prange(out.size):
             u = np.float64(delta[i]) / np.float64(rho_t[i])
@@ -104,13 +105,14 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     return 0.5 * kl
 
 
-def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool):
+def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool, want: str):
     """The MC task loss (eq. ``task_loss``) of one device and its gradient.
 
     Input: ``mean``, ``std`` float32 [d]; ``seed`` two integers; ``x`` [B, in]
     float32, ``y`` [B] int, ``mask`` [B] float32; ``nll_mean`` divides the NLL by
-    |D_k| (``nll_reduction = "mean"``) instead of summing it.
-    Output: (loss as float, ``dL/dmean`` [d], ``dL/dstd`` [d]).
+    |D_k| (``nll_reduction = "mean"``) instead of summing it; ``want`` is ``"mean"``
+    or ``"std"``: the gradient that is formed.
+    Output: (loss as float, the gradient with respect to ``want``, float32 [d]).
     """
     logits, buffer, hidden = net.forward(mean, std, seed, x, mask)
     weight = mask.astype(np.float64)
@@ -126,8 +128,10 @@ def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bo
     probs = exp / total
     probs[:, np.arange(y.size), y] -= 1.0
     grad_logits = (probs * (weight[None, :, None] / net.num_mc)).astype(np.float32)
-    g_mean, g_std = net.backward(grad_logits, buffer, hidden, mean, std, x, mask)
-    return loss, g_mean, g_std
+    g_mean, g_std = net.backward(
+        grad_logits, buffer, hidden, mean, std, x, mask, want_mean=want == "mean", want_std=want == "std"
+    )
+    return loss, g_mean if want == "mean" else g_std
 
 
 class FusedSteps:
@@ -167,7 +171,6 @@ class FusedSteps:
         delta_rho = np.asarray(delta_rho, np.float32)
         mu_t = np.ascontiguousarray(mu_t, np.float32)
         rho_t = np.ascontiguousarray(rho_t, np.float32)
-        lowest = np.float32(self.min_precision) - rho_t
         new = np.empty_like(delta_rho)
         losses = np.empty(delta_rho.shape[0], np.float32)
         std = np.empty_like(rho_t)
@@ -176,10 +179,12 @@ class FusedSteps:
             delta = np.ascontiguousarray(delta_rho[k])
             with LAUNCH_LOCK:
                 _rsqrt_sum(rho_t, delta, std)
-            task, _, g_std = task_loss_and_grads(self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean)
+            task, g_std = task_loss_and_grads(
+                self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="std"
+            )
             with LAUNCH_LOCK:
                 kl, floored = _rho_update(
-                    delta, rho_t, std, g_std, kl_weights[k], self.learning_rate, lowest, new[k]
+                    delta, rho_t, std, g_std, kl_weights[k], self.learning_rate, self.min_precision, new[k]
                 )
             losses[k] = task + kl_weights[k] * kl
             hits += floored
@@ -205,7 +210,9 @@ class FusedSteps:
             zk, rk = np.ascontiguousarray(z[k]), np.ascontiguousarray(ratio[k])
             with LAUNCH_LOCK:
                 _shifted_mean(mu_t, rk, zk, mean)
-            task, g_mean, _ = task_loss_and_grads(self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean)
+            task, g_mean = task_loss_and_grads(
+                self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="mean"
+            )
             with LAUNCH_LOCK:
                 kl = _nu_update(zk, rk, g_mean, prior_rho, kl_weights[k], self.learning_rate, new[k])
             losses[k] = task + kl_weights[k] * (kl + prior_term)

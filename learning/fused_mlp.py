@@ -78,7 +78,7 @@ def _dense_forward(h, w, b, relu, out):
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
-def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g_std):
+def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean, want_std, g_mean, g_std):
     """Backward of one dense layer of :func:`_dense_forward` into the sampler's sums.
 
     Input: ``h`` float32 [1 or M, R, n_in] (the layer's input, after the ReLU of the
@@ -87,6 +87,8 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g
     Output (written): ``g_mean = sum_m dL/dw_m`` and ``g_std = sum_m dL/dw_m (w_m -
     mean) / std`` [n_in * n_out]; with ``want_input_grad``, ``delta_in`` [M, R, n_in]
     = ``(delta_m W_m^T) * (h_m > 0)``, the next layer down's ``delta`` (ReLU below).
+    ``want_mean`` / ``want_std`` False: that sum is neither formed nor written (phase
+    1 needs only ``g_std``, phase 2 only ``g_mean``).
     """
     num_mc, rows, n_out = delta.shape
     n_in = h.shape[2]
@@ -97,9 +99,12 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g
             lo, hi = i * n_out, (i + 1) * n_out
             gm, gs = g_mean[lo:hi], g_std[lo:hi]
             mean_row, std_row = mean[lo:hi], std[lo:hi]
-            for j in range(n_out):
-                gm[j] = 0.0
-                gs[j] = 0.0
+            if want_mean:
+                for j in range(n_out):
+                    gm[j] = 0.0
+            if want_std:
+                for j in range(n_out):
+                    gs[j] = 0.0
             for m in range(num_mc):
                 hm = h[0] if h.shape[0] == 1 else h[m]
                 w_row = w[m, lo:hi]
@@ -111,9 +116,12 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g
                     d_row = dm[r]
                     for j in range(n_out):
                         g_row[j] += a * d_row[j]
-                for j in range(n_out):
-                    gm[j] += g_row[j]
-                    gs[j] += g_row[j] * (w_row[j] - mean_row[j])
+                if want_mean:
+                    for j in range(n_out):
+                        gm[j] += g_row[j]
+                if want_std:
+                    for j in range(n_out):
+                        gs[j] += g_row[j] * (w_row[j] - mean_row[j])
                 if want_input_grad:
                     for r in range(rows):
                         d_row = dm[r]
@@ -121,8 +129,9 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, g_mean, g
                         for j in range(n_out):
                             total += d_row[j] * w_row[j]
                         delta_in[m, r, i] = total if hm[r, i] > 0 else np.float32(0.0)
-            for j in range(n_out):
-                gs[j] /= std_row[j]
+            if want_std:
+                for j in range(n_out):
+                    gs[j] /= std_row[j]
 
 
 @njit(nogil=True, cache=True, fastmath=True)
@@ -207,9 +216,10 @@ class FusedMLP:
         logits[:, rows] = outs[-1]
         return logits, buffer, hidden
 
-    def backward(self, grad_logits, buffer, hidden, mean, std, x, mask):
+    def backward(self, grad_logits, buffer, hidden, mean, std, x, mask, want_mean=True, want_std=True):
         """``(dL/dmean, dL/dstd)``, float32 [d] each, from ``dL/dlogits`` [M, B, C] and
-        the other inputs and outputs of :meth:`forward`."""
+        the other inputs and outputs of :meth:`forward`. A sum not wanted
+        (``want_mean`` / ``want_std`` False) is returned unwritten (uninitialised)."""
         rows = self._rows(mask)
         x = np.ascontiguousarray(x, np.float32)
         first = np.ascontiguousarray(x[rows] if rows.size < x.shape[0] else x)[None]
@@ -229,7 +239,7 @@ class FusedMLP:
                                g_mean[k1:b1], g_std[k1:b1])
                 below = np.empty((self.num_mc, rows.size, n_in) if i else (1, 1, 1), np.float32)
                 _dense_backward(inputs[i], weights[2 * i], mean[k0:k1], std[k0:k1], delta,
-                                i > 0, below, g_mean[k0:k1], g_std[k0:k1])
+                                i > 0, below, want_mean, want_std, g_mean[k0:k1], g_std[k0:k1])
                 delta = below
         return g_mean, g_std
 
