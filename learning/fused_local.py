@@ -32,14 +32,14 @@ from learning.fused_mlp import FusedMLP
 from learning.sampling import LAUNCH_LOCK
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _rsqrt_sum(a, b, out):
     """``out = (a + b)^-1/2`` elementwise (float32 [d])."""
     for i in prange(out.size):
         out[i] = np.float32(1.0) / np.sqrt(a[i] + b[i])
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, fastmath=True)
 def _shifted_mean(mu, ratio, z, out):
     """``out = mu + ratio * z`` (the phase-2 sampling mean, float32 [d])."""
     for i in prange(out.size):
@@ -51,40 +51,61 @@ _SERIES_BOUND = 0.01
 relative truncation error < 2e-8, and no cancellation); above, from ``log1p``."""
 
 
-@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+_BLOCK = 2048
+"""Elements per work item of the update passes (partial sums in float32 within a
+block, across blocks in float64)."""
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out):
     """One phase-1 step of one device: ``out = max(Delta - eta dL/dDelta, lowest)``.
 
     Input: float32 [d] ``delta``, ``rho_t``, ``std`` (= (rho_t + delta)^-1/2),
     ``g_std`` (dL_task/dstd); scalars ``kl_weight`` (lambda_k), ``learning_rate`` and
-    ``min_precision`` (``lowest = min_precision - rho_t``). Output: ``out`` [d] (written),
-    returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64, the number
-    of floored entries).
+    ``min_precision`` (``lowest = min_precision - rho_t``). Output: ``out`` [d]
+    (written); returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64,
+    the number of floored entries).
     """
-    kl = 0.0
-    hits = 0
-    large = 0
-    for i in prange(out.size):
-        u = delta[i] / rho_t[i]
-        one_plus = np.float32(1.0) + u
-        small = abs(u) <= _SERIES_BOUND
-        series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
-        kl += np.float64(series if small else np.float32(0.0))
-        large += 0 if small else 1
-        s = std[i]
-        grad = g_std[i] * (np.float32(-0.5) * s * s * s)
-        grad += np.float32(0.5 * kl_weight) * (u / (one_plus * one_plus)) / rho_t[i]
-        new = delta[i] - np.float32(learning_rate) * grad
-        lowest = np.float32(min_precision) - rho_t[i]
-        floored = new < lowest
-        hits += 1 if floored else 0
-        out[i] = lowest if floored else new
-    if large:
-        for i in prange(out.size):
-            u = np.float64(delta[i]) / np.float64(rho_t[i])
-            if abs(u) > _SERIES_BOUND:
-                kl += math.log1p(u) - u / (1.0 + u)
-    return 0.5 * kl, hits
+    size = out.size
+    blocks = (size + _BLOCK - 1) // _BLOCK
+    kl_parts = np.zeros(blocks)
+    hit_parts = np.zeros(blocks, np.int64)
+    large_parts = np.zeros(blocks, np.int64)
+    half_weight = np.float32(0.5 * kl_weight)
+    rate = np.float32(learning_rate)
+    floor = np.float32(min_precision)
+    for block in prange(blocks):
+        kl = np.float32(0.0)
+        hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
+        large = np.float32(0.0)
+        for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
+            u = delta[i] / rho_t[i]
+            one_plus = np.float32(1.0) + u
+            small = abs(u) <= np.float32(_SERIES_BOUND)
+            series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
+            kl += series * np.float32(small)
+            large += np.float32(not small)
+            s = std[i]
+            grad = g_std[i] * (np.float32(-0.5) * s * s * s)
+            grad += half_weight * (u / (one_plus * one_plus)) / rho_t[i]
+            new = delta[i] - rate * grad
+            lowest = floor - rho_t[i]
+            hits += np.float32(new < lowest)
+            out[i] = max(new, lowest)
+        kl_parts[block] = kl
+        hit_parts[block] = np.int64(hits)
+        large_parts[block] = np.int64(large)
+    total = kl_parts.sum()
+    if large_parts.sum():
+        for block in prange(blocks):
+            kl = 0.0
+            for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
+                u = np.float64(delta[i]) / np.float64(rho_t[i])
+                if abs(u) > _SERIES_BOUND:
+                    kl += math.log1p(u) - u / (1.0 + u)
+            kl_parts[block] = kl
+        total += kl_parts.sum()
+    return 0.5 * total, hit_parts.sum()
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
@@ -96,13 +117,20 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     Output: ``out`` [d] (written); returns the KL term ``1/2 sum prior_rho shift^2``
     (float64).
     """
-    kl = 0.0
-    for i in prange(out.size):
-        shift = ratio[i] * z[i]
-        kl += np.float64(prior_rho[i] * shift * shift)
-        grad = ratio[i] * (g_mean[i] + np.float32(kl_weight) * prior_rho[i] * shift)
-        out[i] = z[i] - np.float32(learning_rate) * grad
-    return 0.5 * kl
+    size = out.size
+    blocks = (size + _BLOCK - 1) // _BLOCK
+    kl_parts = np.zeros(blocks)
+    weight = np.float32(kl_weight)
+    rate = np.float32(learning_rate)
+    for block in prange(blocks):
+        kl = np.float32(0.0)
+        for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
+            shift = ratio[i] * z[i]
+            kl += prior_rho[i] * shift * shift
+            grad = ratio[i] * (g_mean[i] + weight * prior_rho[i] * shift)
+            out[i] = z[i] - rate * grad
+        kl_parts[block] = kl
+    return 0.5 * kl_parts.sum()
 
 
 def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool, want: str):

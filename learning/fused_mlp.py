@@ -77,7 +77,7 @@ def _dense_forward(h, w, b, relu, out):
                     orow[j] = max(orow[j], np.float32(0.0))
 
 
-@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean, want_std, g_mean, g_std):
     """Backward of one dense layer of :func:`_dense_forward` into the sampler's sums.
 
@@ -134,7 +134,7 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean
                     gs[j] /= std_row[j]
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _bias_backward(b, mean, std, delta, g_mean, g_std):
     """The bias's part of :func:`_dense_backward`: ``dL/db_m = sum_rows delta_m``.
 
