@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from learning.fused_mlp import FusedMLP
+from learning.fused_mlp import FusedMLP, Workspace
 from learning.sampling import LAUNCH_LOCK
 
 
@@ -133,16 +133,20 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     return 0.5 * kl_parts.sum()
 
 
-def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool, want: str):
+def task_loss_and_grads(
+    net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool, want: str,
+    workspace: Workspace | None = None,
+):
     """The MC task loss (eq. ``task_loss``) of one device and its gradient.
 
     Input: ``mean``, ``std`` float32 [d]; ``seed`` two integers; ``x`` [B, in]
     float32, ``y`` [B] int, ``mask`` [B] float32; ``nll_mean`` divides the NLL by
     |D_k| (``nll_reduction = "mean"``) instead of summing it; ``want`` is ``"mean"``
-    or ``"std"``: the gradient that is formed.
+    or ``"std"``: the gradient that is formed; ``workspace`` (optional) is passed on
+    to :class:`learning.fused_mlp.FusedMLP` (the gradient is then its array).
     Output: (loss as float, the gradient with respect to ``want``, float32 [d]).
     """
-    logits, buffer, hidden = net.forward(mean, std, seed, x, mask)
+    logits, buffer, hidden = net.forward(mean, std, seed, x, mask, workspace=workspace)
     weight = mask.astype(np.float64)
     if nll_mean:
         weight = weight / max(float(weight.sum()), 1.0)
@@ -157,7 +161,8 @@ def task_loss_and_grads(net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bo
     probs[:, np.arange(y.size), y] -= 1.0
     grad_logits = (probs * (weight[None, :, None] / net.num_mc)).astype(np.float32)
     g_mean, g_std = net.backward(
-        grad_logits, buffer, hidden, mean, std, x, mask, want_mean=want == "mean", want_std=want == "std"
+        grad_logits, buffer, hidden, mean, std, x, mask,
+        want_mean=want == "mean", want_std=want == "std", workspace=workspace,
     )
     return loss, g_mean if want == "mean" else g_std
 
@@ -186,6 +191,7 @@ class FusedSteps:
         self.min_precision = float(min_precision)
         self.num_params = int(num_params)
         self.nll_mean = bool(nll_mean)
+        self.workspace = Workspace(net)
 
     def _data(self, x, y, mask, weights, seeds):
         x = np.asarray(x, np.float32)
@@ -208,7 +214,8 @@ class FusedSteps:
             with LAUNCH_LOCK:
                 _rsqrt_sum(rho_t, delta, std)
             task, g_std = task_loss_and_grads(
-                self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="std"
+                self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="std",
+                workspace=self.workspace,
             )
             with LAUNCH_LOCK:
                 kl, floored = _rho_update(
@@ -239,7 +246,8 @@ class FusedSteps:
             with LAUNCH_LOCK:
                 _shifted_mean(mu_t, rk, zk, mean)
             task, g_mean = task_loss_and_grads(
-                self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="mean"
+                self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="mean",
+                workspace=self.workspace,
             )
             with LAUNCH_LOCK:
                 kl = _nu_update(zk, rk, g_mean, prior_rho, kl_weights[k], self.learning_rate, new[k])

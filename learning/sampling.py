@@ -346,16 +346,19 @@ class Layout:
         """
         return self.views(self.fill_buffer(mean, std, seed))
 
-    def fill_buffer(self, mean: np.ndarray, std: np.ndarray, seed) -> np.ndarray:
+    def fill_buffer(self, mean: np.ndarray, std: np.ndarray, seed, out=None) -> np.ndarray:
         """:meth:`fill` as the one 64-byte-aligned float32 buffer behind its views
-        (length ``buffer_size``; see :meth:`views`)."""
+        (length ``buffer_size``; see :meth:`views`), written into ``out`` if given."""
         mean = np.ascontiguousarray(mean, np.float32).ravel()
         std = np.ascontiguousarray(std, np.float32).ravel()
         if mean.size != self.mean_at[-1] or std.size != mean.size:
             raise ValueError(
                 f"mean and std must have {self.mean_at[-1]} elements, got {mean.size} and {std.size}"
             )
-        out = aligned_empty(self.buffer_size)
+        if out is None:
+            out = aligned_empty(self.buffer_size)
+        elif out.shape != (self.buffer_size,) or out.dtype != np.float32:
+            raise ValueError(f"out must be float32 [{self.buffer_size}], got {out.dtype} {out.shape}")
         k0, k1 = _key(seed)
         with LAUNCH_LOCK:
             _fill(
