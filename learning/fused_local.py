@@ -56,6 +56,42 @@ _BLOCK = 2048
 block, across blocks in float64)."""
 
 
+@njit(inline="always", fastmath=True, error_model="numpy")
+def _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out):
+    """Elements ``lo:hi`` of :func:`_rho_update`: returns (KL part of the entries with
+    ``|u| <= _SERIES_BOUND``, float32; floored entries; entries above the bound)."""
+    kl = np.float32(0.0)
+    hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
+    large = np.float32(0.0)
+    for i in range(lo, hi):
+        u = delta[i] / rho_t[i]
+        one_plus = np.float32(1.0) + u
+        small = abs(u) <= np.float32(_SERIES_BOUND)
+        series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
+        kl += series * np.float32(small)
+        large += np.float32(not small)
+        s = std[i]
+        grad = g_std[i] * (np.float32(-0.5) * s * s * s)
+        grad += half_weight * (u / (one_plus * one_plus)) / rho_t[i]
+        new = delta[i] - rate * grad
+        lowest = floor - rho_t[i]
+        hits += np.float32(new < lowest)
+        out[i] = max(new, lowest)
+    return kl, hits, large
+
+
+@njit(inline="always")
+def _rho_kl_large_block(lo, hi, delta, rho_t):
+    """``sum log1p(u) - u / (1 + u)`` in float64 over the entries ``lo:hi`` with
+    ``|u| > _SERIES_BOUND`` (the rest is summed from the series)."""
+    kl = 0.0
+    for i in range(lo, hi):
+        u = np.float64(delta[i]) / np.float64(rho_t[i])
+        if abs(u) > _SERIES_BOUND:
+            kl += math.log1p(u) - u / (1.0 + u)
+    return kl
+
+
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out):
     """One phase-1 step of one device: ``out = max(Delta - eta dL/dDelta, lowest)``.
@@ -64,7 +100,7 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precisio
     ``g_std`` (dL_task/dstd); scalars ``kl_weight`` (lambda_k), ``learning_rate`` and
     ``min_precision`` (``lowest = min_precision - rho_t``). Output: ``out`` [d]
     (written); returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64,
-    the number of floored entries).
+    the number of floored entries). :func:`rho_update_serial` is the same on one thread.
     """
     size = out.size
     blocks = (size + _BLOCK - 1) // _BLOCK
@@ -75,37 +111,53 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precisio
     rate = np.float32(learning_rate)
     floor = np.float32(min_precision)
     for block in prange(blocks):
-        kl = np.float32(0.0)
-        hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
-        large = np.float32(0.0)
-        for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
-            u = delta[i] / rho_t[i]
-            one_plus = np.float32(1.0) + u
-            small = abs(u) <= np.float32(_SERIES_BOUND)
-            series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
-            kl += series * np.float32(small)
-            large += np.float32(not small)
-            s = std[i]
-            grad = g_std[i] * (np.float32(-0.5) * s * s * s)
-            grad += half_weight * (u / (one_plus * one_plus)) / rho_t[i]
-            new = delta[i] - rate * grad
-            lowest = floor - rho_t[i]
-            hits += np.float32(new < lowest)
-            out[i] = max(new, lowest)
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+        kl, hits, large = _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out)
         kl_parts[block] = kl
         hit_parts[block] = np.int64(hits)
         large_parts[block] = np.int64(large)
     total = kl_parts.sum()
     if large_parts.sum():
         for block in prange(blocks):
-            kl = 0.0
-            for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
-                u = np.float64(delta[i]) / np.float64(rho_t[i])
-                if abs(u) > _SERIES_BOUND:
-                    kl += math.log1p(u) - u / (1.0 + u)
-            kl_parts[block] = kl
+            kl_parts[block] = _rho_kl_large_block(
+                block * _BLOCK, min(block * _BLOCK + _BLOCK, size), delta, rho_t
+            )
         total += kl_parts.sum()
     return 0.5 * total, hit_parts.sum()
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out):
+    """:func:`_rho_update` on the calling thread (for kernels that run devices in
+    parallel); the same blocks and the same values."""
+    size = out.size
+    blocks = (size + _BLOCK - 1) // _BLOCK
+    half_weight = np.float32(0.5 * kl_weight)
+    rate = np.float32(learning_rate)
+    floor = np.float32(min_precision)
+    total, hits, large = 0.0, 0, 0
+    for block in range(blocks):
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+        kl_b, hits_b, large_b = _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out)
+        total += kl_b
+        hits += np.int64(hits_b)
+        large += np.int64(large_b)
+    if large:
+        for block in range(blocks):
+            total += _rho_kl_large_block(block * _BLOCK, min(block * _BLOCK + _BLOCK, size), delta, rho_t)
+    return 0.5 * total, hits
+
+
+@njit(inline="always", fastmath=True)
+def _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out):
+    """Elements ``lo:hi`` of :func:`_nu_update`; returns their ``sum prior_rho shift^2``."""
+    kl = np.float32(0.0)
+    for i in range(lo, hi):
+        shift = ratio[i] * z[i]
+        kl += prior_rho[i] * shift * shift
+        grad = ratio[i] * (g_mean[i] + weight * prior_rho[i] * shift)
+        out[i] = z[i] - rate * grad
+    return kl
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
@@ -115,7 +167,7 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     Input: float32 [d] ``z``, ``ratio`` (rho_{t+1} / rho_k), ``g_mean``
     (dL_task/dmean), ``prior_rho``; scalars ``kl_weight`` and ``learning_rate``.
     Output: ``out`` [d] (written); returns the KL term ``1/2 sum prior_rho shift^2``
-    (float64).
+    (float64). :func:`nu_update_serial` is the same on one thread.
     """
     size = out.size
     blocks = (size + _BLOCK - 1) // _BLOCK
@@ -123,14 +175,22 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     weight = np.float32(kl_weight)
     rate = np.float32(learning_rate)
     for block in prange(blocks):
-        kl = np.float32(0.0)
-        for i in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, size)):
-            shift = ratio[i] * z[i]
-            kl += prior_rho[i] * shift * shift
-            grad = ratio[i] * (g_mean[i] + weight * prior_rho[i] * shift)
-            out[i] = z[i] - rate * grad
-        kl_parts[block] = kl
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+        kl_parts[block] = _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out)
     return 0.5 * kl_parts.sum()
+
+
+@njit(nogil=True, cache=True, fastmath=True)
+def nu_update_serial(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
+    """:func:`_nu_update` on the calling thread; the same blocks and values."""
+    size = out.size
+    weight = np.float32(kl_weight)
+    rate = np.float32(learning_rate)
+    total = 0.0
+    for block in range((size + _BLOCK - 1) // _BLOCK):
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+        total += _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out)
+    return 0.5 * total
 
 
 def task_loss_and_grads(

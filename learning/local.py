@@ -77,6 +77,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from learning.fused_local import FusedSteps
+from learning.fused_lrt import FusedLRTSteps
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
 
@@ -166,6 +167,12 @@ class LocalConfig:
         """True when weight samples come from :mod:`learning.sampling`."""
         return self.estimator == "reparameterization" and self.weight_sampler == "fused"
 
+    @property
+    def uses_fused_lrt(self) -> bool:
+        """True when the LRT's pre-activation noise comes from :mod:`learning.sampling`
+        (and, for the MLP, the steps run in :mod:`learning.fused_lrt`)."""
+        return self.estimator == "local_reparameterization" and self.weight_sampler == "fused"
+
 
 def _draw_weights(mean, std, seeds, num_mc: int, shape, stream: int) -> tf.Tensor:
     """``w = mean + std * eps`` per device, eps drawn inside the per-device map.
@@ -249,18 +256,27 @@ class LocalTrainer:
         )
         lrt = config.estimator == "local_reparameterization"
         self.jit_compile = lrt if config.jit_compile is None else bool(config.jit_compile)
-        net = model.fused_network(config.mc_samples) if config.uses_fused_sampler else None
-        self.fused_steps = None if net is None else FusedSteps(
-            net, kl_scale=config.kl_scale, learning_rate=config.learning_rate,
-            min_precision=config.min_precision, num_params=model.num_params,
-            nll_mean=config.nll_reduction == "mean",
-        )
+        self.fused_steps = self._fused_steps(model, config)
         if self.fused_steps is not None:  # the MLP with the fused sampler: no TF in the steps
             self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
         else:
             opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
             self._rho_step = tf.function(self._rho_step_impl, **opts)
             self._nu_step = tf.function(self._nu_step_impl, **opts)
+
+    @staticmethod
+    def _fused_steps(model: Model, config: LocalConfig) -> FusedSteps | FusedLRTSteps | None:
+        """The Numba steps that replace the TF ones, where the model has them (the MLP)."""
+        hyper = dict(
+            kl_scale=config.kl_scale, learning_rate=config.learning_rate,
+            min_precision=config.min_precision, nll_mean=config.nll_reduction == "mean",
+        )
+        if config.uses_fused_sampler:
+            net = model.fused_network(config.mc_samples)
+            return None if net is None else FusedSteps(net, num_params=model.num_params, **hyper)
+        if config.uses_fused_lrt and model.dense_layer_sizes is not None:
+            return FusedLRTSteps(model.dense_layer_sizes, config.mc_samples, **hyper)
+        return None
 
     # -- objective ---------------------------------------------------------------------
     def task_loss(self, mean, std, x, y, mask, step_seeds):

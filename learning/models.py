@@ -68,6 +68,9 @@ class Model(abc.ABC):
     name: str
     input_shape: tuple[int, ...]
     num_classes: int
+    dense_layer_sizes: tuple[tuple[int, int], ...] | None = None
+    """``(in, out)`` of every dense layer when the network is a plain ReLU MLP (the
+    layout :mod:`learning.fused_lrt` runs); None for other architectures."""
     lrt_shared_params: bool = False
     """True when :meth:`logits_lrt` accepts ``mu`` or ``var`` of shape [1, d] shared by
     all devices (saves a [K, d] broadcast and its gradient); False: pass [K, d]."""
@@ -193,6 +196,7 @@ class MLP(Model):
         self.hidden_units = tuple(int(h) for h in hidden_units)
         widths = [math.prod(self.input_shape), *self.hidden_units, self.num_classes]
         self.layer_sizes = tuple(itertools.pairwise(widths))
+        self.dense_layer_sizes = self.layer_sizes
 
     @property
     def param_shapes(self) -> tuple[tuple[int, ...], ...]:

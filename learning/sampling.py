@@ -249,6 +249,33 @@ def _fix_chunk(
                 out[base_out + j] = mean[i] + std[i] * np.float32(z)
 
 
+@njit(nogil=True, cache=True, fastmath=_NO_REASSOCIATION)
+def normals_into(out, k0, k1, stream, table_k, table_w, table_f):
+    """Standard normals into the flat float32 array ``out``, serially (callable from
+    other Numba kernels, e.g. inside their own ``prange``).
+
+    Element ``j`` is the ``eps`` that :func:`standard_normal` returns at flat
+    position ``j`` for the key ``(k0, k1)`` and ``stream`` (bit for bit: the same
+    words, the same fast path and the same exact completion of the misses).
+    Input: uint32 ``k0``, ``k1``, ``stream``; the ziggurat tables ``_K``, ``_W``, ``_F``.
+    """
+    size = out.size
+    for chunk in range((size + CHUNK - 1) // CHUNK):
+        words = _chunk_words(chunk, k0, k1, stream)
+        start = chunk * CHUNK
+        count = min(CHUNK, size - start)
+        for j in range(count):
+            word = words[j]
+            layer = word & uint32(0xFF)
+            u = word >> uint32(9)
+            if u < table_k[layer]:
+                sign = np.float32(1 - 2 * np.int32((word >> uint32(8)) & uint32(1)))
+                eps = np.float32(u) * table_w[layer] * sign
+            else:
+                eps = np.float32(_ziggurat_slow(word, start + j, stream, k0, k1, table_k, table_w, table_f))
+            out[start + j] = np.float32(0.0) + eps  # as the fill's mean 0 + std 1 * eps (-0 -> +0)
+
+
 _MAX_MISSES = 128  # per chunk; Binomial(2048, 0.012) has mean 25 and sd 5
 
 
@@ -411,6 +438,11 @@ def fill_normal(mean: np.ndarray, std: np.ndarray, num_mc: int, seed, stream: in
     """
     mean = np.asarray(mean, np.float32).ravel()
     return Layout([mean.size], num_mc, [stream]).fill(mean, std, seed)[0]
+
+
+def tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ziggurat tables ``(k, w, f)`` that :func:`normals_into` takes."""
+    return _K, _W, _F
 
 
 def standard_normal(shape, seed, stream: int = 0) -> np.ndarray:

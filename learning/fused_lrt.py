@@ -1,0 +1,377 @@
+"""The local reparameterization estimator's local steps for the MLP, in Numba.
+
+The local reparameterization trick (Kingma, Salimans & Welling 2015) samples every
+dense layer's pre-activation instead of its weights: for an input row ``h`` and a
+factorised Gaussian posterior ``N(mu, diag(var))`` over the layer's kernel ``W`` and
+bias ``b``, the pre-activation of unit ``c`` is Gaussian,
+
+    a_c = gamma_c + sqrt(delta_c) eps_c,   gamma = h mu_W + mu_b,   delta = h^2 var_W + var_b,
+
+with fresh ``eps`` for every (sample, row, unit) (:meth:`learning.models.MLP.logits_lrt`
+is the TF form). A local step of one device is then a handful of small matrix
+products per layer (the mean path ``h mu_W``, the variance path ``h^2 var_W``, their
+transposes for the input gradient, and the one weight gradient the phase needs) and
+elementwise work on ``d``-vectors. Run as a TF graph for all K devices at once, the
+products see padded rows (``B = max_k |D_k|``, about twice the mean at the paper's
+Poisson(10) sizes), TF's batched per-device products run at half the speed of a plain
+GEMM here, and the elementwise algebra streams ``[K, d]`` tensors through memory a
+dozen times per step. Here each device's step runs start to finish on one core, on
+its real rows only, with the products in single-threaded BLAS (``np.dot`` inside
+Numba) and the ``d``-vectors of one device in cache; the two cores take alternate
+devices.
+
+What is computed is :class:`learning.local.LocalTrainer`'s ``rho_objective`` /
+``nu_objective`` with the LRT estimator and their gradients, written out by hand
+(a test holds both phases to TF's autodiff on the same noise):
+
+* forward per layer: ``gamma``, ``delta`` and ``a = gamma + sqrt(delta) eps``,
+  ReLU after every hidden layer; layer 1's input rows are shared by the M samples,
+  so its products run on the ``|D_k|`` rows once;
+* loss: the masked softmax cross-entropy of eq. ``task_loss``, summed over the rows
+  (or averaged, ``nll_reduction = "mean"``) and averaged over the M samples;
+* backward: ``dL/dgamma = dL/da``, ``dL/ddelta = dL/da eps / (2 sqrt(delta))``; the
+  weight gradient the phase needs (phase 1: ``dL/dvar_W = (h^2)^T dL/ddelta``, then
+  ``dL/dstd = 2 std dL/dvar``; phase 2: ``dL/dmu_W = h^T dL/dgamma``; layer 1 sums
+  over the M samples before its product); the input gradient
+  ``dL/dh = dL/dgamma mu_W^T + 2 h (dL/ddelta var_W^T)`` masked by the ReLU;
+* the step: :func:`learning.fused_local.rho_update_serial` /
+  :func:`~learning.fused_local.nu_update_serial` (the exact estimator's update, KL
+  and precision floor).
+
+Noise: layer ``l``'s ``eps`` of device k, ``[M, |D_k|, out_l]`` row-major, is
+:func:`learning.sampling.standard_normal` under device k's step seed with stream
+``l`` (Philox-4x32-10 and the ziggurat of :mod:`learning.sampling`). It depends only
+on (seed, step, device) and the device's own data, so batching and chunking devices
+change no number, as on the TF path; the numbers differ from the TF path's
+(``weight_sampler = "tensorflow"`` keeps that path).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import get_num_threads, njit, prange, uint32
+from threadpoolctl import ThreadpoolController
+
+from learning import sampling
+from learning.fused_local import nu_update_serial, rho_update_serial
+from learning.sampling import LAUNCH_LOCK
+
+_BLAS = None
+"""The process's :class:`threadpoolctl.ThreadpoolController` (built on first use)."""
+
+
+def _single_threaded_blas():
+    """A context in which BLAS runs on the calling thread (each core takes a device)."""
+    global _BLAS
+    if _BLAS is None:
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _gather_rows(x, y, mask, act, labels):
+    """Copy the real rows (mask > 0) of one device into ``act`` [n, in] and ``labels``
+    [n]; returns n."""
+    n_in = x.shape[1]
+    n = 0
+    for r in range(x.shape[0]):
+        if mask[r] > 0:
+            act[n * n_in : (n + 1) * n_in] = x[r]
+            labels[n] = y[r]
+            n += 1
+    return n
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _forward(mean, var, n, num_mc, layers, k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp):
+    """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
+
+    Input: ``mean``, ``var`` float32 [d]; ``n`` real rows, already in ``act[:n in_0]``;
+    ``layers`` int64 [L, 4] = (in, out, kernel offset, bias offset); the Philox key
+    and the ziggurat tables. Written: every layer's input (``act``), ``sqrt(delta)``
+    (``sd``: [n, out] for layer 1, [M n, out] after) and ``eps`` ([M n, out]).
+    """
+    num_layers = layers.shape[0]
+    a_at, s_at, e_at = 0, 0, 0
+    for layer in range(num_layers):
+        n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
+        rows = n if layer == 0 else num_mc * n
+        h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
+        gamma = tmp[0, : rows * n_out].reshape(rows, n_out)
+        np.dot(h, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out), gamma)
+        square = tmp[1, : rows * n_in].reshape(rows, n_in)
+        for r in range(rows):
+            for i in range(n_in):
+                square[r, i] = h[r, i] * h[r, i]
+        s = sd[s_at : s_at + rows * n_out].reshape(rows, n_out)
+        np.dot(square, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out), s)
+        for r in range(rows):
+            for c in range(n_out):
+                s[r, c] = np.sqrt(s[r, c] + var[b_at + c])
+                gamma[r, c] += mean[b_at + c]
+        noise = eps[e_at : e_at + num_mc * n * n_out]
+        sampling.normals_into(noise, k0, k1, uint32(layer), tables_k, tables_w, tables_f)
+        out_at = a_at + rows * n_in
+        out = act[out_at : out_at + num_mc * n * n_out].reshape(num_mc * n, n_out)
+        relu = layer < num_layers - 1
+        for m in range(num_mc):
+            for r in range(n):
+                src = r if layer == 0 else m * n + r
+                dst = m * n + r
+                for c in range(n_out):
+                    value = gamma[src, c] + s[src, c] * noise[dst * n_out + c]
+                    out[dst, c] = max(value, np.float32(0.0)) if relu else value
+        a_at, s_at, e_at = out_at, s_at + rows * n_out, e_at + num_mc * n * n_out
+    return a_at
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
+    """Eq. ``task_loss`` on ``logits`` [M n, C]: returns ``1/M sum_m sum_r w nll`` (w = 1,
+    or 1/n with ``nll_mean``) and writes its gradient ``dL/dlogits`` into ``grad``."""
+    classes = logits.shape[1]
+    weight = 1.0 / max(n, 1) if nll_mean else 1.0
+    total = 0.0
+    for row in range(num_mc * n):
+        top = logits[row, 0]
+        for c in range(1, classes):
+            top = max(top, logits[row, c])
+        norm = 0.0
+        for c in range(classes):
+            norm += math.exp(np.float64(logits[row, c] - top))
+        label = labels[row % n]
+        total += weight * (math.log(norm) - np.float64(logits[row, label] - top))
+        scale = weight / num_mc
+        for c in range(classes):
+            p = math.exp(np.float64(logits[row, c] - top)) / norm
+            grad[row, c] = np.float32(scale * (p - (1.0 if c == label else 0.0)))
+    return total / num_mc
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _loss_and_grad(mean, var, std, n, labels, num_mc, nll_mean, want_mean, layers,
+                   k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp, grad):
+    """The MC task loss of one device (LRT) and its gradient with respect to the mean
+    (``want_mean``) or to the standard deviation ``std`` (= ``var^1/2``), into ``grad``
+    [d]. Returns the loss (float64). ``act[:n in_0]`` holds the device's rows."""
+    num_layers = layers.shape[0]
+    if n == 0:
+        grad[:] = 0.0
+        return 0.0
+    logits_at = _forward(mean, var, n, num_mc, layers, k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp)
+    classes = layers[num_layers - 1, 1]
+    rows = num_mc * n
+    logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
+    d_act = tmp[0, : rows * classes].reshape(rows, classes)
+    loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, d_act)
+    # offsets of every layer's input, sqrt(delta) and eps (as _forward laid them out)
+    a_ats = np.empty(num_layers, np.int64)
+    s_ats = np.empty(num_layers, np.int64)
+    e_ats = np.empty(num_layers, np.int64)
+    a_at, s_at, e_at = 0, 0, 0
+    for layer in range(num_layers):
+        a_ats[layer], s_ats[layer], e_ats[layer] = a_at, s_at, e_at
+        n_in, n_out = layers[layer, 0], layers[layer, 1]
+        lead = n if layer == 0 else rows
+        a_at += lead * n_in
+        s_at += lead * n_out
+        e_at += rows * n_out
+    current = 0  # tmp slot holding dL/da of the layer being processed
+    for layer in range(num_layers - 1, -1, -1):
+        n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
+        lead = n if layer == 0 else rows
+        h = act[a_ats[layer] : a_ats[layer] + lead * n_in].reshape(lead, n_in)
+        s = sd[s_ats[layer] : s_ats[layer] + lead * n_out].reshape(lead, n_out)
+        noise = eps[e_ats[layer] : e_ats[layer] + rows * n_out].reshape(rows, n_out)
+        d_a = tmp[current, : rows * n_out].reshape(rows, n_out)
+        d_delta = tmp[(current + 1) % 4, : rows * n_out].reshape(rows, n_out)
+        for row in range(rows):
+            src = row % n if layer == 0 else row
+            for c in range(n_out):
+                d_delta[row, c] = d_a[row, c] * noise[row, c] / (np.float32(2.0) * s[src, c])
+        # the weight gradient this phase needs; layer 1 sums over the samples first
+        path = d_a if want_mean else d_delta
+        if layer == 0:
+            summed = tmp[(current + 2) % 4, : n * n_out].reshape(n, n_out)
+            summed[:] = 0.0
+            for row in range(rows):
+                for c in range(n_out):
+                    summed[row % n, c] += path[row, c]
+            path = summed
+        kernel = grad[k_at : k_at + n_in * n_out].reshape(n_in, n_out)
+        if want_mean:
+            np.dot(h.T, path, kernel)
+        else:
+            square = tmp[(current + 3 if layer == 0 else current + 2) % 4, : lead * n_in].reshape(lead, n_in)
+            for r in range(lead):
+                for i in range(n_in):
+                    square[r, i] = h[r, i] * h[r, i]
+            np.dot(square.T, path, kernel)
+            # dL/dstd = 2 std dL/dvar (var = std^2)
+            for i in range(k_at, k_at + n_in * n_out):
+                grad[i] *= np.float32(2.0) * std[i]
+        for c in range(n_out):
+            total = np.float32(0.0)
+            for r in range(path.shape[0]):
+                total += path[r, c]
+            grad[b_at + c] = total if want_mean else np.float32(2.0) * std[b_at + c] * total
+        if layer == 0:
+            break
+        # input gradient, masked by the ReLU that produced h
+        d_h = tmp[(current + 2) % 4, : rows * n_in].reshape(rows, n_in)
+        np.dot(d_a, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, d_h)
+        through_var = tmp[(current + 3) % 4, : rows * n_in].reshape(rows, n_in)
+        np.dot(d_delta, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, through_var)
+        for row in range(rows):
+            for i in range(n_in):
+                value = h[row, i]
+                d_h[row, i] = (d_h[row, i] + np.float32(2.0) * value * through_var[row, i]) * np.float32(value > 0)
+        current = (current + 2) % 4
+    return loss
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _rho_steps(delta, mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mean, learning_rate,
+               min_precision, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
+               new, losses, hits):
+    """Phase-1 step of every device (devices alternate between the workers ``act.shape[0]``)."""
+    num_devices, size = delta.shape
+    workers = act.shape[0]
+    for w in prange(workers):
+        std, var, grad = vec[w, 0], vec[w, 1], vec[w, 2]
+        for k in range(w, num_devices, workers):
+            for i in range(size):
+                s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[k, i])
+                std[i] = s
+                var[i] = s * s
+            n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
+            task = _loss_and_grad(
+                mu_t, var, std, n, labels[w], num_mc, nll_mean, False, layers, keys[k, 0], keys[k, 1],
+                tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w], grad,
+            )
+            kl, floored = rho_update_serial(
+                delta[k], rho_t, std, grad, kl_weights[k], learning_rate, min_precision, new[k]
+            )
+            losses[k] = task + kl_weights[k] * kl
+            hits[k] = floored
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _nu_steps(z, ratio, mu_t, var, std, prior_rho, x, y, mask, kl_weights, prior_term, keys, num_mc,
+              nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec,
+              labels, new, losses):
+    """Phase-2 step of every device (``var``, ``std`` [d]: the shared Sigma_{t+1})."""
+    num_devices, size = z.shape
+    workers = act.shape[0]
+    for w in prange(workers):
+        mean, grad = vec[w, 0], vec[w, 2]
+        for k in range(w, num_devices, workers):
+            for i in range(size):
+                mean[i] = mu_t[i] + ratio[k, i] * z[k, i]
+            n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
+            task = _loss_and_grad(
+                mean, var, std, n, labels[w], num_mc, nll_mean, True, layers, keys[k, 0], keys[k, 1],
+                tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w], grad,
+            )
+            kl = nu_update_serial(z[k], ratio[k], grad, prior_rho, kl_weights[k], learning_rate, new[k])
+            losses[k] = task + kl_weights[k] * (kl + prior_term)
+
+
+class FusedLRTSteps:
+    """:class:`learning.local.LocalTrainer`'s ``_rho_step`` / ``_nu_step`` for the MLP
+    with the local reparameterization estimator: the same inputs (tensors or arrays;
+    ``seeds`` [K, 2]), outputs as NumPy arrays.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of (int, int)
+        ``(in, out)`` of every dense layer (:class:`learning.models.MLP`'s layout:
+        kernel ``[in, out]`` then bias ``[out]``, layer by layer).
+    num_mc : int
+        M, samples per step.
+    kl_scale, learning_rate, min_precision : float
+        lambda, eta and the precision floor of :class:`learning.local.LocalConfig`.
+    nll_mean : bool
+        ``nll_reduction == "mean"``.
+    """
+
+    def __init__(self, layer_sizes, num_mc: int, *, kl_scale, learning_rate, min_precision, nll_mean):
+        self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
+        self.num_mc = int(num_mc)
+        rows, at = [], 0
+        for n_in, n_out in self.layer_sizes:
+            rows.append((n_in, n_out, at, at + n_in * n_out))
+            at += n_in * n_out + n_out
+        self.layers = np.asarray(rows, np.int64)
+        self.num_params = at
+        self.kl_scale = float(kl_scale)
+        self.learning_rate = float(learning_rate)
+        self.min_precision = float(min_precision)
+        self.nll_mean = bool(nll_mean)
+        self._workspace: tuple | None = None
+
+    def workspace(self, batch: int, workers: int) -> tuple:
+        """Per-worker buffers for devices of up to ``batch`` rows (reused while they fit)."""
+        if self._workspace is not None and self._workspace[0] >= batch and self._workspace[1] == workers:
+            return self._workspace[2:]
+        m = self.num_mc
+        first_in, first_out = self.layer_sizes[0]
+        acts = batch * first_in + sum(m * batch * n_out for _, n_out in self.layer_sizes)
+        sds = batch * first_out + sum(m * batch * n_out for _, n_out in self.layer_sizes[1:])
+        noise = sum(m * batch * n_out for _, n_out in self.layer_sizes)
+        widest = max(max(n_in, n_out) for n_in, n_out in self.layer_sizes)
+        buffers = (
+            np.zeros((workers, acts), np.float32),
+            np.zeros((workers, sds), np.float32),
+            np.zeros((workers, noise), np.float32),
+            np.zeros((workers, 4, m * batch * widest), np.float32),
+            np.zeros((workers, 3, self.num_params), np.float32),
+            np.zeros((workers, batch), np.int64),
+        )
+        self._workspace = (batch, workers, *buffers)
+        return buffers
+
+    def _data(self, x, y, mask, weights, seeds):
+        x = np.asarray(x, np.float32)
+        x = np.ascontiguousarray(x.reshape(x.shape[0], x.shape[1], -1))
+        kl_weights = self.kl_scale * np.asarray(weights, np.float64) / self.num_params
+        keys = (np.asarray(seeds).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32)
+        workers = max(1, min(get_num_threads(), x.shape[0]))
+        buffers = self.workspace(max(x.shape[1], 1), workers)
+        return x, np.asarray(y, np.int64), np.asarray(mask, np.float32), kl_weights, keys, buffers
+
+    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
+        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits)."""
+        x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
+        delta_rho = np.ascontiguousarray(delta_rho, np.float32)
+        new = np.empty_like(delta_rho)
+        losses = np.empty(delta_rho.shape[0], np.float64)
+        hits = np.empty(delta_rho.shape[0], np.int64)
+        with LAUNCH_LOCK, _single_threaded_blas():
+            _rho_steps(
+                delta_rho, np.ascontiguousarray(mu_t, np.float32), np.ascontiguousarray(rho_t, np.float32),
+                x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean, self.learning_rate,
+                self.min_precision, self.layers, *sampling.tables(), *buffers, new, losses, hits,
+            )
+        return new, losses.astype(np.float32), np.int32(hits.sum())
+
+    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
+        """Phase-2 step of every device: (new ``z`` [K, d], objective [K])."""
+        x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
+        z = np.ascontiguousarray(z, np.float32)
+        rho_next = np.ascontiguousarray(rho_next, np.float32)
+        prior_rho = np.ascontiguousarray(prior_rho, np.float32)
+        std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
+        gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
+        prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
+        new = np.empty_like(z)
+        losses = np.empty(z.shape[0], np.float64)
+        with LAUNCH_LOCK, _single_threaded_blas():
+            _nu_steps(
+                z, np.ascontiguousarray(ratio, np.float32), np.ascontiguousarray(mu_t, np.float32),
+                std * std, std, prior_rho, x, y, mask, kl_weights, prior_term, keys, self.num_mc,
+                self.nll_mean, self.learning_rate, self.layers, *sampling.tables(), *buffers, new, losses,
+            )
+        return new, losses.astype(np.float32)
