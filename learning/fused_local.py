@@ -57,13 +57,17 @@ block, across blocks in float64)."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
-def _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out):
-    """Elements ``lo:hi`` of :func:`_rho_update`: returns (KL part of the entries with
-    ``|u| <= _SERIES_BOUND``, float32; floored entries; entries above the bound)."""
+def _rho_update_block(delta, rho_t, std, g_std, half_weight, rate, floor, out):
+    """:func:`_rho_update` on views of one block: returns (KL part of the entries with
+    ``|u| <= _SERIES_BOUND``, float32; floored entries; entries above the bound).
+
+    The loop runs over ``range(out.size)`` of the views, not ``range(lo, hi)`` of the
+    whole arrays: Numba proves the first index non-negative and drops its wraparound
+    check, which is what lets LLVM vectorise the loop (measured 7x on one core)."""
     kl = np.float32(0.0)
     hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
     large = np.float32(0.0)
-    for i in range(lo, hi):
+    for i in range(out.size):
         u = delta[i] / rho_t[i]
         one_plus = np.float32(1.0) + u
         small = abs(u) <= np.float32(_SERIES_BOUND)
@@ -81,11 +85,11 @@ def _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor
 
 
 @njit(inline="always")
-def _rho_kl_large_block(lo, hi, delta, rho_t):
-    """``sum log1p(u) - u / (1 + u)`` in float64 over the entries ``lo:hi`` with
+def _rho_kl_large_block(delta, rho_t):
+    """``sum log1p(u) - u / (1 + u)`` in float64 over the entries of these views with
     ``|u| > _SERIES_BOUND`` (the rest is summed from the series)."""
     kl = 0.0
-    for i in range(lo, hi):
+    for i in range(delta.size):
         u = np.float64(delta[i]) / np.float64(rho_t[i])
         if abs(u) > _SERIES_BOUND:
             kl += math.log1p(u) - u / (1.0 + u)
@@ -112,16 +116,17 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precisio
     floor = np.float32(min_precision)
     for block in prange(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-        kl, hits, large = _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out)
+        kl, hits, large = _rho_update_block(
+            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi]
+        )
         kl_parts[block] = kl
         hit_parts[block] = np.int64(hits)
         large_parts[block] = np.int64(large)
     total = kl_parts.sum()
     if large_parts.sum():
         for block in prange(blocks):
-            kl_parts[block] = _rho_kl_large_block(
-                block * _BLOCK, min(block * _BLOCK + _BLOCK, size), delta, rho_t
-            )
+            lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+            kl_parts[block] = _rho_kl_large_block(delta[lo:hi], rho_t[lo:hi])
         total += kl_parts.sum()
     return 0.5 * total, hit_parts.sum()
 
@@ -138,21 +143,24 @@ def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_pr
     total, hits, large = 0.0, 0, 0
     for block in range(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-        kl_b, hits_b, large_b = _rho_update_block(lo, hi, delta, rho_t, std, g_std, half_weight, rate, floor, out)
+        kl_b, hits_b, large_b = _rho_update_block(
+            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi]
+        )
         total += kl_b
         hits += np.int64(hits_b)
         large += np.int64(large_b)
     if large:
         for block in range(blocks):
-            total += _rho_kl_large_block(block * _BLOCK, min(block * _BLOCK + _BLOCK, size), delta, rho_t)
+            lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
+            total += _rho_kl_large_block(delta[lo:hi], rho_t[lo:hi])
     return 0.5 * total, hits
 
 
 @njit(inline="always", fastmath=True)
-def _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out):
-    """Elements ``lo:hi`` of :func:`_nu_update`; returns their ``sum prior_rho shift^2``."""
+def _nu_update_block(z, ratio, g_mean, prior_rho, weight, rate, out):
+    """:func:`_nu_update` on views of one block; returns their ``sum prior_rho shift^2``."""
     kl = np.float32(0.0)
-    for i in range(lo, hi):
+    for i in range(out.size):
         shift = ratio[i] * z[i]
         kl += prior_rho[i] * shift * shift
         grad = ratio[i] * (g_mean[i] + weight * prior_rho[i] * shift)
@@ -176,7 +184,9 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     rate = np.float32(learning_rate)
     for block in prange(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-        kl_parts[block] = _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out)
+        kl_parts[block] = _nu_update_block(
+            z[lo:hi], ratio[lo:hi], g_mean[lo:hi], prior_rho[lo:hi], weight, rate, out[lo:hi]
+        )
     return 0.5 * kl_parts.sum()
 
 
@@ -189,7 +199,9 @@ def nu_update_serial(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out)
     total = 0.0
     for block in range((size + _BLOCK - 1) // _BLOCK):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-        total += _nu_update_block(lo, hi, z, ratio, g_mean, prior_rho, weight, rate, out)
+        total += _nu_update_block(
+            z[lo:hi], ratio[lo:hi], g_mean[lo:hi], prior_rho[lo:hi], weight, rate, out[lo:hi]
+        )
     return 0.5 * total
 
 

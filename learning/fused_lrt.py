@@ -85,32 +85,61 @@ def _gather_rows(x, y, mask, act, labels):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _forward(mean, var, n, num_mc, layers, k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp):
+def _layer_params(phase1, a, b, c, out):
+    """One layer's device-specific parameters, written just before its products.
+
+    Phase 1 (``phase1``): the variances ``out = 1 / (rho_t + Delta_rho_k)`` from
+    ``a = rho_t``, ``b = Delta_rho_k`` (written as ``std^2``, ``std = (rho_t +
+    Delta)^-1/2``, as the TF path forms them). Phase 2: the sampling means
+    ``out = mu_t + ratio_k z_k`` from ``a = mu_t``, ``b = ratio_k``, ``c = z_k``.
+    All float32 views of the layer's slice.
+    """
+    if phase1:
+        for i in range(out.size):
+            s = np.float32(1.0) / np.sqrt(a[i] + b[i])
+            out[i] = s * s
+    else:
+        for i in range(out.size):
+            out[i] = a[i] + b[i] * c[i]
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _forward(phase1, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
+             tables_f, act, sd, eps, tmp):
     """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
 
-    Input: ``mean``, ``var`` float32 [d]; ``n`` real rows, already in ``act[:n in_0]``;
-    ``layers`` int64 [L, 4] = (in, out, kernel offset, bias offset); the Philox key
-    and the ziggurat tables. Written: every layer's input (``act``), ``sqrt(delta)``
-    (``sd``: [n, out] for layer 1, [M n, out] after) and ``eps`` ([M n, out]).
+    Input: ``mean``, ``var`` float32 [d]: the shared one is read, the device's own one
+    (phase 1: ``var``; phase 2: ``mean``; ``own`` is that same array, writable) is
+    written layer by layer from ``p_a``, ``p_b``, ``p_c`` (:func:`_layer_params`) just
+    before the layer's products;
+    ``n`` real rows, already in ``act[:n in_0]``; ``layers`` int64 [L, 4] = (in, out,
+    kernel offset, bias offset); the Philox key and the ziggurat tables. Written:
+    every layer's input (``act``), ``sqrt(delta)`` (``sd``: [n, out] for layer 1,
+    [M n, out] after) and ``eps`` ([M n, out]).
     """
     num_layers = layers.shape[0]
     a_at, s_at, e_at = 0, 0, 0
     for layer in range(num_layers):
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
+        lo, hi = k_at, b_at + n_out
+        _layer_params(phase1, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
         rows = n if layer == 0 else num_mc * n
         h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
         gamma = tmp[0, : rows * n_out].reshape(rows, n_out)
         np.dot(h, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out), gamma)
         square = tmp[1, : rows * n_in].reshape(rows, n_in)
         for r in range(rows):
+            h_row, sq_row = h[r], square[r]
             for i in range(n_in):
-                square[r, i] = h[r, i] * h[r, i]
+                sq_row[i] = h_row[i] * h_row[i]
         s = sd[s_at : s_at + rows * n_out].reshape(rows, n_out)
         np.dot(square, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out), s)
+        mean_bias, var_bias = mean[b_at : b_at + n_out], var[b_at : b_at + n_out]
         for r in range(rows):
+            s_row, gamma_row = s[r], gamma[r]
             for c in range(n_out):
-                s[r, c] = np.sqrt(s[r, c] + var[b_at + c])
-                gamma[r, c] += mean[b_at + c]
+                s_row[c] = np.sqrt(s_row[c] + var_bias[c])
+                gamma_row[c] += mean_bias[c]
         noise = eps[e_at : e_at + num_mc * n * n_out]
         sampling.normals_into(noise, k0, k1, uint32(layer), tables_k, tables_w, tables_f)
         out_at = a_at + rows * n_in
@@ -120,9 +149,14 @@ def _forward(mean, var, n, num_mc, layers, k0, k1, tables_k, tables_w, tables_f,
             for r in range(n):
                 src = r if layer == 0 else m * n + r
                 dst = m * n + r
-                for c in range(n_out):
-                    value = gamma[src, c] + s[src, c] * noise[dst * n_out + c]
-                    out[dst, c] = max(value, np.float32(0.0)) if relu else value
+                mean_row, sd_row, out_row = gamma[src], s[src], out[dst]
+                noise_row = noise[dst * n_out : (dst + 1) * n_out]
+                if relu:
+                    for c in range(n_out):
+                        out_row[c] = max(mean_row[c] + sd_row[c] * noise_row[c], np.float32(0.0))
+                else:
+                    for c in range(n_out):
+                        out_row[c] = mean_row[c] + sd_row[c] * noise_row[c]
         a_at, s_at, e_at = out_at, s_at + rows * n_out, e_at + num_mc * n * n_out
     return a_at
 
@@ -151,21 +185,27 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _loss_and_grad(mean, var, std, n, labels, num_mc, nll_mean, want_mean, layers,
-                   k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp, grad):
-    """The MC task loss of one device (LRT) and its gradient with respect to the mean
-    (``want_mean``) or to the standard deviation ``std`` (= ``var^1/2``), into ``grad``
-    [d]. Returns the loss (float64). ``act[:n in_0]`` holds the device's rows."""
+def _device_step(phase1, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
+                 tables_k, tables_w, tables_f, act, sd, eps, tmp, grad, scratch,
+                 prior_rho, kl_weight, learning_rate, min_precision, new):
+    """One local step of one device: forward, loss, backward, and the update of each
+    layer's parameters as soon as their gradient is formed (while it is in cache).
+
+    Phase 1 (``phase1``): ``p_a = rho_t``, ``p_b = Delta_rho_k``; the gradient with
+    respect to the std and :func:`learning.fused_local.rho_update_serial` into ``new``.
+    Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``; the gradient with
+    respect to the mean and :func:`~learning.fused_local.nu_update_serial`.
+    Returns (task loss, KL term (without lambda_k), floored entries).
+    """
     num_layers = layers.shape[0]
-    if n == 0:
-        grad[:] = 0.0
-        return 0.0
-    logits_at = _forward(mean, var, n, num_mc, layers, k0, k1, tables_k, tables_w, tables_f, act, sd, eps, tmp)
-    classes = layers[num_layers - 1, 1]
     rows = num_mc * n
-    logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
-    d_act = tmp[0, : rows * classes].reshape(rows, classes)
-    loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, d_act)
+    loss = 0.0
+    if n > 0:
+        logits_at = _forward(phase1, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
+                             tables_k, tables_w, tables_f, act, sd, eps, tmp)
+        classes = layers[num_layers - 1, 1]
+        logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
+        loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, tmp[0, : rows * classes].reshape(rows, classes))
     # offsets of every layer's input, sqrt(delta) and eps (as _forward laid them out)
     a_ats = np.empty(num_layers, np.int64)
     s_ats = np.empty(num_layers, np.int64)
@@ -178,58 +218,90 @@ def _loss_and_grad(mean, var, std, n, labels, num_mc, nll_mean, want_mean, layer
         a_at += lead * n_in
         s_at += lead * n_out
         e_at += rows * n_out
+    kl, hits = 0.0, 0
     current = 0  # tmp slot holding dL/da of the layer being processed
     for layer in range(num_layers - 1, -1, -1):
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
-        lead = n if layer == 0 else rows
-        h = act[a_ats[layer] : a_ats[layer] + lead * n_in].reshape(lead, n_in)
-        s = sd[s_ats[layer] : s_ats[layer] + lead * n_out].reshape(lead, n_out)
-        noise = eps[e_ats[layer] : e_ats[layer] + rows * n_out].reshape(rows, n_out)
-        d_a = tmp[current, : rows * n_out].reshape(rows, n_out)
-        d_delta = tmp[(current + 1) % 4, : rows * n_out].reshape(rows, n_out)
-        for row in range(rows):
-            src = row % n if layer == 0 else row
-            for c in range(n_out):
-                d_delta[row, c] = d_a[row, c] * noise[row, c] / (np.float32(2.0) * s[src, c])
-        # the weight gradient this phase needs; layer 1 sums over the samples first
-        path = d_a if want_mean else d_delta
-        if layer == 0:
-            summed = tmp[(current + 2) % 4, : n * n_out].reshape(n, n_out)
-            summed[:] = 0.0
-            for row in range(rows):
-                for c in range(n_out):
-                    summed[row % n, c] += path[row, c]
-            path = summed
-        kernel = grad[k_at : k_at + n_in * n_out].reshape(n_in, n_out)
-        if want_mean:
-            np.dot(h.T, path, kernel)
+        lo, hi = k_at, b_at + n_out
+        if n > 0:
+            current = _layer_backward(phase1, layer, current, n, rows, n_in, n_out, k_at, b_at, mean, var,
+                                      act[a_ats[layer]:], sd[s_ats[layer]:], eps[e_ats[layer]:], tmp, grad)
         else:
-            square = tmp[(current + 3 if layer == 0 else current + 2) % 4, : lead * n_in].reshape(lead, n_in)
-            for r in range(lead):
-                for i in range(n_in):
-                    square[r, i] = h[r, i] * h[r, i]
-            np.dot(square.T, path, kernel)
-            # dL/dstd = 2 std dL/dvar (var = std^2)
-            for i in range(k_at, k_at + n_in * n_out):
-                grad[i] *= np.float32(2.0) * std[i]
+            grad[lo:hi] = 0.0
+        if phase1:
+            std = scratch[: hi - lo]
+            rho_t, delta = p_a[lo:hi], p_b[lo:hi]
+            g_std = grad[lo:hi]
+            for i in range(std.size):  # dL/dstd = 2 std dL/dvar (var = std^2)
+                s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[i])
+                std[i] = s
+                g_std[i] *= np.float32(2.0) * s
+            part, floored = rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate,
+                                              min_precision, new[lo:hi])
+            kl += part
+            hits += floored
+        else:
+            kl += nu_update_serial(p_c[lo:hi], p_b[lo:hi], grad[lo:hi], prior_rho[lo:hi], kl_weight,
+                                   learning_rate, new[lo:hi])
+    return loss, kl, hits
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _layer_backward(phase1, layer, current, n, rows, n_in, n_out, k_at, b_at, mean, var, act, sd, eps, tmp, grad):
+    """Backward of one layer (``act``, ``sd``, ``eps`` start at this layer's blocks):
+    writes the layer's gradient (phase 1: with respect to the variances; phase 2: to
+    the means) into ``grad`` and, above layer 1, ``dL/da`` of the layer below into a
+    ``tmp`` slot; returns that slot."""
+    lead = n if layer == 0 else rows
+    h = act[: lead * n_in].reshape(lead, n_in)
+    s = sd[: lead * n_out].reshape(lead, n_out)
+    noise = eps[: rows * n_out].reshape(rows, n_out)
+    d_a = tmp[current, : rows * n_out].reshape(rows, n_out)
+    d_delta = tmp[(current + 1) % 4, : rows * n_out].reshape(rows, n_out)
+    for row in range(rows if phase1 or layer > 0 else 0):  # phase 2 needs none at layer 1
+        s_row = s[row % n] if layer == 0 else s[row]
+        da_row, dd_row, noise_row = d_a[row], d_delta[row], noise[row]
         for c in range(n_out):
-            total = np.float32(0.0)
-            for r in range(path.shape[0]):
-                total += path[r, c]
-            grad[b_at + c] = total if want_mean else np.float32(2.0) * std[b_at + c] * total
-        if layer == 0:
-            break
-        # input gradient, masked by the ReLU that produced h
-        d_h = tmp[(current + 2) % 4, : rows * n_in].reshape(rows, n_in)
-        np.dot(d_a, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, d_h)
-        through_var = tmp[(current + 3) % 4, : rows * n_in].reshape(rows, n_in)
-        np.dot(d_delta, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, through_var)
+            dd_row[c] = da_row[c] * noise_row[c] / (np.float32(2.0) * s_row[c])
+    # the weight gradient this phase needs; layer 1 sums over the samples first
+    path = d_delta if phase1 else d_a
+    if layer == 0:
+        summed = tmp[(current + 2) % 4, : n * n_out].reshape(n, n_out)
+        summed[:] = 0.0
         for row in range(rows):
+            src, dst = path[row], summed[row % n]
+            for c in range(n_out):
+                dst[c] += src[c]
+        path = summed
+    kernel = grad[k_at : k_at + n_in * n_out].reshape(n_in, n_out)
+    if phase1:
+        square = tmp[(current + 3 if layer == 0 else current + 2) % 4, : lead * n_in].reshape(lead, n_in)
+        for r in range(lead):
+            h_row, sq_row = h[r], square[r]
             for i in range(n_in):
-                value = h[row, i]
-                d_h[row, i] = (d_h[row, i] + np.float32(2.0) * value * through_var[row, i]) * np.float32(value > 0)
-        current = (current + 2) % 4
-    return loss
+                sq_row[i] = h_row[i] * h_row[i]
+        np.dot(square.T, path, kernel)
+    else:
+        np.dot(h.T, path, kernel)
+    bias = grad[b_at : b_at + n_out]
+    bias[:] = 0.0
+    for r in range(path.shape[0]):
+        p_row = path[r]
+        for c in range(n_out):
+            bias[c] += p_row[c]
+    if layer == 0:
+        return current
+    # input gradient, masked by the ReLU that produced h
+    d_h = tmp[(current + 2) % 4, : rows * n_in].reshape(rows, n_in)
+    np.dot(d_a, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, d_h)
+    through_var = tmp[(current + 3) % 4, : rows * n_in].reshape(rows, n_in)
+    np.dot(d_delta, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out).T, through_var)
+    for row in range(rows):
+        h_row, dh_row, tv_row = h[row], d_h[row], through_var[row]
+        for i in range(n_in):
+            value = h_row[i]
+            dh_row[i] = (dh_row[i] + np.float32(2.0) * value * tv_row[i]) * np.float32(value > 0)
+    return (current + 2) % 4
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -237,45 +309,37 @@ def _rho_steps(delta, mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mea
                min_precision, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
                new, losses, hits):
     """Phase-1 step of every device (devices alternate between the workers ``act.shape[0]``)."""
-    num_devices, size = delta.shape
+    num_devices = delta.shape[0]
     workers = act.shape[0]
     for w in prange(workers):
-        std, var, grad = vec[w, 0], vec[w, 1], vec[w, 2]
+        var, grad, scratch = vec[w, 0], vec[w, 1], vec[w, 2]
         for k in range(w, num_devices, workers):
-            for i in range(size):
-                s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[k, i])
-                std[i] = s
-                var[i] = s * s
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
-            task = _loss_and_grad(
-                mu_t, var, std, n, labels[w], num_mc, nll_mean, False, layers, keys[k, 0], keys[k, 1],
-                tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w], grad,
-            )
-            kl, floored = rho_update_serial(
-                delta[k], rho_t, std, grad, kl_weights[k], learning_rate, min_precision, new[k]
+            task, kl, floored = _device_step(
+                True, mu_t, var, var, rho_t, delta[k], delta[k], n, labels[w], num_mc, nll_mean, layers,
+                keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
+                grad, scratch, rho_t, kl_weights[k], learning_rate, min_precision, new[k],
             )
             losses[k] = task + kl_weights[k] * kl
             hits[k] = floored
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _nu_steps(z, ratio, mu_t, var, std, prior_rho, x, y, mask, kl_weights, prior_term, keys, num_mc,
+def _nu_steps(z, ratio, mu_t, var, prior_rho, x, y, mask, kl_weights, prior_term, keys, num_mc,
               nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec,
               labels, new, losses):
-    """Phase-2 step of every device (``var``, ``std`` [d]: the shared Sigma_{t+1})."""
-    num_devices, size = z.shape
+    """Phase-2 step of every device (``var`` [d]: the shared Sigma_{t+1})."""
+    num_devices = z.shape[0]
     workers = act.shape[0]
     for w in prange(workers):
-        mean, grad = vec[w, 0], vec[w, 2]
+        mean, grad, scratch = vec[w, 0], vec[w, 1], vec[w, 2]
         for k in range(w, num_devices, workers):
-            for i in range(size):
-                mean[i] = mu_t[i] + ratio[k, i] * z[k, i]
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
-            task = _loss_and_grad(
-                mean, var, std, n, labels[w], num_mc, nll_mean, True, layers, keys[k, 0], keys[k, 1],
-                tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w], grad,
+            task, kl, _ = _device_step(
+                False, mean, var, mean, mu_t, ratio[k], z[k], n, labels[w], num_mc, nll_mean, layers,
+                keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
+                grad, scratch, prior_rho, kl_weights[k], learning_rate, 0.0, new[k],
             )
-            kl = nu_update_serial(z[k], ratio[k], grad, prior_rho, kl_weights[k], learning_rate, new[k])
             losses[k] = task + kl_weights[k] * (kl + prior_term)
 
 
@@ -371,7 +435,7 @@ class FusedLRTSteps:
         with LAUNCH_LOCK, _single_threaded_blas():
             _nu_steps(
                 z, np.ascontiguousarray(ratio, np.float32), np.ascontiguousarray(mu_t, np.float32),
-                std * std, std, prior_rho, x, y, mask, kl_weights, prior_term, keys, self.num_mc,
+                std * std, prior_rho, x, y, mask, kl_weights, prior_term, keys, self.num_mc,
                 self.nll_mean, self.learning_rate, self.layers, *sampling.tables(), *buffers, new, losses,
             )
         return new, losses.astype(np.float32)
