@@ -54,7 +54,10 @@ Gradient estimators (``estimator``):
 * ``"local_reparameterization"`` (Kingma et al. 2015): the pre-activations of every
   dense layer are sampled, mean ``h mu`` and variance ``h^2 sigma^2``, with independent
   noise per sample and row (``Model.logits_lrt``). Same objective, lower-variance
-  gradient, ``M B out`` instead of ``M in out`` random numbers per layer.
+  gradient, ``M B out`` instead of ``M in out`` random numbers per layer. By default
+  (``weight_sampler="fused"``) the MLP's LRT steps run device by device in Numba
+  (:mod:`learning.fused_lrt`, noise from :mod:`learning.sampling`'s generator);
+  ``"tensorflow"`` keeps the TF graph below (``device_normal`` noise, XLA).
 
 Randomness: device k's noise in step i depends only on ``fold_in(fold_in(seed, i), id_k)``
 (``device_ids`` default ``0..K-1``), so a batch of K devices reproduces K single-device
@@ -64,10 +67,11 @@ iterate is clamped so that ``rho_t + Delta_rho_k >= min_precision``, and the num
 clamped entries is returned.
 
 Everything runs for all K devices in one compiled call per local step, except for the
-MLP with the fused sampler: its steps run device by device in Numba
-(:mod:`learning.fused_local`, the same maths with the gradients written out; a test
-holds them to TF's autodiff on this module's objectives), where ``jit_compile`` and
-``device_loop`` do not apply.
+MLP with ``weight_sampler="fused"`` (the default): its steps run device by device in
+Numba (:mod:`learning.fused_local` for the exact estimator, :mod:`learning.fused_lrt`
+for the LRT; the same maths with the gradients written out; tests hold both to TF's
+autodiff on this module's objectives), where ``jit_compile`` and ``device_loop`` do
+not apply.
 """
 
 from __future__ import annotations
@@ -111,16 +115,21 @@ class LocalConfig:
         ``"sum"`` over the local dataset (the paper) or ``"mean"``.
     jit_compile : bool or None
         Compile each local step with XLA (not used where the steps run in Numba: the
-        MLP with the fused sampler, :mod:`learning.fused_local`). ``None``: on for ``"local_reparameterization"``
+        MLP with ``weight_sampler="fused"``, :mod:`learning.fused_local` and
+        :mod:`learning.fused_lrt`). ``None``: on for ``"local_reparameterization"``
         (XLA fuses its many elementwise passes over [K, d]; measured 1.5x faster per
         step), off for ``"reparameterization"`` (its default fused sampler runs outside
         XLA; with ``weight_sampler="tensorflow"`` XLA measured no faster).
     weight_sampler : str
-        How ``"reparameterization"`` draws ``w = mean + std * eps``: ``"fused"`` (default;
-        :mod:`learning.sampling`, Philox-4x32-10 and a ziggurat in compiled NumPy code,
-        writing the sample and forming its backward pass in one sweep; graph mode only)
-        or ``"tensorflow"`` (``tf.random.stateless_normal`` per parameter tensor; XLA-able).
-        Same distribution, different random numbers.
+        Where the noise comes from. ``"fused"`` (default): :mod:`learning.sampling`
+        (Philox-4x32-10 and a ziggurat in compiled NumPy code): for
+        ``"reparameterization"`` it writes ``w = mean + std * eps`` and forms its
+        backward pass in one sweep each (graph mode only); for
+        ``"local_reparameterization"`` it draws the pre-activation noise, and the MLP's
+        steps run in :mod:`learning.fused_lrt` (convnets keep TF's LRT graph and
+        ``device_normal``). ``"tensorflow"``: ``tf.random.stateless_normal`` and TF's
+        graphs for both estimators (XLA-able). Same distribution, different random
+        numbers.
     device_loop : bool or None
         Run each step one device at a time inside the compiled graph (``tf.map_fn``;
         the Numba steps of the MLP with the fused sampler always go device by device)
