@@ -160,6 +160,19 @@ def _weight_noise(config, seed, shape, stream):
     return tf.cast(eps, tf.float64)
 
 
+def _lrt_noise(config, seed, num_mc, rows, n_out, stream):
+    """The pre-activation eps the trainer's LRT path draws for one device and layer,
+    [M, B, n_out] float64: the fused generator's on the ``rows`` real (leading) rows
+    (``learning.fused_lrt``; padding rows get 0, the loss masks them), or TF's."""
+    if config.weight_sampler == "fused":
+        eps = np.zeros([num_mc, B, n_out], np.float32)
+        eps[:, :rows] = sampling.standard_normal([num_mc, rows, n_out], seed.numpy(), stream)
+        return tf.constant(eps, tf.float64)
+    shape = [num_mc, B, n_out]
+    eps = tf.random.stateless_normal(shape, tf.random.experimental.stateless_fold_in(seed, stream))
+    return tf.cast(eps, tf.float64)
+
+
 def _phase1_reference(trainer, mu, rho, data, seed):
     """Phase 1 in float64 with the trainer's noise: E steps on Delta_rho_k, [K, d] float64."""
     model, config = trainer.model, trainer.config
@@ -192,10 +205,8 @@ def _phase1_reference(trainer, mu, rho, data, seed):
                         h = (h if i else tf.repeat(h[None], num_mc, 0)) @ kernel + bias[:, None]
                     else:  # local reparameterization, noise per (sample, row, unit)
                         n_out = model.layer_sizes[i][1]
-                        eps = tf.cast(tf.random.stateless_normal(
-                            [num_mc, B, n_out],
-                            tf.random.experimental.stateless_fold_in(seeds[k], i),
-                        ), tf.float64)
+                        rows = int(tf.reduce_sum(mask[k]))
+                        eps = _lrt_noise(config, seeds[k], num_mc, rows, n_out, i)
                         h = h @ w_mu + b_mu + tf.sqrt(tf.square(h) @ w_var + b_var) * eps
                     if i < last:
                         h = tf.nn.relu(h)

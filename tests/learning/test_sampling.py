@@ -194,3 +194,18 @@ def test_philox_known_answers_and_fast_path_against_plain_python():
             assert eps[j] == (-x if (word >> 8) & 1 else x)
             checked += 1
     assert checked > 150
+
+
+@pytest.mark.parametrize("size", [1, 100, 2048, 2049, 30_000])
+def test_serial_normals_equal_the_parallel_fill(size):
+    """``normals_into`` (the serial form other kernels call) draws, bit for bit, what
+    ``standard_normal`` draws for the same key, stream and positions, misses included."""
+    for seed in ([3, 7], [-5, 123_456_789]):
+        want = sampling.standard_normal([size], seed, stream=4)
+        got = np.full(size, np.nan, np.float32)
+        k0, k1 = sampling._key(seed)
+        sampling.normals_into(got, k0, k1, np.uint32(4), *sampling.tables())
+        np.testing.assert_array_equal(got, want)
+    other = np.empty(size, np.float32)
+    sampling.normals_into(other, k0, k1, np.uint32(5), *sampling.tables())
+    assert size == 1 or not np.array_equal(other, want)
