@@ -152,6 +152,18 @@ def build_world(scenario: Scenario) -> StaticWorld:
     )
 
 
+def count_nonfinite(values) -> int:
+    """The number of NaN or infinite entries of ``values`` (a float tensor or array).
+
+    One reduction when there are none, which is the usual case: NaN and inf propagate
+    through a sum, so a finite sum means every entry is finite (an overflowing sum of
+    finite entries only falls through to the exact count).
+    """
+    if bool(tf.math.is_finite(tf.reduce_sum(values))):
+        return 0
+    return int(tf.reduce_sum(tf.cast(~tf.math.is_finite(values), tf.int32)))
+
+
 class Engine:
     """Runs a scenario round by round.
 
@@ -255,7 +267,7 @@ class Engine:
             updates, carry, local_metrics = self.algorithm.local_update(
                 index, state, carry, data, rngs.stream_seed(seed, t, f"local/{phase.name}")
             )
-            nonfinite += int(tf.reduce_sum(tf.cast(~tf.math.is_finite(updates), tf.int32)))
+            nonfinite += count_nonfinite(updates)
             result = aircomp.aggregate(
                 updates,
                 data.weights,

@@ -46,6 +46,32 @@ def _shifted_mean(mu, ratio, z, out):
         out[i] = mu[i] + ratio[i] * z[i]
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
+    """Phase 2's ``ratio_k = rho_{t+1} / rho_k = 1 / (1 + c_k)``, ``c_k = (Delta_rho_k -
+    Delta_rho) / rho_{t+1}`` (:meth:`learning.local.LocalTrainer.nu_phase`), in one pass.
+
+    Input: float32 ``delta_rho_k`` [K, d], ``delta_rho`` (the applied global update)
+    and ``rho_next`` [d]. Output: ``out`` [K, d] (written). IEEE float32 in TF's order
+    of operations (no fast-math), so the values are those of the TF path.
+    """
+    for k in prange(out.shape[0]):
+        own, row = delta_rho_k[k], out[k]
+        for i in range(row.size):
+            row[i] = np.float32(1.0) / (np.float32(1.0) + (own[i] - delta_rho[i]) / rho_next[i])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out):
+    """Phase 2's result ``Delta_nu_k = c_k mu_t + z_k`` (:func:`phase2_ratio`'s ``c_k``)
+    in one pass: float32 [K, d] ``delta_rho_k``, ``z``; [d] ``delta_rho``, ``rho_next``,
+    ``mu_t``. Output: ``out`` [K, d] (written; may be ``z`` itself)."""
+    for k in prange(out.shape[0]):
+        own, step, row = delta_rho_k[k], z[k], out[k]
+        for i in range(row.size):
+            row[i] = (own[i] - delta_rho[i]) / rho_next[i] * mu_t[i] + step[i]
+
+
 _SERIES_BOUND = 0.01
 """Below this |u|, ``log1p(u) - u / (1 + u)`` is summed from its series (vectorised;
 relative truncation error < 2e-8, and no cancellation); above, from ``log1p``."""
@@ -239,6 +265,18 @@ def task_loss_and_grads(
     return loss, g_mean if want == "mean" else g_std
 
 
+def step_output(like: np.ndarray, out) -> np.ndarray:
+    """Where a step writes its new ``[K, d]`` iterate: ``out`` when given (checked to
+    be a float32 array of ``like``'s shape, not ``like`` itself), else a new array."""
+    if out is None:
+        return np.empty_like(like)
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != like.shape:
+        raise ValueError(f"out must be a float32 array of shape {like.shape}, got {out!r:.80}")
+    if np.shares_memory(out, like):
+        raise ValueError("out must not share memory with the step's input")
+    return out
+
+
 class FusedSteps:
     """:meth:`learning.local.LocalTrainer`'s ``_rho_step`` / ``_nu_step`` for the MLP
     with the fused sampler: the same inputs (tensors or arrays; ``seeds`` [K, 2]),
@@ -271,13 +309,14 @@ class FusedSteps:
         kl_weights = self.kl_scale * np.asarray(weights, np.float64) / self.num_params
         return x, np.asarray(y), np.asarray(mask, np.float32), kl_weights, np.asarray(seeds)
 
-    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
-        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits)."""
+    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
+        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits).
+        The new iterate is written into ``out`` when given (:func:`step_output`)."""
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
         delta_rho = np.asarray(delta_rho, np.float32)
         mu_t = np.ascontiguousarray(mu_t, np.float32)
         rho_t = np.ascontiguousarray(rho_t, np.float32)
-        new = np.empty_like(delta_rho)
+        new = step_output(delta_rho, out)
         losses = np.empty(delta_rho.shape[0], np.float32)
         std = np.empty_like(rho_t)
         hits = 0
@@ -297,8 +336,9 @@ class FusedSteps:
             hits += floored
         return new, losses, np.int32(hits)
 
-    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
-        """Phase-2 step of every device: (new ``z`` [K, d], objective [K])."""
+    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=None):
+        """Phase-2 step of every device: (new ``z`` [K, d], objective [K]); ``out`` as in
+        :meth:`rho_step`."""
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
         z = np.asarray(z, np.float32)
         ratio = np.asarray(ratio, np.float32)
@@ -310,7 +350,7 @@ class FusedSteps:
             _rsqrt_sum(rho_next, np.zeros_like(rho_next), std)
         gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
         prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
-        new = np.empty_like(z)
+        new = step_output(z, out)
         losses = np.empty(z.shape[0], np.float32)
         mean = np.empty_like(mu_t)
         for k in range(z.shape[0]):

@@ -55,7 +55,7 @@ from numba import get_num_threads, njit, prange, uint32
 from threadpoolctl import ThreadpoolController
 
 from learning import sampling
-from learning.fused_local import nu_update_serial, rho_update_serial
+from learning.fused_local import nu_update_serial, rho_update_serial, step_output
 from learning.sampling import LAUNCH_LOCK
 
 _BLAS = None
@@ -406,11 +406,13 @@ class FusedLRTSteps:
         buffers = self.workspace(max(x.shape[1], 1), workers)
         return x, np.asarray(y, np.int64), np.asarray(mask, np.float32), kl_weights, keys, buffers
 
-    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
-        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits)."""
+    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
+        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits).
+        The new iterate is written into ``out`` when given
+        (:func:`learning.fused_local.step_output`)."""
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
         delta_rho = np.ascontiguousarray(delta_rho, np.float32)
-        new = np.empty_like(delta_rho)
+        new = step_output(delta_rho, out)
         losses = np.empty(delta_rho.shape[0], np.float64)
         hits = np.empty(delta_rho.shape[0], np.int64)
         with LAUNCH_LOCK, _single_threaded_blas():
@@ -421,8 +423,9 @@ class FusedLRTSteps:
             )
         return new, losses.astype(np.float32), np.int32(hits.sum())
 
-    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
-        """Phase-2 step of every device: (new ``z`` [K, d], objective [K])."""
+    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=None):
+        """Phase-2 step of every device: (new ``z`` [K, d], objective [K]); ``out`` as in
+        :meth:`rho_step`."""
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
         z = np.ascontiguousarray(z, np.float32)
         rho_next = np.ascontiguousarray(rho_next, np.float32)
@@ -430,7 +433,7 @@ class FusedLRTSteps:
         std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
         gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
         prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
-        new = np.empty_like(z)
+        new = step_output(z, out)
         losses = np.empty(z.shape[0], np.float64)
         with LAUNCH_LOCK, _single_threaded_blas():
             _nu_steps(

@@ -32,7 +32,8 @@ import numpy as np
 import tensorflow as tf
 from numba import njit, prange
 
-from learning.sampling import LAUNCH_LOCK, Layout, aligned_empty
+from learning.host_arrays import aligned_empty
+from learning.sampling import LAUNCH_LOCK, Layout
 
 _ROW_BLOCK = 16
 """Kernel rows per work item of the backward pass."""

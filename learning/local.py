@@ -78,12 +78,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
-from learning.fused_local import FusedSteps
+from learning.fused_local import FusedSteps, phase2_ratio, phase2_update
 from learning.fused_lrt import FusedLRTSteps
+from learning.host_arrays import aligned_empty, aligned_zeros, as_tensor
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
+from learning.sampling import LAUNCH_LOCK
 
 ESTIMATORS = ("reparameterization", "local_reparameterization")
 WEIGHT_SAMPLERS = ("fused", "tensorflow")
@@ -434,14 +437,22 @@ class LocalTrainer:
         """
         num_devices = tf.shape(y)[0]
         ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
-        delta = tf.zeros([num_devices, tf.shape(rho_t)[0]], tf.float32)
+        shape = [int(num_devices), int(rho_t.shape[0])]
+        if self.fused_steps is not None:  # NumPy iterates, two buffers in turn
+            delta, spare = aligned_zeros(shape), aligned_empty(shape)
+        else:
+            delta = tf.zeros(shape, tf.float32)
         losses, hits = [], tf.constant(0, tf.int32)
         for step in range(self.config.local_steps):
             seeds = self.step_seeds(seed, step, ids)
-            delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
+            if self.fused_steps is not None:
+                new, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds, out=spare)
+                delta, spare = new, delta
+            else:
+                delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
             losses.append(loss)
             hits += h
-        return tf.convert_to_tensor(delta), tf.stack(losses), hits
+        return as_tensor(delta), tf.stack(losses), hits
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,
@@ -462,6 +473,10 @@ class LocalTrainer:
         prior_rho = rho_next if self.config.phase2_prior == "fresh" else rho_t
         if delta_rho_global is None:
             delta_rho_global = rho_next - rho_t
+        if self.fused_steps is not None:
+            return self._fused_nu_phase(
+                mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask, weights, seed, ids
+            )
         # c_k = rho_k / rho_{t+1} - 1 without subtracting two large precisions
         offset = (delta_rho_k - delta_rho_global) / rho_next
         ratio = 1.0 / (1.0 + offset)  # rho_{t+1} / rho_k
@@ -474,3 +489,29 @@ class LocalTrainer:
             )
             losses.append(loss)
         return offset * mu_t + z, tf.stack(losses)
+
+    def _fused_nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
+                        weights, seed, ids):
+        """:meth:`nu_phase` with the Numba steps: the same values, with ``ratio`` and the
+        result formed in one pass each (:func:`learning.fused_local.phase2_ratio`,
+        :func:`~learning.fused_local.phase2_update`) and the iterates in two NumPy
+        buffers taken in turn; no ``[K, d]`` array passes through TensorFlow or is copied."""
+        vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
+        mu_np, rho_next_np, delta_rho_np = vectors
+        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
+        shape = delta_rho_k.shape
+        ratio, z, spare = aligned_empty(shape), aligned_zeros(shape), aligned_empty(shape)
+        with LAUNCH_LOCK:
+            phase2_ratio(delta_rho_k, delta_rho_np, rho_next_np, ratio)
+        losses = []
+        for step in range(self.config.local_steps):
+            seeds = self.step_seeds(seed, step, ids)
+            new, loss = self._nu_step(
+                z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=spare
+            )
+            z, spare = new, z
+            losses.append(loss)
+        del spare
+        with LAUNCH_LOCK:
+            phase2_update(delta_rho_k, delta_rho_np, rho_next_np, mu_np, z, ratio)
+        return as_tensor(ratio), tf.stack(losses)

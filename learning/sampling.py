@@ -41,6 +41,8 @@ import numpy as np
 import tensorflow as tf
 from numba import njit, prange, uint32, uint64
 
+from learning.host_arrays import aligned_empty
+
 CHUNK = 2048
 """Normals per work item; also fixes which Philox word feeds which element."""
 _QUARTER = CHUNK // 4
@@ -327,14 +329,6 @@ _ALIGN = 16  # floats: every tensor starts 64-byte aligned in the output buffer
 LAUNCH_LOCK = threading.Lock()
 """Held around every parallel Numba launch: one at a time per process (TF may call in
 from several threads)."""
-
-
-def aligned_empty(size: int) -> np.ndarray:
-    """An uninitialised float32 ``[size]`` array starting on a 64-byte boundary (what
-    TensorFlow needs to adopt a ``numpy_function`` result without copying it)."""
-    raw = np.empty(size + _ALIGN, np.float32)
-    shift = (-(raw.ctypes.data // 4)) % _ALIGN
-    return raw[shift : shift + size]
 
 
 class Layout:

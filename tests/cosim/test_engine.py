@@ -5,6 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
+import tensorflow as tf
 from tiny_scenario import write_tiny
 
 from cosim.engine import Engine
@@ -133,3 +134,16 @@ def test_every_baseline_runs_over_the_air_and_resumes(tmp_path, algorithm):
     # d = 660 values per phase over F = 64 subcarriers -> 11 OFDM symbols each
     assert np.all(uplink == 11 * len(phases))
     assert np.isfinite(summary.final_accuracy)
+
+
+def test_count_nonfinite_counts_nan_and_inf_and_survives_an_overflowing_sum():
+    from cosim.engine import count_nonfinite
+
+    values = np.zeros((4, 100), np.float32)
+    assert count_nonfinite(tf.constant(values)) == 0
+    values[0, 3], values[2, 7], values[3, 9] = np.nan, np.inf, -np.inf
+    assert count_nonfinite(tf.constant(values)) == 3
+    huge = np.full((4, 100), 3e38, np.float32)  # finite entries whose sum overflows
+    assert count_nonfinite(tf.constant(huge)) == 0
+    huge[1, 1] = np.nan
+    assert count_nonfinite(huge) == 1

@@ -1,0 +1,73 @@
+"""Host arrays handed to TensorFlow without a copy, and the Numba phase-2 passes."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from learning.fused_local import phase2_ratio, phase2_update, step_output
+from learning.host_arrays import ALIGN_BYTES, aligned_empty, aligned_zeros, as_tensor, is_adoptable
+
+
+@pytest.mark.parametrize("shape", [7, (3, 5), (2, 3, 4)])
+def test_aligned_arrays_have_their_shape_and_alignment(shape):
+    for dtype in (np.float32, np.float64, np.int64):
+        array = aligned_empty(shape, dtype)
+        assert array.shape == ((shape,) if isinstance(shape, int) else shape)
+        assert array.dtype == dtype and array.flags.c_contiguous
+        assert array.ctypes.data % ALIGN_BYTES == 0
+    assert not aligned_zeros(shape).any()
+
+
+def test_as_tensor_adopts_an_aligned_array_without_copying():
+    array = aligned_empty((4, 1000))
+    array[:] = np.arange(4000, dtype=np.float32).reshape(4, 1000)
+    tensor = as_tensor(array)
+    assert tensor.dtype == tf.float32 and tensor.shape == (4, 1000)
+    back = np.asarray(tensor)
+    assert np.shares_memory(back, array)
+    np.testing.assert_array_equal(back, array)
+    np.testing.assert_array_equal(tf.reduce_sum(tensor, axis=1).numpy(), array.sum(axis=1))
+
+
+def test_as_tensor_copies_what_it_cannot_adopt():
+    raw = aligned_empty(1001)
+    shifted = raw[1:]  # 4 bytes off the boundary
+    shifted[:] = 1.5
+    strided = aligned_empty((10, 10))[:, ::2]
+    for array in (shifted, strided, np.arange(6, dtype=np.int16), [1.0, 2.0]):
+        assert not is_adoptable(array)
+        tensor = as_tensor(array)
+        np.testing.assert_array_equal(tensor.numpy(), np.asarray(array))
+    assert not np.shares_memory(np.asarray(as_tensor(shifted)), shifted)
+
+
+def test_phase2_passes_equal_the_tf_expressions_bit_for_bit():
+    rng = np.random.default_rng(3)
+    k, d = 5, 3001
+    rho_next = rng.uniform(1.0, 500.0, d).astype(np.float32)
+    delta_rho = (rng.standard_normal(d) * 1e-3).astype(np.float32)
+    delta_rho_k = (rng.standard_normal((k, d)) * 1e-2).astype(np.float32)
+    mu_t = rng.standard_normal(d).astype(np.float32)
+    z = (rng.standard_normal((k, d)) * 1e-3).astype(np.float32)
+    offset = (tf.constant(delta_rho_k) - delta_rho) / rho_next
+    ratio = np.empty((k, d), np.float32)
+    phase2_ratio(delta_rho_k, delta_rho, rho_next, ratio)
+    np.testing.assert_array_equal(ratio, (1.0 / (1.0 + offset)).numpy())
+    out = np.empty((k, d), np.float32)
+    phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out)
+    np.testing.assert_array_equal(out, (offset * mu_t + z).numpy())
+    phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, z)  # in place
+    np.testing.assert_array_equal(z, out)
+
+
+def test_step_output_checks_the_buffer():
+    like = np.zeros((3, 4), np.float32)
+    assert step_output(like, None).shape == (3, 4)
+    out = np.empty((3, 4), np.float32)
+    assert step_output(like, out) is out
+    with pytest.raises(ValueError, match="shape"):
+        step_output(like, np.empty((4, 3), np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        step_output(like, np.empty((3, 4), np.float64))
+    with pytest.raises(ValueError, match="share memory"):
+        step_output(like, like)
