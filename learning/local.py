@@ -83,7 +83,7 @@ import tensorflow as tf
 
 from learning.fused_local import FusedSteps, phase2_ratio, phase2_update
 from learning.fused_lrt import FusedLRTSteps
-from learning.host_arrays import aligned_empty, aligned_zeros, as_tensor
+from learning.host_arrays import BufferPool, as_tensor
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
 from learning.sampling import LAUNCH_LOCK
@@ -269,6 +269,7 @@ class LocalTrainer:
         lrt = config.estimator == "local_reparameterization"
         self.jit_compile = lrt if config.jit_compile is None else bool(config.jit_compile)
         self.fused_steps = self._fused_steps(model, config)
+        self.buffers = BufferPool(max_buffers=6)  # the Numba phases' [K, d] arrays
         if self.fused_steps is not None:  # the MLP with the fused sampler: no TF in the steps
             self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
         else:
@@ -439,7 +440,7 @@ class LocalTrainer:
         ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
         shape = [int(num_devices), int(rho_t.shape[0])]
         if self.fused_steps is not None:  # NumPy iterates, two buffers in turn
-            delta, spare = aligned_zeros(shape), aligned_empty(shape)
+            delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
         else:
             delta = tf.zeros(shape, tf.float32)
         losses, hits = [], tf.constant(0, tf.int32)
@@ -495,12 +496,14 @@ class LocalTrainer:
         """:meth:`nu_phase` with the Numba steps: the same values, with ``ratio`` and the
         result formed in one pass each (:func:`learning.fused_local.phase2_ratio`,
         :func:`~learning.fused_local.phase2_update`) and the iterates in two NumPy
-        buffers taken in turn; no ``[K, d]`` array passes through TensorFlow or is copied."""
+        buffers taken in turn; no ``[K, d]`` array passes through TensorFlow or is copied,
+        and the arrays come from :attr:`buffers` (no page faults once warm)."""
         vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
         mu_np, rho_next_np, delta_rho_np = vectors
         delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
         shape = delta_rho_k.shape
-        ratio, z, spare = aligned_empty(shape), aligned_zeros(shape), aligned_empty(shape)
+        ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
+        spare = self.buffers.take(shape)
         with LAUNCH_LOCK:
             phase2_ratio(delta_rho_k, delta_rho_np, rho_next_np, ratio)
         losses = []

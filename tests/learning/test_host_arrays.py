@@ -71,3 +71,27 @@ def test_step_output_checks_the_buffer():
         step_output(like, np.empty((3, 4), np.float64))
     with pytest.raises(ValueError, match="share memory"):
         step_output(like, like)
+
+
+def test_pool_reuses_a_buffer_only_once_nothing_refers_to_it():
+    from learning.host_arrays import BufferPool
+
+    pool = BufferPool(max_buffers=4)
+    first = pool.take((3, 64), zero=True)
+    address = first.ctypes.data
+    assert not first.any() and first.ctypes.data % ALIGN_BYTES == 0
+    second = pool.take((3, 64))
+    assert second.ctypes.data != address  # `first` is still held
+    del first
+    again = pool.take((3, 64))
+    assert again.ctypes.data == address
+    row = again[1]  # a view keeps it busy
+    del again
+    assert pool.take((3, 64)).ctypes.data not in (address, second.ctypes.data)
+    del row
+    tensor = as_tensor(pool.take((3, 64)))  # so does a tensor over its memory
+    assert np.asarray(tensor).ctypes.data == address
+    assert pool.take((3, 64)).ctypes.data != address
+    del tensor
+    assert pool.take((3, 64)).ctypes.data == address
+    assert pool.take((2, 64)).shape == (2, 64)  # other shapes get their own buffers

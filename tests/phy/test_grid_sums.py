@@ -1,0 +1,40 @@
+"""phy.grid_sums: the fast path's one pass over the updates, against the padded grid."""
+
+import numpy as np
+
+from phy.grid_sums import gather_rows, grid_sums
+
+
+def _grid(updates, f):
+    k, d = updates.shape
+    n = -(-d // f)
+    padded = np.zeros((k, n * f), np.float64)
+    padded[:, :d] = updates
+    return padded.reshape(k, n, f)
+
+
+def test_sums_and_linear_part_equal_the_grid_formulas():
+    rng = np.random.default_rng(0)
+    k, d, f = 7, 1000, 64  # 16 symbols, the last one padded
+    updates = rng.standard_normal((k, d)).astype(np.float32)
+    scale, mask, coeff = (rng.uniform(0.0, 2.0, (k, f)).astype(np.float32) for _ in range(3))
+    mask = (mask > 0.5).astype(np.float32)
+    sums, linear = grid_sums(updates, scale, mask, coeff)
+    grid = _grid(updates, f)
+    square = grid**2
+    want = np.stack([np.einsum("knf,kf->kn", square, scale), square.sum(-1),
+                     np.einsum("knf,kf->kn", square, mask)], -1)
+    assert sums.shape == (k, 16, 3) and linear.shape == (16, f)
+    np.testing.assert_allclose(sums, want, rtol=1e-5)
+    np.testing.assert_allclose(linear, np.einsum("knf,kf->nf", grid, coeff), rtol=1e-4, atol=1e-5)
+    assert np.all(linear[-1, d - 15 * f :] == 0.0)
+
+
+def test_gather_rows_takes_grid_rows_with_zero_padding():
+    rng = np.random.default_rng(1)
+    updates = rng.standard_normal((3, 100)).astype(np.float32)
+    grid = _grid(updates, 32)
+    devices, symbols = np.array([0, 2, 1, 2]), np.array([3, 0, 1, 3])
+    rows = gather_rows(updates, devices, symbols, 32)
+    np.testing.assert_array_equal(rows, grid[devices, symbols].astype(np.float32))
+    assert gather_rows(updates, np.array([], np.int64), np.array([], np.int64), 32).shape == (0, 32)
