@@ -20,8 +20,9 @@ NumPy code (Numba) and writes the weight sample directly:
   is N(0, 1) up to float32 resolution, tails included (the tail draws from 32-bit
   uniforms, so |eps| is not truncated below about 9.9; TF's Box-Muller stops at 5.7).
   The misses are flagged in the hot loop and completed in a second parallel sweep,
-  so the hot loop has no calls and vectorises (1.6 ns per normal on two cores here,
-  written as ``mean + std * eps``; TF's generators: 7.8-10 ns for the normal alone).
+  so the hot loop has no calls and vectorises (1.6 ns per normal on two cores when
+  first measured, 2.6-3.7 ns in later runs on the same, drifting VM, written as
+  ``mean + std * eps``; TF's generators: 7.8-10 ns for the normal alone).
 * **Fusion:** the kernel writes ``mean + std * eps`` (the noise itself is never
   stored) and the backward kernel forms ``dL/dmean = sum_m g_m`` and
   ``dL/dstd = sum_m g_m (w_m - mean) / std`` in one pass over ``g`` and ``w``.

@@ -29,14 +29,15 @@ does not bind sends ``v = m |Delta|`` (m = 1 on live subcarriers, TCI: its
 on-subcarriers), so its part of the estimate is linear in Delta: one weighted sum over
 K of the grid, with perfect CSI simply ``sum_k pi_k Delta_k`` (a matrix-vector
 product). The rows that may exceed the budget are screened from
-``sum_f Delta^2 / |h_hat|^2`` (float32, relative margin 1e-3, then decided in float64);
-these sums, ``||Delta||^2`` per row and the linear part are formed in one parallel pass
-over the ``[K, d]`` updates where they lie (:mod:`phy.grid_sums`, Numba: no padded
-``[K, N, F]`` copy, no squared temporary; measured 0.28 -> see the benchmarks),
+``sum_f Delta^2 / |h_hat|^2`` (float32, relative margin 1e-3, then decided in float64),
 gathered, and only they run the power control, in compiled chunks of 256 rows that stay
 in the CPU cache (:func:`phy.power.solve_rows`); their deviation from the linear part is
-added back per OFDM symbol, and all diagnostics come from the same sums. No x, v or y
-[K, N, F] tensor and no float64 [K, N, F] tensor is made. The graph is one
+added back per OFDM symbol, and all diagnostics come from the same sums. The screening
+sums, ``||Delta||^2`` per row, the linear part and the gathered rows are read from the
+``[K, d]`` updates where they lie, in one parallel Numba pass (:mod:`phy.grid_sums`;
+0.28-0.34 s -> 0.04-0.05 s per phase at the paper's size with no row at the budget):
+no x, v or y [K, N, F] tensor, no float64 one, and no padded grid of the updates
+(formed only for TCI's off-subcarriers). The graph is one
 ``tf.function`` per phase shape (graph mode: the row set is dynamic); the full chain
 ``_chain`` (graph mode) remains for ``keep_signals=True`` and any other power control,
 and a test checks both agree.
