@@ -30,9 +30,13 @@ on-subcarriers), so its part of the estimate is linear in Delta: one weighted su
 K of the grid, with perfect CSI simply ``sum_k pi_k Delta_k`` (a matrix-vector
 product). The rows that may exceed the budget are screened from
 ``sum_f Delta^2 / |h_hat|^2`` (float32, relative margin 1e-3, then decided in float64),
-gathered, and only they run the power control, in compiled chunks of 256 rows that stay
-in the CPU cache (:func:`phy.power.solve_rows`); their deviation from the linear part is
-added back per OFDM symbol, and all diagnostics come from the same sums. The screening
+gathered, and only they run the power control; their deviation from the linear part is
+added back per OFDM symbol, and all diagnostics come from the same sums. For the KKT
+control (eq. ``Opt_v``) that is two parallel Numba passes over the rows where they lie
+(:mod:`phy.optimal_rows`: float64 Newton per row with warm starts, then the corrections
+per OFDM symbol; 0.22-0.26 s -> 0.03-0.04 s per phase at the paper's size, where some
+6,000 rows bind); TCI and full inversion run compiled XLA chunks of 256 rows
+(:func:`phy.power.solve_rows`). The screening
 sums, ``||Delta||^2`` per row, the linear part and the gathered rows are read from the
 ``[K, d]`` updates where they lie, in one parallel Numba pass (:mod:`phy.grid_sums`;
 0.28-0.34 s -> 0.04-0.05 s per phase at the paper's size with no row at the budget):
@@ -52,6 +56,7 @@ from sionna.phy.channel import ApplyOFDMChannel
 
 from phy.grid import GroupingRule
 from phy.grid_sums import gather_rows, grid_sums
+from phy.optimal_rows import optimal_rows
 from phy.power import (
     _CHUNK_ROWS,
     FullInversion,
@@ -225,7 +230,9 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     over K. Rows that may exceed the budget are found from ``T_kn = sum_f Delta^2 / g``,
     with a relative margin of 1e-3 for float32 rounding, and gathered (both sums and
     the linear part come from one pass over the ``[K, d]`` updates where they lie,
-    :func:`phy.grid_sums.grid_sums`; the grid is formed only for TCI's off-subcarriers); the power control runs on them only (:func:`phy.power.solve_rows`) and
+    :func:`phy.grid_sums.grid_sums`; the grid is formed only for TCI's off-subcarriers);
+    the power control runs on them only (:func:`phy.optimal_rows.optimal_rows` for the
+    KKT control, :func:`phy.power.solve_rows` for the others) and
     their deviation from the linear term is added back per OFDM symbol. Devices
     with a dead subcarrier (|h_hat| = 0) are handled as special rows entirely.
     """
@@ -278,20 +285,30 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
         special |= (power_kn > bound) | ~tf.math.is_finite(power_kn)
     rows = tf.cast(tf.where(tf.reshape(special, [-1]))[:, 0], tf.int32)
     k_rows, n_rows = rows // n, rows % n
-    special_rows = tf.numpy_function(
-        lambda u_, k_, n_: gather_rows(u_, k_, n_, f), [updates, k_rows, n_rows], tf.float32,
-        stateful=False,
-    )
-    k_spec = tf.TensorSpec([_CHUNK_ROWS], tf.float32)
-    g_corr, w_corr, row_power, row_dist, row_att = solve_rows(
-        lambda *xs: kernel(*xs, tx_power_w),
-        (tf.ensure_shape(special_rows, [None, f]), tf.gather(u, k_rows),
-         tf.gather(mask, k_rows), tf.gather(gain, k_rows), tf.gather(reference_gain, k_rows),
-         tf.gather(est_gain, k_rows), tf.gather(w, k_rows)),
-        tf.size(rows),
-        (tf.TensorSpec([_CHUNK_ROWS, f], tf.float32),) * 2 + (k_spec,) * 3,
-    )
-    corrections = tf.math.unsorted_segment_sum(tf.stack([g_corr, w_corr], -1), n_rows, n)
+    if isinstance(power_control, OptimalPower):
+        # eq. Opt_v on the rows where they lie (phy.optimal_rows: no [R, F] gathers)
+        g_corr, w_corr, row_power, row_dist, row_att = tf.numpy_function(
+            optimal_rows, [updates, k_rows, n_rows, u, est_gain, w, tx_power_w],
+            [tf.float32] * 5, stateful=False,
+        )
+        corrections = tf.stack([tf.ensure_shape(g_corr, [n, f]), tf.ensure_shape(w_corr, [n, f])], -1)
+        row_power, row_dist, row_att = (
+            tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att))
+    else:
+        special_rows = tf.numpy_function(
+            lambda u_, k_, n_: gather_rows(u_, k_, n_, f), [updates, k_rows, n_rows],
+            tf.float32, stateful=False,
+        )
+        k_spec = tf.TensorSpec([_CHUNK_ROWS], tf.float32)
+        g_corr, w_corr, row_power, row_dist, row_att = solve_rows(
+            lambda *xs: kernel(*xs, tx_power_w),
+            (tf.ensure_shape(special_rows, [None, f]), tf.gather(u, k_rows),
+             tf.gather(mask, k_rows), tf.gather(gain, k_rows), tf.gather(reference_gain, k_rows),
+             tf.gather(est_gain, k_rows), tf.gather(w, k_rows)),
+            tf.size(rows),
+            (tf.TensorSpec([_CHUNK_ROWS, f], tf.float32),) * 2 + (k_spec,) * 3,
+        )
+        corrections = tf.math.unsorted_segment_sum(tf.stack([g_corr, w_corr], -1), n_rows, n)
     clean = linear + corrections[..., 0]
     xi = corrections[..., 1]
     off = 1.0 - mask
