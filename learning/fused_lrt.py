@@ -186,13 +186,14 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _device_step(phase1, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
-                 tables_k, tables_w, tables_f, act, sd, eps, tmp, grad, scratch,
+                 tables_k, tables_w, tables_f, act, sd, eps, tmp, grad,
                  prior_rho, kl_weight, learning_rate, min_precision, new):
     """One local step of one device: forward, loss, backward, and the update of each
     layer's parameters as soon as their gradient is formed (while it is in cache).
 
     Phase 1 (``phase1``): ``p_a = rho_t``, ``p_b = Delta_rho_k``; the gradient with
-    respect to the std and :func:`learning.fused_local.rho_update_serial` into ``new``.
+    respect to the variances and :func:`learning.fused_local.rho_update_serial` (which
+    forms ``std`` and ``dL/dstd = 2 std dL/dvar`` in its own pass) into ``new``.
     Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``; the gradient with
     respect to the mean and :func:`~learning.fused_local.nu_update_serial`.
     Returns (task loss, KL term (without lambda_k), floored entries).
@@ -228,16 +229,9 @@ def _device_step(phase1, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_m
                                       act[a_ats[layer]:], sd[s_ats[layer]:], eps[e_ats[layer]:], tmp, grad)
         else:
             grad[lo:hi] = 0.0
-        if phase1:
-            std = scratch[: hi - lo]
-            rho_t, delta = p_a[lo:hi], p_b[lo:hi]
-            g_std = grad[lo:hi]
-            for i in range(std.size):  # dL/dstd = 2 std dL/dvar (var = std^2)
-                s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[i])
-                std[i] = s
-                g_std[i] *= np.float32(2.0) * s
-            part, floored = rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate,
-                                              min_precision, new[lo:hi])
+        if phase1:  # from dL/dvar: std is formed inside the update's pass
+            part, floored = rho_update_serial(p_b[lo:hi], p_a[lo:hi], grad[lo:hi], grad[lo:hi], kl_weight,
+                                              learning_rate, min_precision, new[lo:hi], True)
             kl += part
             hits += floored
         else:
@@ -312,13 +306,13 @@ def _rho_steps(delta, mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mea
     num_devices = delta.shape[0]
     workers = act.shape[0]
     for w in prange(workers):
-        var, grad, scratch = vec[w, 0], vec[w, 1], vec[w, 2]
+        var, grad = vec[w, 0], vec[w, 1]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
             task, kl, floored = _device_step(
                 True, mu_t, var, var, rho_t, delta[k], delta[k], n, labels[w], num_mc, nll_mean, layers,
                 keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
-                grad, scratch, rho_t, kl_weights[k], learning_rate, min_precision, new[k],
+                grad, rho_t, kl_weights[k], learning_rate, min_precision, new[k],
             )
             losses[k] = task + kl_weights[k] * kl
             hits[k] = floored
@@ -332,13 +326,13 @@ def _nu_steps(z, ratio, mu_t, var, prior_rho, x, y, mask, kl_weights, prior_term
     num_devices = z.shape[0]
     workers = act.shape[0]
     for w in prange(workers):
-        mean, grad, scratch = vec[w, 0], vec[w, 1], vec[w, 2]
+        mean, grad = vec[w, 0], vec[w, 1]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
             task, kl, _ = _device_step(
                 False, mean, var, mean, mu_t, ratio[k], z[k], n, labels[w], num_mc, nll_mean, layers,
                 keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
-                grad, scratch, prior_rho, kl_weights[k], learning_rate, 0.0, new[k],
+                grad, prior_rho, kl_weights[k], learning_rate, 0.0, new[k],
             )
             losses[k] = task + kl_weights[k] * (kl + prior_term)
 
@@ -391,7 +385,7 @@ class FusedLRTSteps:
             np.zeros((workers, sds), np.float32),
             np.zeros((workers, noise), np.float32),
             np.zeros((workers, 4, m * batch * widest), np.float32),
-            np.zeros((workers, 3, self.num_params), np.float32),
+            np.zeros((workers, 2, self.num_params), np.float32),
             np.zeros((workers, batch), np.int64),
         )
         self._workspace = (batch, workers, *buffers)
