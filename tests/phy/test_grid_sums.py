@@ -1,16 +1,9 @@
 """phy.grid_sums: the fast path's one pass over the updates, against the padded grid."""
 
 import numpy as np
+from grid_helpers import padded_grid
 
 from phy.grid_sums import gather_rows, grid_sums
-
-
-def _grid(updates, f):
-    k, d = updates.shape
-    n = -(-d // f)
-    padded = np.zeros((k, n * f), np.float64)
-    padded[:, :d] = updates
-    return padded.reshape(k, n, f)
 
 
 def test_sums_and_linear_part_equal_the_grid_formulas():
@@ -20,7 +13,7 @@ def test_sums_and_linear_part_equal_the_grid_formulas():
     scale, mask, coeff = (rng.uniform(0.0, 2.0, (k, f)).astype(np.float32) for _ in range(3))
     mask = (mask > 0.5).astype(np.float32)
     sums, linear = grid_sums(updates, scale, mask, coeff)
-    grid = _grid(updates, f)
+    grid = padded_grid(updates, f)
     square = grid**2
     want = np.stack([np.einsum("knf,kf->kn", square, scale), square.sum(-1),
                      np.einsum("knf,kf->kn", square, mask)], -1)
@@ -33,7 +26,7 @@ def test_sums_and_linear_part_equal_the_grid_formulas():
 def test_gather_rows_takes_grid_rows_with_zero_padding():
     rng = np.random.default_rng(1)
     updates = rng.standard_normal((3, 100)).astype(np.float32)
-    grid = _grid(updates, 32)
+    grid = padded_grid(updates, 32)
     devices, symbols = np.array([0, 2, 1, 2]), np.array([3, 0, 1, 3])
     rows = gather_rows(updates, devices, symbols, 32)
     np.testing.assert_array_equal(rows, grid[devices, symbols].astype(np.float32))

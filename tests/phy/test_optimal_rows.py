@@ -1,17 +1,10 @@
 """phy.optimal_rows: the fast path's KKT rows, against phy.power.optimal_amplitudes."""
 
 import numpy as np
+from grid_helpers import padded_grid
 
 from phy.optimal_rows import optimal_rows
 from phy.power import optimal_amplitudes
-
-
-def _grid(updates, f):
-    k, d = updates.shape
-    n = -(-d // f)
-    padded = np.zeros((k, n * f), np.float32)
-    padded[:, :d] = updates
-    return padded.reshape(k, n, f)
 
 
 def test_rows_equal_the_reference_amplitudes():
@@ -32,7 +25,7 @@ def test_rows_equal_the_reference_amplitudes():
     g_corr, w_corr, power, distortion, attenuated = optimal_rows(
         updates, devices, symbols, u, est_gain, weights, budget)
 
-    grid = _grid(updates, f)
+    grid = padded_grid(updates, f, np.float32)
     rows = grid[devices, symbols]  # [R, F]
     v = optimal_amplitudes(np.abs(rows), u[devices], budget).numpy().astype(np.float64)
     live = ~np.isinf(u[devices])
