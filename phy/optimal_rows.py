@@ -2,8 +2,8 @@
 
 :func:`phy.aircomp.aggregate`'s fast path sends every (device k, OFDM symbol n) row
 whose budget does not bind as ``v = |Delta|`` and needs the optimal amplitudes only
-for the other rows (at the paper's size with P = 20 dBm: some 85 of 100 devices, tens
-of thousands of rows per phase). For each such row it then needs only what the row
+for the other rows (at the paper's size with P = 20 dBm: some 6,000 rows per phase,
+from about 85 of the 100 devices). For each such row it then needs only what the row
 changes in the estimate and its diagnostics, not v itself. Here that is two parallel
 passes that read the updates ``[K, d]`` and the per-device ``[K, F]`` arrays where they
 lie (no ``[R, F]`` gathers of u, G or the updates):
