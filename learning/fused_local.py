@@ -83,23 +83,14 @@ block, across blocks in float64)."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
-def _rho_entry(delta, rho_t, grad_task, half_weight, rate, floor):
-    """One entry of :func:`_rho_update` from ``grad_task = dL_task/dDelta``: returns
-    (the new value, its KL series term, whether |u| is small, whether it was floored)."""
-    u = delta / rho_t
-    one_plus = np.float32(1.0) + u
-    small = abs(u) <= np.float32(_SERIES_BOUND)
-    series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
-    grad = grad_task + half_weight * (u / (one_plus * one_plus)) / rho_t
-    new = delta - rate * grad
-    lowest = floor - rho_t
-    return max(new, lowest), series, small, new < lowest
-
-
-@njit(inline="always", fastmath=True, error_model="numpy")
-def _rho_update_block(delta, rho_t, std, g_std, half_weight, rate, floor, out):
+def _rho_update_block(delta, rho_t, std, g_std, half_weight, rate, floor, out, from_var):
     """:func:`_rho_update` on views of one block: returns (KL part of the entries with
     ``|u| <= _SERIES_BOUND``, float32; floored entries; entries above the bound).
+
+    With ``from_var`` (the LRT step's form, :mod:`learning.fused_lrt`), ``g_std`` holds
+    ``dL_task/dvar`` (var = std^2 = 1 / (rho_t + Delta)) and ``std`` is not read: both
+    ``std`` and ``dL/dstd = 2 std dL/dvar`` are formed here, so neither is stored and
+    read back. The branch is loop-invariant (LLVM unswitches it).
 
     The loop runs over ``range(out.size)`` of the views, not ``range(lo, hi)`` of the
     whole arrays: Numba proves the first index non-negative and drops its wraparound
@@ -108,33 +99,24 @@ def _rho_update_block(delta, rho_t, std, g_std, half_weight, rate, floor, out):
     hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
     large = np.float32(0.0)
     for i in range(out.size):
-        s = std[i]
-        value, series, small, hit = _rho_entry(
-            delta[i], rho_t[i], g_std[i] * (np.float32(-0.5) * s * s * s), half_weight, rate, floor)
+        u = delta[i] / rho_t[i]
+        one_plus = np.float32(1.0) + u
+        small = abs(u) <= np.float32(_SERIES_BOUND)
+        series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
         kl += series * np.float32(small)
         large += np.float32(not small)
-        hits += np.float32(hit)
-        out[i] = value
-    return kl, hits, large
-
-
-@njit(inline="always", fastmath=True, error_model="numpy")
-def _rho_update_block_var(delta, rho_t, g_var, half_weight, rate, floor, out):
-    """:func:`_rho_update_block` from ``g_var = dL_task/dvar`` (var = std^2 = 1 / (rho_t
-    + Delta)): ``std`` is formed on the fly, so neither it nor ``dL/dstd`` is stored
-    and read back (the LRT step's form, :mod:`learning.fused_lrt`)."""
-    kl = np.float32(0.0)
-    hits = np.float32(0.0)
-    large = np.float32(0.0)
-    for i in range(out.size):
-        s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[i])
-        g_std = g_var[i] * (np.float32(2.0) * s)  # dL/dstd = 2 std dL/dvar
-        value, series, small, hit = _rho_entry(
-            delta[i], rho_t[i], g_std * (np.float32(-0.5) * s * s * s), half_weight, rate, floor)
-        kl += series * np.float32(small)
-        large += np.float32(not small)
-        hits += np.float32(hit)
-        out[i] = value
+        if from_var:
+            s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[i])
+            g = g_std[i] * (np.float32(2.0) * s)
+        else:
+            s = std[i]
+            g = g_std[i]
+        grad = g * (np.float32(-0.5) * s * s * s)
+        grad += half_weight * (u / (one_plus * one_plus)) / rho_t[i]
+        new = delta[i] - rate * grad
+        lowest = floor - rho_t[i]
+        hits += np.float32(new < lowest)
+        out[i] = max(new, lowest)
     return kl, hits, large
 
 
@@ -171,7 +153,8 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precisio
     for block in prange(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
         kl, hits, large = _rho_update_block(
-            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi]
+            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi],
+            False,
         )
         kl_parts[block] = kl
         hit_parts[block] = np.int64(hits)
@@ -191,7 +174,7 @@ def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_pr
     """:func:`_rho_update` on the calling thread (for kernels that run devices in
     parallel); the same blocks and the same values. With ``from_var`` the gradient
     ``g_std`` is ``dL_task/dvar`` instead and ``std`` is not read
-    (:func:`_rho_update_block_var`)."""
+    (:func:`_rho_update_block`)."""
     size = out.size
     blocks = (size + _BLOCK - 1) // _BLOCK
     half_weight = np.float32(0.5 * kl_weight)
@@ -200,13 +183,10 @@ def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_pr
     total, hits, large = 0.0, 0, 0
     for block in range(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-        if from_var:
-            kl_b, hits_b, large_b = _rho_update_block_var(
-                delta[lo:hi], rho_t[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi])
-        else:
-            kl_b, hits_b, large_b = _rho_update_block(
-                delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor,
-                out[lo:hi])
+        kl_b, hits_b, large_b = _rho_update_block(
+            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi],
+            from_var,
+        )
         total += kl_b
         hits += np.int64(hits_b)
         large += np.int64(large_b)

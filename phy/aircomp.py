@@ -351,11 +351,14 @@ def _compiled_chain(rule, power_control, keep_signals):
     key = (rule.num_values, rule.num_subcarriers, id(power_control), keep_signals)
     if key not in _COMPILED:
         if not keep_signals and isinstance(power_control, _FAST):
-            # one compiled row kernel per control configuration (not per instance)
-            config = (type(power_control), tuple(sorted(vars(power_control).items())))
-            if config not in _KERNELS:
-                _KERNELS[config] = _row_kernel(power_control)
-            kernel = _KERNELS[config]
+            # one compiled row kernel per control configuration (not per instance);
+            # the KKT control's rows run in phy.optimal_rows instead
+            kernel = None
+            if not isinstance(power_control, OptimalPower):
+                config = (type(power_control), tuple(sorted(vars(power_control).items())))
+                if config not in _KERNELS:
+                    _KERNELS[config] = _row_kernel(power_control)
+                kernel = _KERNELS[config]
 
             def fn(*args):
                 return _fast_chain(*args, rule=rule, power_control=power_control,

@@ -256,7 +256,8 @@ class PowerControl:
         """The same amplitudes with static shapes only (for XLA-compiled row kernels).
 
         ``u`` is float64 and may be as wide as ``delta_abs``; used by
-        ``phy.aircomp.aggregate`` on gathered ``[rows, F]`` chunks.
+        ``phy.aircomp.aggregate``'s fast path on gathered ``[rows, F]`` chunks (TCI and
+        full inversion; its KKT rows run in :mod:`phy.optimal_rows` instead).
         """
         return self(delta_abs, u, power_budget_w, channel_gain, reference_gain)
 
@@ -268,9 +269,6 @@ class OptimalPower(PowerControl):
 
     def __call__(self, delta_abs, u, power_budget_w, channel_gain=None, reference_gain=None):
         return optimal_amplitudes(delta_abs, u, power_budget_w)
-
-    def dense(self, delta_abs, u, power_budget_w, channel_gain=None, reference_gain=None):
-        return _dense_optimal(delta_abs, _as_float64(u), _as_float64(power_budget_w))
 
 
 class TruncatedInversion(PowerControl):
