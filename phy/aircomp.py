@@ -34,7 +34,7 @@ gathered, and only they run the power control; their deviation from the linear p
 added back per OFDM symbol, and all diagnostics come from the same sums. For the KKT
 control (eq. ``Opt_v``) that is two parallel Numba passes over the rows where they lie
 (:mod:`phy.optimal_rows`: float64 Newton per row with warm starts, then the corrections
-per OFDM symbol; 0.22-0.26 s -> 0.03-0.04 s per phase at the paper's size, where some
+per OFDM symbol; 0.22-0.27 s -> 0.03-0.04 s per phase at the paper's size, where some
 6,000 rows bind); TCI and full inversion run compiled XLA chunks of 256 rows
 (:func:`phy.power.solve_rows`). The screening
 sums, ``||Delta||^2`` per row, the linear part and the gathered rows are read from the
