@@ -19,10 +19,13 @@ NumPy code (Numba) and writes the weight sample directly:
   extra uniforms come from disjoint Philox counters (element, attempt). The output
   is N(0, 1) up to float32 resolution, tails included (the tail draws from 32-bit
   uniforms, so |eps| is not truncated below about 9.9; TF's Box-Muller stops at 5.7).
-  The misses are flagged in the hot loop and completed in a second parallel sweep,
-  so the hot loop has no calls and vectorises (1.6 ns per normal on two cores when
-  first measured, 2.6-3.7 ns in later runs on the same, drifting VM, written as
-  ``mean + std * eps``; TF's generators: 7.8-10 ns for the normal alone).
+  The misses are flagged in the hot loop, so it has no calls and vectorises, and
+  completed right after it in the same work item, while the chunk's output, mean and
+  std are still in L1 (a second sweep over the whole sample, as first written, found
+  them in L3 or memory: about 100 ns per miss instead of 50, and the fill 1.4x
+  slower). Written as ``mean + std * eps``: 1.6-1.7 ns per normal on two cores
+  (2.4-2.5 with the second sweep, same run); TF's generators: 7.8-10 ns for the
+  normal alone.
 * **Fusion:** the kernel writes ``mean + std * eps`` (the noise itself is never
   stored) and the backward kernel forms ``dL/dmean = sum_m g_m`` and
   ``dL/dstd = sum_m g_m (w_m - mean) / std`` in one pass over ``g`` and ``w``.
@@ -292,12 +295,11 @@ def _fill(
     miss_word = np.empty((work, _MAX_MISSES), np.uint32)
     miss_pos = np.empty((work, _MAX_MISSES), np.int32)
     miss_count = np.empty(work, np.int64)
-    for g in prange(work):
+    for g in prange(work):  # the misses right after their chunk, while it is in L1
         _bulk_chunk(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
             table_k_signed, table_w, out, miss_word, miss_pos, miss_count,
         )
-    for g in prange(work):
         _fix_chunk(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
             table_k, table_w, table_f, out, miss_word, miss_pos, miss_count,
