@@ -11,6 +11,7 @@ synchronously, so a call's wall time is its cost.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import defaultdict
@@ -55,7 +56,10 @@ def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int
     (median of per-round PHY / round), ``phy_parts`` (median seconds per PHY call
     kind), ``eval_seconds`` (median of one evaluation of the global model with the
     scenario's predictive samples on its test set), ``num_params`` and
-    ``uplink_symbols``.
+    ``uplink_symbols``, ``model_finite`` (the final global model) and
+    ``nonfinite_rounds``: timed rounds whose local updates held NaN or inf entries or
+    whose training loss was not finite (their times are of diverged training, not of
+    the method; the harness warns).
     """
     eng = build_engine(scenario)
     watch = _Stopwatch()
@@ -69,13 +73,17 @@ def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int
     try:
         state = eng.initial_state()
         samples, phy, phy_share, parts = [], [], [], defaultdict(list)
+        nonfinite_rounds = 0
         for t in range(warmup + repeats):
             watch.reset()
             start = time.perf_counter()
-            state, _ = eng.run_round(t, state)
+            state, record = eng.run_round(t, state)
             seconds = time.perf_counter() - start
             if t < warmup:
                 continue
+            scalars = record.scalars
+            if scalars["nonfinite_update_entries"] > 0 or not math.isfinite(scalars["train_loss"]):
+                nonfinite_rounds += 1
             phy_s = sum(watch.seconds.values())
             samples.append(seconds)
             phy.append(phy_s)
@@ -107,6 +115,7 @@ def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int
         "num_params": int(eng.num_params),
         "uplink_symbols": int(eng.uplink_symbols_per_round()),
         "model_finite": finite,
+        "nonfinite_rounds": nonfinite_rounds,
     }
 
 

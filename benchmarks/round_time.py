@@ -6,9 +6,10 @@ Run as a plain script from the repository root::
     .venv/bin/python benchmarks/round_time.py --devices 10,100,1000   # time and memory vs K
     .venv/bin/python benchmarks/round_time.py --tiny           # seconds; what the test runs
 
-It builds the paper's MNIST round from ``scenarios/paper_mnist.toml`` (synthetic data
-of MNIST's shapes by default, ``--dataset mnist`` for the real set) and times, after
-warm-up, the median of ``--repeats`` repetitions of:
+It builds the paper's MNIST round from ``scenarios/paper_mnist.toml`` (the scenario's
+own data by default: the real MNIST that ships with the install; ``--dataset
+synthetic`` for synthetic data of the same shapes, which ``--tiny`` always uses) and
+times, after warm-up, the median of ``--repeats`` repetitions of:
 
 ``exact``      the project's full round (:meth:`cosim.engine.Engine.run_round`: channel
                and CSI, local training of both phases for all devices, PHY of both
@@ -132,7 +133,7 @@ def machine_description() -> str:
 def scenario_overrides(args: argparse.Namespace, num_devices: int | None = None) -> list[str]:
     """``--set`` items that turn the scenario file into the benchmarked round."""
     items = ["rounds=1000000", "eval.every=1000000"]  # evaluation only where timed apart
-    if args.dataset == "synthetic":
+    if args.dataset == "synthetic" or args.tiny:
         items.append('data.dataset="synthetic"')
         if not args.tiny:
             k = num_devices or 100
@@ -323,6 +324,8 @@ def single(args, limit_gib: float) -> dict:
         "eval_s": get("exact", "eval_seconds"),
         "load_avg_start": round(load_start, 2), "load_avg_end": round(load_end, 2),
         "errors": {c: r["error"] for c, r in results.items() if "error" in r},
+        "nonfinite_rounds": {c: get(c, "nonfinite_rounds") for c in ("exact", "lrt")
+                             if get(c, "nonfinite_rounds") is not None},
     }
     first = next((r for r in results.values() if "num_params" in r), {})
     print(f"round time: {args.scenario.name} {' '.join(scenario_overrides(args)[2:])}")
@@ -351,6 +354,11 @@ def single(args, limit_gib: float) -> dict:
         if parts:
             print(f"PHY of the {config} round (s): "
                   + ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items())))
+    for config, count in summary["nonfinite_rounds"].items():
+        if count:
+            print(f"WARNING: {count} timed {config} round(s) diverged (NaN or inf updates or "
+                  "loss): their times are not those of training; use the scenario's data or "
+                  "a smaller learning rate")
     print(f"ratios: reference/exact = {_fmt(summary['reference_over_exact'])}x, "
           f"reference/lrt = {_fmt(summary['reference_over_lrt'])}x, "
           f"exact/floor = {_fmt(summary['exact_over_floor'])}x, "
@@ -390,6 +398,9 @@ def sweep(args, limit_gib: float) -> dict:
         for config in configs:
             if "error" in row[config]:
                 print(f"K={row['devices']} {config}: {row[config]['error']}")
+            if row[config].get("nonfinite_rounds"):
+                print(f"WARNING: K={row['devices']} {config}: {row[config]['nonfinite_rounds']} "
+                      "timed round(s) diverged (NaN or inf updates or loss)")
     summary = {"devices": [r["devices"] for r in rows]}
     for config in configs:
         key = {"exact": "exact", "lrt": "lrt", "reference": "reference"}[config]
@@ -405,8 +416,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="scenario override (repeatable), as for `cosim run --set`")
-    p.add_argument("--dataset", choices=("synthetic", "scenario"), default="synthetic",
-                   help="synthetic data of the scenario's shapes (default) or the scenario's own")
+    p.add_argument("--dataset", choices=("scenario", "synthetic"), default="scenario",
+                   help="the scenario's own data (default; MNIST for paper_mnist.toml) or "
+                        "synthetic data of its shapes (at the paper's learning rate the "
+                        "synthetic task's dense images diverge within a few rounds, and "
+                        "the rounds after that time NaN arithmetic); --tiny is synthetic")
     p.add_argument("--tiny", action="store_true",
                    help="a tiny configuration (K=4, a 36-16-16-C MLP, F=64) that runs in seconds")
     p.add_argument("--devices", type=lambda s: [int(k) for k in s.split(",")],

@@ -1,7 +1,8 @@
 """The round-time benchmark (benchmarks/round_time.py) runs end to end on a tiny configuration.
 
-No timing assertions: only that the harness runs every configuration and that the
-last line of its output is the JSON summary with positive figures.
+No timing assertions: only that the harness runs every configuration, that the last
+line of its output is the JSON summary with positive figures, and that rounds whose
+training diverged are flagged.
 """
 
 import json
@@ -32,6 +33,7 @@ def test_tiny_round_time_prints_json_summary_last():
     for key in KEYS:
         assert isinstance(summary[key], float) and summary[key] > 0, (key, summary[key])
     assert summary["phy_share"] < 1.0
+    assert summary["nonfinite_rounds"] == {"exact": 0, "lrt": 0}
     table = "\n".join(lines[:-1])
     for name in ("reparameterization", "local_reparameterization", "reference", "RNG floor"):
         assert name in table
@@ -43,3 +45,12 @@ def test_subprocess_worker_reports_its_own_peak_memory():
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["floor_s"] > 0 and summary["floor_generator"]
     assert summary["exact_s"] is None and not summary["errors"]
+
+
+def test_diverged_rounds_are_flagged_not_timed_silently():
+    result = _run("--in-process", "--only", "exact", "--set", "algorithm.learning_rate=1e8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    summary = json.loads(lines[-1])
+    assert summary["nonfinite_rounds"] == {"exact": 1}
+    assert any(line.startswith("WARNING: 1 timed exact round(s) diverged") for line in lines)
