@@ -48,6 +48,89 @@ def build_engine(scenario: Scenario) -> engine_module.Engine:
     return engine_module.Engine(scenario)
 
 
+class ProjectRounds:
+    """The project's rounds of one scenario, timed one at a time.
+
+    Building it builds the engine and runs ``warmup`` untimed rounds (compiles,
+    traces, first-touch memory); every :meth:`step` then runs and times the next
+    round, and :meth:`result` sums them up. The harness interleaves the steps of
+    several configurations so that their ratios see the same machine.
+    """
+
+    def __init__(self, scenario: Scenario, warmup: int):
+        self.scenario = scenario
+        self.engine = build_engine(scenario)
+        self.watch = _Stopwatch()
+        self.engine.channel = self.watch.wrap("channel", self.engine.channel)
+        self.engine.csi = self.watch.wrap("csi", self.engine.csi)
+        self.state = self.engine.initial_state()
+        self.round = 0
+        self.samples: list[float] = []
+        self.phy: list[float] = []
+        self.phy_share: list[float] = []
+        self.parts: dict[str, list[float]] = defaultdict(list)
+        self.nonfinite_rounds = 0
+        for _ in range(warmup):
+            self._run()
+
+    def _run(self):
+        aircomp_module = engine_module.aircomp
+        original_aggregate = aircomp_module.aggregate
+        original_multicast = engine_module.multicast_symbols
+        aircomp_module.aggregate = self.watch.wrap("aircomp", original_aggregate)
+        engine_module.multicast_symbols = self.watch.wrap("downlink", original_multicast)
+        self.watch.reset()
+        try:
+            start = time.perf_counter()
+            self.state, record = self.engine.run_round(self.round, self.state)
+            seconds = time.perf_counter() - start
+        finally:
+            aircomp_module.aggregate = original_aggregate
+            engine_module.multicast_symbols = original_multicast
+        self.round += 1
+        return seconds, record
+
+    def step(self) -> float:
+        """Run and time one round; returns its wall seconds."""
+        seconds, record = self._run()
+        phy_s = sum(self.watch.seconds.values())
+        self.samples.append(seconds)
+        self.phy.append(phy_s)
+        self.phy_share.append(phy_s / seconds)
+        for key, value in self.watch.seconds.items():
+            self.parts[key].append(value)
+        scalars = record.scalars
+        if scalars["nonfinite_update_entries"] > 0 or not math.isfinite(scalars["train_loss"]):
+            self.nonfinite_rounds += 1
+        return seconds
+
+    def result(self, eval_repeats: int = 1) -> dict:
+        """The timed rounds summed up (see :func:`time_rounds`), after timing evaluation."""
+        eng, scenario = self.engine, self.scenario
+        eval_samples = []
+        seed = engine_module.rngs.stream_seed(scenario.seed, 0, "eval")
+        for i in range(eval_repeats + 1):
+            start = time.perf_counter()
+            probs = eng.algorithm.predict_probs(
+                self.state, eng.x_test, scenario.eval.predictive_samples, seed
+            )
+            evaluate_probs(np.asarray(probs), eng.y_test, num_bins=scenario.eval.ece_bins)
+            if i > 0:  # the first call traces
+                eval_samples.append(time.perf_counter() - start)
+        return {
+            "seconds": statistics.median(self.samples),
+            "samples": self.samples,
+            "phy_seconds": statistics.median(self.phy),
+            "phy_share": statistics.median(self.phy_share),
+            "phy_parts": {k: statistics.median(v) for k, v in self.parts.items()},
+            "eval_seconds": statistics.median(eval_samples),
+            "num_params": int(eng.num_params),
+            "uplink_symbols": int(eng.uplink_symbols_per_round()),
+            "model_finite": bool(eng.algorithm.is_finite(self.state)),
+            "nonfinite_rounds": self.nonfinite_rounds,
+        }
+
+
 def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int = 1) -> dict:
     """Median wall seconds of ``repeats`` rounds after ``warmup`` rounds.
 
@@ -61,62 +144,10 @@ def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int
     whose training loss was not finite (their times are of diverged training, not of
     the method; the harness warns).
     """
-    eng = build_engine(scenario)
-    watch = _Stopwatch()
-    aircomp_module = engine_module.aircomp
-    original_aggregate = aircomp_module.aggregate
-    original_multicast = engine_module.multicast_symbols
-    eng.channel = watch.wrap("channel", eng.channel)
-    eng.csi = watch.wrap("csi", eng.csi)
-    aircomp_module.aggregate = watch.wrap("aircomp", original_aggregate)
-    engine_module.multicast_symbols = watch.wrap("downlink", original_multicast)
-    try:
-        state = eng.initial_state()
-        samples, phy, phy_share, parts = [], [], [], defaultdict(list)
-        nonfinite_rounds = 0
-        for t in range(warmup + repeats):
-            watch.reset()
-            start = time.perf_counter()
-            state, record = eng.run_round(t, state)
-            seconds = time.perf_counter() - start
-            if t < warmup:
-                continue
-            scalars = record.scalars
-            if scalars["nonfinite_update_entries"] > 0 or not math.isfinite(scalars["train_loss"]):
-                nonfinite_rounds += 1
-            phy_s = sum(watch.seconds.values())
-            samples.append(seconds)
-            phy.append(phy_s)
-            phy_share.append(phy_s / seconds)
-            for key, value in watch.seconds.items():
-                parts[key].append(value)
-        finite = bool(eng.algorithm.is_finite(state))
-    finally:
-        aircomp_module.aggregate = original_aggregate
-        engine_module.multicast_symbols = original_multicast
-
-    eval_samples = []
-    seed = engine_module.rngs.stream_seed(scenario.seed, 0, "eval")
-    for i in range(eval_repeats + 1):
-        start = time.perf_counter()
-        probs = eng.algorithm.predict_probs(
-            state, eng.x_test, scenario.eval.predictive_samples, seed
-        )
-        evaluate_probs(np.asarray(probs), eng.y_test, num_bins=scenario.eval.ece_bins)
-        if i > 0:  # the first call traces
-            eval_samples.append(time.perf_counter() - start)
-    return {
-        "seconds": statistics.median(samples),
-        "samples": samples,
-        "phy_seconds": statistics.median(phy),
-        "phy_share": statistics.median(phy_share),
-        "phy_parts": {k: statistics.median(v) for k, v in parts.items()},
-        "eval_seconds": statistics.median(eval_samples),
-        "num_params": int(eng.num_params),
-        "uplink_symbols": int(eng.uplink_symbols_per_round()),
-        "model_finite": finite,
-        "nonfinite_rounds": nonfinite_rounds,
-    }
+    rounds = ProjectRounds(scenario, warmup)
+    for _ in range(repeats):
+        rounds.step()
+    return rounds.result(eval_repeats)
 
 
 def device_arrays(scenario: Scenario) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ memory stays bounded; every chunk is a separate call with a fresh seed and the
 output is discarded. Candidates are first ranked on a fraction of the total (one
 pass each), then the fastest is timed on the full count.
 
-For comparison, :func:`fused_seconds` times the project's own generator
+For comparison, :class:`FloorDraws` also times the project's own generator
 (:mod:`learning.sampling`, which the exact estimator uses by default) on the same
 count, the way a round calls it: one ``Layout.fill`` of ``mean + std * eps`` for all
 parameter tensors per device and local step. It is *not* the floor the issue
@@ -92,47 +92,56 @@ def rank_generators(
     return rates
 
 
-def floor_seconds(
-    total: int, repeats: int = 3, chunk: int = DEFAULT_CHUNK, fraction: float = 0.05
-) -> dict:
-    """Median seconds to draw ``total`` normals with the fastest generator.
+class FloorDraws:
+    """The floor and our fused sampler on the same count, timed one repetition at a time.
 
-    Returns a dict: ``seconds`` (median), ``samples`` (every repetition), ``generator``
-    (name of the fastest), ``rates`` (normals/s of every candidate on the ranking
-    pass), ``total`` and ``chunk``.
+    Building it ranks TF's generators (:func:`rank_generators`) and compiles the
+    fastest and the fused fill; every :meth:`step` times one full draw of ``total``
+    normals with each, and :meth:`result` sums them up as :func:`floor_seconds` and
+    :func:`fused_seconds` do (the fused figures under ``"fused"``).
+
+    Parameters
+    ----------
+    total : int
+        K * M * d * E * 2.
+    sizes, num_mc, calls :
+        The fused fill's tensor sizes, M and fills per round (K * E * 2).
     """
-    chunk = int(min(chunk, total))
-    rates = rank_generators(total, chunk, fraction)
-    best = max((n for n, r in rates.items() if r), key=lambda n: rates[n])
-    draw = candidates(chunk)[best]
-    draw(tf.constant([0, 1], tf.int32))
-    samples = [_time_draws(draw, total, chunk) for _ in range(repeats)]
-    return {
-        "seconds": statistics.median(samples),
-        "samples": samples,
-        "generator": best,
-        "rates": rates,
-        "total": int(total),
-        "chunk": chunk,
-    }
 
+    def __init__(self, total: int, sizes, num_mc: int, calls: int, chunk: int = DEFAULT_CHUNK,
+                 fraction: float = 0.05):
+        import numpy as np
 
-def fused_seconds(sizes, num_mc: int, calls: int, repeats: int = 3) -> dict:
-    """Median seconds of ``calls`` fused fills (``learning.sampling.Layout``) of ``num_mc``
-    samples of tensors of ``sizes`` elements, i.e. ``calls * num_mc * sum(sizes)`` normals."""
-    import numpy as np
+        from learning.sampling import Layout
 
-    from learning.sampling import Layout
+        self.total = int(total)
+        self.chunk = int(min(chunk, total))
+        self.rates = rank_generators(self.total, self.chunk, fraction)
+        self.generator = max((n for n, r in self.rates.items() if r), key=lambda n: self.rates[n])
+        self.draw = candidates(self.chunk)[self.generator]
+        self.draw(tf.constant([0, 1], tf.int32))
+        self.layout = Layout(sizes, num_mc)
+        d = int(sum(sizes))
+        self.mean, self.std = np.zeros(d, np.float32), np.full(d, 0.05, np.float32)
+        self.layout.fill(self.mean, self.std, (0, 1))  # compile (or load the cache)
+        self.calls, self.fused_total = int(calls), int(calls) * int(num_mc) * d
+        self.samples: list[float] = []
+        self.fused_samples: list[float] = []
 
-    layout = Layout(sizes, num_mc)
-    d = int(sum(sizes))
-    mean, std = np.zeros(d, np.float32), np.full(d, 0.05, np.float32)
-    layout.fill(mean, std, (0, 1))  # compile (or load the cache)
-    samples = []
-    for _ in range(repeats):
+    def step(self) -> float:
+        """Time one floor draw and one fused draw; returns the floor's seconds."""
+        self.samples.append(_time_draws(self.draw, self.total, self.chunk))
         start = time.perf_counter()
-        for i in range(calls):
-            layout.fill(mean, std, (i, 7))
-        samples.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(samples), "samples": samples,
-            "total": calls * num_mc * d}
+        for i in range(self.calls):
+            self.layout.fill(self.mean, self.std, (i, 7))
+        self.fused_samples.append(time.perf_counter() - start)
+        return self.samples[-1]
+
+    def result(self) -> dict:
+        return {
+            "seconds": statistics.median(self.samples), "samples": self.samples,
+            "generator": self.generator, "rates": self.rates, "total": self.total,
+            "chunk": self.chunk,
+            "fused": {"seconds": statistics.median(self.fused_samples),
+                      "samples": self.fused_samples, "total": self.fused_total},
+        }

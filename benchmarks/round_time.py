@@ -20,12 +20,18 @@ times, after warm-up, the median of ``--repeats`` repetitions of:
                (``benchmarks/_rng_floor.py``).
 
 Evaluation of the global model is timed apart. Every configuration runs in its own
-subprocess (so each gets its own peak RSS, read from ``VmHWM``; ``--in-process`` runs
-them all in this process and resets the peak between them through
-``/proc/self/clear_refs``). While a subprocess runs, its RSS is polled and the
-subprocess is killed if it passes ``--memory-limit-gib`` (default: 24 GiB or the
-memory available, whichever is smaller), so a configuration that does not fit is
-reported instead of taking the machine down.
+subprocess (so each gets its own peak RSS, read from ``VmHWM``). They are built and
+warmed up one after the other, then their timed repetitions are interleaved: exact,
+LRT, reference, floor, exact, LRT, ... This VM's speed drifts by 10-20 % within
+minutes (and up to 2x from one run to the next), and a configuration timed minutes
+after another sees a different machine; interleaved, every ratio compares
+repetitions taken within about a minute of each other. ``--in-process`` runs them all in this process (the
+same interleaving) and takes each configuration's peak over its own build and steps,
+resetting ``VmHWM`` before each through ``/proc/self/clear_refs``. While a
+subprocess works, its RSS is polled and the subprocess is killed if it passes
+``--memory-limit-gib`` (default: 24 GiB or the memory available, whichever is
+smaller), so a configuration that does not fit is reported instead of taking the
+machine down.
 
 Output: one table on stdout; its last line is the same figures as one JSON object
 with the keys ``exact_s``, ``lrt_s``, ``reference_s``, ``floor_s``, ``phy_share`` (of
@@ -40,9 +46,9 @@ import argparse
 import json
 import os
 import platform
+import select
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,6 +60,8 @@ DEFAULT_SCENARIO = ROOT / "scenarios" / "paper_mnist.toml"
 CONFIGS = ("exact", "lrt", "reference", "floor")
 ESTIMATORS = {"exact": "reparameterization", "lrt": "local_reparameterization"}
 RESULT_PREFIX = "ROUND_TIME_RESULT "
+READY = "ROUND_TIME_READY"
+STEP = "ROUND_TIME_STEP "
 GIB = 2.0**30
 
 TINY_OVERRIDES = (
@@ -153,35 +161,65 @@ def load(spec: dict):
 
 
 # ---------------------------------------------------------------------- one configuration
-def run_config(spec: dict) -> dict:
-    """Time one configuration (``spec["config"]`` in CONFIGS); returns a JSON-able dict."""
+class _ReferenceRounds:
+    """:class:`_reference.ReferenceLoop` rounds, timed one at a time (as ProjectRounds)."""
+
+    def __init__(self, scenario):
+        import _project_round
+        from _reference import ReferenceLoop
+
+        if scenario.model.architecture != "mlp":
+            raise ValueError("the reference loop is the MLP only (model.architecture = 'mlp')")
+        arrays = _project_round.device_arrays(scenario)
+        algo = scenario.algorithm
+        self.loop = ReferenceLoop(
+            arrays["x"], arrays["y"], arrays["counts"], arrays["weights"],
+            hidden_units=tuple(scenario.model.hidden_units), num_classes=arrays["num_classes"],
+            mc_samples=algo.mc_samples, local_steps=algo.local_steps,
+            learning_rate=algo.learning_rate, kl_scale=algo.kl_scale_value(scenario.cell.num_devices),
+            init_std=algo.init_std, seed=scenario.seed,
+        )
+        self.loop.warmup()
+        self.samples: list[float] = []
+
+    def step(self) -> float:
+        start = time.perf_counter()
+        self.loop.run_round()
+        self.samples.append(time.perf_counter() - start)
+        return self.samples[-1]
+
+    def result(self) -> dict:
+        import statistics
+
+        return {"seconds": statistics.median(self.samples), "samples": self.samples,
+                "num_params": self.loop.num_params}
+
+
+def make_session(spec: dict):
+    """Build configuration ``spec["config"]`` (one of CONFIGS) and warm it up.
+
+    Returns an object with ``step()`` (time one repetition, returns seconds) and
+    ``result()`` (a JSON-able dict: ``seconds`` = the median of the steps, ``samples``
+    and the configuration's own figures)."""
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
-    reset = _reset_peak_rss()
-    config, repeats, warmup = spec["config"], spec["repeats"], spec["warmup"]
+    config = spec["config"]
     if config in ESTIMATORS:
         import _project_round
 
         scenario = load(spec | {"overrides": [*spec["overrides"],
                                               f'algorithm.estimator="{ESTIMATORS[config]}"']})
-        result = _project_round.time_rounds(scenario, repeats, warmup)
-    elif config == "reference":
-        result = _time_reference(load(spec), repeats)
-    elif config == "floor":
+        return _project_round.ProjectRounds(scenario, spec["warmup"])
+    if config == "reference":
+        return _ReferenceRounds(load(spec))
+    if config == "floor":
         import _rng_floor
 
         scenario = load(spec)
-        total = _normals_per_round(scenario)
-        result = _rng_floor.floor_seconds(total, repeats=repeats)
         sizes, num_mc, calls = _fused_layout(scenario)
-        result["fused"] = _rng_floor.fused_seconds(sizes, num_mc, calls, repeats=repeats)
-    else:
-        raise ValueError(f"config must be one of {CONFIGS}, got {config!r}")
-    result["config"] = config
-    result["peak_rss_gib"] = _peak_rss_gib()
-    result["peak_rss_reset"] = reset
-    return result
+        return _rng_floor.FloorDraws(_normals_per_round(scenario), sizes, num_mc, calls)
+    raise ValueError(f"config must be one of {CONFIGS}, got {config!r}")
 
 
 def _normals_per_round(scenario) -> int:
@@ -213,66 +251,150 @@ def _fused_layout(scenario) -> tuple[list[int], int, int]:
     return [math.prod(s) for s in model.param_shapes], algo.mc_samples, calls
 
 
-def _time_reference(scenario, repeats: int) -> dict:
-    import statistics
-
-    import _project_round
-    from _reference import ReferenceLoop
-
-    if scenario.model.architecture != "mlp":
-        raise ValueError("the reference loop is the MLP only (model.architecture = 'mlp')")
-    arrays = _project_round.device_arrays(scenario)
-    algo = scenario.algorithm
-    ref = ReferenceLoop(
-        arrays["x"], arrays["y"], arrays["counts"], arrays["weights"],
-        hidden_units=tuple(scenario.model.hidden_units), num_classes=arrays["num_classes"],
-        mc_samples=algo.mc_samples, local_steps=algo.local_steps,
-        learning_rate=algo.learning_rate, kl_scale=algo.kl_scale_value(scenario.cell.num_devices),
-        init_std=algo.init_std, seed=scenario.seed,
-    )
-    ref.warmup()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        ref.run_round()
-        samples.append(time.perf_counter() - start)
-    return {"seconds": statistics.median(samples), "samples": samples,
-            "num_params": ref.num_params}
+def serve(spec: dict) -> int:
+    """The worker's side: build and warm up ``spec``, print READY, then answer one command
+    per stdin line: ``step`` times one repetition (prints STEP and its seconds),
+    ``result`` prints RESULT and the JSON result and ends the worker."""
+    session = make_session(spec)
+    print(READY, flush=True)
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "step":
+            print(f"{STEP}{session.step()}", flush=True)
+        elif command == "result":
+            result = session.result() | {"config": spec["config"], "peak_rss_gib": _peak_rss_gib()}
+            print(RESULT_PREFIX + json.dumps(result), flush=True)
+            return 0
+        else:
+            raise ValueError(f"unknown worker command {command!r}; expected 'step' or 'result'")
+    return 1
 
 
 # ---------------------------------------------------------------------- running workers
-def run_worker(spec: dict, in_process: bool, limit_gib: float) -> dict:
-    """Run one configuration here or in a guarded subprocess; failures become ``error``."""
-    if in_process:
-        try:
-            return run_config(spec)
-        except Exception as exc:  # report, keep the other configurations going
-            return {"config": spec["config"], "error": f"{type(exc).__name__}: {exc}"}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(
+class Worker:
+    """One configuration in a guarded subprocess (:func:`serve`): its RSS is polled while
+    it works and it is killed when it passes ``limit_gib``; failures become ``error``."""
+
+    def __init__(self, spec: dict, limit_gib: float):
+        self.config, self.limit_gib = spec["config"], limit_gib
+        self.error: str | None = None
+        self.peak = 0.0
+        self._buffer = b""
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+        self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--worker-spec", json.dumps(spec)],
-            stdout=out, env=env, cwd=str(ROOT),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=str(ROOT),
         )
-        peak, killed = 0.0, False
-        while proc.poll() is None:
-            rss = _status_kib("VmRSS", proc.pid) * 1024 / GIB
-            peak = max(peak, rss)
-            if rss > limit_gib:
-                proc.kill()
-                killed = True
-                break
-            time.sleep(0.05)
-        proc.wait()
-        out.seek(0)
-        lines = [line for line in out.read().splitlines() if line.startswith(RESULT_PREFIX)]
-    if killed:
-        return {"config": spec["config"], "peak_rss_gib": peak,
-                "error": f"killed: RSS passed the {limit_gib:.1f} GiB limit"}
-    if proc.returncode != 0 or not lines:
-        return {"config": spec["config"], "peak_rss_gib": peak,
-                "error": f"worker exited with status {proc.returncode} (see stderr above)"}
-    return json.loads(lines[-1][len(RESULT_PREFIX):])
+        self._expect(READY)
+
+    def _expect(self, prefix: str) -> str | None:
+        """The rest of the worker's next stdout line that starts with ``prefix``."""
+        fd = self.proc.stdout.fileno()
+        while self.error is None:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith(prefix):
+                    return text[len(prefix):]
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            rss = _status_kib("VmRSS", self.proc.pid) * 1024 / GIB
+            self.peak = max(self.peak, rss)
+            if rss > self.limit_gib:
+                self.proc.kill()
+                self.error = f"killed: RSS passed the {self.limit_gib:.1f} GiB limit"
+            elif ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    self.proc.wait()
+                    self.error = f"worker exited with status {self.proc.returncode} (see stderr above)"
+                self._buffer += chunk
+        return None
+
+    def _send(self, command: str) -> bool:
+        if self.error is not None:
+            return False
+        try:
+            self.proc.stdin.write((command + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.error = "worker closed its input (see stderr above)"
+            return False
+        return True
+
+    def step(self) -> float | None:
+        """Time one repetition in the worker; its seconds (None after a failure)."""
+        if not self._send("step"):
+            return None
+        text = self._expect(STEP)
+        return None if text is None else float(text)
+
+    def result(self) -> dict:
+        if self._send("result"):
+            text = self._expect(RESULT_PREFIX)
+            if text is not None:
+                self.proc.wait()
+                return json.loads(text)
+        self.proc.kill()
+        self.proc.wait()
+        return {"config": self.config, "peak_rss_gib": self.peak, "error": self.error}
+
+
+class _InProcess:
+    """:class:`Worker`'s interface on a session in this process; the peak RSS of a
+    configuration is the largest ``VmHWM`` seen over its own build and steps, reset
+    before each (``/proc/self/clear_refs``)."""
+
+    def __init__(self, spec: dict):
+        self.config = spec["config"]
+        self.error: str | None = None
+        self.reset = _reset_peak_rss()
+        self.session = self._guard(make_session, spec)
+        self.peak = _peak_rss_gib()
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:  # report, keep the other configurations going
+            self.error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def step(self) -> float | None:
+        if self.error is not None:
+            return None
+        _reset_peak_rss()
+        seconds = self._guard(self.session.step)
+        self.peak = max(self.peak, _peak_rss_gib())
+        return seconds
+
+    def result(self) -> dict:
+        result = None if self.error else self._guard(self.session.result)
+        if result is None:
+            return {"config": self.config, "error": self.error}
+        return result | {"config": self.config, "peak_rss_gib": self.peak,
+                         "peak_rss_reset": self.reset}
+
+
+def run_interleaved(specs: list[dict], in_process: bool, limit_gib: float) -> dict:
+    """Build the configurations one after the other, then time their repetitions in
+    turn (A B C A B C ...; each ``spec["repeats"]`` times), so that a drift of the
+    machine's speed reaches all of them alike; returns each one's result by name."""
+    workers = {}
+    for spec in specs:
+        print(f"[round_time] {spec['config']}: building and warming up ...", file=sys.stderr, flush=True)
+        workers[spec["config"]] = _InProcess(spec) if in_process else Worker(spec, limit_gib)
+    repeats = {spec["config"]: spec["repeats"] for spec in specs}
+    for rep in range(max(repeats.values())):
+        for config, worker in workers.items():
+            if rep >= repeats[config]:
+                continue
+            seconds = worker.step()
+            print(f"[round_time] repetition {rep + 1}/{repeats[config]}: {config} "
+                  f"{'failed' if seconds is None else f'{seconds:.2f} s'}", file=sys.stderr, flush=True)
+    results = {config: worker.result() for config, worker in workers.items()}
+    for config, result in results.items():
+        if "error" in result:
+            print(f"[round_time] {config}: {result['error']}", file=sys.stderr)
+    return results
 
 
 def _spec(args, config: str, num_devices: int | None = None) -> dict:
@@ -290,12 +412,8 @@ def _fmt(value, spec: str = ".2f", missing: str = "-") -> str:
 # ---------------------------------------------------------------------- the two modes
 def single(args, limit_gib: float) -> dict:
     load_start = os.getloadavg()[0]
-    results = {}
-    for config in args.only:
-        print(f"[round_time] {config} ...", file=sys.stderr, flush=True)
-        results[config] = run_worker(_spec(args, config), args.in_process, limit_gib)
-        if "error" in results[config]:
-            print(f"[round_time] {config}: {results[config]['error']}", file=sys.stderr)
+    specs = [_spec(args, config) for config in args.only]
+    results = run_interleaved(specs, args.in_process, limit_gib)
     load_end = os.getloadavg()[0]
 
     def get(config, key="seconds"):
@@ -332,7 +450,8 @@ def single(args, limit_gib: float) -> dict:
     print(f"d = {first.get('num_params', '?')}, uplink symbols/round = "
           f"{get('exact', 'uplink_symbols') or get('lrt', 'uplink_symbols') or '?'}; "
           f"median of {args.repeats} after {args.warmup} warm-up round(s); "
-          f"{'one process' if args.in_process else 'one subprocess per configuration'}")
+          f"{'one process' if args.in_process else 'one subprocess per configuration'}, "
+          "repetitions interleaved")
     print(f"machine: {machine_description()}; load average {load_start:.2f} -> {load_end:.2f}")
     print(f"{'configuration':44s} {'s/round':>9s} {'PHY s':>7s} {'PHY %':>6s} {'eval s':>7s} "
           f"{'peak RSS GiB':>12s}")
@@ -373,7 +492,7 @@ def sweep(args, limit_gib: float) -> dict:
         row = {"devices": k}
         for config in configs:
             print(f"[round_time] K={k} {config} ...", file=sys.stderr, flush=True)
-            r = run_worker(_spec(args, config, k), args.in_process, limit_gib)
+            r = run_interleaved([_spec(args, config, k)], args.in_process, limit_gib)[config]
             row[config] = r
             if "error" in r:
                 print(f"[round_time] K={k} {config}: {r['error']}", file=sys.stderr)
@@ -432,7 +551,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="timed rounds of the reference loop (default: --repeats)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up rounds")
     p.add_argument("--in-process", action="store_true",
-                   help="run every configuration in this process (no per-configuration peaks)")
+                   help="run every configuration in this process (peaks per configuration "
+                        "through /proc/self/clear_refs)")
     p.add_argument("--memory-limit-gib", type=float, default=None,
                    help="kill a configuration whose RSS passes this (default min(24, available))")
     p.add_argument("--worker-spec", help=argparse.SUPPRESS)
@@ -451,9 +571,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     args = parse_args(argv)
     if args.worker_spec:
-        result = run_config(json.loads(args.worker_spec))
-        print(RESULT_PREFIX + json.dumps(result), flush=True)
-        return 0
+        return serve(json.loads(args.worker_spec))
     limit = args.memory_limit_gib or min(24.0, max(1.0, _available_gib() - 1.0))
     summary = sweep(args, limit) if args.devices else single(args, limit)
     print(json.dumps(summary))

@@ -54,3 +54,12 @@ def test_diverged_rounds_are_flagged_not_timed_silently():
     summary = json.loads(lines[-1])
     assert summary["nonfinite_rounds"] == {"exact": 1}
     assert any(line.startswith("WARNING: 1 timed exact round(s) diverged") for line in lines)
+
+
+def test_worker_over_the_memory_limit_is_killed_and_reported():
+    result = _run("--only", "floor,lrt", "--memory-limit-gib", "0.3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    for config in ("floor", "lrt"):
+        assert summary["errors"][config].startswith("killed: RSS passed the 0.3 GiB limit")
+    assert summary["floor_s"] is None and summary["lrt_s"] is None
