@@ -56,9 +56,14 @@ def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
     of operations (no fast-math), so the values are those of the TF path.
     """
     for k in prange(out.shape[0]):
-        own, row = delta_rho_k[k], out[k]
-        for i in range(row.size):
-            row[i] = np.float32(1.0) / (np.float32(1.0) + (own[i] - delta_rho[i]) / rho_next[i])
+        phase2_ratio_row(delta_rho_k[k], delta_rho, rho_next, out[k])
+
+
+@njit(nogil=True, cache=True)
+def phase2_ratio_row(own, delta_rho, rho_next, out):
+    """:func:`phase2_ratio` of one device on the calling thread (float32 [d] each)."""
+    for i in range(out.size):
+        out[i] = np.float32(1.0) / (np.float32(1.0) + (own[i] - delta_rho[i]) / rho_next[i])
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -67,9 +72,14 @@ def phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out):
     in one pass: float32 [K, d] ``delta_rho_k``, ``z``; [d] ``delta_rho``, ``rho_next``,
     ``mu_t``. Output: ``out`` [K, d] (written; may be ``z`` itself)."""
     for k in prange(out.shape[0]):
-        own, step, row = delta_rho_k[k], z[k], out[k]
-        for i in range(row.size):
-            row[i] = (own[i] - delta_rho[i]) / rho_next[i] * mu_t[i] + step[i]
+        phase2_update_row(delta_rho_k[k], delta_rho, rho_next, mu_t, z[k], out[k])
+
+
+@njit(nogil=True, cache=True)
+def phase2_update_row(own, delta_rho, rho_next, mu_t, step, out):
+    """:func:`phase2_update` of one device on the calling thread (float32 [d] each)."""
+    for i in range(out.size):
+        out[i] = (own[i] - delta_rho[i]) / rho_next[i] * mu_t[i] + step[i]
 
 
 _SERIES_BOUND = 0.01

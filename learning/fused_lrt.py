@@ -55,8 +55,17 @@ from numba import get_num_threads, njit, prange, uint32
 from threadpoolctl import ThreadpoolController
 
 from learning import sampling
-from learning.fused_local import nu_update_serial, rho_update_serial, step_output
+from learning.fused_local import (
+    nu_update_serial,
+    phase2_ratio_row,
+    phase2_update_row,
+    rho_update_serial,
+)
 from learning.sampling import LAUNCH_LOCK
+
+_WORKER_VECTORS = 5
+"""``d``-vectors per worker: the device's own parameters and gradient, then (whole
+phases) phase 2's ratio and two iterates (phase 1 uses slots 2 and 3)."""
 
 _BLAS = None
 """The process's :class:`threadpoolctl.ThreadpoolController` (built on first use)."""
@@ -299,48 +308,74 @@ def _layer_backward(phase1, layer, current, n, rows, n_in, n_out, k_at, b_at, me
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _rho_steps(delta, mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mean, learning_rate,
+def _rho_phase(mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mean, learning_rate,
                min_precision, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
-               new, losses, hits):
-    """Phase-1 step of every device (devices alternate between the workers ``act.shape[0]``)."""
-    num_devices = delta.shape[0]
+               out, losses, hits):
+    """Phase 1 of every device, device by device: its E steps (``keys`` [E, K, 2]) one
+    after the other, the iterate (from 0) in the worker's buffers ``vec[w, 2:4]``, the
+    last step writing ``out[k]``; ``losses`` [2, E, K]: each step's task loss and KL
+    sum (without lambda_k), float64; ``hits`` [K]."""
+    num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
     for w in prange(workers):
         var, grad = vec[w, 0], vec[w, 1]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
-            task, kl, floored = _device_step(
-                True, mu_t, var, var, rho_t, delta[k], delta[k], n, labels[w], num_mc, nll_mean, layers,
-                keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
-                grad, rho_t, kl_weights[k], learning_rate, min_precision, new[k],
-            )
-            losses[k] = task + kl_weights[k] * kl
-            hits[k] = floored
+            slot = 2
+            start = vec[w, slot]
+            start[:] = 0.0
+            hits[k] = 0
+            for step in range(num_steps):
+                current = vec[w, slot]
+                new = out[k] if step == num_steps - 1 else vec[w, 5 - slot]
+                task, kl, floored = _device_step(
+                    True, mu_t, var, var, rho_t, current, current, n, labels[w], num_mc, nll_mean, layers,
+                    keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
+                    tmp[w], grad, rho_t, kl_weights[k], learning_rate, min_precision, new,
+                )
+                losses[0, step, k], losses[1, step, k] = task, kl
+                hits[k] += floored
+                slot = 5 - slot
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _nu_steps(z, ratio, mu_t, var, prior_rho, x, y, mask, kl_weights, prior_term, keys, num_mc,
-              nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec,
-              labels, new, losses):
-    """Phase-2 step of every device (``var`` [d]: the shared Sigma_{t+1})."""
-    num_devices = z.shape[0]
+def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask, kl_weights,
+              keys, num_mc, nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp,
+              vec, labels, out, losses):
+    """Phase 2 of every device, device by device: ``ratio_k`` into ``vec[w, 2]``, its E
+    steps from ``z = 0`` in ``vec[w, 3:5]``, then ``out[k] = c_k mu_t + z_k``
+    (:func:`learning.fused_local.phase2_ratio_row` / ``phase2_update_row``: the values
+    of the whole-array passes); ``losses`` [2, E, K]."""
+    num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
     for w in prange(workers):
-        mean, grad = vec[w, 0], vec[w, 1]
+        mean, grad, ratio = vec[w, 0], vec[w, 1], vec[w, 2]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
-            task, kl, _ = _device_step(
-                False, mean, var, mean, mu_t, ratio[k], z[k], n, labels[w], num_mc, nll_mean, layers,
-                keys[k, 0], keys[k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w], tmp[w],
-                grad, prior_rho, kl_weights[k], learning_rate, 0.0, new[k],
-            )
-            losses[k] = task + kl_weights[k] * (kl + prior_term)
+            phase2_ratio_row(delta_rho_k[k], delta_rho, rho_next, ratio)
+            slot = 3
+            start = vec[w, slot]
+            start[:] = 0.0
+            for step in range(num_steps):
+                current, new = vec[w, slot], vec[w, 7 - slot]
+                task, kl, _ = _device_step(
+                    False, mean, var, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean, layers,
+                    keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
+                    tmp[w], grad, prior_rho, kl_weights[k], learning_rate, 0.0, new,
+                )
+                losses[0, step, k], losses[1, step, k] = task, kl
+                slot = 7 - slot
+            phase2_update_row(delta_rho_k[k], delta_rho, rho_next, mu_t, vec[w, slot], out[k])
 
 
 class FusedLRTSteps:
-    """:class:`learning.local.LocalTrainer`'s ``_rho_step`` / ``_nu_step`` for the MLP
-    with the local reparameterization estimator: the same inputs (tensors or arrays;
-    ``seeds`` [K, 2]), outputs as NumPy arrays.
+    """:class:`learning.local.LocalTrainer`'s two phases for the MLP with the local
+    reparameterization estimator (inputs as tensors or arrays, outputs as NumPy
+    arrays): :meth:`rho_phase` and :meth:`nu_phase` run each device's E steps back to
+    back on one core, its ``d``-vectors (iterates, gradient, layer parameters, phase 2's
+    ratio) in that core's buffers, so the ``[K, d]`` arrays are read and written once
+    per phase instead of once per step (phase 1: 0.74 -> 0.68 s at the paper's size,
+    side by side).
 
     Parameters
     ----------
@@ -385,7 +420,7 @@ class FusedLRTSteps:
             np.zeros((workers, sds), np.float32),
             np.zeros((workers, noise), np.float32),
             np.zeros((workers, 4, m * batch * widest), np.float32),
-            np.zeros((workers, 2, self.num_params), np.float32),
+            np.zeros((workers, _WORKER_VECTORS, self.num_params), np.float32),
             np.zeros((workers, batch), np.int64),
         )
         self._workspace = (batch, workers, *buffers)
@@ -400,39 +435,73 @@ class FusedLRTSteps:
         buffers = self.workspace(max(x.shape[1], 1), workers)
         return x, np.asarray(y, np.int64), np.asarray(mask, np.float32), kl_weights, keys, buffers
 
-    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
-        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits).
-        The new iterate is written into ``out`` when given
-        (:func:`learning.fused_local.step_output`)."""
-        x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
-        delta_rho = np.ascontiguousarray(delta_rho, np.float32)
-        new = step_output(delta_rho, out)
-        losses = np.empty(delta_rho.shape[0], np.float64)
-        hits = np.empty(delta_rho.shape[0], np.int64)
-        with LAUNCH_LOCK, _single_threaded_blas():
-            _rho_steps(
-                delta_rho, np.ascontiguousarray(mu_t, np.float32), np.ascontiguousarray(rho_t, np.float32),
-                x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean, self.learning_rate,
-                self.min_precision, self.layers, *sampling.tables(), *buffers, new, losses, hits,
-            )
-        return new, losses.astype(np.float32), np.int32(hits.sum())
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seeds, out):
+        """Phase 1 of every device from ``Delta_rho = 0``: E = ``len(seeds)`` steps
+        (``seeds`` [E, K, 2]: step s of device k draws its noise under ``seeds[s, k]``).
 
-    def nu_step(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=None):
-        """Phase-2 step of every device: (new ``z`` [K, d], objective [K]); ``out`` as in
-        :meth:`rho_step`."""
+        Output: (``out``: the devices' ``Delta_rho`` [K, d], float32, written;
+        objective before each step [E, K] float32; floor hits summed over the steps
+        and devices, int32).
+        """
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
-        z = np.ascontiguousarray(z, np.float32)
-        rho_next = np.ascontiguousarray(rho_next, np.float32)
-        prior_rho = np.ascontiguousarray(prior_rho, np.float32)
-        std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
-        gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
-        prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
-        new = step_output(z, out)
-        losses = np.empty(z.shape[0], np.float64)
+        _check_phase_output(out, (x.shape[0], self.num_params))
+        losses = np.empty((2, *keys.shape[:2]), np.float64)
+        hits = np.empty(x.shape[0], np.int64)
         with LAUNCH_LOCK, _single_threaded_blas():
-            _nu_steps(
-                z, np.ascontiguousarray(ratio, np.float32), np.ascontiguousarray(mu_t, np.float32),
-                std * std, prior_rho, x, y, mask, kl_weights, prior_term, keys, self.num_mc,
-                self.nll_mean, self.learning_rate, self.layers, *sampling.tables(), *buffers, new, losses,
+            _rho_phase(
+                np.ascontiguousarray(mu_t, np.float32), np.ascontiguousarray(rho_t, np.float32),
+                x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean, self.learning_rate,
+                self.min_precision, self.layers, *sampling.tables(), *buffers, out, losses, hits,
             )
-        return new, losses.astype(np.float32)
+        return out, _objective(losses, kl_weights), np.int32(hits.sum())
+
+    def nu_phase(self, delta_rho_k, delta_rho, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out):
+        """Phase 2 of every device: ``ratio_k``, E = ``len(seeds)`` steps from ``z = 0``
+        and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.LocalTrainer.nu_phase`;
+        ``ratio_k`` and the result in the IEEE order of
+        :func:`learning.fused_local.phase2_ratio` / :func:`~learning.fused_local.phase2_update`).
+
+        Input: the devices' phase-1 updates ``delta_rho_k`` [K, d]; ``delta_rho`` [d],
+        the applied global update; ``mu_t``, ``rho_next``, ``prior_rho`` [d]; data,
+        pi_k and ``seeds`` [E, K, 2]. Output: (``out``: ``Delta_nu_k`` [K, d], written;
+        objective before each step [E, K] float32).
+        """
+        x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
+        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)
+        _check_phase_output(out, delta_rho_k.shape)
+        if np.shares_memory(out, delta_rho_k):
+            raise ValueError("out must not share memory with delta_rho_k")
+        var, prior_rho, prior_term = _phase2_constants(rho_next, prior_rho)
+        losses = np.empty((2, *keys.shape[:2]), np.float64)
+        with LAUNCH_LOCK, _single_threaded_blas():
+            _nu_phase(
+                delta_rho_k, np.ascontiguousarray(delta_rho, np.float32),
+                np.ascontiguousarray(rho_next, np.float32), np.ascontiguousarray(mu_t, np.float32),
+                var, prior_rho, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
+                self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses,
+            )
+        return out, _objective(losses, kl_weights, prior_term)
+
+
+def _objective(parts, kl_weights, prior_term=0.0):
+    """The local objective per device, float32, from the kernels' float64 ``parts``
+    [2, ...] = (task loss, KL sum without lambda_k): ``task + lambda_k (KL +
+    prior_term)``, formed in float64 outside the fast-math kernel."""
+    return (parts[0] + kl_weights * (parts[1] + prior_term)).astype(np.float32)
+
+
+def _phase2_constants(rho_next, prior_rho):
+    """Phase 2's shared variances ``1 / rho_{t+1}`` (as ``std^2``, the TF path's form),
+    ``prior_rho`` as float32 and the prior's constant KL term (0 for the fresh prior)."""
+    rho_next = np.ascontiguousarray(rho_next, np.float32)
+    prior_rho = np.ascontiguousarray(prior_rho, np.float32)
+    std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
+    gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
+    prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
+    return std * std, prior_rho, prior_term
+
+
+def _check_phase_output(out, shape):
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != tuple(shape) \
+            or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float32 array of shape {tuple(shape)}, got {out!r:.80}")

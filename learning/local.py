@@ -270,7 +270,7 @@ class LocalTrainer:
         self.jit_compile = lrt if config.jit_compile is None else bool(config.jit_compile)
         self.fused_steps = self._fused_steps(model, config)
         self.buffers = BufferPool(max_buffers=6)  # the Numba phases' [K, d] arrays
-        if self.fused_steps is not None:  # the MLP with the fused sampler: no TF in the steps
+        if isinstance(self.fused_steps, FusedSteps):  # the MLP with the fused sampler: no TF in the steps
             self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
         else:
             opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
@@ -439,6 +439,12 @@ class LocalTrainer:
         num_devices = tf.shape(y)[0]
         ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
         shape = [int(num_devices), int(rho_t.shape[0])]
+        if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
+            seeds = tf.stack([self.step_seeds(seed, step, ids) for step in range(self.config.local_steps)])
+            delta, losses, hits = self.fused_steps.rho_phase(
+                mu_t, rho_t, x, y, mask, weights, seeds, out=self.buffers.take(shape)
+            )
+            return as_tensor(delta), tf.constant(losses), tf.constant(hits)
         if self.fused_steps is not None:  # NumPy iterates, two buffers in turn
             delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
         else:
@@ -502,6 +508,13 @@ class LocalTrainer:
         mu_np, rho_next_np, delta_rho_np = vectors
         delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
         shape = delta_rho_k.shape
+        if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
+            seeds = tf.stack([self.step_seeds(seed, step, ids) for step in range(self.config.local_steps)])
+            out, losses = self.fused_steps.nu_phase(
+                delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights, seeds,
+                out=self.buffers.take(shape),
+            )
+            return as_tensor(out), tf.constant(losses)
         ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
         spare = self.buffers.take(shape)
         with LAUNCH_LOCK:
