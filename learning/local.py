@@ -427,6 +427,10 @@ class LocalTrainer:
         """Per-device seeds of local step ``step``: ``[K, 2]``."""
         return device_seeds(tf.random.experimental.stateless_fold_in(seed, step), device_ids)
 
+    def phase_seeds(self, seed, device_ids):
+        """:meth:`step_seeds` of the E local steps of a phase: ``[E, K, 2]``."""
+        return tf.stack([self.step_seeds(seed, step, device_ids) for step in range(self.config.local_steps)])
+
     # -- phases ---------------------------------------------------------------------------
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None):
         """Phase 1: E steps on rho_k = rho_t + Delta_rho_k (from Delta = 0), mean fixed at mu_t.
@@ -440,9 +444,8 @@ class LocalTrainer:
         ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
         shape = [int(num_devices), int(rho_t.shape[0])]
         if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
-            seeds = tf.stack([self.step_seeds(seed, step, ids) for step in range(self.config.local_steps)])
             delta, losses, hits = self.fused_steps.rho_phase(
-                mu_t, rho_t, x, y, mask, weights, seeds, out=self.buffers.take(shape)
+                mu_t, rho_t, x, y, mask, weights, self.phase_seeds(seed, ids), out=self.buffers.take(shape)
             )
             return as_tensor(delta), tf.constant(losses), tf.constant(hits)
         if self.fused_steps is not None:  # NumPy iterates, two buffers in turn
@@ -499,20 +502,21 @@ class LocalTrainer:
 
     def _fused_nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
                         weights, seed, ids):
-        """:meth:`nu_phase` with the Numba steps: the same values, with ``ratio`` and the
-        result formed in one pass each (:func:`learning.fused_local.phase2_ratio`,
+        """:meth:`nu_phase` with the Numba steps: the same values. The LRT phase runs
+        device by device (:meth:`learning.fused_lrt.FusedLRTSteps.nu_phase`); the exact
+        one steps all devices at a time, with ``ratio`` and the result formed in one pass
+        each (:func:`learning.fused_local.phase2_ratio`,
         :func:`~learning.fused_local.phase2_update`) and the iterates in two NumPy
-        buffers taken in turn; no ``[K, d]`` array passes through TensorFlow or is copied,
-        and the arrays come from :attr:`buffers` (no page faults once warm)."""
+        buffers taken in turn. No ``[K, d]`` array passes through TensorFlow or is
+        copied, and the arrays come from :attr:`buffers` (no page faults once warm)."""
         vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
         mu_np, rho_next_np, delta_rho_np = vectors
         delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
         shape = delta_rho_k.shape
         if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
-            seeds = tf.stack([self.step_seeds(seed, step, ids) for step in range(self.config.local_steps)])
             out, losses = self.fused_steps.nu_phase(
-                delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights, seeds,
-                out=self.buffers.take(shape),
+                delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights,
+                self.phase_seeds(seed, ids), out=self.buffers.take(shape),
             )
             return as_tensor(out), tf.constant(losses)
         ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
