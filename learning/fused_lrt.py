@@ -374,8 +374,9 @@ class FusedLRTSteps:
     arrays): :meth:`rho_phase` and :meth:`nu_phase` run each device's E steps back to
     back on one core, its ``d``-vectors (iterates, gradient, layer parameters, phase 2's
     ratio) in that core's buffers, so the ``[K, d]`` arrays are read and written once
-    per phase instead of once per step (phase 1: 0.74 -> 0.68 s at the paper's size,
-    side by side).
+    per phase instead of once per step (at the paper's size, K = 100, alternating
+    five times with the per-step kernels: phase 1 0.74 -> 0.68 s, phase 2 0.86 ->
+    0.82 s on average).
 
     Parameters
     ----------
@@ -502,6 +503,7 @@ def _phase2_constants(rho_next, prior_rho):
 
 
 def _check_phase_output(out, shape):
+    """Raise ``ValueError`` unless ``out`` is a C-contiguous float32 array of ``shape``."""
     if not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != tuple(shape) \
             or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-contiguous float32 array of shape {tuple(shape)}, got {out!r:.80}")
