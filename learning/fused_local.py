@@ -46,7 +46,7 @@ def _shifted_mean(mu, ratio, z, out):
         out[i] = mu[i] + ratio[i] * z[i]
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
     """Phase 2's ``ratio_k = rho_{t+1} / rho_k = 1 / (1 + c_k)``, ``c_k = (Delta_rho_k -
     Delta_rho) / rho_{t+1}`` (:meth:`learning.local.LocalTrainer.nu_phase`), in one pass.
@@ -59,14 +59,14 @@ def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
         phase2_ratio_row(delta_rho_k[k], delta_rho, rho_next, out[k])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def phase2_ratio_row(own, delta_rho, rho_next, out):
     """:func:`phase2_ratio` of one device on the calling thread (float32 [d] each)."""
     for i in range(out.size):
         out[i] = np.float32(1.0) / (np.float32(1.0) + (own[i] - delta_rho[i]) / rho_next[i])
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out):
     """Phase 2's result ``Delta_nu_k = c_k mu_t + z_k`` (:func:`phase2_ratio`'s ``c_k``)
     in one pass: float32 [K, d] ``delta_rho_k``, ``z``; [d] ``delta_rho``, ``rho_next``,
@@ -75,7 +75,7 @@ def phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out):
         phase2_update_row(delta_rho_k[k], delta_rho, rho_next, mu_t, z[k], out[k])
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def phase2_update_row(own, delta_rho, rho_next, mu_t, step, out):
     """:func:`phase2_update` of one device on the calling thread (float32 [d] each)."""
     for i in range(out.size):
