@@ -105,7 +105,18 @@ class ProjectRounds:
         return seconds
 
     def result(self, eval_repeats: int = 1) -> dict:
-        """The timed rounds summed up (see :func:`time_rounds`), after timing evaluation."""
+        """The timed rounds summed up, after timing ``eval_repeats`` evaluations.
+
+        Returns a dict: ``seconds`` (median round), ``samples`` (every timed round),
+        ``phy_seconds`` (median PHY time of a round, both phases), ``phy_share``
+        (median of per-round PHY / round), ``phy_parts`` (median seconds per PHY call
+        kind), ``eval_seconds`` (median of one evaluation of the global model with the
+        scenario's predictive samples on its test set), ``num_params`` and
+        ``uplink_symbols``, ``model_finite`` (the final global model) and
+        ``nonfinite_rounds``: timed rounds whose local updates held NaN or inf entries
+        or whose training loss was not finite (their times are of diverged training,
+        not of the method; the harness warns).
+        """
         eng, scenario = self.engine, self.scenario
         eval_samples = []
         seed = engine_module.rngs.stream_seed(scenario.seed, 0, "eval")
@@ -129,25 +140,6 @@ class ProjectRounds:
             "model_finite": bool(eng.algorithm.is_finite(self.state)),
             "nonfinite_rounds": self.nonfinite_rounds,
         }
-
-
-def time_rounds(scenario: Scenario, repeats: int, warmup: int, eval_repeats: int = 1) -> dict:
-    """Median wall seconds of ``repeats`` rounds after ``warmup`` rounds.
-
-    Returns a dict: ``seconds`` (median round), ``samples`` (every timed round),
-    ``phy_seconds`` (median PHY time of a round, both phases), ``phy_share``
-    (median of per-round PHY / round), ``phy_parts`` (median seconds per PHY call
-    kind), ``eval_seconds`` (median of one evaluation of the global model with the
-    scenario's predictive samples on its test set), ``num_params`` and
-    ``uplink_symbols``, ``model_finite`` (the final global model) and
-    ``nonfinite_rounds``: timed rounds whose local updates held NaN or inf entries or
-    whose training loss was not finite (their times are of diverged training, not of
-    the method; the harness warns).
-    """
-    rounds = ProjectRounds(scenario, warmup)
-    for _ in range(repeats):
-        rounds.step()
-    return rounds.result(eval_repeats)
 
 
 def device_arrays(scenario: Scenario) -> dict[str, np.ndarray]:

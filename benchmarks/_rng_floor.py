@@ -97,8 +97,10 @@ class FloorDraws:
 
     Building it ranks TF's generators (:func:`rank_generators`) and compiles the
     fastest and the fused fill; every :meth:`step` times one full draw of ``total``
-    normals with each, and :meth:`result` sums them up as :func:`floor_seconds` and
-    :func:`fused_seconds` do (the fused figures under ``"fused"``).
+    normals with each, and :meth:`result` sums them up: the floor's ``seconds``
+    (median), ``samples``, ``generator`` (the fastest), ``rates`` (normals/s of every
+    candidate on the ranking pass), ``total`` and ``chunk``, and the fused sampler's
+    ``seconds``, ``samples`` and ``total`` under ``"fused"``.
 
     Parameters
     ----------

@@ -492,10 +492,7 @@ def sweep(args, limit_gib: float) -> dict:
         row = {"devices": k}
         for config in configs:
             print(f"[round_time] K={k} {config} ...", file=sys.stderr, flush=True)
-            r = run_interleaved([_spec(args, config, k)], args.in_process, limit_gib)[config]
-            row[config] = r
-            if "error" in r:
-                print(f"[round_time] K={k} {config}: {r['error']}", file=sys.stderr)
+            row[config] = run_interleaved([_spec(args, config, k)], args.in_process, limit_gib)[config]
         rows.append(row)
     print(f"time and memory per round vs K: {args.scenario.name}; median of {args.repeats} "
           f"after {args.warmup} warm-up round(s); memory limit {limit_gib:.1f} GiB")
@@ -562,8 +559,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     bad = [c for c in args.only if c not in CONFIGS]
     if bad:
         p.error(f"--only: unknown configuration(s) {bad}; choose from {CONFIGS}")
-    if args.repeats < 1 or args.warmup < 0:
-        p.error("--repeats must be >= 1 and --warmup >= 0")
+    if args.repeats < 1:
+        p.error(f"--repeats must be >= 1, got {args.repeats}")
+    if args.reference_repeats is not None and args.reference_repeats < 1:
+        p.error(f"--reference-repeats must be >= 1, got {args.reference_repeats}")
+    if args.warmup < 0:
+        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    if args.memory_limit_gib is not None and args.memory_limit_gib <= 0:
+        p.error(f"--memory-limit-gib must be > 0, got {args.memory_limit_gib}")
     return args
 
 

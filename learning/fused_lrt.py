@@ -15,7 +15,7 @@ elementwise work on ``d``-vectors. Run as a TF graph for all K devices at once, 
 products see padded rows (``B = max_k |D_k|``, about twice the mean at the paper's
 Poisson(10) sizes), TF's batched per-device products run at half the speed of a plain
 GEMM here, and the elementwise algebra streams ``[K, d]`` tensors through memory a
-dozen times per step. Here each device's step runs start to finish on one core, on
+dozen times per step. Here each device's E steps run back to back on one core, on
 its real rows only, with the products in single-threaded BLAS (``np.dot`` inside
 Numba) and the ``d``-vectors of one device in cache; the two cores take alternate
 devices.
@@ -376,7 +376,7 @@ class FusedLRTSteps:
     ratio) in that core's buffers, so the ``[K, d]`` arrays are read and written once
     per phase instead of once per step (at the paper's size, K = 100, alternating
     five times with the per-step kernels: phase 1 0.74 -> 0.68 s, phase 2 0.86 ->
-    0.82 s on average).
+    0.83 s on average).
 
     Parameters
     ----------

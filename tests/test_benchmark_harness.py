@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "round_time.py"
 KEYS = ("exact_s", "lrt_s", "reference_s", "floor_s", "phy_share", "peak_rss_gib")
@@ -52,6 +54,7 @@ def test_diverged_rounds_are_flagged_not_timed_silently():
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1])
+    assert not summary["errors"], summary["errors"]
     assert summary["nonfinite_rounds"] == {"exact": 1}
     assert any(line.startswith("WARNING: 1 timed exact round(s) diverged") for line in lines)
 
@@ -63,3 +66,12 @@ def test_worker_over_the_memory_limit_is_killed_and_reported():
     for config in ("floor", "lrt"):
         assert summary["errors"][config].startswith("killed: RSS passed the 0.3 GiB limit")
     assert summary["floor_s"] is None and summary["lrt_s"] is None
+
+
+@pytest.mark.parametrize("option,value", [("--repeats", "0"), ("--reference-repeats", "0"),
+                                          ("--warmup", "-1"), ("--memory-limit-gib", "0")])
+def test_bad_options_are_refused_naming_the_option(option, value):
+    result = subprocess.run([sys.executable, str(SCRIPT), option, value], capture_output=True,
+                            text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2
+    assert f"{option} must be" in result.stderr and f"got {value}" in result.stderr
