@@ -302,6 +302,7 @@ class AlgorithmConfig(_Section):
     min_precision: float = Field(1.0, gt=0)
     phase2_prior: Literal["fresh", "previous"] = "fresh"
     nll_reduction: Literal["sum", "mean"] = "sum"
+    covariance_parameter: Literal["precision", "softplus_std", "log_std", "log_precision"] = "precision"
     weight_sampler: Literal["fused", "tensorflow"] = "fused"
     fedprox: FedProxConfig = FedProxConfig()
     scaffold: ScaffoldConfig = ScaffoldConfig()
@@ -330,6 +331,7 @@ class AlgorithmConfig(_Section):
                 "min_precision": self.min_precision,
                 "phase2_prior": self.phase2_prior,
                 "nll_reduction": self.nll_reduction,
+                "covariance_parameter": self.covariance_parameter,
                 "weight_sampler": self.weight_sampler,
             }
         elif self.name in type(self).model_fields:

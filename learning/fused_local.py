@@ -8,9 +8,11 @@ parallel Numba pass per step and device, with the gradients written out by hand.
 are the gradients TensorFlow's autodiff forms on :class:`learning.local.LocalTrainer`'s
 objectives (a test compares the two paths step by step):
 
-* phase 1 (``rho_objective``): ``std = (rho_t + Delta)^-1/2``, ``u = Delta / rho_t``,
-  ``dL/dDelta = dL_task/dstd * (-std^3 / 2) + lambda_k / 2 * u / (1 + u)^2 / rho_t``
-  (the KL is ``1/2 sum log1p(u) - u / (1 + u)``), then the step and the precision floor;
+* phase 1 (``rho_objective``): the iterate is the increment ``delta`` of the covariance
+  parameter; ``sigma_k``, ``dL/ddelta`` and the KL come from
+  :mod:`learning.covariance` (``q = sigma_k / sigma_t - 1`` and its slope, the chain
+  rule :func:`learning.covariance.phase1_gradient`), then the step and the precision
+  floor (a bound on delta);
 * phase 2 (``nu_objective``): ``shift = ratio * z``, sampling mean ``mu_t + shift``,
   ``dL/dz = ratio * (dL_task/dmean + lambda_k * prior_rho * shift)`` (the KL is
   ``1/2 sum prior_rho shift^2``, plus a constant with ``phase2_prior = "previous"``).
@@ -28,15 +30,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from learning import covariance
 from learning.fused_mlp import FusedMLP, Workspace
 from learning.sampling import LAUNCH_LOCK
-
-
-@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _rsqrt_sum(a, b, out):
-    """``out = (a + b)^-1/2`` elementwise (float32 [d])."""
-    for i in prange(out.size):
-        out[i] = np.float32(1.0) / np.sqrt(a[i] + b[i])
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
@@ -83,8 +79,9 @@ def phase2_update_row(own, delta_rho, rho_next, mu_t, step, out):
 
 
 _SERIES_BOUND = 0.01
-"""Below this |u|, ``log1p(u) - u / (1 + u)`` is summed from its series (vectorised;
-relative truncation error < 2e-8, and no cancellation); above, from ``log1p``."""
+"""Below this |q| (|u| for the precision reading), the KL gap is summed from its series
+(vectorised in float32; relative truncation error < 2e-8, no cancellation); above, in
+float64 from ``log1p`` (:func:`learning.covariance.nb_kl_gap`)."""
 
 
 _BLOCK = 2048
@@ -93,78 +90,102 @@ block, across blocks in float64)."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
-def _rho_update_block(delta, rho_t, std, g_std, half_weight, rate, floor, out, from_var):
-    """:func:`_rho_update` on views of one block: returns (KL part of the entries with
-    ``|u| <= _SERIES_BOUND``, float32; floored entries; entries above the bound).
+def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, increasing, out,
+                      from_var):
+    """:func:`_rho_update` on views of one block: returns (half the KL gap, float64: for
+    the precision reading of the entries with ``|u| <= _SERIES_BOUND`` only; floored
+    entries; entries above that bound, whose gap :func:`_rho_kl_large_block` adds).
 
-    With ``from_var`` (the LRT step's form, :mod:`learning.fused_lrt`), ``g_std`` holds
-    ``dL_task/dvar`` (var = std^2 = 1 / (rho_t + Delta)) and ``std`` is not read: both
-    ``std`` and ``dL/dstd = 2 std dL/dvar`` are formed here, so neither is stored and
-    read back. The branch is loop-invariant (LLVM unswitches it).
+    ``code`` is the covariance reading (:mod:`learning.covariance`): ``q``, ``dq/ddelta``
+    and the chain rule come from there. With ``from_var`` (the LRT step's form,
+    :mod:`learning.fused_lrt`), ``g_std`` holds ``dL_task/dvar`` (var = sigma_k^2) and
+    ``dL/dsigma_k = 2 sigma_k dL/dvar`` is formed here. The branches on ``code``,
+    ``from_var`` and ``increasing`` are loop-invariant (LLVM unswitches them).
 
     The loop runs over ``range(out.size)`` of the views, not ``range(lo, hi)`` of the
     whole arrays: Numba proves the first index non-negative and drops its wraparound
-    check, which is what lets LLVM vectorise the loop (measured 7x on one core)."""
+    check, which is what lets LLVM vectorise the loop."""
     kl = np.float32(0.0)
     hits = np.float32(0.0)  # counts in float32 (exact below 2^24) so the loop vectorises
     large = np.float32(0.0)
+    if code == covariance.PRECISION:
+        # the same maths in the precision's own terms, in float32 so that it vectorises:
+        # u = Delta / rho_t (the anchor is rho_t), sigma_k = (rho_t + Delta)^-1/2,
+        # dL/dDelta = dL/dsigma_k (-sigma_k^3 / 2) + lambda_k u / (1 + u)^2 / rho_t, and
+        # the KL gap log1p(u) - u / (1 + u) (equal to the q-form's gap)
+        half_weight = np.float32(0.5) * kl_weight
+        for i in range(out.size):
+            u = delta[i] / anchor[i]
+            one_plus = np.float32(1.0) + u
+            small = abs(u) <= np.float32(_SERIES_BOUND)
+            series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
+            kl += series * np.float32(small)
+            large += np.float32(not small)
+            s = np.float32(1.0) / np.sqrt(anchor[i] + delta[i])
+            g = g_std[i] * (np.float32(2.0) * s) if from_var else g_std[i]
+            grad = g * (np.float32(-0.5) * s * s * s)
+            grad += half_weight * (u / (one_plus * one_plus)) / anchor[i]
+            new = delta[i] - rate * grad
+            hits += np.float32(new < limit[i])
+            out[i] = max(new, limit[i])
+        return 0.5 * np.float64(kl), hits, large
+    gap = 0.0  # the transcendental readings do not vectorise: the gap in float64, in this pass
     for i in range(out.size):
-        u = delta[i] / rho_t[i]
-        one_plus = np.float32(1.0) + u
-        small = abs(u) <= np.float32(_SERIES_BOUND)
-        series = u * u * (np.float32(0.5) + u * (np.float32(-2.0 / 3.0) + u * (np.float32(0.75) + u * np.float32(-0.8))))
-        kl += series * np.float32(small)
-        large += np.float32(not small)
+        q64, slope = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
+        gap += covariance.nb_kl_gap(np.float64(q64))
+        g = g_std[i]
         if from_var:
-            s = np.float32(1.0) / np.sqrt(rho_t[i] + delta[i])
-            g = g_std[i] * (np.float32(2.0) * s)
+            g = g * (np.float32(2.0) * np.float32(covariance.nb_std_of(q64, sigma_t[i])))
+        grad = covariance.nb_phase1_gradient(g, q64, slope, sigma_t[i], kl_weight)
+        new = delta[i] - rate * np.float32(grad)
+        if increasing:
+            hits += np.float32(new > limit[i])
+            out[i] = min(new, limit[i])
         else:
-            s = std[i]
-            g = g_std[i]
-        grad = g * (np.float32(-0.5) * s * s * s)
-        grad += half_weight * (u / (one_plus * one_plus)) / rho_t[i]
-        new = delta[i] - rate * grad
-        lowest = floor - rho_t[i]
-        hits += np.float32(new < lowest)
-        out[i] = max(new, lowest)
-    return kl, hits, large
+            hits += np.float32(new < limit[i])
+            out[i] = max(new, limit[i])
+    return 0.5 * gap, hits, large
 
 
-@njit(inline="always")
-def _rho_kl_large_block(delta, rho_t):
-    """``sum log1p(u) - u / (1 + u)`` in float64 over the entries of these views with
-    ``|u| > _SERIES_BOUND`` (the rest is summed from the series)."""
+@njit(inline="always", fastmath=True, error_model="numpy")
+def _rho_kl_large_block(code, delta, sigma_t, anchor):
+    """Half the KL gap in float64 over the entries of these views with
+    ``|u| > _SERIES_BOUND`` (the precision reading's fast loop sums the rest from the
+    series)."""
     kl = 0.0
-    for i in range(delta.size):
-        u = np.float64(delta[i]) / np.float64(rho_t[i])
-        if abs(u) > _SERIES_BOUND:
-            kl += math.log1p(u) - u / (1.0 + u)
-    return kl
+    if code == covariance.PRECISION:  # in u = Delta / rho_t, as the fast loop counts them
+        for i in range(delta.size):
+            u = np.float64(delta[i]) / np.float64(anchor[i])
+            if abs(u) > _SERIES_BOUND:
+                kl += math.log1p(u) - u / (1.0 + u)
+        return 0.5 * kl
+    return 0.5 * kl  # the other readings sum their gap in the update's own pass
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out):
-    """One phase-1 step of one device: ``out = max(Delta - eta dL/dDelta, lowest)``.
+def _rho_update(code, delta, sigma_t, anchor, limit, g_std, kl_weight, learning_rate, increasing, out):
+    """One phase-1 step of one device: ``out = clamp(delta - eta dL/ddelta, limit)``.
 
-    Input: float32 [d] ``delta``, ``rho_t``, ``std`` (= (rho_t + delta)^-1/2),
-    ``g_std`` (dL_task/dstd); scalars ``kl_weight`` (lambda_k), ``learning_rate`` and
-    ``min_precision`` (``lowest = min_precision - rho_t``). Output: ``out`` [d]
-    (written); returns (the KL term ``1/2 sum log1p(u) - u / (1 + u)`` as float64,
-    the number of floored entries). :func:`rho_update_serial` is the same on one thread.
+    Input: ``code``, the covariance reading (:mod:`learning.covariance`); float32 [d]
+    ``delta`` (the iterate), ``sigma_t`` (= rho_t^-1/2), ``anchor`` and ``limit``
+    (:meth:`learning.covariance.Reading.phase_constants`), ``g_std`` (dL_task/dsigma_k);
+    scalars ``kl_weight`` (lambda_k), ``learning_rate`` and ``increasing`` (the floor
+    bounds delta from above). Output: ``out`` [d] (written); returns (the KL term, half
+    the summed gap, as float64; the number of floored entries).
+    :func:`rho_update_serial` is the same on one thread.
     """
     size = out.size
     blocks = (size + _BLOCK - 1) // _BLOCK
     kl_parts = np.zeros(blocks)
     hit_parts = np.zeros(blocks, np.int64)
     large_parts = np.zeros(blocks, np.int64)
-    half_weight = np.float32(0.5 * kl_weight)
+    weight = np.float32(kl_weight)
     rate = np.float32(learning_rate)
-    floor = np.float32(min_precision)
     for block in prange(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
         kl, hits, large = _rho_update_block(
-            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi],
-            False,
+            code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi], limit[lo:hi], g_std[lo:hi], weight, rate,
+            increasing, out[lo:hi], False,
         )
         kl_parts[block] = kl
         hit_parts[block] = np.int64(hits)
@@ -173,29 +194,27 @@ def _rho_update(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precisio
     if large_parts.sum():
         for block in prange(blocks):
             lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-            kl_parts[block] = _rho_kl_large_block(delta[lo:hi], rho_t[lo:hi])
+            kl_parts[block] = _rho_kl_large_block(code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi])
         total += kl_parts.sum()
-    return 0.5 * total, hit_parts.sum()
+    return total, hit_parts.sum()
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_precision, out,
+def rho_update_serial(code, delta, sigma_t, anchor, limit, g_std, kl_weight, learning_rate, increasing, out,
                       from_var=False):
     """:func:`_rho_update` on the calling thread (for kernels that run devices in
     parallel); the same blocks and the same values. With ``from_var`` the gradient
-    ``g_std`` is ``dL_task/dvar`` instead and ``std`` is not read
-    (:func:`_rho_update_block`)."""
+    ``g_std`` is ``dL_task/dvar`` instead (:func:`_rho_update_block`)."""
     size = out.size
     blocks = (size + _BLOCK - 1) // _BLOCK
-    half_weight = np.float32(0.5 * kl_weight)
+    weight = np.float32(kl_weight)
     rate = np.float32(learning_rate)
-    floor = np.float32(min_precision)
     total, hits, large = 0.0, 0, 0
     for block in range(blocks):
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
         kl_b, hits_b, large_b = _rho_update_block(
-            delta[lo:hi], rho_t[lo:hi], std[lo:hi], g_std[lo:hi], half_weight, rate, floor, out[lo:hi],
-            from_var,
+            code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi], limit[lo:hi], g_std[lo:hi], weight, rate,
+            increasing, out[lo:hi], from_var,
         )
         total += kl_b
         hits += np.int64(hits_b)
@@ -203,8 +222,30 @@ def rho_update_serial(delta, rho_t, std, g_std, kl_weight, learning_rate, min_pr
     if large:
         for block in range(blocks):
             lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
-            total += _rho_kl_large_block(delta[lo:hi], rho_t[lo:hi])
-    return 0.5 * total, hits
+            total += _rho_kl_large_block(code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi])
+    return total, hits
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
+def phase1_std(code, delta, sigma_t, anchor, out):
+    """The device's sampling std ``sigma_k = sigma_t (1 + q)`` (float32 [d]) from its
+    iterate ``delta`` under the covariance reading ``code``."""
+    if code == covariance.PRECISION:  # (rho_t + Delta)^-1/2, the anchor being rho_t
+        for i in prange(out.size):
+            out[i] = np.float32(1.0) / np.sqrt(anchor[i] + delta[i])
+        return
+    for i in prange(out.size):
+        q, _ = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
+        out[i] = np.float32(covariance.nb_std_of(q, sigma_t[i]))
+
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+def precision_change(code, delta, sigma_t, anchor, rho_t, out):
+    """Every device's transmitted ``Delta_rho_k`` [K, d] from its final iterate
+    ``delta`` [K, d] (:func:`learning.covariance.precision_change_row`; ``out`` may be
+    ``delta``)."""
+    for k in prange(out.shape[0]):
+        covariance.precision_change_row(code, delta[k], sigma_t, anchor, rho_t, out[k])
 
 
 @njit(inline="always", fastmath=True)
@@ -317,10 +358,14 @@ class FusedSteps:
         d (lambda_k = lambda pi_k / d).
     nll_mean : bool
         ``nll_reduction == "mean"``.
+    covariance_parameter : str
+        The phase-1 parameter (:mod:`learning.covariance`).
     """
 
-    def __init__(self, net: FusedMLP, *, kl_scale, learning_rate, min_precision, num_params, nll_mean):
+    def __init__(self, net: FusedMLP, *, kl_scale, learning_rate, min_precision, num_params, nll_mean,
+                 covariance_parameter: str = "precision"):
         self.net = net
+        self.reading = covariance.reading(covariance_parameter)
         self.kl_scale = float(kl_scale)
         self.learning_rate = float(learning_rate)
         self.min_precision = float(min_precision)
@@ -334,28 +379,32 @@ class FusedSteps:
         kl_weights = self.kl_scale * np.asarray(weights, np.float64) / self.num_params
         return x, np.asarray(y), np.asarray(mask, np.float32), kl_weights, np.asarray(seeds)
 
-    def rho_step(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
-        """Phase-1 step of every device: (new ``Delta_rho`` [K, d], objective [K], floor hits).
-        The new iterate is written into ``out`` when given (:func:`step_output`)."""
+    def rho_step(self, delta, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
+        """Phase-1 step of every device on its iterate ``delta`` [K, d] (the increment of
+        the covariance parameter, :mod:`learning.covariance`): (new iterate [K, d],
+        objective [K], floor hits). The new iterate is written into ``out`` when given
+        (:func:`step_output`)."""
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
-        delta_rho = np.asarray(delta_rho, np.float32)
+        delta = np.asarray(delta, np.float32)
         mu_t = np.ascontiguousarray(mu_t, np.float32)
-        rho_t = np.ascontiguousarray(rho_t, np.float32)
-        new = step_output(delta_rho, out)
-        losses = np.empty(delta_rho.shape[0], np.float32)
-        std = np.empty_like(rho_t)
+        reading = self.reading
+        sigma_t, anchor, limit = reading.phase_constants(rho_t, self.min_precision)
+        new = step_output(delta, out)
+        losses = np.empty(delta.shape[0], np.float32)
+        std = np.empty_like(sigma_t)
         hits = 0
-        for k in range(delta_rho.shape[0]):
-            delta = np.ascontiguousarray(delta_rho[k])
+        for k in range(delta.shape[0]):
+            own = np.ascontiguousarray(delta[k])
             with LAUNCH_LOCK:
-                _rsqrt_sum(rho_t, delta, std)
+                phase1_std(reading.code, own, sigma_t, anchor, std)
             task, g_std = task_loss_and_grads(
                 self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="std",
                 workspace=self.workspace,
             )
             with LAUNCH_LOCK:
                 kl, floored = _rho_update(
-                    delta, rho_t, std, g_std, kl_weights[k], self.learning_rate, self.min_precision, new[k]
+                    reading.code, own, sigma_t, anchor, limit, g_std, kl_weights[k], self.learning_rate,
+                    reading.increasing, new[k],
                 )
             losses[k] = task + kl_weights[k] * kl
             hits += floored
@@ -370,9 +419,7 @@ class FusedSteps:
         mu_t = np.ascontiguousarray(mu_t, np.float32)
         rho_next = np.ascontiguousarray(rho_next, np.float32)
         prior_rho = np.ascontiguousarray(prior_rho, np.float32)
-        std = np.empty_like(rho_next)
-        with LAUNCH_LOCK:
-            _rsqrt_sum(rho_next, np.zeros_like(rho_next), std)
+        std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
         gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
         prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))
         new = step_output(z, out)

@@ -54,7 +54,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange, uint32
 from threadpoolctl import ThreadpoolController
 
-from learning import sampling
+from learning import covariance, sampling
 from learning.fused_local import (
     nu_update_serial,
     phase2_ratio_row,
@@ -94,18 +94,23 @@ def _gather_rows(x, y, mask, act, labels):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _layer_params(phase1, a, b, c, out):
+def _layer_params(phase1, code, a, b, c, out):
     """One layer's device-specific parameters, written just before its products.
 
-    Phase 1 (``phase1``): the variances ``out = 1 / (rho_t + Delta_rho_k)`` from
-    ``a = rho_t``, ``b = Delta_rho_k`` (written as ``std^2``, ``std = (rho_t +
-    Delta)^-1/2``, as the TF path forms them). Phase 2: the sampling means
-    ``out = mu_t + ratio_k z_k`` from ``a = mu_t``, ``b = ratio_k``, ``c = z_k``.
-    All float32 views of the layer's slice.
+    Phase 1 (``phase1``): the variances ``out = sigma_k^2`` of the covariance reading
+    ``code`` (:mod:`learning.covariance`) from ``a = sigma_t``, ``b`` its anchor and
+    ``c`` the device's iterate ``delta`` (``sigma_k = sigma_t (1 + q)``, as the TF path
+    forms it). Phase 2: the sampling means ``out = mu_t + ratio_k z_k`` from
+    ``a = mu_t``, ``b = ratio_k``, ``c = z_k``. All float32 views of the layer's slice.
     """
-    if phase1:
+    if phase1 and code == covariance.PRECISION:  # 1 / (rho_t + Delta), the anchor being rho_t
         for i in range(out.size):
-            s = np.float32(1.0) / np.sqrt(a[i] + b[i])
+            s = np.float32(1.0) / np.sqrt(b[i] + c[i])
+            out[i] = s * s
+    elif phase1:
+        for i in range(out.size):
+            q, _ = covariance.nb_std_change(code, c[i], a[i], b[i])
+            s = np.float32(covariance.nb_std_of(q, a[i]))
             out[i] = s * s
     else:
         for i in range(out.size):
@@ -113,7 +118,7 @@ def _layer_params(phase1, a, b, c, out):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _forward(phase1, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
+def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
              tables_f, act, sd, eps, tmp):
     """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
 
@@ -131,7 +136,7 @@ def _forward(phase1, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, t
     for layer in range(num_layers):
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
         lo, hi = k_at, b_at + n_out
-        _layer_params(phase1, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
+        _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
         rows = n if layer == 0 else num_mc * n
         h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
         gamma = tmp[0, : rows * n_out].reshape(rows, n_out)
@@ -194,24 +199,27 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _device_step(phase1, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
+def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
                  tables_k, tables_w, tables_f, act, sd, eps, tmp, grad,
-                 prior_rho, kl_weight, learning_rate, min_precision, new):
+                 prior_rho, limit, increasing, kl_weight, learning_rate, new):
     """One local step of one device: forward, loss, backward, and the update of each
     layer's parameters as soon as their gradient is formed (while it is in cache).
 
-    Phase 1 (``phase1``): ``p_a = rho_t``, ``p_b = Delta_rho_k``; the gradient with
-    respect to the variances and :func:`learning.fused_local.rho_update_serial` (which
-    forms ``std`` and ``dL/dstd = 2 std dL/dvar`` in its own pass) into ``new``.
-    Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``; the gradient with
-    respect to the mean and :func:`~learning.fused_local.nu_update_serial`.
+    Phase 1 (``phase1``): ``p_a = sigma_t``, ``p_b`` the anchor and ``p_c = delta`` of
+    the covariance reading ``code`` (:mod:`learning.covariance`), ``limit`` and
+    ``increasing`` its floor; the gradient with respect to the variances and
+    :func:`learning.fused_local.rho_update_serial` (which forms ``sigma_k`` and
+    ``dL/dsigma_k = 2 sigma_k dL/dvar`` in its own pass) into ``new``.
+    Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``, ``prior_rho`` the KL
+    prior's precision; the gradient with respect to the mean and
+    :func:`~learning.fused_local.nu_update_serial`.
     Returns (task loss, KL term (without lambda_k), floored entries).
     """
     num_layers = layers.shape[0]
     rows = num_mc * n
     loss = 0.0
     if n > 0:
-        logits_at = _forward(phase1, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
+        logits_at = _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
                              tables_k, tables_w, tables_f, act, sd, eps, tmp)
         classes = layers[num_layers - 1, 1]
         logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
@@ -238,9 +246,9 @@ def _device_step(phase1, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_m
                                       act[a_ats[layer]:], sd[s_ats[layer]:], eps[e_ats[layer]:], tmp, grad)
         else:
             grad[lo:hi] = 0.0
-        if phase1:  # from dL/dvar: std is formed inside the update's pass
-            part, floored = rho_update_serial(p_b[lo:hi], p_a[lo:hi], grad[lo:hi], grad[lo:hi], kl_weight,
-                                              learning_rate, min_precision, new[lo:hi], True)
+        if phase1:  # from dL/dvar: sigma_k is formed inside the update's pass
+            part, floored = rho_update_serial(code, p_c[lo:hi], p_a[lo:hi], p_b[lo:hi], limit[lo:hi], grad[lo:hi],
+                                              kl_weight, learning_rate, increasing, new[lo:hi], True)
             kl += part
             hits += floored
         else:
@@ -308,13 +316,17 @@ def _layer_backward(phase1, layer, current, n, rows, n_in, n_out, k_at, b_at, me
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _rho_phase(mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mean, learning_rate,
-               min_precision, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
+def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask, kl_weights, keys, num_mc,
+               nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
                out, losses, hits):
     """Phase 1 of every device, device by device: its E steps (``keys`` [E, K, 2]) one
-    after the other, the iterate (from 0) in the worker's buffers ``vec[w, 2:4]``, the
-    last step writing ``out[k]``; ``losses`` [2, E, K]: each step's task loss and KL
-    sum (without lambda_k), float64; ``hits`` [K]."""
+    after the other on the increment ``delta`` of the covariance parameter ``code``
+    (from 0; ``sigma_t``, ``anchor``, ``limit``, ``increasing``:
+    :meth:`learning.covariance.Reading.phase_constants`), the iterate in the worker's
+    buffers ``vec[w, 2:4]``, the last step writing ``out[k]``, which then becomes the
+    transmitted ``Delta_rho_k`` (:func:`learning.covariance.precision_change_row`);
+    ``losses`` [2, E, K]: each step's task loss and KL sum (without lambda_k),
+    float64; ``hits`` [K]."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
     for w in prange(workers):
@@ -329,13 +341,15 @@ def _rho_phase(mu_t, rho_t, x, y, mask, kl_weights, keys, num_mc, nll_mean, lear
                 current = vec[w, slot]
                 new = out[k] if step == num_steps - 1 else vec[w, 5 - slot]
                 task, kl, floored = _device_step(
-                    True, mu_t, var, var, rho_t, current, current, n, labels[w], num_mc, nll_mean, layers,
+                    True, code, mu_t, var, var, sigma_t, anchor, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
-                    tmp[w], grad, rho_t, kl_weights[k], learning_rate, min_precision, new,
+                    tmp[w], grad, rho_t, limit, increasing, kl_weights[k], learning_rate, new,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 hits[k] += floored
                 slot = 5 - slot
+            if code != covariance.PRECISION:  # the precision reading's iterate is Delta_rho_k
+                covariance.precision_change_row(code, out[k], sigma_t, anchor, rho_t, out[k])
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -359,9 +373,9 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
             for step in range(num_steps):
                 current, new = vec[w, slot], vec[w, 7 - slot]
                 task, kl, _ = _device_step(
-                    False, mean, var, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean, layers,
+                    False, 0, mean, var, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
-                    tmp[w], grad, prior_rho, kl_weights[k], learning_rate, 0.0, new,
+                    tmp[w], grad, prior_rho, prior_rho, False, kl_weights[k], learning_rate, new,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 slot = 7 - slot
@@ -389,9 +403,13 @@ class FusedLRTSteps:
         lambda, eta and the precision floor of :class:`learning.local.LocalConfig`.
     nll_mean : bool
         ``nll_reduction == "mean"``.
+    covariance_parameter : str
+        The phase-1 parameter (:mod:`learning.covariance`).
     """
 
-    def __init__(self, layer_sizes, num_mc: int, *, kl_scale, learning_rate, min_precision, nll_mean):
+    def __init__(self, layer_sizes, num_mc: int, *, kl_scale, learning_rate, min_precision, nll_mean,
+                 covariance_parameter: str = "precision"):
+        self.reading = covariance.reading(covariance_parameter)
         self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
         self.num_mc = int(num_mc)
         rows, at = [], 0
@@ -437,8 +455,9 @@ class FusedLRTSteps:
         return x, np.asarray(y, np.int64), np.asarray(mask, np.float32), kl_weights, keys, buffers
 
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seeds, out):
-        """Phase 1 of every device from ``Delta_rho = 0``: E = ``len(seeds)`` steps
-        (``seeds`` [E, K, 2]: step s of device k draws its noise under ``seeds[s, k]``).
+        """Phase 1 of every device: E = ``len(seeds)`` steps on the increment of the
+        covariance parameter from 0 (``seeds`` [E, K, 2]: step s of device k draws its
+        noise under ``seeds[s, k]``).
 
         Output: (``out``: the devices' ``Delta_rho`` [K, d], float32, written;
         objective before each step [E, K] float32; floor hits summed over the steps
@@ -448,11 +467,13 @@ class FusedLRTSteps:
         _check_phase_output(out, (x.shape[0], self.num_params))
         losses = np.empty((2, *keys.shape[:2]), np.float64)
         hits = np.empty(x.shape[0], np.int64)
+        rho_t = np.ascontiguousarray(rho_t, np.float32)
+        sigma_t, anchor, limit = self.reading.phase_constants(rho_t, self.min_precision)
         with LAUNCH_LOCK, _single_threaded_blas():
             _rho_phase(
-                np.ascontiguousarray(mu_t, np.float32), np.ascontiguousarray(rho_t, np.float32),
-                x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean, self.learning_rate,
-                self.min_precision, self.layers, *sampling.tables(), *buffers, out, losses, hits,
+                self.reading.code, np.ascontiguousarray(mu_t, np.float32), rho_t, sigma_t, anchor, limit,
+                self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
+                self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses, hits,
             )
         return out, _objective(losses, kl_weights), np.int32(hits.sum())
 

@@ -9,10 +9,12 @@ the negative log-likelihood is *summed* over the whole local dataset (B = |D_k|,
 padding rows masked out), the paper's reading; ``nll_reduction="mean"`` divides it by
 |D_k| instead (an option, not the default). ``lambda`` is ``kl_scale`` (the paper: K).
 
-Phase 1 (Algorithm 1 lines 4-7, eq. ``update_phase1``): rho_k starts at the global
-rho_t; E plain gradient steps on rho_k with the mean fixed at mu_t (samples
-``w = mu_t + rho_k^-1/2 eps``), KL to N(mu_t, Sigma_t). Update
-``Delta_rho_k = rho_k - rho_t`` (eq. ``rho_normal``).
+Phase 1 (Algorithm 1 lines 4-7, eq. ``update_phase1``): the device's covariance starts
+at the global one; E plain gradient steps on the parameter ``covariance_parameter``
+names (:mod:`learning.covariance`: the precision itself as the paper writes it, or
+bayesian-torch's softplus parameter of sigma, log sigma, log rho) with the mean fixed
+at mu_t (samples ``w = mu_t + sigma_k eps``), KL to N(mu_t, Sigma_t). Whatever the
+parameter, the update sent is ``Delta_rho_k = rho_k - rho_t`` (eq. ``rho_normal``).
 
 Phase 2 (eq. ``nu_def`` and the nu updates): nu_k starts at ``rho_k / rho_{t+1} mu_t``;
 the local mean it implies is ``mu_k = rho_{t+1} / rho_k nu_k`` and the samples are
@@ -29,16 +31,17 @@ N(rho_{t+1}/rho_k nu_k, diag(rho_k)^-1).
 Float32 resolution: the optimisation variables are the *updates*, not rho_k and nu_k.
 With the default initial std 0.05 the precision is ~400, whose float32 spacing (3e-5)
 exceeds a typical step on rho (~1e-5): iterating on rho_k itself rounds every step away
-and ``rho_k - rho_t`` comes out exactly 0. So phase 1 iterates on ``Delta_rho_k``
-(start 0; samples with ``rho_t + Delta_rho_k``; the gradient with respect to Delta is
-the gradient with respect to rho, so the steps are the same maths) and returns it as is.
+and ``rho_k - rho_t`` comes out exactly 0. So phase 1 iterates on the increment
+``delta`` of its parameter (start 0; for the precision reading ``delta = Delta_rho_k``
+and the steps are the same maths as on rho) and forms ``Delta_rho_k`` from the final
+``delta`` without cancellation (:meth:`LocalTrainer.precision_change`).
 Phase 2 iterates on ``z_k = nu_k - nu_k(init)`` (start 0) and returns
 ``Delta_nu_k = c_k mu_t + z_k`` with ``c_k = rho_k / rho_{t+1} - 1`` computed as
 ``(Delta_rho_k - Delta_rho) / rho_{t+1}``, ``Delta_rho = rho_{t+1} - rho_t`` the applied
 global update (no difference of two ~400 numbers); the sampling mean is
 ``mu_k = mu_t + z_k / (1 + c_k)`` (= ``rho_{t+1} / rho_k nu_k``). The KL terms are written
-in the same increments (``log1p``; the phase-1 KL gradient ``u / (1 + u)^2`` with
-``u = Delta_rho_k / rho_t`` is given explicitly), so nothing cancels either.
+in the same increments (``log1p``; the phase-1 KL gradient ``q (2 + q) / (1 + q)`` with
+``q = sigma_k / sigma_t - 1`` is given explicitly), so nothing cancels either.
 
 Gradient estimators (``estimator``):
 
@@ -81,7 +84,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.fused_local import FusedSteps, phase2_ratio, phase2_update
+from learning import covariance
+from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
 from learning.fused_lrt import FusedLRTSteps
 from learning.host_arrays import BufferPool, as_tensor
 from learning.models import Model
@@ -92,6 +96,7 @@ ESTIMATORS = ("reparameterization", "local_reparameterization")
 WEIGHT_SAMPLERS = ("fused", "tensorflow")
 PHASE2_PRIORS = ("fresh", "previous")
 NLL_REDUCTIONS = ("sum", "mean")
+COVARIANCE_PARAMETERS = covariance.NAMES
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,11 @@ class LocalConfig:
         ``"fresh"`` (N(mu_t, Sigma_{t+1})) or ``"previous"`` (N(mu_t, Sigma_t)).
     nll_reduction : str
         ``"sum"`` over the local dataset (the paper) or ``"mean"``.
+    covariance_parameter : str
+        The parameter phase 1's steps act on (:mod:`learning.covariance`):
+        ``"precision"`` (the paper's text), ``"softplus_std"`` (bayesian-torch's),
+        ``"log_std"`` or ``"log_precision"``. The transmitted update is the change of the
+        precision whatever the reading.
     jit_compile : bool or None
         Compile each local step with XLA (not used where the steps run in Numba: the
         MLP with ``weight_sampler="fused"``, :mod:`learning.fused_local` and
@@ -149,6 +159,7 @@ class LocalConfig:
     min_precision: float = 1.0
     phase2_prior: str = "fresh"
     nll_reduction: str = "sum"
+    covariance_parameter: str = "precision"
     jit_compile: bool | None = None
     device_loop: bool | None = None
     weight_sampler: str = "fused"
@@ -163,6 +174,7 @@ class LocalConfig:
             "min_precision": self.min_precision > 0,
             "phase2_prior": self.phase2_prior in PHASE2_PRIORS,
             "nll_reduction": self.nll_reduction in NLL_REDUCTIONS,
+            "covariance_parameter": self.covariance_parameter in COVARIANCE_PARAMETERS,
             "weight_sampler": self.weight_sampler in WEIGHT_SAMPLERS,
         }
         for name, ok in checks.items():
@@ -247,6 +259,34 @@ def _log_precision_gap(u):
     return tf.math.log1p(u) - u / one_plus, grad
 
 
+def _std_change(reading: covariance.Reading, delta, rho_t, sigma_t):
+    """``q = sigma_k / sigma_t - 1`` of the covariance reading, differentiable in
+    ``delta`` with the reading's own slope (:meth:`learning.covariance.Reading.std_change`,
+    the same formulas as the Numba kernels). Input/Output: ``[..., d]`` tf.float32."""
+    anchor = reading.anchor(rho_t, sigma_t, tf.math)
+
+    @tf.custom_gradient
+    def change(delta):
+        q, slope = reading.std_change(delta, sigma_t, anchor, tf.math)
+        return q, lambda g: g * slope
+
+    return change(delta)
+
+
+@tf.custom_gradient
+def _kl_gap(q):
+    """``gap(q) = q (2 + q) - 2 log1p(q)`` (:func:`learning.covariance.kl_gap`; its
+    series below ``|q| = 0.01``) with the derivative ``2 q (2 + q) / (1 + q)`` written
+    out (autodiff of the difference cancels at small q). Input/Output: ``[..., d]``."""
+    series = q * q * (2.0 + q * (-2.0 / 3.0 + q * (0.5 + q * (-0.4 + q / 3.0))))
+    exact = q * (2.0 + q) - 2.0 * tf.math.log1p(q)
+
+    def grad(g):
+        return g * 2.0 * covariance.kl_gap_slope(q)
+
+    return tf.where(tf.abs(q) <= 0.01, series, exact), grad
+
+
 class LocalTrainer:
     """The local objective and the phase-1 / phase-2 local updates for all devices at once.
 
@@ -261,6 +301,7 @@ class LocalTrainer:
     def __init__(self, model: Model, config: LocalConfig):
         self.model = model
         self.config = config
+        self.reading = covariance.reading(config.covariance_parameter)
         self.device_loop = (
             config.estimator == "reparameterization"
             if config.device_loop is None
@@ -283,6 +324,7 @@ class LocalTrainer:
         hyper = dict(
             kl_scale=config.kl_scale, learning_rate=config.learning_rate,
             min_precision=config.min_precision, nll_mean=config.nll_reduction == "mean",
+            covariance_parameter=config.covariance_parameter,
         )
         if config.uses_fused_sampler:
             net = model.fused_network(config.mc_samples)
@@ -336,18 +378,31 @@ class LocalTrainer:
         kl = kl_precision(mean, rho, prior_mu, prior_rho)
         return task + self.kl_weights(weights) * kl
 
-    def rho_objective(self, delta_rho, mu_t, rho_t, data_x, data_y, mask, weights, seeds):
-        """Phase-1 objective in the increment: :meth:`objective` of
-        ``N(mu_t, diag(rho_t + Delta_rho_k)^-1)`` with prior ``N(mu_t, Sigma_t)``: ``[K]``.
+    def rho_objective(self, delta, mu_t, rho_t, data_x, data_y, mask, weights, seeds):
+        """Phase-1 objective in the increment: :meth:`objective` of ``N(mu_t, sigma_k^2)``
+        with prior ``N(mu_t, Sigma_t)``: ``[K]``.
 
-        Input: ``delta_rho`` [K, d], global ``mu_t``, ``rho_t`` [d], data, pi_k, seeds [K, 2].
-        The KL is Lemma 1 with equal means, ``1/2 sum log1p(u) - u / (1 + u)``,
-        ``u = Delta_rho_k / rho_t`` (no cancellation at small u).
+        Input: ``delta`` [K, d], the increment of the covariance parameter
+        (:mod:`learning.covariance`: ``sigma_k = sigma_t (1 + q(delta))``); global
+        ``mu_t``, ``rho_t`` [d], data, pi_k, seeds [K, 2]. The KL is Lemma 1 with equal
+        means, ``1/2 sum gap(q)`` (no cancellation at small q).
         """
-        std = tf.math.rsqrt(rho_t + delta_rho)
+        sigma_t = tf.math.rsqrt(rho_t)
+        q = _std_change(self.reading, delta, rho_t, sigma_t)
+        std = covariance.std_of(q, sigma_t)
         task = self.task_loss(mu_t[None], std, data_x, data_y, mask, seeds)
-        kl = 0.5 * tf.reduce_sum(_log_precision_gap(delta_rho / rho_t), axis=-1)
+        kl = 0.5 * tf.reduce_sum(_kl_gap(q), axis=-1)
         return task + self.kl_weights(weights) * kl
+
+    def precision_change(self, delta, rho_t):
+        """The transmitted ``Delta_rho_k = rho_k - rho_t`` [K, d] from the phase-1 iterate
+        ``delta`` [K, d] (itself for the ``precision`` reading)."""
+        if self.reading.code == covariance.PRECISION:
+            return delta
+        sigma_t = tf.math.rsqrt(rho_t)
+        anchor = self.reading.anchor(rho_t, sigma_t, tf.math)
+        q, _ = self.reading.std_change(delta, sigma_t, anchor, tf.math)
+        return rho_t * covariance.relative_precision_change(q)
 
     def nu_objective(self, z, ratio, mu_t, rho_next, prior_rho, data_x, data_y, mask, weights, seeds):
         """Phase-2 objective in the increment ``z_k = nu_k - nu_k(init)``: ``[K]``.
@@ -367,12 +422,14 @@ class LocalTrainer:
         return task + self.kl_weights(weights) * kl
 
     # -- compiled steps -------------------------------------------------------------------
-    def _floor(self, delta_rho, rho_t):
-        """Clamp ``rho_t + Delta_rho_k`` at ``min_precision``; count the clamped entries
-        per device (``[K]`` int32)."""
-        lowest = tf.constant(self.config.min_precision, delta_rho.dtype) - rho_t
-        hits = tf.reduce_sum(tf.cast(delta_rho < lowest, tf.int32), axis=-1)
-        return tf.maximum(delta_rho, lowest), hits
+    def _floor(self, delta, rho_t):
+        """Clamp the iterate where ``rho_k`` would fall below ``min_precision``
+        (:meth:`learning.covariance.Reading.limit`); count the clamped entries per device
+        (``[K]`` int32)."""
+        limit = self.reading.limit(rho_t, self.config.min_precision, tf.math)
+        if self.reading.increasing:
+            return tf.minimum(delta, limit), tf.reduce_sum(tf.cast(delta > limit, tf.int32), axis=-1)
+        return tf.maximum(delta, limit), tf.reduce_sum(tf.cast(delta < limit, tf.int32), axis=-1)
 
     def _rho_update(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
         with tf.GradientTape() as tape:
@@ -433,12 +490,14 @@ class LocalTrainer:
 
     # -- phases ---------------------------------------------------------------------------
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None):
-        """Phase 1: E steps on rho_k = rho_t + Delta_rho_k (from Delta = 0), mean fixed at mu_t.
+        """Phase 1: E steps on the covariance parameter (:mod:`learning.covariance`; its
+        increment ``delta`` from 0), mean fixed at mu_t (eq. ``update_phase1``).
 
         Input: global ``mu_t``, ``rho_t`` [d]; data [K, B, ...], [K, B], [K, B]; pi_k [K];
         ``seed`` [2]; optional ``device_ids`` [K] int32.
-        Output: the update ``Delta_rho_k = rho_k - rho_t`` [K, d] (iterated directly, see
-        the module docstring), objective before each step [E, K], floor hits (int32).
+        Output: the transmitted update ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq.
+        ``rho_normal``, formed from the final ``delta`` without cancellation), objective
+        before each step [E, K], floor hits (int32).
         """
         num_devices = tf.shape(y)[0]
         ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
@@ -462,7 +521,14 @@ class LocalTrainer:
                 delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
             losses.append(loss)
             hits += h
-        return as_tensor(delta), tf.stack(losses), hits
+        if self.fused_steps is not None:
+            if self.reading.code != covariance.PRECISION:
+                sigma_t, anchor, _ = self.reading.phase_constants(rho_t, self.config.min_precision)
+                with LAUNCH_LOCK:
+                    precision_change(self.reading.code, delta, sigma_t, anchor,
+                                     np.ascontiguousarray(rho_t, np.float32), delta)
+            return as_tensor(delta), tf.stack(losses), hits
+        return self.precision_change(delta, rho_t), tf.stack(losses), hits
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,

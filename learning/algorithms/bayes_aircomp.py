@@ -18,9 +18,14 @@ on the updates themselves (float32 cannot hold a ~1e-5 step on a precision of ~4
 phase 2 needs the applied global update ``rho_{t+1} - rho_t`` (the estimate, or the floor
 where it clamps) exactly, which the carry hands over from the server step.
 
-Known limit (not fixed here): the global state is float32, so ``rho_t + estimate`` still
-rounds an estimate below half the spacing of rho_t (1.5e-5 at rho ~ 400) away; the
-devices' updates are exact, the server's running sum is not.
+The global state is float64 (:class:`BayesState`): an aggregated change of the precision
+far below float32's spacing at rho ~ 400 (3e-5) accumulates over rounds instead of
+rounding away; the devices train on its float32 values.
+
+The parameter phase 1's steps act on is ``covariance_parameter``
+(:mod:`learning.covariance`: ``"precision"``, ``"softplus_std"``, ``"log_std"``,
+``"log_precision"``); whatever it is, a device sends the change of its precision, so the
+BS's update (eq. ``precisionUpdate``) and the conflation identity do not depend on it.
 
 Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 ``local_steps`` E = 3, ``mc_samples`` M = 5, ``kl_scale`` lambda (None -> K),
@@ -55,10 +60,26 @@ from learning.models import Model
 
 @dataclass(frozen=True)
 class BayesState:
-    """Global posterior N(mu, diag(rho)^-1): ``mu``, ``rho`` [d] tf.float32."""
+    """Global posterior N(mu, diag(rho)^-1): ``mu``, ``rho`` [d] tf.float64.
+
+    The server holds its running sums in float64 so that an aggregated change far below
+    float32's spacing (3e-5 at rho ~ 424, where a round's change of the precision can be
+    1e-8) accumulates instead of rounding away; the devices train on the float32 values
+    (:attr:`mu32`, :attr:`rho32`).
+    """
 
     mu: tf.Tensor
     rho: tf.Tensor
+
+    @property
+    def mu32(self) -> tf.Tensor:
+        """``mu`` as the devices see it, [d] tf.float32."""
+        return tf.cast(self.mu, tf.float32)
+
+    @property
+    def rho32(self) -> tf.Tensor:
+        """``rho`` as the devices see it, [d] tf.float32."""
+        return tf.cast(self.rho, tf.float32)
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,7 @@ class BayesAirComp:
         min_precision: float = 1.0,
         phase2_prior: str = "fresh",
         nll_reduction: str = "sum",
+        covariance_parameter: str = "precision",
         jit_compile: bool | None = None,
         device_loop: bool | None = None,
         device_chunk: int | None = 100,
@@ -128,6 +150,7 @@ class BayesAirComp:
             min_precision=float(min_precision),
             phase2_prior=phase2_prior,
             nll_reduction=nll_reduction,
+            covariance_parameter=covariance_parameter,
             jit_compile=jit_compile,
             device_loop=device_loop,
             weight_sampler=weight_sampler,
@@ -145,7 +168,8 @@ class BayesAirComp:
     def init(self, seed: tf.Tensor) -> BayesState:
         mu = self.model.init_mean(seed)
         rho = tf.fill(tf.shape(mu), tf.constant(self.init_std**-2, tf.float32))
-        return BayesState(mu, tf.maximum(rho, self.config.min_precision))
+        rho = tf.maximum(rho, self.config.min_precision)
+        return BayesState(tf.cast(mu, tf.float64), tf.cast(rho, tf.float64))
 
     def _chunks(self, num_devices: int) -> list[tuple[int, int]]:
         size = self.device_chunk or num_devices
@@ -157,17 +181,18 @@ class BayesAirComp:
         if phase == 1 and not isinstance(carry, BayesCarry):
             raise ValueError(f"phase 1 needs the carry of phase 0, got {carry!r}")
         updates, losses, hits = [], [], 0
+        mu, rho = state.mu32, state.rho32
         for lo, hi in self._chunks(data.num_devices):
             args = (data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi], data.weights[lo:hi])
             ids = tf.range(lo, hi)
             if phase == 0:
                 delta, loss, chunk_hits = self.trainer.rho_phase(
-                    state.mu, state.rho, *args, seed, device_ids=ids
+                    mu, rho, *args, seed, device_ids=ids
                 )
                 hits += chunk_hits
             else:
                 delta, loss = self.trainer.nu_phase(
-                    state.mu, carry.rho_prev, state.rho, carry.delta_rho_k[lo:hi], *args, seed,
+                    mu, carry.rho_prev, rho, carry.delta_rho_k[lo:hi], *args, seed,
                     device_ids=ids, delta_rho_global=carry.delta_rho,
                 )
             updates.append(delta)
@@ -176,23 +201,45 @@ class BayesAirComp:
         metrics = {"train_loss": tf.reduce_sum(data.weights * tf.concat(losses, axis=0))}
         if phase == 0:
             metrics["local_precision_floor_hits"] = hits
-            return update, BayesCarry(update, state.rho), metrics
+            return update, BayesCarry(update, rho), metrics
         return update, carry, metrics
 
     def server_update(self, phase: int, state: BayesState, carry, estimate: tf.Tensor):
+        estimate64 = tf.cast(estimate, tf.float64)
         if phase == 0:
-            rho = state.rho + estimate
-            floor = tf.constant(self.config.min_precision, tf.float32)
+            rho = state.rho + estimate64
+            floor = tf.constant(self.config.min_precision, tf.float64)
             clamped = rho < floor
             hits = tf.reduce_sum(tf.cast(clamped, tf.int32))
             new = BayesState(state.mu, tf.maximum(rho, floor))
             if isinstance(carry, BayesCarry):
-                applied = tf.where(clamped, floor - state.rho, estimate)
+                applied = tf.where(clamped, tf.cast(floor - state.rho, tf.float32), estimate)
                 carry = dataclasses.replace(carry, delta_rho=applied)
             return new, carry, {"precision_floor_hits": hits}
         if phase == 1:
-            return BayesState(state.mu + estimate, state.rho), carry, {}
+            return BayesState(state.mu + estimate64, state.rho), carry, {}
         raise ValueError(f"phase must be 0 or 1, got {phase!r}")
+
+    def round_metrics(self, previous: BayesState, state: BayesState) -> dict[str, float]:
+        """Whether the posterior moved this round (trace columns).
+
+        ``precision_rel_change``: mean over entries of ``|rho_{t+1} - rho_t| / rho_t``
+        (the float64 server values); ``precision_changed_fraction``: the share of entries
+        whose float32 precision, the one the devices train and predict with, changed;
+        ``posterior_std_p05`` / ``_p50`` / ``_p95``: quantiles of ``rho_{t+1}^-1/2``.
+        """
+        before, after = previous.rho.numpy(), state.rho.numpy()
+        std = 1.0 / np.sqrt(after)
+        p05, p50, p95 = np.percentile(std, [5.0, 50.0, 95.0])
+        return {
+            "precision_rel_change": float(np.mean(np.abs(after - before) / before)),
+            "precision_changed_fraction": float(
+                np.mean(before.astype(np.float32) != after.astype(np.float32))
+            ),
+            "posterior_std_p05": float(p05),
+            "posterior_std_p50": float(p50),
+            "posterior_std_p95": float(p95),
+        }
 
     def _predict_impl(self, mu, rho, x, num_samples, seed):
         d = tf.shape(mu)[0]
@@ -211,7 +258,7 @@ class BayesAirComp:
             raise ValueError(f"num_samples must be >= 1, got {num_samples!r}")
         x = tf.convert_to_tensor(x, tf.float32)
         parts = [
-            self._predict(state.mu, state.rho, x[i : i + chunk], int(num_samples), seed)
+            self._predict(state.mu32, state.rho32, x[i : i + chunk], int(num_samples), seed)
             for i in range(0, int(x.shape[0]), chunk)
         ]
         return tf.concat(parts, axis=0)
@@ -221,7 +268,7 @@ class BayesAirComp:
 
     def state_from_arrays(self, arrays: dict[str, np.ndarray]) -> BayesState:
         return BayesState(
-            tf.constant(arrays["mu"], tf.float32), tf.constant(arrays["rho"], tf.float32)
+            tf.constant(arrays["mu"], tf.float64), tf.constant(arrays["rho"], tf.float64)
         )
 
     def is_finite(self, state: BayesState) -> bool:

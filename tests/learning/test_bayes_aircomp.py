@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from learning import covariance
 from learning.algorithms import ALGORITHMS, build
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.algorithms.bayes_aircomp import BayesCarry
@@ -51,11 +52,15 @@ def accuracy(algo, state, x, y):
     return float(np.mean(probs.argmax(1) == y))
 
 
+@pytest.mark.parametrize("covariance_parameter", covariance.NAMES)
 @pytest.mark.parametrize("estimator", ["reparameterization", "local_reparameterization"])
-def test_two_phase_exact_aggregation_is_conflation(rng, estimator):
+def test_two_phase_exact_aggregation_is_conflation(rng, estimator, covariance_parameter):
+    """Every reading of phase 1's parameter: an error-free round is the exact Gaussian
+    conflation of the local posteriors N(rho_{t+1}/rho_k nu_k, diag(rho_k)^-1)."""
     data, _, _ = blobs_task(rng, num_devices=5)
     model = build_model("mlp", (8,), 4, (8,))
-    algo = build("bayes_aircomp", model, 5, estimator=estimator, learning_rate=1.0, init_std=0.3)
+    algo = build("bayes_aircomp", model, 5, estimator=estimator, learning_rate=0.2, init_std=0.3,
+                 covariance_parameter=covariance_parameter)
     assert isinstance(algo, FederatedAlgorithm)
     state = algo.init(tf.constant([0, 1]))
     up_rho, carry, _ = algo.local_update(0, state, None, data, tf.constant([1, 0]))
@@ -70,8 +75,8 @@ def test_two_phase_exact_aggregation_is_conflation(rng, estimator):
     # phase 2 moved mu only
     np.testing.assert_array_equal(new.rho.numpy(), mid.rho.numpy())
     rho_k = carry.rho_k
-    nu_k = up_nu + state.mu
-    ref = conflate(mid.rho / rho_k * nu_k, rho_k, data.weights)
+    nu_k = up_nu + state.mu32
+    ref = conflate(mid.rho32 / rho_k * nu_k, rho_k, data.weights)
     np.testing.assert_allclose(new.rho.numpy(), ref.rho.numpy(), rtol=1e-6)
     np.testing.assert_allclose(new.mu.numpy(), ref.mu.numpy(), rtol=1e-5, atol=1e-6)
     assert np.abs(new.mu.numpy() - state.mu.numpy()).max() > 1e-3

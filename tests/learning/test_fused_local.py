@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 from phase_check import assert_phases_agree
 
+from learning import covariance
 from learning.fused_local import phase2_ratio, phase2_update
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import MLP, Model
@@ -28,8 +29,9 @@ def _data(rng, num_devices, batch, num_classes):
     return (tf.constant(x), tf.constant(y), tf.constant(mask), tf.constant(weights, tf.float32))
 
 
+@pytest.mark.parametrize("covariance_parameter", covariance.NAMES)
 @pytest.mark.parametrize("phase2_prior,nll_reduction", [("fresh", "sum"), ("previous", "mean")])
-def test_numba_steps_match_tensorflow_steps(rng, phase2_prior, nll_reduction):
+def test_numba_steps_match_tensorflow_steps(rng, phase2_prior, nll_reduction, covariance_parameter):
     """Both phases, E = 2 steps, three devices (one without data), the precision floor
     active: the updates, objectives and floor hits agree to float32 rounding."""
     shape = dict(input_shape=(3, 4), num_classes=5, hidden_units=(20, 9))
@@ -39,6 +41,7 @@ def test_numba_steps_match_tensorflow_steps(rng, phase2_prior, nll_reduction):
         kl_scale=20.0 * d,  # lambda_k ~ 10: the KL's gradient counts
         learning_rate=0.2, local_steps=2, mc_samples=3, min_precision=2.0,
         phase2_prior=phase2_prior, nll_reduction=nll_reduction,
+        covariance_parameter=covariance_parameter,
     )
     fused, plain = LocalTrainer(fused_model, config), LocalTrainer(tf_model, config)
     assert fused.fused_steps is not None and plain.fused_steps is None

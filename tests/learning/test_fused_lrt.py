@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from phase_check import assert_phases_agree
 
-from learning import models
+from learning import covariance, models
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import MLP
 from learning.sampling import standard_normal
@@ -43,8 +43,9 @@ def _fused_noise(rows):
     return device_normal
 
 
+@pytest.mark.parametrize("covariance_parameter", covariance.NAMES)
 @pytest.mark.parametrize("phase2_prior,nll_reduction", [("fresh", "sum"), ("previous", "mean")])
-def test_numba_lrt_steps_match_tensorflow_autodiff(rng, monkeypatch, phase2_prior, nll_reduction):
+def test_numba_lrt_steps_match_tensorflow_autodiff(rng, monkeypatch, phase2_prior, nll_reduction, covariance_parameter):
     """Both phases, E = 2, three devices (full, without data, padded), the precision
     floor active: updates, objectives and floor hits agree to float32 rounding."""
     model = MLP(**SHAPE)
@@ -52,6 +53,7 @@ def test_numba_lrt_steps_match_tensorflow_autodiff(rng, monkeypatch, phase2_prio
     common = dict(
         kl_scale=20.0 * d, learning_rate=0.2, local_steps=2, mc_samples=3, min_precision=2.0,
         phase2_prior=phase2_prior, nll_reduction=nll_reduction,
+        covariance_parameter=covariance_parameter,
         estimator="local_reparameterization",
     )
     fused = LocalTrainer(model, LocalConfig(**common))
