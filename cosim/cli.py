@@ -80,6 +80,7 @@ EXAMPLES_INSPECT = """examples:
 EXAMPLES_PLOT = """examples:
   cosim plot runs/quickstart-seed1.h5 --out figures/
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --labels proposed fedavg
+  cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink   # uplink symbols only
 """
 
 
@@ -150,6 +151,16 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("traces", nargs="+", help="HDF5 traces")
     plot.add_argument("--out", required=True, help="output directory for the PNG files")
     plot.add_argument("--labels", nargs="+", default=None, help="one legend label per trace")
+    plot.add_argument(
+        "--x",
+        choices=("rounds", "uplink", "total"),
+        default="total",
+        help="x-axis of the accuracy figure: cumulative uplink + downlink OFDM symbols "
+        "(total, the paper's channel uses; default: accuracy_vs_channel_uses.png), cumulative "
+        "uplink OFDM symbols only (uplink: accuracy_vs_uplink_symbols.png; with the default "
+        "downlink, paper_mnist's total is > 99.9 %% downlink) or the round (rounds: "
+        "accuracy_vs_rounds.png)",
+    )
     return parser
 
 
@@ -189,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(
                     f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
                 )
-            for path in plot_traces(traces, Path(args.out), labels=args.labels):
+            for path in plot_traces(traces, Path(args.out), labels=args.labels, x=args.x):
                 print(path)
             return EXIT_OK
     except (ScenarioError, UsageError) as error:

@@ -13,8 +13,27 @@ partition, model, algorithm, channel and CSI models) and then, for every round
    FedAvg: ``delta``), runs the local step of all K devices at once, sends the
    [K, n] update vectors through :func:`phy.aircomp.aggregate` (or the error-free
    reference when ``power.control = "ideal"``) and applies the server update;
-4. evaluates the global model every ``eval.every`` rounds (and after the last);
-5. hands one :class:`RoundRecord` to the caller (the trace writer).
+4. if the algorithm has the optional hook ``round_metrics`` (below), records the
+   round-level metrics it returns;
+5. evaluates the global model every ``eval.every`` rounds (and after the last);
+6. hands one :class:`RoundRecord` to the caller (the trace writer).
+
+Optional algorithm hook (not part of the :class:`FederatedAlgorithm` protocol, so
+an algorithm without it needs nothing)::
+
+    algo.round_metrics(previous_state, state) -> dict[str, float]
+
+``previous_state`` is the state the round started from, ``state`` the state after
+its last phase's server update. Each value (a Python or NumPy/TF scalar) is written
+to ``record.scalars`` under its own name, without a phase suffix, so it becomes the
+``/rounds/<name>`` column of the trace (``docs/trace.md``). A name the engine or the
+run already writes (``uplink_symbols``, ``model_finite``, ``cumulative_*``, ...) is
+refused with a ``ValueError``. Only the proposed method has the hook: it returns
+``precision_rel_change`` (mean over the d entries of
+``|rho_{t+1} - rho_t| / rho_t``), ``precision_changed_fraction`` (share of the d
+entries whose float32 precision, the one the devices use, changed) and ``posterior_std_p05``,
+``posterior_std_p50``, ``posterior_std_p95`` (quantiles over the d entries of the
+global posterior std ``rho_{t+1}^{-1/2}``).
 
 Randomness comes only from :mod:`cosim.rng` streams keyed by (seed, round,
 purpose), so a run replays bit-for-bit and a run resumed at round ``t`` draws
@@ -50,6 +69,13 @@ from phy.power import make_power_control
 EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
 BUDGET_TOLERANCE = 1e-4
 """Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
+RUN_COLUMNS = (
+    "round",
+    "cumulative_channel_uses",
+    "cumulative_uplink_symbols",
+    "cumulative_downlink_symbols",
+)
+"""Columns written outside :meth:`Engine.run_round` (by the trace and by ``cosim.run``)."""
 
 
 class SimulationDiverged(RuntimeError):
@@ -244,6 +270,7 @@ class Engine:
         started = time.perf_counter()
         record = RoundRecord(round=t)
         data = self.world.device_data
+        previous_state = state
 
         h = self.channel(self._path_gain, rngs.stream_seed(seed, t, "channel"))
         h_hat = self.csi(h, self._path_gain, rngs.stream_seed(seed, t, "csi"))
@@ -309,6 +336,7 @@ class Engine:
         if self._keep_signals(t):
             record.signals["H"] = h.numpy()
             record.signals["H_hat"] = h_hat.numpy()
+        round_metrics = self._round_metrics(previous_state, state)
 
         scalars["uplink_symbols"] = float(uplink_symbols)
         scalars["downlink_symbols"] = float(downlink)
@@ -344,8 +372,31 @@ class Engine:
                 "bin_count": nan_bins,
             }
         scalars["model_finite"] = float(finite)
+        for key, value in round_metrics.items():
+            if key in scalars or key in RUN_COLUMNS or key == "wall_s":
+                raise ValueError(
+                    f"{type(self.algorithm).__name__}.round_metrics returned {key!r}, "
+                    "a column the engine already writes; rename the metric"
+                )
+            scalars[key] = value
         scalars["wall_s"] = time.perf_counter() - started
         return state, record
+
+    def _round_metrics(self, previous_state: Any, state: Any) -> dict[str, float]:
+        """The algorithm's optional ``round_metrics(previous_state, state)`` as floats ({} without it)."""
+        hook = getattr(self.algorithm, "round_metrics", None)
+        if hook is None:
+            return {}
+        metrics = {}
+        for key, value in hook(previous_state, state).items():
+            value = np.asarray(value)
+            if value.ndim != 0:
+                raise ValueError(
+                    f"{type(self.algorithm).__name__}.round_metrics()[{key!r}] must be a scalar, "
+                    f"got shape {value.shape}"
+                )
+            metrics[str(key)] = float(value)
+        return metrics
 
     def _evaluate_now(self, t: int) -> bool:
         every = self.scenario.eval.every

@@ -1,10 +1,24 @@
 """The paper's kinds of figure, drawn from one or more HDF5 traces (matplotlib, Agg).
 
-``plot_traces(paths, out_dir)`` writes:
+``plot_traces(paths, out_dir, x=...)`` writes:
 
-- ``accuracy_vs_channel_uses.png``: test accuracy against cumulative channel uses
-  (uplink + downlink OFDM symbols), one curve per trace (Fig. "Comparison of
-  wireless FL methods");
+- the accuracy figure: test accuracy of every evaluated round, one curve per trace,
+  against the x-axis ``x`` chooses (:data:`ACCURACY_AXES`):
+
+  * ``"total"`` (default) -> ``accuracy_vs_channel_uses.png``: cumulative channel
+    uses, uplink + downlink OFDM symbols. The paper's Sec. VI-B plots "test accuracy
+    ... as a function of the number of channel uses for downlink multicast and
+    uplink local update aggregation" (Fig. "Comparison of wireless FL methods").
+    With the default digital downlink this axis is > 99.9 % downlink
+    (``docs/trace.md``), so uplink variants are compared better with ``"uplink"``;
+  * ``"uplink"`` -> ``accuracy_vs_uplink_symbols.png``: cumulative uplink OFDM
+    symbols (``cumulative_uplink_symbols``; for traces written before that column,
+    the running sum of ``uplink_symbols``);
+  * ``"rounds"`` -> ``accuracy_vs_rounds.png``: the round number (1-based);
+- ``posterior.png`` (only when a trace has the proposed method's round metrics):
+  the mean relative change of the global precision per round (log axis; rounds
+  where it is exactly 0 leave a gap and are counted in the legend) and the median
+  posterior std (with its 5-95 % band when stored), one curve per trace;
 - ``ece.png``: expected calibration error per evaluated round, one curve per trace;
 - ``reliability.png``: the reliability diagram of each trace's last evaluation
   (Section VI-C, eqs. conf/acc), one panel per trace;
@@ -31,6 +45,13 @@ import matplotlib.pyplot as plt
 from cosim.trace import TraceData, read_trace
 
 RINGS = (("near", 0.0, 1 / 3), ("mid", 1 / 3, 2 / 3), ("far", 2 / 3, 1.0 + 1e-9))
+ACCURACY_AXES = {
+    "total": ("accuracy_vs_channel_uses.png", "cumulative channel uses (OFDM symbols, uplink + downlink)"),
+    "uplink": ("accuracy_vs_uplink_symbols.png", "cumulative uplink channel uses (OFDM symbols)"),
+    "rounds": ("accuracy_vs_rounds.png", "round"),
+}
+"""``--x`` choice -> (file name of the accuracy figure, x-axis label)."""
+DEFAULT_ACCURACY_AXIS = "total"
 
 
 def _label(trace: TraceData, path: Path) -> str:
@@ -60,12 +81,74 @@ def _evaluated_curves(
     return _save(fig, path)
 
 
-def plot_accuracy(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
+def _check_axis(x: str) -> None:
+    if x not in ACCURACY_AXES:
+        raise ValueError(f"x (--x) must be one of {', '.join(map(repr, ACCURACY_AXES))}, got {x!r}")
+
+
+def accuracy_x(trace: TraceData, x: str = DEFAULT_ACCURACY_AXIS) -> np.ndarray:
+    """The x values [T] of the accuracy figure for one trace, float64.
+
+    Parameters
+    ----------
+    trace : TraceData
+    x : {"total", "uplink", "rounds"}
+        ``"total"``: ``cumulative_channel_uses`` (OFDM symbols, uplink + downlink);
+        ``"uplink"``: ``cumulative_uplink_symbols`` (OFDM symbols), or the running sum
+        of ``uplink_symbols`` for a trace without that column (or with NaN in it);
+        ``"rounds"``: ``round + 1``.
+    """
+    _check_axis(x)
+    rounds = trace.rounds
+    if x == "rounds":
+        return rounds["round"].astype(np.float64) + 1.0
+    if x == "total":
+        return np.asarray(rounds["cumulative_channel_uses"], np.float64)
+    column = rounds.get("cumulative_uplink_symbols")
+    if column is not None and np.all(np.isfinite(column)):
+        return np.asarray(column, np.float64)
+    return np.cumsum(np.asarray(rounds["uplink_symbols"], np.float64))
+
+
+def plot_accuracy(
+    traces: Sequence[TraceData], labels: Sequence[str], out: Path, x: str = DEFAULT_ACCURACY_AXIS
+) -> Path:
+    """Test accuracy of every evaluated round against the ``x`` axis (:func:`accuracy_x`)."""
+    _check_axis(x)
+    file_name, xlabel = ACCURACY_AXES[x]
     return _evaluated_curves(
-        traces, labels, lambda t: t.rounds["cumulative_channel_uses"], "test_accuracy",
-        "cumulative channel uses (OFDM symbols, uplink + downlink)", "test accuracy",
-        out / "accuracy_vs_channel_uses.png",
+        traces, labels, lambda t: accuracy_x(t, x), "test_accuracy",
+        xlabel, "test accuracy", out / file_name,
     )
+
+
+def plot_posterior(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path | None:
+    """``posterior.png``: precision_rel_change (log y) and posterior_std_p50 against rounds.
+
+    Only traces holding both columns are drawn; None (no file) when no trace does.
+    """
+    have = [(t, lab) for t, lab in zip(traces, labels)
+            if "precision_rel_change" in t.rounds and "posterior_std_p50" in t.rounds]
+    if not have:
+        return None
+    fig, (change, std) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    for trace, label in have:
+        rounds = trace.rounds["round"] + 1
+        rel = trace.rounds["precision_rel_change"]
+        zeros = int(np.sum(rel == 0))
+        text = f"{label} (0 in {zeros} rounds)" if zeros else label
+        change.semilogy(rounds, np.where(rel > 0, rel, np.nan), marker=".", label=text)
+        (line,) = std.plot(rounds, trace.rounds["posterior_std_p50"], marker=".", label=label)
+        if "posterior_std_p05" in trace.rounds and "posterior_std_p95" in trace.rounds:
+            std.fill_between(rounds, trace.rounds["posterior_std_p05"], trace.rounds["posterior_std_p95"],
+                             color=line.get_color(), alpha=0.15, lw=0)
+    change.set_ylabel(r"mean $|\rho_{t+1} - \rho_t| / \rho_t$ (0: gap)")
+    std.set_ylabel("posterior std, median (band: 5-95 %)")
+    for ax in (change, std):
+        ax.set_xlabel("round")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    return _save(fig, out / "posterior.png")
 
 
 def plot_ece(traces: Sequence[TraceData], labels: Sequence[str], out: Path) -> Path:
@@ -124,20 +207,29 @@ def plot_distortion(trace: TraceData, label: str, out: Path) -> Path | None:
 
 
 def plot_traces(
-    paths: Sequence[Path], out_dir: Path, labels: Sequence[str] | None = None
+    paths: Sequence[Path],
+    out_dir: Path,
+    labels: Sequence[str] | None = None,
+    x: str = DEFAULT_ACCURACY_AXIS,
 ) -> list[Path]:
-    """Draw every figure for ``paths`` into ``out_dir``; return the files written."""
+    """Draw every figure for ``paths`` into ``out_dir``; return the files written.
+
+    ``x`` is the accuracy figure's axis (``"total"``, ``"uplink"`` or ``"rounds"``,
+    :data:`ACCURACY_AXES`); a ``ValueError`` names any other value before anything is drawn.
+    """
+    _check_axis(x)
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = [read_trace(p) for p in paths]
     names = list(labels) if labels else [_label(t, Path(p)) for t, p in zip(traces, paths)]
     written = [
-        plot_accuracy(traces, names, out_dir),
+        plot_accuracy(traces, names, out_dir, x=x),
         plot_ece(traces, names, out_dir),
         plot_reliability(traces, names, out_dir),
     ]
-    distortion = plot_distortion(traces[0], names[0], out_dir)
-    if distortion is not None:
-        written.append(distortion)
+    for extra in (plot_distortion(traces[0], names[0], out_dir),
+                  plot_posterior(traces, names, out_dir)):
+        if extra is not None:
+            written.append(extra)
     return written
 
 

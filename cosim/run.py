@@ -1,10 +1,25 @@
-"""``cosim run`` and ``cosim validate``: the engine, the trace and the progress display together."""
+"""``cosim run`` and ``cosim validate``: the engine, the trace and the progress display together.
+
+Besides the engine's columns, the run writes the running channel-use totals of every
+round (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
+``cumulative_channel_uses``, all OFDM symbols) and keeps them across ``--resume``
+in the checkpoint's attributes. It also watches the proposed method's
+``precision_rel_change``: when the global precision has changed by less than
+:data:`INERT_RELATIVE_CHANGE` (mean relative change per round) for
+:data:`INERT_ROUNDS` rounds in a row, phase 1 is inert (at the paper's settings with
+the precision reading it moves the precision by ~1e-10 per round), and the run says
+so once on stderr, naming the scenario key ``algorithm.covariance_parameter``. The
+server keeps the precision in float64, so "not at all" would never trigger: the
+precision reading's ~1e-10 still changes a float64 value, and crosses a float32
+rounding boundary for ~0.1 % of the entries every round.
+"""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +28,12 @@ from cosim.scenario import Scenario, describe, load_scenario, scenario_to_toml
 from cosim.trace import TraceError, TraceWriter
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+INERT_ROUNDS = 10
+"""Rounds in a row of an inert phase 1 before the run warns."""
+INERT_RELATIVE_CHANGE = 1e-6
+"""A round's ``precision_rel_change`` below this counts as inert: 1e-4 over 100 rounds.
+Measured at paper-MNIST size (K = 100, d = 466,698, LRT, eta = 0.1): the precision
+reading ~1e-10 per round, ``softplus_std`` 5e-5 to 4e-4 (docs/reproduction.md)."""
 
 
 class SetupError(Exception):
@@ -31,6 +52,126 @@ class RunSummary:
     channel_uses: float
     wall_s: float
     diverged: bool = False
+
+
+@dataclass
+class ChannelUses:
+    """Running totals of OFDM symbols up to and including the last round added.
+
+    Attributes
+    ----------
+    uplink : float
+        Uplink symbols (sum of the rounds' ``uplink_symbols``).
+    downlink : float
+        Downlink symbols (sum of the rounds' ``downlink_symbols``).
+    total : float
+        Uplink + downlink (``cumulative_channel_uses``), accumulated round by round.
+    """
+
+    uplink: float = 0.0
+    downlink: float = 0.0
+    total: float = 0.0
+
+    def add(self, scalars: dict[str, float]) -> None:
+        """Add one round's ``uplink_symbols`` and ``downlink_symbols`` and write the
+        three ``cumulative_*`` columns into ``scalars``."""
+        up, down = scalars["uplink_symbols"], scalars["downlink_symbols"]
+        self.uplink += up
+        self.downlink += down
+        self.total += up + down
+        scalars.update(self.attrs())
+
+    def attrs(self) -> dict[str, float]:
+        """The totals under their trace column names (also the checkpoint attributes)."""
+        return {
+            "cumulative_channel_uses": self.total,
+            "cumulative_uplink_symbols": self.uplink,
+            "cumulative_downlink_symbols": self.downlink,
+        }
+
+    @classmethod
+    def resumed(cls, attrs: dict, writer: TraceWriter) -> ChannelUses:
+        """The totals saved with a checkpoint.
+
+        A checkpoint written before the uplink / downlink split holds only
+        ``cumulative_channel_uses``; the split is then summed from the trace's
+        committed ``uplink_symbols`` / ``downlink_symbols`` rows (whole numbers of
+        symbols, so the sums are exact and equal a run that kept them).
+        """
+        total = float(attrs["cumulative_channel_uses"])
+        if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
+            return cls(
+                float(attrs["cumulative_uplink_symbols"]),
+                float(attrs["cumulative_downlink_symbols"]),
+                total,
+            )
+        sums = []
+        for name in ("uplink_symbols", "downlink_symbols"):
+            rows = writer.column(name)
+            sums.append(0.0 if rows is None else float(sum(rows.tolist())))
+        return cls(sums[0], sums[1], total)
+
+
+class InertPrecisionWatch:
+    """Warns once when the global precision has been inert for ``rounds`` rounds in a row.
+
+    Fed one ``precision_rel_change`` per round (the proposed method's round metric;
+    rounds without it, or with NaN, break the streak). The first time the value has
+    been below ``threshold`` for ``rounds`` consecutive rounds, :meth:`observe`
+    returns the warning; afterwards it returns None.
+
+    Parameters
+    ----------
+    rounds : int
+        Length of the streak that triggers the warning (>= 1).
+    history : iterable of float, optional
+        The committed ``precision_rel_change`` of rounds 0 .. start-1 of a resumed
+        trace: a streak may span the resume. History alone never warns.
+    current : str, optional
+        The scenario's ``algorithm.covariance_parameter``, named in the warning.
+    threshold : float
+        A round whose relative change is below it is inert (:data:`INERT_RELATIVE_CHANGE`).
+    """
+
+    def __init__(
+        self,
+        rounds: int = INERT_ROUNDS,
+        history: Iterable[float] | None = None,
+        current: str | None = None,
+        threshold: float = INERT_RELATIVE_CHANGE,
+    ):
+        self.threshold = float(threshold)
+        if int(rounds) < 1:
+            raise ValueError(f"rounds must be >= 1, got {rounds!r}")
+        self.rounds = int(rounds)
+        self.current = current
+        self.warned = False
+        self._first: int | None = None  # first round of the current streak of zeros
+        for t, value in enumerate(history if history is not None else ()):
+            self._track(t, value)
+
+    def _track(self, round_index: int, value: float | None) -> int:
+        if value is not None and value < self.threshold:  # NaN compares false: breaks the streak
+            if self._first is None:
+                self._first = round_index
+            return round_index - self._first + 1
+        self._first = None
+        return 0
+
+    def observe(self, round_index: int, value: float | None) -> str | None:
+        """Track round ``round_index`` (0-based); the warning text once, else None."""
+        streak = self._track(round_index, value)
+        if streak < self.rounds or self.warned:
+            return None
+        self.warned = True
+        first, last = self._first, self._first + self.rounds - 1
+        now = f' (it is "{self.current}")' if self.current else ""
+        return (
+            f"cosim run: warning: the global precision has changed by less than {self.threshold:g} "
+            f"(mean relative change per round) for {self.rounds} rounds "
+            f"(trace rounds {first}-{last}): phase 1 is inert; try "
+            f'algorithm.covariance_parameter = "softplus_std" (or "log_std"){now}'
+        )
 
 
 class Progress:
@@ -61,6 +202,13 @@ class Progress:
                 flush=True,
             )
 
+    def message(self, text: str) -> None:
+        """Print a line to the stream without breaking the bar."""
+        if self.bar is not None:
+            self.bar.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -78,6 +226,9 @@ def run_scenario(
 
     With ``resume`` the run continues from the trace's last completed round, from
     the model state checkpointed with it; the result equals an uninterrupted run.
+    Writes ``cumulative_channel_uses``, ``cumulative_uplink_symbols`` and
+    ``cumulative_downlink_symbols`` into every record (:class:`ChannelUses`) and
+    warns once on stderr when phase 1 is inert (:class:`InertPrecisionWatch`).
     """
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
@@ -115,10 +266,15 @@ def run_scenario(
         )
         writer.set_attrs(num_params=engine.num_params, algorithm=scenario.algorithm.name)
     if checkpoint is None:
-        state, cumulative = engine.initial_state(), 0.0
+        state, uses = engine.initial_state(), ChannelUses()
     else:
         state = engine.algorithm.state_from_arrays(checkpoint.arrays)
-        cumulative = float(checkpoint.attrs["cumulative_channel_uses"])
+        uses = ChannelUses.resumed(checkpoint.attrs, writer)
+    history = writer.column("precision_rel_change") if start > 0 else None
+    watch = InertPrecisionWatch(
+        history=None if history is None else history.tolist(),
+        current=getattr(scenario.algorithm, "covariance_parameter", None),
+    )
 
     bar = Progress(scenario.rounds, start, scenario.name) if progress else None
     last_acc, last_ece, diverged = math.nan, math.nan, False
@@ -126,21 +282,26 @@ def run_scenario(
     try:
         for new_state, record in engine.rounds(state, start_round=start):
             state = new_state
-            cumulative += record.scalars["uplink_symbols"] + record.scalars["downlink_symbols"]
-            record.scalars["cumulative_channel_uses"] = cumulative
+            uses.add(record.scalars)
             writer.append(record)
             every = scenario.trace.checkpoint_every
             due = (record.round + 1) % every == 0 or record.round + 1 == scenario.rounds
             writer.commit_round(
                 record.round,
                 checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
-                checkpoint_attrs={"cumulative_channel_uses": cumulative},
+                checkpoint_attrs=uses.attrs(),
             )
             completed = record.round + 1
             if record.evaluated:
                 last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
             if bar is not None:
-                bar.update(record, cumulative)
+                bar.update(record, uses.total)
+            warning = watch.observe(record.round, record.scalars.get("precision_rel_change"))
+            if warning is not None:
+                if bar is not None:
+                    bar.message(warning)
+                else:
+                    print(warning, file=sys.stderr, flush=True)
     except SimulationDiverged as error:
         diverged = True
         print(f"cosim run: stopped: {error}", file=sys.stderr)
@@ -153,7 +314,7 @@ def run_scenario(
         completed_rounds=completed,
         final_accuracy=last_acc,
         final_ece=last_ece,
-        channel_uses=cumulative,
+        channel_uses=uses.total,
         wall_s=time.perf_counter() - started,
         diverged=diverged,
     )

@@ -58,6 +58,7 @@ __all__ = [
     "TraceError",
     "TraceExistsError",
     "TraceWriter",
+    "channel_use_split",
     "read_trace",
     "summarize",
 ]
@@ -400,6 +401,14 @@ class TraceWriter:
         self._completed = t + 1
         return self._completed
 
+    def column(self, name: str) -> np.ndarray | None:
+        """The committed rows of the scalar column ``/rounds/<name>`` ([completed_rounds],
+        stored dtype), or None when the trace has no such column."""
+        ds = self._file["rounds"].get(name)
+        if not isinstance(ds, h5py.Dataset):
+            return None
+        return ds[: self._completed]
+
     def read_checkpoint(self) -> Checkpoint | None:
         """The newest committed checkpoint, or None."""
         found = _valid_slot(self._file.get("checkpoint"), self._completed)
@@ -531,8 +540,44 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+POSTERIOR_COLUMNS = ("precision_rel_change", "precision_changed_fraction", "posterior_std_p50")
+"""Round metrics of the proposed method that ``cosim inspect`` shows on its posterior line."""
+
+
+def channel_use_split(rounds: Mapping[str, np.ndarray]) -> tuple[float, float] | None:
+    """Cumulative (uplink, downlink) OFDM symbols over a trace's committed rounds.
+
+    From the last row of ``cumulative_uplink_symbols`` / ``cumulative_downlink_symbols``
+    when the trace has them (and they are finite); otherwise, for traces written
+    before the split, the sums of ``uplink_symbols`` / ``downlink_symbols``. None when
+    neither is there or the trace holds no round.
+    """
+    pairs = (("cumulative_uplink_symbols", "cumulative_downlink_symbols"),
+             ("uplink_symbols", "downlink_symbols"))
+    for index, (up, down) in enumerate(pairs):
+        if up not in rounds or down not in rounds or not rounds[up].size:
+            continue
+        if index == 0:
+            values = (float(rounds[up][-1]), float(rounds[down][-1]))
+            if all(np.isfinite(values)):
+                return values
+        else:
+            return float(np.nansum(rounds[up])), float(np.nansum(rounds[down]))
+    return None
+
+
+def _share(part: float, total: float) -> str:
+    return f"{100.0 * part / total:.3g} %" if total > 0 else "-"
+
+
 def summarize(path: str | Path) -> str:
-    """A plain-text table of what a trace holds and its final metrics (``cosim inspect``)."""
+    """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
+
+    Traces with the proposed method's round metrics get a ``posterior`` line (the
+    last round's ``precision_rel_change``, ``precision_changed_fraction`` and
+    ``posterior_std_p50``), and every trace with symbol counts a ``channel`` line
+    (cumulative uplink and downlink OFDM symbols and their shares of the total).
+    """
     import tomllib
 
     data = read_trace(path)
@@ -570,6 +615,15 @@ def summarize(path: str | Path) -> str:
                             for k in ("test_accuracy", "test_nll", "ece", "cumulative_channel_uses")
                             if k in data.rounds)
         lines.extend(["", f"  final    (round {last}) {metrics}"])
+    present = [k for k in POSTERIOR_COLUMNS if k in data.rounds and data.rounds[k].size]
+    if present:
+        values = ", ".join(f"{k} {_fmt(data.rounds[k][-1])}" for k in present)
+        lines.append(f"  posterior (round {data.completed_rounds - 1}) {values}")
+    split = channel_use_split(data.rounds)
+    if split is not None:
+        up, down = split
+        lines.append(f"  channel  {up + down:.6g} OFDM symbols: uplink {up:.6g} ({_share(up, up + down)}), "
+                     f"downlink {down:.6g} ({_share(down, up + down)})")
     if "wall_s" in data.rounds:
         lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s in {data.completed_rounds} rounds")
     return "\n".join(lines)

@@ -97,11 +97,17 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert main(["run", str(path)]) == 2
     assert trace.read_bytes() == before
     assert main(["inspect", str(trace)]) == 0
-    assert "test_accuracy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "test_accuracy" in out
+    assert "  posterior (round 1) precision_rel_change " in out
+    assert "OFDM symbols: uplink " in out and "%), downlink " in out
     out_dir = tmp_path / "figs"
     assert main(["plot", str(trace), str(trace), "--out", str(out_dir), "--labels", "a", "b"]) == 0
-    for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance"):
+    for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance",
+                 "posterior"):
         assert (out_dir / f"{name}.png").stat().st_size > 1000
+    assert main(["plot", str(trace), "--out", str(out_dir), "--x", "uplink"]) == 0
+    assert (out_dir / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
 def _read_all(path: Path) -> dict[str, np.ndarray]:
@@ -148,5 +154,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert full.returncode == 0, out
     a, b = _read_all(killed_dir / "tiny-seed3.h5"), _read_all(full_dir / "tiny-seed3.h5")
     assert a.keys() == b.keys()
+    for column in ("cumulative_channel_uses", "cumulative_uplink_symbols",
+                   "cumulative_downlink_symbols"):
+        assert a[f"rounds/{column}"].shape == (rounds,), column
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -16,7 +18,8 @@ K = 8
 
 
 def _arrays(path):
-    """Every dataset of a trace except wall-clock columns, as NumPy arrays."""
+    """Every dataset of a trace except wall-clock columns, as NumPy arrays, and the
+    checkpoint slots' attributes (``<slot>.attrs_json``, ``<slot>.completed_rounds``)."""
     out = {}
     with h5py.File(path, "r") as f:
 
@@ -25,6 +28,9 @@ def _arrays(path):
                 out[name] = obj[()]
 
         f.visititems(visit)
+        for slot_name, slot in f.get("checkpoint", {}).items():
+            for key in ("attrs_json", "completed_rounds"):
+                out[f"checkpoint/{slot_name}.{key}"] = np.asarray(slot.attrs[key])
     return out
 
 
@@ -39,7 +45,7 @@ def test_run_writes_documented_trace(tmp_path):
         assert f["devices/label_hist"].shape == (K, 4)
         rounds = f["rounds"]
         for column in ("round", "uplink_symbols", "downlink_symbols", "cumulative_channel_uses",
-                       "test_accuracy", "test_nll", "ece", "train_loss", "delta_bar_rho",
+                       "cumulative_uplink_symbols", "cumulative_downlink_symbols", "test_accuracy", "test_nll", "ece", "train_loss", "delta_bar_rho",
                        "delta_bar_nu", "distortion_rho", "distortion_nu", "precision_floor_hits",
                        "wall_s"):
             assert rounds[column].shape == (4,), column
@@ -55,6 +61,11 @@ def test_run_writes_documented_trace(tmp_path):
         engine_symbols = rounds["uplink_symbols"][()]
         assert np.all(engine_symbols == engine_symbols[0])
         assert np.all(np.diff(rounds["cumulative_channel_uses"][()]) > 0)
+        uplink = rounds["cumulative_uplink_symbols"][()]
+        downlink = rounds["cumulative_downlink_symbols"][()]
+        np.testing.assert_array_equal(uplink, np.cumsum(engine_symbols))
+        np.testing.assert_array_equal(downlink, np.cumsum(rounds["downlink_symbols"][()]))
+        np.testing.assert_array_equal(uplink + downlink, rounds["cumulative_channel_uses"][()])
         assert np.all(np.isfinite(rounds["per_device/local_distortion_rho"][()]))
     tx = _arrays(summary.trace_path)["rounds/per_device/tx_power_w_rho"]
     assert np.all(tx <= scenario.power.tx_power_w * (1 + 1e-4))
@@ -95,6 +106,14 @@ def test_resume_in_process_equals_uninterrupted(tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+    for column in ("cumulative_channel_uses", "cumulative_uplink_symbols",
+                   "cumulative_downlink_symbols"):
+        assert first[f"rounds/{column}"].shape == (4,), column
+        assert np.all(np.diff(first[f"rounds/{column}"]) > 0), column
+    attrs = json.loads(str(first["checkpoint/slot_1.attrs_json"]))  # written after round 3
+    assert attrs == {name: float(first[f"rounds/{name}"][3]) for name in attrs}
+    assert set(attrs) == {"cumulative_channel_uses", "cumulative_uplink_symbols",
+                          "cumulative_downlink_symbols"}
 
 
 def test_existing_trace_is_not_overwritten(tmp_path):
@@ -147,3 +166,51 @@ def test_count_nonfinite_counts_nan_and_inf_and_survives_an_overflowing_sum():
     assert count_nonfinite(tf.constant(huge)) == 0
     huge[1, 1] = np.nan
     assert count_nonfinite(huge) == 1
+
+
+def test_round_metrics_hook_writes_unsuffixed_columns(tmp_path):
+    """An algorithm's optional round_metrics(previous_state, state) lands in /rounds under
+    its own names, called once per round with the round's start and end states."""
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4))
+    engine = Engine(scenario)
+    calls = []
+
+    def round_metrics(previous_state, state):
+        calls.append((previous_state, state))
+        return {"precision_changed_fraction": np.float32(0.25), "posterior_std_p50": tf.constant(0.5),
+                "precision_rel_change": 1e-3}
+
+    engine.algorithm.round_metrics = round_metrics  # instance attribute: the hook is optional
+    initial = engine.initial_state()
+    states = [initial]
+    for state, record in engine.rounds(initial):
+        states.append(state)
+        assert record.scalars["precision_changed_fraction"] == 0.25
+        assert record.scalars["posterior_std_p50"] == 0.5
+        assert record.scalars["precision_rel_change"] == 1e-3
+        assert not [k for k in record.scalars if k.startswith("precision_changed_fraction_")]
+    assert len(calls) == 2
+    for (previous, new), before, after in zip(calls, states, states[1:]):
+        assert previous is before and new is after
+
+    summary = run_scenario(scenario, progress=False, engine=engine)
+    with h5py.File(summary.trace_path, "r") as f:
+        np.testing.assert_array_equal(f["rounds/precision_changed_fraction"][()], [0.25, 0.25])
+        assert f["rounds/posterior_std_p50"].dtype == np.float64
+
+    engine.algorithm.round_metrics = lambda previous, state: {"uplink_symbols": 1.0}
+    with pytest.raises(ValueError, match="round_metrics returned 'uplink_symbols'"):
+        engine.run_round(0, initial)
+    engine.algorithm.round_metrics = lambda previous, state: {"posterior_std": np.ones(3)}
+    with pytest.raises(ValueError, match=r"round_metrics\(\)\['posterior_std'\] must be a scalar"):
+        engine.run_round(0, initial)
+
+
+def test_no_round_metrics_without_the_hook(tmp_path):
+    """FedAvg has no round_metrics: its records hold none of the proposed method's columns."""
+    scenario = load_scenario(write_tiny(tmp_path, rounds=1, every=1, algorithm="fedavg", hidden=4))
+    engine = Engine(scenario)
+    assert not hasattr(engine.algorithm, "round_metrics")
+    _, record = engine.run_round(0, engine.initial_state())
+    assert not [k for k in record.scalars if k.startswith(("precision_", "posterior_std"))
+                and k != "precision_floor_hits"]

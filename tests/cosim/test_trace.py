@@ -296,3 +296,28 @@ def test_engine_record_interface(tmp_path):
     writer, ck, start = TraceWriter.resume(tmp_path / "t.h5", SCENARIO)
     writer.close()
     assert start == 2 and ck.attrs == {"cumulative_channel_uses": 10.0}
+
+
+def test_summarize_posterior_and_channel_split(tmp_path):
+    """`cosim inspect` shows the last round's posterior metrics and the uplink / downlink split;
+    a trace written before the split gets it from the per-round symbol counts."""
+    old = tmp_path / "old.h5"
+    new_trace(old, 3).close()  # no cumulative_uplink_symbols, no round metrics
+    text = summarize(old)
+    assert "  posterior (" not in text
+    # uplink 3 x 912 = 2736, downlink 40 + 41 + 42 = 123 symbols
+    assert "channel  2859 OFDM symbols: uplink 2736 (95.7 %), downlink 123 (4.3 %)" in text
+
+    path = tmp_path / "new.h5"
+    with TraceWriter.create(path, SCENARIO, seed=3) as writer:
+        for t, (change, fraction, std) in enumerate([(0.5, 1.0, 0.05), (0.0, 0.0, 0.04)]):
+            writer.append_round({"uplink_symbols": 912.0, "downlink_symbols": 6.6e6,
+                                 "cumulative_uplink_symbols": 912.0 * (t + 1),
+                                 "cumulative_downlink_symbols": 6.6e6 * (t + 1),
+                                 "precision_rel_change": change, "precision_changed_fraction": fraction,
+                                 "posterior_std_p50": std})
+            writer.commit()
+    text = summarize(path)
+    assert ("posterior (round 1) precision_rel_change 0, precision_changed_fraction 0, "
+            "posterior_std_p50 0.04") in text
+    assert "channel  1.32018e+07 OFDM symbols: uplink 1824 (0.0138 %), downlink 1.32e+07 (100 %)" in text

@@ -1,0 +1,149 @@
+"""``cosim.run`` around the engine, with a fake engine (no training, milliseconds per round):
+the split channel-use totals across resume, and the warning when phase 1 is inert."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+from tiny_scenario import write_tiny
+
+from cosim.engine import RoundRecord
+from cosim.run import INERT_ROUNDS, InertPrecisionWatch, run_scenario
+from cosim.scenario import load_scenario
+from cosim.trace import read_trace
+
+K = 2
+
+
+class FakeEngine:
+    """What ``run_scenario`` needs of an engine; round t sends 3 + t % 2 uplink and 100 + t
+    downlink symbols and reports ``fractions[t]`` as ``precision_rel_change``
+    (None: the column is not written). ``stop_at``: raise KeyboardInterrupt before that round."""
+
+    def __init__(self, scenario, fractions=None, stop_at=None):
+        self.scenario = scenario
+        self.fractions = fractions
+        self.stop_at = stop_at
+        self.num_params = 3
+        self.world = SimpleNamespace(
+            deployment=SimpleNamespace(positions_m=np.zeros((K, 2)), distances_m=np.ones(K)),
+            path_gain=np.ones(K),
+            partition=SimpleNamespace(num_samples=np.ones(K, np.int64)),
+            label_histogram=np.ones((K, 4), np.int64),
+        )
+        self.algorithm = SimpleNamespace(
+            state_to_arrays=lambda state: {"w": np.full(3, state, np.float32)},
+            state_from_arrays=lambda arrays: float(arrays["w"][0]),
+        )
+
+    def initial_state(self):
+        return 0.0
+
+    def rounds(self, state, start_round=0):
+        for t in range(start_round, self.scenario.rounds):
+            if t == self.stop_at:
+                raise KeyboardInterrupt
+            scalars = {"uplink_symbols": 3.0 + t % 2, "downlink_symbols": 100.0 + t,
+                       "test_accuracy": math.nan, "ece": math.nan, "model_finite": 1.0,
+                       "wall_s": 0.0}
+            if self.fractions is not None and self.fractions[t] is not None:
+                scalars["precision_rel_change"] = self.fractions[t]
+            yield state + 1.0, RoundRecord(t, scalars=scalars)
+            state += 1.0
+
+
+def _scenario(directory, rounds):
+    return load_scenario(write_tiny(directory, rounds=rounds, every=rounds))
+
+
+def test_split_channel_uses_and_resume_from_a_checkpoint_without_them(tmp_path):
+    """The three cumulative columns add up; a trace whose checkpoints predate the split
+    resumes with the split summed from its rows and ends equal to an uninterrupted run."""
+    full_dir, old_dir = tmp_path / "full", tmp_path / "old"
+    full_dir.mkdir()
+    old_dir.mkdir()
+    full = _scenario(full_dir, 6)
+    run_scenario(full, progress=False, engine=FakeEngine(full))
+    rounds = read_trace(full.trace_path).rounds
+    up, down = np.cumsum(3.0 + np.arange(6) % 2), np.cumsum(100.0 + np.arange(6))
+    np.testing.assert_array_equal(rounds["cumulative_uplink_symbols"], up)
+    np.testing.assert_array_equal(rounds["cumulative_downlink_symbols"], down)
+    np.testing.assert_array_equal(rounds["cumulative_channel_uses"], up + down)
+
+    old = _scenario(old_dir, 6)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(old, progress=False, engine=FakeEngine(old, stop_at=4))
+    with h5py.File(old.trace_path, "r+") as f:  # as an older version wrote it
+        for name in ("cumulative_uplink_symbols", "cumulative_downlink_symbols"):
+            del f[f"rounds/{name}"]
+        for slot in f["checkpoint"].values():
+            attrs = json.loads(slot.attrs["attrs_json"])
+            slot.attrs["attrs_json"] = json.dumps({"cumulative_channel_uses": attrs["cumulative_channel_uses"]})
+    summary = run_scenario(old, resume=True, progress=False, engine=FakeEngine(old))
+    assert summary.channel_uses == up[-1] + down[-1]
+    resumed = read_trace(old.trace_path).rounds
+    np.testing.assert_array_equal(resumed["cumulative_channel_uses"], up + down)
+    for name, expected in (("cumulative_uplink_symbols", up), ("cumulative_downlink_symbols", down)):
+        assert np.all(np.isnan(resumed[name][:4]))  # rows of the old version stay missing
+        np.testing.assert_array_equal(resumed[name][4:], expected[4:])
+    with h5py.File(old.trace_path, "r") as f:
+        attrs = json.loads(f["checkpoint/slot_1"].attrs["attrs_json"])  # after round 5
+    assert attrs == {"cumulative_channel_uses": up[-1] + down[-1],
+                     "cumulative_uplink_symbols": up[-1], "cumulative_downlink_symbols": down[-1]}
+
+
+def test_inert_precision_warns_once_naming_the_key(tmp_path, capsys):
+    zeros = [0.0, 1e-10] * 6  # no change, and the precision reading's 1e-10 per round
+    fractions = [0.5, 0.0, 1e-6, *zeros, 0.3, *zeros]
+    scenario = _scenario(tmp_path, len(fractions))
+    run_scenario(scenario, progress=False, engine=FakeEngine(scenario, fractions))
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1, err
+    assert f"for {INERT_ROUNDS} rounds (trace rounds 3-12)" in err and "less than 1e-06" in err
+    assert "phase 1 is inert" in err
+    assert 'algorithm.covariance_parameter = "softplus_std" (or "log_std")' in err
+    current = getattr(scenario.algorithm, "covariance_parameter", None)
+    assert current is None or f'(it is "{current}")' in err
+
+
+@pytest.mark.parametrize(
+    "fractions",
+    [
+        [0.0] * (INERT_ROUNDS - 1) + [0.1] + [0.0] * (INERT_ROUNDS - 1),  # never ten in a row
+        [0.0] * 5 + [math.nan] + [0.0] * 5,  # NaN (a diverged round) breaks the streak
+        [2e-6] * (2 * INERT_ROUNDS),  # small, but above the threshold: the posterior moves
+        None,  # algorithms without the column (FedAvg)
+    ],
+)
+def test_no_warning_without_ten_unchanged_rounds(tmp_path, capsys, fractions):
+    scenario = _scenario(tmp_path, 2 * INERT_ROUNDS - 1 if fractions is None else len(fractions))
+    run_scenario(scenario, progress=False, engine=FakeEngine(scenario, fractions))
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_inert_streak_spans_a_resume(tmp_path, capsys):
+    """Six unchanged rounds before an interruption and four after it are ten in a row."""
+    fractions = [0.2] + [0.0] * 12
+    scenario = _scenario(tmp_path, len(fractions))
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(scenario, progress=False, engine=FakeEngine(scenario, fractions, stop_at=7))
+    assert "warning" not in capsys.readouterr().err
+    run_scenario(scenario, resume=True, progress=False, engine=FakeEngine(scenario, fractions))
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "(trace rounds 1-10)" in err, err
+
+
+def test_watch_alone():
+    watch = InertPrecisionWatch(rounds=2, history=[0.0, 0.0], current="log_std")
+    # history never warns by itself; the first new round of the streak does
+    message = watch.observe(2, 0.0)
+    assert "(trace rounds 0-1)" in message and message.endswith('(it is "log_std")')
+    assert watch.warned
+    assert watch.observe(3, 0.0) is None
+    with pytest.raises(ValueError, match="rounds must be >= 1, got 0"):
+        InertPrecisionWatch(rounds=0)
