@@ -33,7 +33,8 @@ INERT_ROUNDS = 10
 INERT_RELATIVE_CHANGE = 1e-6
 """A round's ``precision_rel_change`` below this counts as inert: 1e-4 over 100 rounds.
 Measured at paper-MNIST size (K = 100, d = 466,698, LRT, eta = 0.1): the precision
-reading ~1e-10 per round, ``softplus_std`` 5e-5 to 4e-4 (docs/reproduction.md)."""
+reading ~1e-10 per round, ``softplus_std`` 4.7e-5 to 6.6e-4 (seed 1, rounds 0-18;
+docs/reproduction.md)."""
 
 
 class SetupError(Exception):
@@ -64,13 +65,16 @@ class ChannelUses:
         Uplink symbols (sum of the rounds' ``uplink_symbols``).
     downlink : float
         Downlink symbols (sum of the rounds' ``downlink_symbols``).
-    total : float
-        Uplink + downlink (``cumulative_channel_uses``), accumulated round by round.
     """
 
     uplink: float = 0.0
     downlink: float = 0.0
-    total: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Uplink + downlink (``cumulative_channel_uses``; whole numbers of symbols, so
+        the sum is exact)."""
+        return self.uplink + self.downlink
 
     def add(self, scalars: dict[str, float]) -> None:
         """Add one round's ``uplink_symbols`` and ``downlink_symbols`` and write the
@@ -78,7 +82,6 @@ class ChannelUses:
         up, down = scalars["uplink_symbols"], scalars["downlink_symbols"]
         self.uplink += up
         self.downlink += down
-        self.total += up + down
         scalars.update(self.attrs())
 
     def attrs(self) -> dict[str, float]:
@@ -98,18 +101,13 @@ class ChannelUses:
         committed ``uplink_symbols`` / ``downlink_symbols`` rows (whole numbers of
         symbols, so the sums are exact and equal a run that kept them).
         """
-        total = float(attrs["cumulative_channel_uses"])
         if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
-            return cls(
-                float(attrs["cumulative_uplink_symbols"]),
-                float(attrs["cumulative_downlink_symbols"]),
-                total,
-            )
+            return cls(float(attrs["cumulative_uplink_symbols"]), float(attrs["cumulative_downlink_symbols"]))
         sums = []
         for name in ("uplink_symbols", "downlink_symbols"):
             rows = writer.column(name)
             sums.append(0.0 if rows is None else float(sum(rows.tolist())))
-        return cls(sums[0], sums[1], total)
+        return cls(sums[0], sums[1])
 
 
 class InertPrecisionWatch:

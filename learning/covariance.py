@@ -48,6 +48,7 @@ The formulas are written once over a math namespace ``xp`` and bound to ``math``
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 from dataclasses import dataclass
@@ -119,9 +120,10 @@ def _log_precision_limit(rho_t, sigma_t, b, min_precision):
     return xp.log(min_precision / rho_t)
 
 
+@functools.cache
 def _bind(function, namespace=math, **names):
     """``function`` with ``xp`` bound to ``namespace`` and the global ``names`` replaced
-    (its code object unchanged)."""
+    (its code object unchanged; one function per binding)."""
     scope = dict(function.__globals__, xp=namespace, **names)
     return types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
 
@@ -176,7 +178,8 @@ class Reading:
 
     def phase_constants(self, rho_t, min_precision: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What a backend's phase-1 kernels need, once per phase: ``sigma_t``, the anchor
-        ``b`` and :meth:`limit`, each float32 [d] (from ``rho_t`` [d], in float64)."""
+        ``b`` and :meth:`limit`, each float32 [d] from ``rho_t`` [d] (in float64, except
+        for the precision reading, whose kernels work in float32 on ``rho_t`` itself)."""
         if self.code == PRECISION:  # float32 throughout, as the kernels' precision loops use them
             rho32 = np.ascontiguousarray(rho_t, np.float32)
             return (np.float32(1.0) / np.sqrt(rho32), rho32, np.float32(min_precision) - rho32)
@@ -219,14 +222,34 @@ def relative_precision_change(q):
     return -q * (2.0 + q) / ((1.0 + q) * (1.0 + q))
 
 
+KL_SERIES_BOUND = 0.01
+"""Below this |q| the KL gap is summed from its series (relative truncation error < 2e-9)."""
+
+
+def kl_gap_series(q):
+    """``gap(q) = q (2 + q) - 2 log1p(q)`` (twice the per-entry KL of Lemma 1 with equal
+    means) from its series ``2 q^2 - 2/3 q^3 + 1/2 q^4 - 2/5 q^5 + 1/3 q^6``: no
+    cancellation at small q."""
+    return q * q * (2.0 + q * (-2.0 / 3.0 + q * (0.5 + q * (-0.4 + q / 3.0))))
+
+
+def _kl_gap_exact(q):
+    return q * (2.0 + q) - 2.0 * xp.log1p(q)
+
+
+def kl_gap_exact(q, namespace=np):
+    """``gap(q) = q (2 + q) - 2 log1p(q)`` as written (for ``|q| > KL_SERIES_BOUND``), on
+    arrays (``namespace=np``) or tensors (``tf.math``)."""
+    return _bind(_kl_gap_exact, namespace)(q)
+
+
 def kl_gap(q: np.ndarray) -> np.ndarray:
-    """``gap(q) = q (2 + q) - 2 log1p(q)`` (twice the per-entry KL) in float64, from its
-    series where ``|q| <= 0.01`` (no cancellation). Input/Output: arrays."""
+    """:func:`kl_gap_series` where ``|q| <= KL_SERIES_BOUND``, else :func:`kl_gap_exact`,
+    in float64. Input/Output: arrays."""
     q = np.asarray(q, np.float64)
-    series = q * q * (2.0 + q * (-2.0 / 3.0 + q * (0.5 + q * (-0.4 + q / 3.0))))
     with np.errstate(divide="ignore", invalid="ignore"):
-        exact = q * (2.0 + q) - 2.0 * np.log1p(q)
-    return np.where(np.abs(q) <= 0.01, series, exact)
+        exact = kl_gap_exact(q)
+    return np.where(np.abs(q) <= KL_SERIES_BOUND, kl_gap_series(q), exact)
 
 
 # -- Numba forms -------------------------------------------------------------------------
@@ -242,22 +265,25 @@ nb_relative_precision_change = njit(inline="always", fastmath=True)(relative_pre
 def nb_std_change(code, delta, sigma_t, b):
     """:meth:`Reading.std_change` of reading ``code`` on scalars (the transcendentals in
     the inputs' float type, the rest in float64)."""
-    d, s, a = delta, sigma_t, b
     if code == SOFTPLUS_STD:
-        return _nb_softplus_std(d, s, a)
+        return _nb_softplus_std(delta, sigma_t, b)
     if code == LOG_STD:
-        return _nb_log_std(d, s, a)
+        return _nb_log_std(delta, sigma_t, b)
     if code == LOG_PRECISION:
-        return _nb_log_precision(d, s, a)
-    return _nb_precision(d, s, a)
+        return _nb_log_precision(delta, sigma_t, b)
+    return _nb_precision(delta, sigma_t, b)
+
+
+_nb_kl_gap_series = njit(inline="always", fastmath=True)(kl_gap_series)
+_nb_kl_gap_exact = njit(inline="always", fastmath=True)(_bind(_kl_gap_exact, math))
 
 
 @njit(inline="always", fastmath=True)
 def nb_kl_gap(q):
     """:func:`kl_gap` on a float64 scalar."""
-    if abs(q) <= 0.01:
-        return q * q * (2.0 + q * (-2.0 / 3.0 + q * (0.5 + q * (-0.4 + q / 3.0))))
-    return q * (2.0 + q) - 2.0 * math.log1p(q)
+    if abs(q) <= KL_SERIES_BOUND:
+        return _nb_kl_gap_series(q)
+    return _nb_kl_gap_exact(q)
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -265,9 +291,9 @@ def precision_change_row(code, delta, sigma_t, b, rho_t, out):
     """The transmitted ``Delta_rho_k`` of one device from its final iterate ``delta``
     (float32 [d] each; ``out`` may be ``delta``): ``delta`` itself for the precision
     reading, else ``rho_t`` times :func:`relative_precision_change`."""
+    if code == PRECISION:
+        out[:] = delta
+        return
     for i in range(out.size):
-        if code == PRECISION:
-            out[i] = delta[i]
-            continue
         q, _ = nb_std_change(code, delta[i], sigma_t[i], b[i])
         out[i] = np.float32(np.float64(rho_t[i]) * nb_relative_precision_change(q))

@@ -78,10 +78,11 @@ def phase2_update_row(own, delta_rho, rho_next, mu_t, step, out):
         out[i] = (own[i] - delta_rho[i]) / rho_next[i] * mu_t[i] + step[i]
 
 
-_SERIES_BOUND = 0.01
-"""Below this |q| (|u| for the precision reading), the KL gap is summed from its series
-(vectorised in float32; relative truncation error < 2e-8, no cancellation); above, in
-float64 from ``log1p`` (:func:`learning.covariance.nb_kl_gap`)."""
+_SERIES_BOUND = covariance.KL_SERIES_BOUND
+"""Below this |u| (the precision reading's fast loop), ``log1p(u) - u / (1 + u)`` is
+summed from its series in float32 (vectorised; no cancellation); above, in float64 from
+``log1p`` (:func:`_rho_kl_large_block`). The other readings sum their gap in q with
+:func:`learning.covariance.nb_kl_gap`."""
 
 
 _BLOCK = 2048

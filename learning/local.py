@@ -275,16 +275,16 @@ def _std_change(reading: covariance.Reading, delta, rho_t, sigma_t):
 
 @tf.custom_gradient
 def _kl_gap(q):
-    """``gap(q) = q (2 + q) - 2 log1p(q)`` (:func:`learning.covariance.kl_gap`; its
-    series below ``|q| = 0.01``) with the derivative ``2 q (2 + q) / (1 + q)`` written
-    out (autodiff of the difference cancels at small q). Input/Output: ``[..., d]``."""
-    series = q * q * (2.0 + q * (-2.0 / 3.0 + q * (0.5 + q * (-0.4 + q / 3.0))))
-    exact = q * (2.0 + q) - 2.0 * tf.math.log1p(q)
+    """:func:`learning.covariance.kl_gap` on tensors (its series below
+    ``KL_SERIES_BOUND``) with the derivative ``2 q (2 + q) / (1 + q)`` written out
+    (autodiff of the difference cancels at small q). Input/Output: ``[..., d]``."""
+    series = covariance.kl_gap_series(q)
+    exact = covariance.kl_gap_exact(q, tf.math)
 
     def grad(g):
         return g * 2.0 * covariance.kl_gap_slope(q)
 
-    return tf.where(tf.abs(q) <= 0.01, series, exact), grad
+    return tf.where(tf.abs(q) <= covariance.KL_SERIES_BOUND, series, exact), grad
 
 
 class LocalTrainer:
