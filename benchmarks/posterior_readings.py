@@ -27,15 +27,17 @@ CONFIGS = ("softplus_std", "log_std", "log_precision", "precision", "fedavg", "f
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(config: str, seed: int, rounds: int, out: Path) -> int:
-    """One ``cosim run`` of ``config`` (a covariance reading or a baseline's name)."""
-    setting = (f'algorithm.name="{config}"' if config in ("fedavg", "fedsmoo")
-               else f'algorithm.covariance_parameter="{config}"')
+def run(config: str, seed: int, rounds: int, out: Path, proposed_settings=()) -> int:
+    """One ``cosim run`` of ``config`` (a covariance reading or a baseline's name);
+    ``proposed_settings`` (``--set`` strings) apply to the proposed method's runs only."""
+    baseline = config in ("fedavg", "fedsmoo")
+    setting = f'algorithm.name="{config}"' if baseline else f'algorithm.covariance_parameter="{config}"'
+    extra = [] if baseline else [a for s in proposed_settings for a in ("--set", s)]
     command = [
         sys.executable, "-m", "cosim.cli", "run", str(ROOT / "scenarios/paper_mnist.toml"),
         "--set", f"rounds={rounds}", "--set", "eval.every=25", "--set", f"seed={seed}",
         "--set", 'algorithm.estimator="local_reparameterization"', "--set", setting,
-        "--set", f'trace.path="{out}/{config}-seed{{seed}}.h5"', "--resume",
+        "--set", f'trace.path="{out}/{config}-seed{{seed}}.h5"', *extra, "--resume",
     ]
     return subprocess.call(command)
 
@@ -109,12 +111,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     parser.add_argument("--figure", type=Path, default=None)
+    parser.add_argument("--set", dest="proposed_settings", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a --set for the proposed method's runs only (e.g. "
+                             "'algorithm.nll_reduction=\"mean\"'); repeatable")
     args = parser.parse_args()
     if args.run:
         args.out.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
             for config in args.configs:
-                run(config, seed, args.rounds, args.out)
+                run(config, seed, args.rounds, args.out, args.proposed_settings)
     report(args.out, args.figure)
     return 0
 

@@ -264,7 +264,7 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     exact_gain = tf.reduce_all(h == h_hat) & tf.reduce_all(mask > 0.0)
     est_gain = tf.where(exact_gain, tf.broadcast_to(w[:, None], tf.shape(est_gain)), est_gain)
     # one pass over the updates (phy.grid_sums): per (k, n) sum_f Delta^2 times the
-    # screening scale, 1 and the on-mask (T, ||Delta||^2, on-part), and the linear part
+    # screening scale, 1 and the off-mask (T, ||Delta||^2, off-part), and the linear part
     # of the estimate sum_k G_kf m_kf Delta_knf
     sums, linear = tf.numpy_function(
         grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, est_gain * mask],
@@ -324,7 +324,7 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     # per-row diagnostics: regular rows analytically, special rows from the kernel
     index = tf.stack([k_rows, n_rows], 1)
     power = tf.tensor_scatter_nd_update(power_kn, index, row_power)
-    dist = tf.tensor_scatter_nd_update(sums[..., 1] - sums[..., 2], index, row_dist)
+    dist = tf.tensor_scatter_nd_update(sums[..., 2], index, row_dist)
     att = tf.tensor_scatter_nd_update(off_count, index, row_att)
     noise_std = tf.sqrt(tf.cast(noise_power_w, tf.float32) / 2.0)
     noise = tf.random.stateless_normal([n, f], seed, stddev=noise_std)  # Re(z), as in _chain

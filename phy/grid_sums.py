@@ -4,8 +4,10 @@
 the ``[K, N, F]`` grid of the grouping rule (:class:`phy.grid.GroupingRule`), only
 
 * three weighted energies per (device k, OFDM symbol n), ``sum_f Delta_knf^2 a_kf``
-  for ``a`` = the screening scale, 1 and the transmit mask (the power screen,
-  ``||Delta||^2`` for eq. ``rho_avg`` and the distortion of the regular rows), and
+  for ``a`` = the screening scale, 1 and one minus the transmit mask (the power
+  screen, ``||Delta||^2`` for eq. ``rho_avg`` and the distortion of the regular rows:
+  the energy left off the air, summed directly so that it is exactly zero when every
+  subcarrier is on and never negative), and
 * the noise-free over-the-air sum of the regular rows, ``sum_k G_kf Delta_knf``
   (``G`` = the per-subcarrier estimate gain times the mask, eq. ``y_rho`` with
   ``v = m |Delta|``),
@@ -38,17 +40,17 @@ def _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear):
             scale_k, mask_k, coeff_k = scale[k, :width], mask[k, :width], coeff[k, :width]
             s_scaled = np.float32(0.0)
             s_plain = np.float32(0.0)
-            s_masked = np.float32(0.0)
+            s_off = np.float32(0.0)
             for f in range(width):
                 value = row[f]
                 square = value * value
                 s_scaled += square * scale_k[f]
                 s_plain += square
-                s_masked += square * mask_k[f]
+                s_off += square * (np.float32(1.0) - mask_k[f])
                 out[f] += value * coeff_k[f]
             sums[k, n, 0] = s_scaled
             sums[k, n, 1] = s_plain
-            sums[k, n, 2] = s_masked
+            sums[k, n, 2] = s_off
 
 
 def grid_sums(updates, scale, mask, coeff):
@@ -56,7 +58,7 @@ def grid_sums(updates, scale, mask, coeff):
 
     Input: ``updates`` [K, d] float32 (read in place); ``scale``, ``mask``, ``coeff``
     [K, F] float32. Output: ``sums`` [K, N, 3] float32 with ``sum_f Delta^2 scale``,
-    ``sum_f Delta^2`` and ``sum_f Delta^2 mask`` per (k, n), and ``linear`` [N, F]
+    ``sum_f Delta^2`` and ``sum_f Delta^2 (1 - mask)`` per (k, n), and ``linear`` [N, F]
     float32 ``= sum_k coeff_kf Delta_knf``, N = ceil(d / F) (the last symbol's padding
     counts as zeros).
     """

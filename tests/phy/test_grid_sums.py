@@ -16,11 +16,20 @@ def test_sums_and_linear_part_equal_the_grid_formulas():
     grid = padded_grid(updates, f)
     square = grid**2
     want = np.stack([np.einsum("knf,kf->kn", square, scale), square.sum(-1),
-                     np.einsum("knf,kf->kn", square, mask)], -1)
+                     np.einsum("knf,kf->kn", square, 1.0 - mask)], -1)
     assert sums.shape == (k, 16, 3) and linear.shape == (16, f)
     np.testing.assert_allclose(sums, want, rtol=1e-5)
     np.testing.assert_allclose(linear, np.einsum("knf,kf->nf", grid, coeff), rtol=1e-4, atol=1e-5)
     assert np.all(linear[-1, d - 15 * f :] == 0.0)
+
+
+def test_off_energy_is_exactly_zero_with_every_subcarrier_on():
+    # the regular rows' distortion: summed directly, not as a difference of two sums
+    rng = np.random.default_rng(2)
+    updates = (rng.standard_normal((5, 3000)) * 1e3).astype(np.float32)
+    ones = np.ones((5, 64), np.float32)
+    sums, _ = grid_sums(updates, ones, ones, ones)
+    assert np.all(sums[..., 2] == 0.0)
 
 
 def test_gather_rows_takes_grid_rows_with_zero_padding():
