@@ -25,11 +25,19 @@
 - ``distortion_by_distance.png``: mean local update distortion per round for
   near / mid / far devices (thirds of the cell radius), one panel per phase of
   the first trace (Fig. "Average local update distortion").
+
+All or nothing: every trace is read and checked before anything is drawn, the
+figures are drawn in a temporary directory, and ``out_dir`` is created (and the
+figures moved into it) only once all of them exist. A trace that cannot be read
+(:class:`cosim.trace.TraceError`) or plotted, or an output directory that cannot be
+written (:class:`PlotError`), leaves no output directory behind.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +60,11 @@ ACCURACY_AXES = {
 }
 """``--x`` choice -> (file name of the accuracy figure, x-axis label)."""
 DEFAULT_ACCURACY_AXIS = "total"
+
+
+class PlotError(Exception):
+    """Figures that cannot be drawn from a trace or written where asked (one line naming
+    the trace or the directory); nothing is written."""
 
 
 def _label(trace: TraceData, path: Path) -> str:
@@ -216,11 +229,70 @@ def plot_traces(
 
     ``x`` is the accuracy figure's axis (``"total"``, ``"uplink"`` or ``"rounds"``,
     :data:`ACCURACY_AXES`); a ``ValueError`` names any other value before anything is drawn.
+    All or nothing (module docstring): ``out_dir`` and its parents are created only
+    when every figure has been drawn.
+
+    Raises
+    ------
+    cosim.trace.TraceError
+        A trace that cannot be read (missing, not HDF5, truncated, damaged, not a trace).
+    PlotError
+        A trace with no completed round or without a column the figures need, or an
+        ``out_dir`` that is not a directory or cannot be written.
     """
     _check_axis(x)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PlotError(f"cannot write figures to {out_dir}: it is not a directory")
     traces = [read_trace(p) for p in paths]
+    for trace in traces:
+        _check_plottable(trace, x)
     names = list(labels) if labels else [_label(t, Path(p)) for t, p in zip(traces, paths)]
+    with tempfile.TemporaryDirectory(prefix="cosim-plot-") as scratch:
+        drawn = _draw(traces, names, Path(scratch), x)
+        return _move_into(drawn, out_dir)
+
+
+def _check_plottable(trace: TraceData, x: str) -> None:
+    """PlotError naming the trace when it has no round or lacks a column the figures read."""
+    if trace.completed_rounds == 0:
+        raise PlotError(f"cannot plot {trace.path}: it holds no completed round")
+    need = ["round", "test_accuracy", "ece"]
+    if x == "total":
+        need.append("cumulative_channel_uses")
+    elif x == "uplink" and "cumulative_uplink_symbols" not in trace.rounds:
+        need.append("uplink_symbols")
+    missing = [f"/rounds/{name}" for name in need if name not in trace.rounds]
+    if _evaluated(trace).any():
+        missing += [f"/rounds/reliability/{name}" for name in ("bin_accuracy", "bin_count")
+                    if name not in trace.reliability]
+    if missing:
+        raise PlotError(f"cannot plot {trace.path}: it has no {', '.join(missing)} column")
+
+
+def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
+    """Move the drawn figures into ``out_dir`` (created with its parents); on a failure,
+    remove what was moved and the directory if this call created it."""
+    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
+    moved: list[Path] = []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for figure in drawn:
+            moved.append(Path(shutil.move(figure, out_dir / figure.name)))
+    except OSError as exc:
+        for figure in moved:
+            figure.unlink(missing_ok=True)
+        for directory in created:  # deepest first
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        raise PlotError(f"cannot write figures to {out_dir}: {exc.strerror or exc}") from None
+    return moved
+
+
+def _draw(traces: Sequence[TraceData], names: Sequence[str], out_dir: Path, x: str) -> list[Path]:
+    """Every figure into ``out_dir`` (an existing directory); the files written."""
     written = [
         plot_accuracy(traces, names, out_dir, x=x),
         plot_ece(traces, names, out_dir),

@@ -10,18 +10,26 @@ A scenario is everything a run needs, in one frozen, validated object::
 Defaults equal the paper's Tables I-II (``table:SimulSetup``, ``table:HyperParam``)
 for its MNIST set-up wherever the paper gives a value; every key, unit and source
 is listed in ``docs/scenarios.md``. Every problem is reported as one line naming
-the field path and the bad value (``cell.radius_m: must be > 0 (got -5.0)``), with
-the nearest valid key for a misspelling, through :class:`ScenarioError`.
+the full dotted key and the bad value (``cell.radius_m: must be > 0 (got -5.0)``),
+with the nearest valid key for a misspelling (or the table that has the key),
+through :class:`ScenarioError`; every case tried is in ``docs/faults.md``.
 
 Values are type-checked strictly (TOML is typed: ``radius_m = "300"`` is an error,
-an integer is accepted where a float is expected). Arrays become tuples, so a
-scenario is immutable all the way down.
+an integer is accepted where a float is expected; no float key takes ``nan`` or
+``inf``). Arrays become tuples, so a scenario is immutable all the way down.
+
+A valid scenario may still be too large for the machine: :func:`check_resources`
+compares its memory estimate with the memory available and raises
+:class:`ScenarioTooLarge` (a :class:`ScenarioError`) naming the keys that drive the
+size; d comes from :func:`model_num_params`, arithmetic only, so nothing is allocated.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
+import os
 import re
 import string
 import tomllib
@@ -33,14 +41,21 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
+    "DB_LIMIT",
     "Scenario",
     "ScenarioError",
+    "ScenarioTooLarge",
+    "available_memory_bytes",
+    "check_resources",
     "default_scenario_text",
     "describe",
     "downlink_values",
+    "image_shape",
     "load_scenario",
     "memory_estimate_bytes",
+    "model_num_params",
     "parse_scenario",
+    "scenario_num_params",
     "scenario_to_toml",
     "symbols_per_phase",
     "uplink_phase_values",
@@ -61,19 +76,27 @@ def dbm_to_w(power_dbm: float) -> float:
     return 10.0 ** ((power_dbm - 30.0) / 10.0)
 
 
+DB_LIMIT = 300.0
+"""Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
+is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""
+
+
 def _positive_or_keyword(keyword: str):
     def check(value: Any) -> Any:
         if value == keyword:
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and value > 0):
             return float(value)
-        raise ValueError(f"must be {keyword!r} or a positive number")
+        raise ValueError(f"must be {keyword!r} or a positive finite number")
 
     return BeforeValidator(check)
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # allow_inf_nan=False: every float key (arrays of floats included) refuses nan and
+    # +-inf, which TOML and --set both accept (``tx_power_dbm = nan``)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def _require(condition: bool, field: str, message: str) -> None:
@@ -100,24 +123,25 @@ class CellConfig(_Section):
     @model_validator(mode="after")
     def _check(self) -> CellConfig:
         _require(self.min_distance_m < self.radius_m, "min_distance_m",
-                 f"must be < radius_m = {self.radius_m} (got {self.min_distance_m})")
+                 f"must be < cell.radius_m = {self.radius_m} (got {self.min_distance_m})")
+        layout = f"required by cell.layout = {self.layout!r}"
         if self.layout == "annulus":
-            _require(self.inner_radius_m is not None, "inner_radius_m", "required by layout 'annulus'")
+            _require(self.inner_radius_m is not None, "inner_radius_m", layout)
             _require(self.inner_radius_m < self.radius_m, "inner_radius_m",
-                     f"must be < radius_m = {self.radius_m} (got {self.inner_radius_m})")
+                     f"must be < cell.radius_m = {self.radius_m} (got {self.inner_radius_m})")
         if self.layout == "clusters":
-            _require(self.num_clusters is not None, "num_clusters", "required by layout 'clusters'")
-            _require(self.cluster_std_m is not None, "cluster_std_m", "required by layout 'clusters'")
+            _require(self.num_clusters is not None, "num_clusters", layout)
+            _require(self.cluster_std_m is not None, "cluster_std_m", layout)
         if self.layout == "explicit":
             _require(self.positions_m is not None, "positions_m",
-                     "required by layout 'explicit' (a list of [x, y] in metres)")
+                     f"{layout} (a list of [x, y] in metres)")
             _require(len(self.positions_m) == self.num_devices, "positions_m",
-                     f"must have num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
+                     f"must have cell.num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
             for i, (x, y) in enumerate(self.positions_m):
                 r = math.hypot(x, y)
                 _require(self.min_distance_m <= r <= self.radius_m, "positions_m",
                          f"row {i} [{x}, {y}] is {r:.2f} m from the BS, outside "
-                         f"[min_distance_m, radius_m] = [{self.min_distance_m}, {self.radius_m}]")
+                         f"[cell.min_distance_m, cell.radius_m] = [{self.min_distance_m}, {self.radius_m}]")
         return self
 
 
@@ -142,8 +166,8 @@ class CsiConfig(_Section):
     """What each device knows of its own channel (paper: perfect local CSI)."""
 
     model: Literal["perfect", "gaussian", "ls_pilots", "outdated"] = "perfect"
-    nmse_db: float | None = None
-    pilot_snr_db: float | None = None
+    nmse_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
+    pilot_snr_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
     correlation: float | None = Field(None, ge=0, le=1)
 
     @model_validator(mode="after")
@@ -151,7 +175,7 @@ class CsiConfig(_Section):
         needs = {"gaussian": "nmse_db", "ls_pilots": "pilot_snr_db", "outdated": "correlation"}
         if self.model in needs:
             key = needs[self.model]
-            _require(getattr(self, key) is not None, key, f"required by csi model {self.model!r}")
+            _require(getattr(self, key) is not None, key, f"required by csi.model = {self.model!r}")
         return self
 
 
@@ -159,8 +183,8 @@ class PowerConfig(_Section):
     """Uplink power control and the receiver's scaling (paper: P = 20 dBm, sigma_z^2 = -74 dBm, gamma = sigma_z^2)."""
 
     control: Literal["optimal", "truncated_inversion", "full_inversion", "ideal"] = "optimal"
-    tx_power_dbm: float = 20.0
-    noise_power_dbm: float = -74.0
+    tx_power_dbm: float = Field(20.0, ge=-DB_LIMIT, le=DB_LIMIT)
+    noise_power_dbm: float = Field(-74.0, ge=-DB_LIMIT, le=DB_LIMIT)
     gamma: Annotated[str | float, _positive_or_keyword("noise_power")] = "noise_power"
     tci_gain_threshold: float | None = Field(None, gt=0)
 
@@ -168,7 +192,7 @@ class PowerConfig(_Section):
     def _check(self) -> PowerConfig:
         if self.control == "truncated_inversion":
             _require(self.tci_gain_threshold is not None, "tci_gain_threshold",
-                     "required by control 'truncated_inversion' (a linear channel gain |h|^2)")
+                     "required by power.control = 'truncated_inversion' (a linear channel gain |h|^2)")
         return self
 
     @property
@@ -190,7 +214,7 @@ class PowerConfig(_Section):
 class DownlinkConfig(_Section):
     """Digital multicast of the global model (not in the paper's tables)."""
 
-    bs_tx_power_dbm: float = 30.0
+    bs_tx_power_dbm: float = Field(30.0, ge=-DB_LIMIT, le=DB_LIMIT)
     bits_per_value: int = Field(32, ge=1)
 
     @property
@@ -199,6 +223,14 @@ class DownlinkConfig(_Section):
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
+_CONVNETS = ("cnn", "resnet56")
+
+
+def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
+    """``(H, W, C)`` of an input shape of 1 to 3 sizes, padded with trailing ones
+    (as ``learning.datasets`` pads a synthetic shape)."""
+    shape = tuple(int(n) for n in input_shape)
+    return (*shape, *(1,) * (3 - len(shape)))[:3]
 
 
 class DataConfig(_Section):
@@ -219,11 +251,18 @@ class DataConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> DataConfig:
-        _require(len(self.synthetic_shape) >= 1 and all(s >= 1 for s in self.synthetic_shape),
-                 "synthetic_shape", f"must be a non-empty list of positive ints (got {list(self.synthetic_shape)})")
+        _require(1 <= len(self.synthetic_shape) <= 3 and all(s >= 1 for s in self.synthetic_shape),
+                 "synthetic_shape",
+                 f"must be 1 to 3 positive ints [H, W, C] (got {list(self.synthetic_shape)})")
+        if self.size_distribution == "shifted_poisson":
+            _require(self.mean_samples_per_device >= 1, "mean_samples_per_device",
+                     f"must be >= 1 with data.size_distribution = 'shifted_poisson' "
+                     f"(1 + Poisson(mean - 1)) (got {self.mean_samples_per_device})")
         if self.partition == "labels_per_device":
+            limit = (f"data.synthetic_classes = {self.num_classes}" if self.dataset == "synthetic"
+                     else f"{self.num_classes}, the classes of data.dataset = {self.dataset!r}")
             _require(self.labels_per_device <= self.num_classes, "labels_per_device",
-                     f"must be <= the {self.num_classes} classes of {self.dataset!r} (got {self.labels_per_device})")
+                     f"must be <= {limit} (got {self.labels_per_device})")
         return self
 
     @property
@@ -364,7 +403,8 @@ class TraceConfig(_Section):
             raise ValueError(f"path: {exc} (got {self.path!r})") from None
         _require(fields <= {"name", "seed"}, "path",
                  f"only {{name}} and {{seed}} placeholders are allowed (got {self.path!r})")
-        _require(all(r >= 0 for r in self.signal_rounds), "signal_rounds", "must be >= 0")
+        _require(all(r >= 0 for r in self.signal_rounds), "signal_rounds",
+                 f"must be >= 0 (got {list(self.signal_rounds)})")
         return self
 
     def records_signals(self, round_index: int) -> bool:
@@ -389,6 +429,15 @@ class Scenario(_Section):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
     trace: TraceConfig = TraceConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        if self.model.architecture in _CONVNETS:
+            h, w, _ = image_shape(self.data.input_shape)
+            _require(min(h, w) >= 4, "data.synthetic_shape",
+                     f"must be at least 4 x 4 pixels [H, W, C] for model.architecture = "
+                     f"{self.model.architecture!r} (got {list(self.data.synthetic_shape)})")
+        return self
 
     @property
     def trace_path(self) -> Path:
@@ -421,8 +470,30 @@ class ScenarioError(Exception):
     def __init__(self, problems: Sequence[str], source: str | None = None):
         self.problems = list(problems)
         self.source = source
-        head = f"invalid scenario {source}:" if source else "invalid scenario:"
-        super().__init__(head + "".join(f"\n  {p}" for p in self.problems))
+        super().__init__(self._headline() + "".join(f"\n  {p}" for p in self.problems))
+
+    def _headline(self) -> str:
+        return f"invalid scenario {self.source}:" if self.source else "invalid scenario:"
+
+
+class ScenarioTooLarge(ScenarioError):
+    """A valid scenario whose memory estimate exceeds the memory available (:func:`check_resources`).
+
+    Attributes
+    ----------
+    estimate_bytes, available_bytes : int
+        :func:`memory_estimate_bytes` and :func:`available_memory_bytes` at the check.
+    """
+
+    def __init__(self, problems: Sequence[str], source: str | None = None, *,
+                 estimate_bytes: int, available_bytes: int):
+        self.estimate_bytes = int(estimate_bytes)
+        self.available_bytes = int(available_bytes)
+        super().__init__(problems, source)
+
+    def _headline(self) -> str:
+        return f"scenario {self.source} does not fit in memory:" if self.source else \
+            "scenario does not fit in memory:"
 
 
 def _sub_model(model: type[BaseModel], key: str) -> type[BaseModel] | None:
@@ -441,10 +512,31 @@ def _model_at(path: Sequence[str]) -> type[BaseModel] | None:
     return model
 
 
+def _is_key(path: Sequence[str]) -> bool:
+    """Whether a dotted path names a key of the scenario (``["cell", "radius_m"]``)."""
+    parent = _model_at(path[:-1])
+    return bool(path) and parent is not None and path[-1] in parent.model_fields
+
+
+def _key_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key under ``model`` (``"cell.radius_m"``, ...), tables included."""
+    paths = []
+    for key in model.model_fields:
+        paths.append(prefix + key)
+        sub = _sub_model(model, key)
+        if sub is not None:
+            paths.extend(_key_paths(sub, f"{prefix}{key}."))
+    return paths
+
+
 def _did_you_mean(model: type[BaseModel], key: str) -> str:
+    """The nearest key of ``model``'s table, else the same key in another table
+    (``[power] radius_m`` -> ``'cell.radius_m'``), then the table's valid keys."""
     valid = list(model.model_fields)
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    elsewhere = [path for path in _key_paths(Scenario) if path.rsplit(".", 1)[-1] == key]
+    hint = (f"did you mean {close[0]!r}? " if close
+            else f"did you mean {' or '.join(map(repr, elsewhere))}? " if elsewhere else "")
     return f"{hint}valid keys: {', '.join(valid)}"
 
 
@@ -453,6 +545,7 @@ _TYPE_WORDS = {
     "string_type": "must be a string", "bool_type": "must be true or false",
     "tuple_type": "must be an array", "model_type": "must be a table",
     "dict_type": "must be a table", "int_from_float": "must be an integer",
+    "finite_number": "must be a finite number, not nan or inf",
 }
 _BOUND_WORDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
                 "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
@@ -478,8 +571,9 @@ def _describe_error(error: dict[str, Any]) -> str:
         message = _TYPE_WORDS[kind]
     elif kind == "value_error":
         message = str(ctx.get("error", error["msg"]))
-        match = re.match(r"^(\w+): (.*)$", message, flags=re.S)
-        if match and _model_at(loc) is not None and match.group(1) in _model_at(loc).model_fields:
+        # a cross-field check's "key: ..." or "table.key: ..." (relative to the section at loc)
+        match = re.match(r"^(\w+(?:\.\w+)*): (.*)$", message, flags=re.S)
+        if match and _is_key([*loc, *match.group(1).split(".")]):
             return ".".join([*loc, match.group(1)]) + ": " + match.group(2)
     elif kind in ("too_long", "too_short"):
         limit = ctx.get("max_length") if kind == "too_long" else ctx.get("min_length")
@@ -655,6 +749,63 @@ def downlink_values(scenario: Scenario, num_params: int) -> int:
     return _DOWNLINK_FACTOR[scenario.algorithm.name] * num_params
 
 
+def model_num_params(
+    architecture: str,
+    input_shape: Sequence[int],
+    num_classes: int,
+    hidden_units: Sequence[int] = (256,) * 5,
+) -> int:
+    """d, the number of weights of ``learning.models.build_model(...)`` with the same
+    arguments, by arithmetic alone: no TensorFlow, no allocation, any size (a hidden
+    layer of 10^8 units gives d = 7.9e10 without touching memory).
+
+    The layer shapes are those of ``learning.models.MLP`` (dense ReLU layers
+    ``prod(input_shape)``-``hidden_units``-C, each kernel and bias),
+    ``learning.convnets.CNN`` and ``learning.convnets.ResNet56`` (9 blocks per stage);
+    a test holds the two equal. Convnets take ``input_shape`` padded to ``(H, W, C)``
+    (:func:`image_shape`), as the engine does. ``hidden_units`` is used by the MLP only.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``architecture``.
+    """
+    c_out = int(num_classes)
+    if architecture == "mlp":
+        widths = [math.prod(int(n) for n in input_shape), *(int(h) for h in hidden_units), c_out]
+        return sum(n_in * n_out + n_out for n_in, n_out in itertools.pairwise(widths))
+    h, w, channels = image_shape(input_shape)
+    if architecture == "cnn":  # conv3x3(32)-pool-conv3x3(64)-pool-dense(128)-dense(C)
+        flat = (h // 4) * (w // 4) * 64
+        return 9 * channels * 32 + 32 + 9 * 32 * 64 + 64 + flat * 128 + 128 + 128 * c_out + c_out
+    if architecture == "resnet56":  # conv3x3 + batch-norm scale and shift per layer
+        def conv_bn(n_in: int, n_out: int) -> int:
+            return 9 * n_in * n_out + 2 * n_out
+
+        total, n_in = conv_bn(channels, 16), 16
+        for width in (16, 32, 64):
+            for _ in range(9):
+                total += conv_bn(n_in, width) + conv_bn(width, width)
+                n_in = width
+        return total + 64 * c_out + c_out
+    raise ValueError(f"architecture must be one of 'mlp', 'cnn', 'resnet56', got {architecture!r}")
+
+
+def scenario_num_params(scenario: Scenario) -> int:
+    """d of the scenario's model (``model.*`` on ``data.*``'s input shape and classes),
+    by :func:`model_num_params`: no TensorFlow, any size."""
+    return model_num_params(scenario.model.architecture, scenario.data.input_shape,
+                            scenario.data.num_classes, scenario.model.hidden_units)
+
+
+def _vectors_per_device(scenario: Scenario) -> int:
+    """c of :func:`memory_estimate_bytes`: float32 d-vectors held per device."""
+    alg = scenario.algorithm
+    if alg.name == "bayes_aircomp":
+        return 4 + 2 * alg.mc_samples if alg.estimator == "reparameterization" else 4
+    return 4 if _DOWNLINK_FACTOR[alg.name] == 2 else 3
+
+
 def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
     """Rough peak memory of one local step for all K devices plus one AirComp phase, in bytes.
 
@@ -667,13 +818,95 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
     ``c = 4`` for those with a second d-vector (SCAFFOLD, FedSMOO). Activations and
     TensorFlow workspace are not included.
     """
-    k, d, alg = scenario.cell.num_devices, int(num_params), scenario.algorithm
-    if alg.name == "bayes_aircomp":
-        c = 4 + 2 * alg.mc_samples if alg.estimator == "reparameterization" else 4
-    else:
-        c = 4 if _DOWNLINK_FACTOR[alg.name] == 2 else 3
+    k, d, c = scenario.cell.num_devices, int(num_params), _vectors_per_device(scenario)
     n = symbols_per_phase(max(uplink_phase_values(scenario, d).values()), scenario.ofdm.num_subcarriers)
     return 4 * k * d * c + 8 * k * n * scenario.ofdm.num_subcarriers
+
+
+def available_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None:
+    """Memory a new allocation can get now, in bytes: ``MemAvailable`` of ``/proc/meminfo``
+    (Linux), else free physical pages times the page size (``os.sysconf``); None when
+    neither can be read."""
+    try:
+        with open(meminfo_path, encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
+    """``table.key = value`` of the keys that drive :func:`memory_estimate_bytes`."""
+    s = scenario
+    keys = [f"cell.num_devices = {s.cell.num_devices}"]
+    if s.model.architecture == "mlp":
+        keys.append(f"model.hidden_units = {list(s.model.hidden_units)}")
+    else:
+        keys.append(f"model.architecture = {s.model.architecture!r}")
+    if s.data.dataset == "synthetic":
+        keys.append(f"data.synthetic_shape = {list(s.data.synthetic_shape)}")
+    if s.algorithm.name == "bayes_aircomp" and s.algorithm.estimator == "reparameterization":
+        keys.append(f"algorithm.mc_samples = {s.algorithm.mc_samples}")
+    values = max(uplink_phase_values(s, num_params).values())
+    f = s.ofdm.num_subcarriers
+    if symbols_per_phase(values, f) * f > 2 * values:  # zero padding at least doubles the grid
+        keys.append(f"ofdm.num_subcarriers = {f}")
+    return keys
+
+
+def check_resources(
+    scenario: Scenario,
+    num_params: int | None = None,
+    *,
+    source: str | None = None,
+    available_bytes: int | None = None,
+) -> int:
+    """Refuse a scenario that cannot fit in memory, before anything is allocated.
+
+    Compares :func:`memory_estimate_bytes` (a lower bound of a round's peak: no
+    activations, dataset or TensorFlow workspace) with the memory available now.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    num_params : int, optional
+        d; by default :func:`scenario_num_params` (arithmetic: no model is built, so an
+        absurd size is refused before TensorFlow allocates anything).
+    source : str, optional
+        The scenario file, named in the error's first line (default: the scenario's name).
+    available_bytes : int, optional
+        Memory available in bytes; by default :func:`available_memory_bytes` (when that
+        cannot be read, nothing is refused).
+
+    Returns
+    -------
+    int
+        The estimate in bytes (it fits).
+
+    Raises
+    ------
+    ScenarioTooLarge
+        A :class:`ScenarioError` (exit status 2 at the command line) whose one problem
+        names the keys that drive the size with their values, d, and the estimate
+        against the memory available in GiB.
+    """
+    d = scenario_num_params(scenario) if num_params is None else int(num_params)
+    need = memory_estimate_bytes(scenario, d)
+    have = available_memory_bytes() if available_bytes is None else int(available_bytes)
+    if have is None or need <= have:
+        return need
+    problem = (
+        f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for one local step "
+        f"of all devices (d = {d:,} weights; 4 K d c + 8 K N F bytes), more than the "
+        f"{have / 2**30:,.2f} GiB of memory available; lower one of these keys"
+    )
+    raise ScenarioTooLarge([problem], source if source is not None else repr(scenario.name),
+                           estimate_bytes=need, available_bytes=have)
 
 
 def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None = None) -> str:

@@ -4,15 +4,23 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from cosim.scenario import (
+    DB_LIMIT,
     Scenario,
     ScenarioError,
+    ScenarioTooLarge,
+    available_memory_bytes,
+    check_resources,
     default_scenario_text,
     describe,
+    image_shape,
     load_scenario,
     memory_estimate_bytes,
+    model_num_params,
     parse_scenario,
+    scenario_num_params,
     symbols_per_phase,
 )
 
@@ -108,21 +116,32 @@ def test_several_problems_one_line_each():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("[cell]\nmin_distance_m = 400.0", "cell.min_distance_m: must be < radius_m"),
-        ('[cell]\nlayout = "annulus"', "cell.inner_radius_m: required by layout 'annulus'"),
-        ('[cell]\nlayout = "annulus"\ninner_radius_m = 300.0', "cell.inner_radius_m: must be < radius_m"),
+        ("[cell]\nmin_distance_m = 400.0", "cell.min_distance_m: must be < cell.radius_m = 300.0"),
+        ('[cell]\nlayout = "annulus"', "cell.inner_radius_m: required by cell.layout = 'annulus'"),
+        ('[cell]\nlayout = "annulus"\ninner_radius_m = 300.0', "cell.inner_radius_m: must be < cell.radius_m"),
         ('[cell]\nlayout = "clusters"\nnum_clusters = 3', "cell.cluster_std_m: required"),
         ('[cell]\nlayout = "explicit"\nnum_devices = 2\npositions_m = [[20.0, 0.0]]',
-         "cell.positions_m: must have num_devices = 2 rows (got 1)"),
+         "cell.positions_m: must have cell.num_devices = 2 rows (got 1)"),
         ('[cell]\nlayout = "explicit"\nnum_devices = 1\npositions_m = [[400.0, 0.0]]',
          "cell.positions_m: row 0"),
-        ('[csi]\nmodel = "gaussian"', "csi.nmse_db: required by csi model 'gaussian'"),
+        ('[csi]\nmodel = "gaussian"', "csi.nmse_db: required by csi.model = 'gaussian'"),
         ('[csi]\nmodel = "outdated"', "csi.correlation: required"),
         ('[channel]\nmodel = "tdl"\ntdl_profile = "F"', "channel.tdl_profile: must be one of 'A'"),
         ('[power]\ncontrol = "truncated_inversion"', "power.tci_gain_threshold: required"),
-        ("[power]\ngamma = -1.0", "power.gamma: must be 'noise_power' or a positive number (got -1.0)"),
-        ('[algorithm]\nkl_scale = "many"', "algorithm.kl_scale: must be 'num_devices' or a positive number"),
-        ("[data]\nlabels_per_device = 11", "data.labels_per_device: must be <= the 10 classes"),
+        ("[power]\ngamma = -1.0",
+         "power.gamma: must be 'noise_power' or a positive finite number (got -1.0)"),
+        ('[algorithm]\nkl_scale = "many"',
+         "algorithm.kl_scale: must be 'num_devices' or a positive finite number"),
+        ("[data]\nlabels_per_device = 11",
+         "data.labels_per_device: must be <= 10, the classes of data.dataset = 'mnist' (got 11)"),
+        ('[data]\ndataset = "synthetic"\nsynthetic_classes = 4\nlabels_per_device = 5',
+         "data.labels_per_device: must be <= data.synthetic_classes = 4 (got 5)"),
+        ("[data]\nsynthetic_shape = [4, 4, 1, 1]", "data.synthetic_shape: must be 1 to 3 positive ints"),
+        ('[data]\ndataset = "synthetic"\nsynthetic_shape = [28]\n[model]\narchitecture = "cnn"',
+         "data.synthetic_shape: must be at least 4 x 4 pixels [H, W, C] for model.architecture = 'cnn'"),
+        ("[trace]\nsignal_rounds = [3, -1]", "trace.signal_rounds: must be >= 0 (got [3, -1])"),
+        ('[data]\nsize_distribution = "shifted_poisson"\nmean_samples_per_device = 0.5',
+         "data.mean_samples_per_device: must be >= 1 with data.size_distribution = 'shifted_poisson'"),
         ('[trace]\npath = "runs/{nam}.h5"', "trace.path: only {name} and {seed}"),
     ],
 )
@@ -217,3 +236,120 @@ def test_describe_and_memory():
     assert "+ 1000 downlink = 1912 channel uses" in describe(s, 466_698, downlink_symbols=1000)
     with pytest.raises(ValueError, match="num_values"):
         symbols_per_phase(0, 1024)
+
+
+def _float_keys(model: type = Scenario, prefix: str = "") -> list[str]:
+    """Every dotted key whose type admits a float (arrays of floats excluded)."""
+    keys = []
+    for key, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += _float_keys(annotation, f"{prefix}{key}.")
+        elif "float" in str(annotation) and "tuple" not in str(annotation):
+            keys.append(prefix + key)
+    return keys
+
+
+FLOAT_KEYS = _float_keys()
+
+
+def test_float_keys_found():
+    assert {"power.tx_power_dbm", "data.mean_samples_per_device", "power.gamma",
+            "algorithm.kl_scale", "csi.nmse_db", "algorithm.fedgmt.ema_decay"} <= set(FLOAT_KEYS)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+def test_every_float_key_refuses_nan_and_inf(key, value):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(None, [f"{key}={value}"])
+    assert f"{key}: " in str(info.value) and f"(got {value})" in str(info.value)
+
+
+def test_non_finite_in_arrays_and_files(tmp_path):
+    assert "cell.positions_m[0][1]: must be a finite number, not nan or inf (got nan)" in _error(
+        '[cell]\nlayout = "explicit"\nnum_devices = 1\npositions_m = [[20.0, nan]]')
+    path = tmp_path / "s.toml"
+    path.write_text("[data]\nmean_samples_per_device = inf\n")
+    with pytest.raises(ScenarioError, match=r"data\.mean_samples_per_device: must be a finite number"):
+        load_scenario(path)
+
+
+def test_db_keys_are_bounded():
+    """A dB value whose linear value is not a normal float32 (1e308 dBm overflowed dbm_to_w)."""
+    assert f"power.tx_power_dbm: must be <= {DB_LIMIT:g} (got 1e+308)" in _error(
+        "[power]\ntx_power_dbm = 1e308")
+    assert "downlink.bs_tx_power_dbm: must be >= -300" in _error("[downlink]\nbs_tx_power_dbm = -1e4")
+
+
+def test_key_in_the_wrong_table_names_its_table():
+    assert "power.radius_m: unknown key; did you mean 'cell.radius_m'?" in _error("[power]\nradius_m = 3.0")
+
+
+ARCHITECTURES = [
+    ("mlp", (28, 28, 1), 10, (256,) * 5),   # paper_mnist, imperfect_csi
+    ("mlp", (28, 28, 1), 10, (128, 128)),   # quickstart
+    ("resnet56", (32, 32, 3), 100, ()),     # paper_cifar100
+    ("cnn", (28, 28, 1), 10, ()),
+    ("cnn", (32, 32, 3), 100, ()),
+    ("cnn", (9, 7), 4, ()),                 # a synthetic 2-D shape, padded to (9, 7, 1)
+    ("resnet56", (6, 6, 2), 4, ()),
+    ("mlp", (6, 6, 1), 4, (16,)),           # the tests' tiny scenario
+]
+
+
+@pytest.mark.parametrize(("architecture", "shape", "classes", "hidden"), ARCHITECTURES,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_model_num_params_equals_the_built_model(architecture, shape, classes, hidden):
+    from learning.models import build_model
+
+    padded = image_shape(shape) if architecture != "mlp" else shape
+    built = build_model(architecture, padded, classes, hidden).num_params
+    assert model_num_params(architecture, shape, classes, hidden) == built
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_scenario_num_params_of_shipped_scenarios(path):
+    from learning.models import build_model
+
+    s = load_scenario(path)
+    built = build_model(s.model.architecture, s.data.input_shape, s.data.num_classes, s.model.hidden_units)
+    assert scenario_num_params(s) == built.num_params
+    assert scenario_num_params(Scenario()) == 466_698  # Table I's d
+
+
+def test_check_resources():
+    s = load_scenario(ROOT / "scenarios/paper_mnist.toml")
+    need = memory_estimate_bytes(s, 466_698)
+    assert check_resources(s, available_bytes=need) == need
+    assert check_resources(s, 466_698, available_bytes=need) == need
+    with pytest.raises(ScenarioTooLarge) as info:
+        check_resources(s, available_bytes=need - 1, source="paper_mnist.toml")
+    error = info.value
+    assert isinstance(error, ScenarioError) and error.estimate_bytes == need
+    text = str(error)
+    assert text.startswith("scenario paper_mnist.toml does not fit in memory:")
+    assert ("cell.num_devices = 100, model.hidden_units = [256, 256, 256, 256, 256], "
+            "algorithm.mc_samples = 5: need ~2.78 GiB") in text
+    assert "d = 466,698 weights" in text
+
+
+def test_absurd_sizes_are_refused_without_building_a_model():
+    """d is arithmetic: a 10^8-unit layer (d = 7.95e10) is refused on any machine, at once."""
+    s = load_scenario(None, ["model.hidden_units=[100000000]"])
+    assert scenario_num_params(s) == 784 * 10**8 + 10**8 + 10**8 * 10 + 10
+    with pytest.raises(ScenarioTooLarge, match=r"model\.hidden_units = \[100000000\]"):
+        check_resources(s)
+    wide = load_scenario(None, ["ofdm.num_subcarriers=1000000000"])  # padding drives the grid
+    with pytest.raises(ScenarioTooLarge, match=r"ofdm\.num_subcarriers = 1000000000"):
+        check_resources(wide)
+
+
+def test_available_memory(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  2048 kB\nMemAvailable:   1024 kB\n")
+    assert available_memory_bytes(meminfo) == 1024 * 1024
+    meminfo.write_text("MemTotal:  2048 kB\n")  # no MemAvailable: free pages x page size
+    fallback = available_memory_bytes(meminfo)
+    assert fallback is None or fallback > 0
+    assert available_memory_bytes(tmp_path / "missing") == fallback
