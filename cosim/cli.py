@@ -66,6 +66,10 @@ EXAMPLES_RUN = """examples:
   cosim run scenarios/paper_mnist.toml --set rounds=5
   cosim run scenarios/imperfect_csi.toml --set csi.nmse_db=-5 --set seed=2
   cosim run scenarios/quickstart.toml --resume  # continue a killed run
+  cosim run scenarios/quickstart.toml --resume --set rounds=60  # extend a finished run
+
+exit status: 0 done, 2 bad input or a file fault (nothing written), 3 a round
+diverged (NaN/Inf, or a loss 1000x round 0's; the trace holds it), 130 interrupted.
 """
 
 EXAMPLES_VALIDATE = """examples:
@@ -119,9 +123,18 @@ def _parser() -> argparse.ArgumentParser:
     scenario_args(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
-        "--resume", action="store_true", help="continue from the last completed round of the trace"
+        "--resume",
+        action="store_true",
+        help="continue from the last completed round of the trace (a larger `rounds` extends it)",
     )
-    mode.add_argument("--overwrite", action="store_true", help="replace an existing trace")
+    mode.add_argument(
+        "--overwrite", action="store_true", help="replace an existing trace (never a non-trace file)"
+    )
+    run.add_argument(
+        "--continue-on-divergence",
+        action="store_true",
+        help="report a diverged round once and go on instead of stopping (exit status 3 still)",
+    )
     run.add_argument(
         "--no-plots", action="store_true", help="do not write figures next to the trace"
     )
@@ -182,25 +195,35 @@ def main(argv: list[str] | None = None) -> int:
                 resume=args.resume,
                 overwrite=args.overwrite,
                 plots=not args.no_plots,
+                stop_on_divergence=not args.continue_on_divergence,
             )
         if args.command == "validate":
             from cosim.run import validate_command
 
             return validate_command(args.scenario, args.overrides)
         if args.command == "inspect":
-            from cosim.trace import summarize
+            from cosim.trace import TraceError, summarize
 
-            print(summarize(_existing(args.trace)))
+            try:
+                text = summarize(_existing(args.trace))
+            except TraceError as error:
+                raise UsageError(str(error)) from None
+            print(text)
             return EXIT_OK
         if args.command == "plot":
-            from cosim.plots import plot_traces
+            from cosim.plots import PlotError, plot_traces
+            from cosim.trace import TraceError
 
             traces = [_existing(p) for p in args.traces]
             if args.labels is not None and len(args.labels) != len(traces):
                 raise UsageError(
                     f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
                 )
-            for path in plot_traces(traces, Path(args.out), labels=args.labels, x=args.x):
+            try:  # all or nothing: a bad trace leaves no output directory
+                written = plot_traces(traces, Path(args.out), labels=args.labels, x=args.x)
+            except (TraceError, PlotError) as error:
+                raise UsageError(str(error)) from None
+            for path in written:
                 print(path)
             return EXIT_OK
     except (ScenarioError, UsageError) as error:
@@ -217,9 +240,15 @@ class UsageError(Exception):
 
 
 def _existing(path: str) -> Path:
+    """``path`` as a trace file to read; UsageError naming it when it is missing, a
+    directory or not a regular file."""
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise UsageError(f"cannot read trace {path}: it is a directory")
+    if not p.exists():
         raise UsageError(f"no such trace file: {path}")
+    if not p.is_file():
+        raise UsageError(f"cannot read trace {path}: not a regular file")
     return p
 
 

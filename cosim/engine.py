@@ -52,6 +52,7 @@ import numpy as np
 import tensorflow as tf
 
 from cosim import rng as rngs
+from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.scenario import Scenario
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
@@ -78,10 +79,6 @@ RUN_COLUMNS = (
 """Columns written outside :meth:`Engine.run_round` (by the trace and by ``cosim.run``)."""
 
 
-class SimulationDiverged(RuntimeError):
-    """The global model holds NaN or Inf; the trace was flushed up to and including that round."""
-
-
 @dataclass
 class RoundRecord:
     """Everything one round writes to the trace.
@@ -99,6 +96,9 @@ class RoundRecord:
         ``[ece_bins]`` arrays for ``/rounds/reliability`` (NaN without evaluation).
     signals : dict[str, np.ndarray]
         Optional raw signals (only when ``trace.signals`` is on).
+    divergence : list[str]
+        What diverged in this round (:class:`cosim.divergence.DivergenceWatch`; set
+        by :meth:`Engine.rounds`, empty when the round is sane). Not written to the trace.
     """
 
     round: int
@@ -106,6 +106,7 @@ class RoundRecord:
     per_device: dict[str, np.ndarray] = field(default_factory=dict)
     reliability: dict[str, np.ndarray] = field(default_factory=dict)
     signals: dict[str, np.ndarray] = field(default_factory=dict)
+    divergence: list[str] = field(default_factory=list)
 
     @property
     def evaluated(self) -> bool:
@@ -157,17 +158,24 @@ def build_world(scenario: Scenario) -> StaticWorld:
         synthetic_test=data_cfg.synthetic_test_size,
         seed=scenario.seed,
     )
-    parts = partition(
-        dataset.y_train,
-        dataset.num_classes,
-        num_devices=cell.num_devices,
-        scheme=data_cfg.partition,
-        mean_samples_per_device=data_cfg.mean_samples_per_device,
-        size_distribution=data_cfg.size_distribution,
-        labels_per_device=data_cfg.labels_per_device,
-        dirichlet_alpha=data_cfg.dirichlet_alpha,
-        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
-    )
+    try:
+        parts = partition(
+            dataset.y_train,
+            dataset.num_classes,
+            num_devices=cell.num_devices,
+            scheme=data_cfg.partition,
+            mean_samples_per_device=data_cfg.mean_samples_per_device,
+            size_distribution=data_cfg.size_distribution,
+            labels_per_device=data_cfg.labels_per_device,
+            dirichlet_alpha=data_cfg.dirichlet_alpha,
+            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
+        )
+    except ValueError as error:  # learning/ speaks of its arguments; say which scenario keys
+        raise ValueError(
+            f"data.partition = {data_cfg.partition!r} cannot be drawn: {error} "
+            f"(data.mean_samples_per_device = {data_cfg.mean_samples_per_device:g}, "
+            f"cell.num_devices = {cell.num_devices}, data.dataset = {data_cfg.dataset!r})"
+        ) from error
     return StaticWorld(
         deployment=deployment,
         path_gain=np.asarray(path_gain, np.float64),
@@ -406,20 +414,38 @@ class Engine:
         return self.scenario.trace.records_signals(t)
 
     # ------------------------------------------------------------------ the loop
-    def rounds(self, state: Any, start_round: int = 0) -> Iterator[tuple[Any, RoundRecord]]:
+    def rounds(
+        self,
+        state: Any,
+        start_round: int = 0,
+        divergence: DivergenceWatch | None = None,
+        stop_on_divergence: bool = True,
+    ) -> Iterator[tuple[Any, RoundRecord]]:
         """Yield ``(state, record)`` for rounds ``start_round .. rounds-1``.
 
-        Raises :class:`SimulationDiverged` *after* yielding the round whose model
-        became non-finite, so the caller can write that round first.
+        Every record is checked by ``divergence`` (a fresh
+        :class:`~cosim.divergence.DivergenceWatch` when None; a resumed run passes
+        one holding round 0's loss) and carries its findings in ``record.divergence``.
+        With ``stop_on_divergence`` the generator raises
+        :class:`~cosim.divergence.SimulationDiverged` *after* yielding the first
+        diverged round, so the caller can write that round first.
         """
+        watch = divergence if divergence is not None else DivergenceWatch()
         for t in range(start_round, self.scenario.rounds):
             state, record = self.run_round(t, state)
+            record.divergence = watch.check(t, record.scalars)
             yield state, record
-            if not record.scalars["model_finite"]:
-                raise SimulationDiverged(
-                    f"round {t}: the global model became NaN/Inf "
-                    f"({int(record.scalars['nonfinite_update_entries'])} non-finite update entries, "
-                    f"{int(record.scalars['precision_floor_hits'])} precision-floor hits); "
-                    "the trace holds every round up to and including this one. Try a smaller "
-                    "algorithm.learning_rate or a larger algorithm.init_std."
-                )
+            if record.divergence and stop_on_divergence:
+                raise SimulationDiverged(t, record.divergence, self.divergence_advice())
+
+    def divergence_advice(self) -> str:
+        """The scenario keys most likely behind a divergence, with their values."""
+        algorithm = self.scenario.algorithm
+        knobs = [f"algorithm.learning_rate (now {algorithm.learning_rate:g}; a smaller step is the usual cure)"]
+        if algorithm.name == "bayes_aircomp":
+            knobs.append(
+                f'algorithm.nll_reduction (now "{algorithm.nll_reduction}"; "mean" divides '
+                "the step on the means by |D_k|)"
+            )
+            knobs.append(f"algorithm.init_std (now {algorithm.init_std:g})")
+        return "Likely knobs: " + ", ".join(knobs)

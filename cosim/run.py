@@ -23,11 +23,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosim.engine import Engine, RoundRecord, SimulationDiverged
-from cosim.scenario import Scenario, describe, load_scenario, scenario_to_toml
-from cosim.trace import TraceError, TraceWriter
+from cosim.divergence import DivergenceWatch, SimulationDiverged
+from cosim.engine import EVAL_COLUMNS, Engine, RoundRecord
+from cosim.scenario import (
+    Scenario,
+    check_resources,
+    describe,
+    load_scenario,
+    scenario_num_params,
+    scenario_to_toml,
+)
+from cosim.trace import TraceError, TraceWriter, check_writable
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
+"""Exit statuses of ``cosim run``: done; failed; bad input or a file fault (nothing
+written); stopped because a round diverged (:mod:`cosim.divergence`)."""
 INERT_ROUNDS = 10
 """Rounds in a row of an inert phase 1 before the run warns."""
 INERT_RELATIVE_CHANGE = 1e-6
@@ -219,22 +229,37 @@ def run_scenario(
     overwrite: bool = False,
     progress: bool = True,
     engine: Engine | None = None,
+    stop_on_divergence: bool = True,
 ) -> RunSummary:
     """Run ``scenario`` to its last round, appending one trace record per round.
 
     With ``resume`` the run continues from the trace's last completed round, from
-    the model state checkpointed with it; the result equals an uninterrupted run.
-    Writes ``cumulative_channel_uses``, ``cumulative_uplink_symbols`` and
-    ``cumulative_downlink_symbols`` into every record (:class:`ChannelUses`) and
-    warns once on stderr when phase 1 is inert (:class:`InertPrecisionWatch`).
+    the model state checkpointed with it; the result equals an uninterrupted run,
+    also when ``scenario.rounds`` is larger than the trace's (the run is extended).
+    The trace path is checked before the set-up (:func:`cosim.trace.check_writable`),
+    and the trace appears under its name complete with its header and static tables
+    (:meth:`TraceWriter.create`). Writes ``cumulative_channel_uses``,
+    ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols`` into every
+    record (:class:`ChannelUses`) and warns once on stderr when phase 1 is inert
+    (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
+    written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
+    False it says so once and goes on.
     """
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
     writer, checkpoint, start = None, None, 0
     if resume and path.exists():
-        writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text)
-    elif resume:
-        print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
+        writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text,
+                                                       rounds_may_grow=True)
+        try:
+            _extend_rounds(writer, scenario, scenario_text)
+        except BaseException:
+            writer.close()
+            raise
+    else:
+        if resume:
+            print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
+        check_writable(path)
     started = time.perf_counter()
     try:
         engine = engine or Engine(scenario)
@@ -252,17 +277,18 @@ def run_scenario(
             path,
             scenario_text=scenario_text,
             seed=scenario.seed,
-            name=scenario.name,
             overwrite=overwrite,
+            devices={
+                "position_m": world.deployment.positions_m,
+                "distance_m": world.deployment.distances_m,
+                "path_gain": world.path_gain,
+                "num_samples": world.partition.num_samples,
+                "label_hist": world.label_histogram,
+            },
+            name=scenario.name,
+            num_params=engine.num_params,
+            algorithm=scenario.algorithm.name,
         )
-        writer.write_devices(
-            position_m=world.deployment.positions_m,
-            distance_m=world.deployment.distances_m,
-            path_gain=world.path_gain,
-            num_samples=world.partition.num_samples,
-            label_hist=world.label_histogram,
-        )
-        writer.set_attrs(num_params=engine.num_params, algorithm=scenario.algorithm.name)
     if checkpoint is None:
         state, uses = engine.initial_state(), ChannelUses()
     else:
@@ -273,12 +299,25 @@ def run_scenario(
         history=None if history is None else history.tolist(),
         current=getattr(scenario.algorithm, "covariance_parameter", None),
     )
+    losses = writer.column("train_loss") if start > 0 else None
+    divergence = DivergenceWatch(
+        reference_loss=float(losses[0]) if losses is not None and losses.size else None
+    )
 
     bar = Progress(scenario.rounds, start, scenario.name) if progress else None
+
+    def say(text: str) -> None:
+        if bar is not None:
+            bar.message(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
     last_acc, last_ece, diverged = math.nan, math.nan, False
     completed = start
     try:
-        for new_state, record in engine.rounds(state, start_round=start):
+        rounds = engine.rounds(state, start_round=start, divergence=divergence,
+                               stop_on_divergence=stop_on_divergence)
+        for new_state, record in rounds:
             state = new_state
             uses.add(record.scalars)
             writer.append(record)
@@ -294,15 +333,20 @@ def run_scenario(
                 last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
             if bar is not None:
                 bar.update(record, uses.total)
+            if record.divergence and not diverged:
+                diverged = True
+                if not stop_on_divergence:
+                    error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
+                    say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
             warning = watch.observe(record.round, record.scalars.get("precision_rel_change"))
             if warning is not None:
-                if bar is not None:
-                    bar.message(warning)
-                else:
-                    print(warning, file=sys.stderr, flush=True)
+                say(warning)
     except SimulationDiverged as error:
         diverged = True
-        print(f"cosim run: stopped: {error}", file=sys.stderr)
+        say(
+            f"cosim run: stopped: {error}. The trace holds every round up to and including "
+            f"round {error.round}; `cosim run --continue-on-divergence` goes on anyway."
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -318,6 +362,30 @@ def run_scenario(
     )
 
 
+def _extend_rounds(writer: TraceWriter, scenario: Scenario, scenario_text: str) -> None:
+    """Make a resumed trace whose scenario had fewer rounds equal the start of a run
+    made with ``scenario.rounds`` from the beginning.
+
+    The old last round was evaluated because it was last (``Engine``: every
+    ``eval.every`` rounds *and* after the last); a longer run evaluates it only when
+    it is on the ``eval.every`` grid, so its evaluation cells are reset first, then
+    the new scenario is recorded. Both steps are idempotent, so a kill between them
+    is resumed to the same result. Nothing else of a run depends on its round count
+    (the model's randomness is keyed by round, not by the total).
+    """
+    import tomllib
+
+    old_rounds = int(tomllib.loads(writer.stored_scenario)["rounds"])
+    if old_rounds == scenario.rounds:
+        return
+    last = old_rounds - 1
+    if last < writer.completed_rounds and (last + 1) % scenario.eval.every != 0:
+        writer.reset_cells(last, [*EVAL_COLUMNS, "reliability/bin_confidence",
+                                  "reliability/bin_accuracy", "reliability/bin_count"])
+    writer.set_attrs(scenario=scenario_text)
+    writer.flush()
+
+
 def run_command(
     scenario_file: str | None,
     overrides: list[str],
@@ -325,9 +393,15 @@ def run_command(
     resume: bool,
     overwrite: bool,
     plots: bool = True,
+    stop_on_divergence: bool = True,
 ) -> int:
     scenario = load_scenario(scenario_file, overrides)
+    # a scenario too large for this machine is refused before anything is built
+    check_resources(scenario, source=scenario_file or "<default quickstart>")
     path = scenario.trace_path
+    if path.is_dir():
+        print(f"cosim run: trace.path: {path} is a directory", file=sys.stderr)
+        return EXIT_USAGE
     if path.exists() and not (resume or overwrite):
         print(
             f"cosim run: trace {path} already exists; use --resume to continue it "
@@ -336,7 +410,8 @@ def run_command(
         )
         return EXIT_USAGE
     try:
-        summary = run_scenario(scenario, resume=resume, overwrite=overwrite)
+        summary = run_scenario(scenario, resume=resume, overwrite=overwrite,
+                               stop_on_divergence=stop_on_divergence)
     except (TraceError, SetupError) as error:
         print(f"cosim run: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -353,27 +428,13 @@ def run_command(
         out = out.parent / f"{out.name}-figures"
         for figure in plot_traces([summary.trace_path], out):
             print(f"figure: {figure}")
-    return EXIT_FAILED if summary.diverged else EXIT_OK
-
-
-def dataset_shape(scenario: Scenario) -> tuple[tuple[int, ...], int]:
-    """Input shape and class count of the scenario's dataset, without loading it."""
-    data = scenario.data
-    if data.dataset == "mnist":
-        return (28, 28, 1), 10
-    if data.dataset == "cifar100":
-        return (32, 32, 3), 100
-    return tuple(data.synthetic_shape), data.synthetic_classes
+    return EXIT_DIVERGED if summary.diverged else EXIT_OK
 
 
 def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     scenario = load_scenario(scenario_file, overrides)
-    from learning.models import build_model
-
-    input_shape, num_classes = dataset_shape(scenario)
-    model = build_model(
-        scenario.model.architecture, input_shape, num_classes, tuple(scenario.model.hidden_units)
-    )
+    num_params = scenario_num_params(scenario)
+    check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
     print(scenario_to_toml(scenario))
-    print(describe(scenario, model.num_params))
+    print(describe(scenario, num_params))
     return EXIT_OK

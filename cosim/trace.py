@@ -10,6 +10,10 @@ Schema (full list with units and dtypes in ``docs/trace.md``)::
     /signals/round_NNNNN/<name>   opt-in raw signals of selected rounds
     /checkpoint/slot_0, slot_1    double-buffered model state for resume
 
+Creation is atomic: :meth:`TraceWriter.create` builds the header, the root
+attributes and the ``/devices`` tables in a hidden sibling (:func:`partial_path`) and
+renames it to the trace's name, so a file under that name is always a complete trace.
+
 Commit protocol (what makes a round atomic for readers and resume). During round
 t the engine appends to row t of any dataset (datasets are created on first use;
 earlier rows are filled with NaN for floats, -1 for integers) and may write a
@@ -41,6 +45,7 @@ import fcntl
 import json
 import os
 import time
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,6 +64,9 @@ __all__ = [
     "TraceExistsError",
     "TraceWriter",
     "channel_use_split",
+    "check_writable",
+    "is_trace",
+    "partial_path",
     "read_trace",
     "summarize",
 ]
@@ -134,6 +142,64 @@ def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
     return Checkpoint(done, arrays, json.loads(slot.attrs.get("attrs_json", "{}")))
 
 
+def _without_rounds(scenario_text: str) -> dict:
+    table = tomllib.loads(scenario_text)
+    table.pop("rounds", None)
+    return table
+
+
+def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
+    old, new = tomllib.loads(stored).get("rounds"), tomllib.loads(scenario_text).get("rounds")
+    if old is not None and new is not None and new < old:
+        raise TraceError(
+            f"cannot resume {path}: rounds = {new} is fewer than the trace's rounds = {old}; "
+            "--resume may raise rounds, not lower it"
+        )
+
+
+def partial_path(path: str | Path) -> Path:
+    """Where :meth:`TraceWriter.create` builds the trace before renaming it to ``path``
+    (a hidden sibling: ``.NAME.partial``; a kill during creation may leave one
+    behind, which the next creation overwrites)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
+
+
+def is_trace(path: str | Path) -> bool:
+    """Whether ``path`` is an HDF5 file with this project's trace header."""
+    path = Path(path)
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    try:
+        with h5py.File(path, "r", locking=False) as file:
+            return "schema_version" in file.attrs and "scenario" in file.attrs
+    except OSError:
+        return False
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise :class:`TraceError` (one line naming the file) when a trace cannot be
+    created at ``path``: it is a directory, a parent is not a directory, or the
+    nearest existing parent is not writable. Creates and writes nothing, so a run
+    checks this before its set-up."""
+    path = Path(path)
+    if path.is_dir():
+        raise TraceError(f"cannot create trace {path}: it is a directory")
+    parent = path.parent
+    while not parent.exists():
+        if parent.is_symlink():  # a dangling link
+            raise TraceError(f"cannot create trace {path}: {parent} is a broken link")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TraceError(f"cannot create trace {path}: {parent} is not writable")
+
+
 class TraceWriter:
     """Appends rounds to a trace file; see the module docstring for the commit protocol.
 
@@ -152,7 +218,10 @@ class TraceWriter:
     # ----------------------------------------------------------------- opening
     @staticmethod
     def _lock(path: Path) -> int:
-        fd = os.open(path, os.O_RDWR)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as exc:
+            raise TraceError(f"cannot open trace {path}: {_os_reason(exc)}") from None
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -168,46 +237,82 @@ class TraceWriter:
         seed: int,
         *,
         overwrite: bool = False,
+        devices: Mapping[str, np.ndarray] | None = None,
         **attrs: Any,
     ) -> TraceWriter:
         """Start a new trace at ``path`` (parent directories are created).
 
-        Raises ``TraceExistsError`` if the file exists and ``overwrite`` is False.
-        Keyword ``attrs`` become root attributes (str, int, float; e.g. ``name=``).
+        The header (schema version, scenario, seed, package versions), ``attrs`` (root
+        attributes: str, int, float; e.g. ``name=``) and the static ``devices`` tables
+        (:meth:`write_devices`) are written to a hidden sibling
+        (:func:`partial_path`) and flushed before it is renamed to ``path``: a file
+        under the trace's name is always a complete, openable trace, whenever a kill
+        hits. ``overwrite`` replaces an existing trace of this project by that rename
+        (the old one stays until the new one is complete); it refuses anything else
+        at ``path``. Raises :class:`TraceExistsError` if the file exists and
+        ``overwrite`` is False, :class:`TraceError` for file-system faults (one line
+        naming the file).
         """
         path = Path(path)
-        if path.exists() and not overwrite:
-            raise TraceExistsError(
-                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            fd = cls._lock(path)  # refuse to clobber a trace another process is writing
-            os.close(fd)
-        file = h5py.File(path, "w", libver=LIBVER, locking=False)
-        file.attrs["schema_version"] = SCHEMA_VERSION
-        file.attrs["scenario"] = scenario_text
-        file.attrs["seed"] = int(seed)
-        file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-        for name, version in _package_versions().items():
-            file.attrs[f"version_{name}"] = version
-        file.attrs["resume_count"] = 0
-        for key, value in attrs.items():
-            file.attrs[key] = value
-        file.create_group("devices")
-        file.create_group("rounds")
-        file.attrs["completed_rounds"] = 0
-        file.flush()
-        return cls(file, path, cls._lock(path))
+        if path.exists() or path.is_symlink():
+            if not overwrite:
+                raise TraceExistsError(
+                    f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
+                )
+            if not is_trace(path):
+                raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
+            os.close(cls._lock(path))  # refuse to clobber a trace another process is writing
+        check_writable(path)
+        partial = partial_path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if partial.exists():  # left by a killed creation, or another process creating it now
+                os.close(cls._lock(partial))
+        except OSError as exc:
+            raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+        file, lock_fd = None, None
+        try:
+            file = h5py.File(partial, "w", libver=LIBVER, locking=False)
+            # HDF5 opens and closes the file while creating it, which drops POSIX locks:
+            # the lock is taken on the created file
+            lock_fd = cls._lock(partial)
+            file.attrs["schema_version"] = SCHEMA_VERSION
+            file.attrs["scenario"] = scenario_text
+            file.attrs["seed"] = int(seed)
+            file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+            for name, version in _package_versions().items():
+                file.attrs[f"version_{name}"] = version
+            file.attrs["resume_count"] = 0
+            for key, value in attrs.items():
+                file.attrs[key] = value
+            devices_group = file.create_group("devices")
+            for name, value in (devices or {}).items():
+                devices_group.create_dataset(name, data=np.asarray(value))
+            file.create_group("rounds")
+            file.attrs["completed_rounds"] = 0
+            file.flush()
+            os.replace(partial, path)
+        except BaseException as exc:
+            if file is not None:
+                file.close()
+            partial.unlink(missing_ok=True)
+            if lock_fd is not None:
+                os.close(lock_fd)
+            if isinstance(exc, OSError):
+                raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+            raise
+        return cls(file, path, lock_fd)
 
     @classmethod
     def resume(
-        cls, path: str | Path, scenario_text: str | None = None
+        cls, path: str | Path, scenario_text: str | None = None, *, rounds_may_grow: bool = False
     ) -> tuple[TraceWriter, Checkpoint | None, int]:
         """Reopen a trace to continue it from its newest valid checkpoint.
 
         Checks the schema version and (if given) that ``scenario_text`` equals the
-        stored scenario; truncates every round dataset and signal group beyond the
+        stored scenario (with ``rounds_may_grow``, up to a larger top-level
+        ``rounds``: the caller then records the new scenario with :meth:`set_attrs`
+        and resets what only the old last round had, :meth:`reset_cells`); truncates every round dataset and signal group beyond the
         checkpoint (a crash mid-round, or rounds committed after the last
         checkpoint) and returns ``(writer, checkpoint, start)``: the checkpoint is
         None when there is none (start from round 0), and ``start`` (equal to
@@ -227,7 +332,11 @@ class TraceWriter:
             if version != SCHEMA_VERSION:
                 raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
             stored = str(file.attrs["scenario"])
-            if scenario_text is not None and scenario_text != stored:
+            if rounds_may_grow and scenario_text is not None:
+                _check_rounds_grow(path, stored, scenario_text)
+            if scenario_text is not None and scenario_text != stored and not (
+                rounds_may_grow and _without_rounds(stored) == _without_rounds(scenario_text)
+            ):
                 diff = list(difflib.unified_diff(stored.splitlines(), scenario_text.splitlines(),
                                                  "trace", "now", n=0, lineterm=""))
                 diff = [line for line in diff[2:] if not line.startswith("@@")][:10]
@@ -246,6 +355,16 @@ class TraceWriter:
             raise
         return cls(file, path, fd), checkpoint, restart
 
+    def reset_cells(self, row: int, names: list[str]) -> None:
+        """Set row ``row`` of each listed ``/rounds`` dataset (path relative to
+        ``/rounds``, e.g. ``"ece"``, ``"reliability/bin_count"``; absent ones are
+        skipped) back to its fill value (NaN / -1), and flush."""
+        for name in names:
+            ds = self._file["rounds"].get(name)
+            if isinstance(ds, h5py.Dataset) and ds.shape[0] > row:
+                ds[row] = _fill_value(ds.dtype)
+        self._file.flush()
+
     @staticmethod
     def _truncate(file: h5py.File, rows: int) -> None:
         def visit(_name: str, obj: Any) -> None:
@@ -261,6 +380,11 @@ class TraceWriter:
                 del file["signals"][name]
 
     # ----------------------------------------------------------------- per round
+    @property
+    def stored_scenario(self) -> str:
+        """The scenario TOML recorded in the trace (root attribute ``scenario``)."""
+        return str(self._file.attrs["scenario"])
+
     @property
     def completed_rounds(self) -> int:
         """Rounds committed so far; the next round written is row ``completed_rounds``."""
@@ -498,7 +622,55 @@ def _attr(value: Any) -> Any:
     return value
 
 
+OPEN_RETRY_S = 0.2
+"""Pause between attempts to open an HDF5 trace that does not open (the open may race
+the writer's flush); a file that is not HDF5 at all is refused at once."""
+
+
+def _one_line(exc: BaseException) -> str:
+    """Why an open or a read failed, in one line: the OS's reason for an errno, else
+    HDF5's message with its whitespace collapsed."""
+    errno = getattr(exc, "errno", None)
+    if isinstance(exc, OSError) and errno:
+        return os.strerror(errno)
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)  # unquoted
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def _is_hdf5(path: Path) -> bool:
+    try:
+        return bool(h5py.is_hdf5(path))
+    except (OSError, ValueError):
+        return False
+
+
+def _unopenable(path: Path, exc: OSError) -> str:
+    """The reason an existing ``path`` does not open as HDF5, for :class:`TraceError`."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = None
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if getattr(exc, "errno", None):
+        return _one_line(exc)
+    if not _is_hdf5(path):
+        return "not an HDF5 file (no HDF5 signature)"
+    reason = _one_line(exc).removeprefix("Unable to synchronously open file").strip()
+    reason = reason.removeprefix("(").removesuffix(")")
+    if reason.startswith("truncated file") and size is not None:
+        stored = reason.rpartition("stored_eof = ")[2]
+        return f"truncated ({size:,} bytes; its header says {int(stored):,})" if stored.isdigit() \
+            else f"truncated ({reason})"
+    return f"damaged HDF5 file ({reason})"
+
+
 def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
+    """``path`` opened read-only, or :class:`TraceError` naming it (missing, a directory,
+    empty, not HDF5, truncated or damaged). An HDF5 file that does not open is tried
+    ``attempts`` times, :data:`OPEN_RETRY_S` apart; anything else fails at once."""
+    if path.is_dir():
+        raise TraceError(f"cannot read trace {path}: it is a directory")
     for attempt in range(attempts):
         try:
             # locking=False: HDF5 refuses a second open of a file in the same process with
@@ -506,30 +678,64 @@ def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
             return h5py.File(path, "r", locking=False)
         except FileNotFoundError:
             raise TraceError(f"trace {path} does not exist") from None
-        except OSError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2)  # an open that raced the writer's flush
+        except OSError as exc:
+            if attempt == attempts - 1 or not _is_hdf5(path):
+                raise TraceError(f"cannot read trace {path}: {_unopenable(path, exc)}") from None
+            time.sleep(OPEN_RETRY_S)  # an open that raced the writer's flush
     raise AssertionError("unreachable")
 
 
 def read_trace(path: str | Path) -> TraceData:
-    """Read every committed round of a trace (safe while a writer has it open)."""
+    """Read every committed round of a trace (safe while a writer has it open).
+
+    Raises
+    ------
+    TraceError
+        One line naming the file, for any file this cannot read: missing, a directory,
+        empty, not HDF5, truncated, damaged metadata, an HDF5 file that is not a trace
+        (no ``schema_version``), a newer schema, or columns shorter than
+        ``completed_rounds``. (Damaged *data* bytes are not detectable: HDF5 keeps
+        checksums for metadata only.)
+    """
     path = Path(path)
     with _open_for_reading(path) as file:
-        attrs = {key: _attr(value) for key, value in file.attrs.items()}
-        if "schema_version" not in attrs:
-            raise TraceError(f"{path} is not an aircomp-cosim trace (no schema_version attribute)")
-        t = int(attrs["completed_rounds"])
-        rounds, series = {}, {}
-        for name, obj in file["rounds"].items():
-            if isinstance(obj, h5py.Dataset):
-                rounds[name] = obj[:t]
-            else:
-                series[name] = {key: ds[:t] for key, ds in obj.items()}
-        devices = {name: ds[()] for name, ds in file["devices"].items()}
-        signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
-        found = _valid_slot(file.get("checkpoint"), t)
+        try:
+            return _read_open_trace(path, file)
+        except TraceError:
+            raise
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+            raise TraceError(f"cannot read trace {path}: damaged HDF5 file ({_one_line(exc)})") from None
+
+
+def _read_open_trace(path: Path, file: h5py.File) -> TraceData:
+    attrs = {key: _attr(value) for key, value in file.attrs.items()}
+    if "schema_version" not in attrs:
+        raise TraceError(f"cannot read trace {path}: an HDF5 file, but not an aircomp-cosim trace "
+                         "(no schema_version attribute)")
+    if not isinstance(attrs["schema_version"], int) or attrs["schema_version"] > SCHEMA_VERSION:
+        raise TraceError(f"cannot read trace {path}: schema_version {attrs['schema_version']!r} "
+                         f"is not one this version reads (<= {SCHEMA_VERSION})")
+    missing = [name for name in ("completed_rounds",) if name not in attrs] + [
+        f"/{name}" for name in ("rounds", "devices") if not isinstance(file.get(name), h5py.Group)]
+    if missing:
+        raise TraceError(f"cannot read trace {path}: an incomplete trace (no {', '.join(missing)})")
+    t = int(attrs["completed_rounds"])
+    rounds, series = {}, {}
+    for name, obj in file["rounds"].items():
+        columns = {name: obj} if isinstance(obj, h5py.Dataset) else {f"{name}/{k}": v for k, v in obj.items()}
+        for where, ds in columns.items():
+            if not (isinstance(ds, h5py.Dataset) and ds.dtype.kind in "biuf" and ds.ndim >= 1):
+                raise TraceError(f"cannot read trace {path}: /rounds/{where} is not a numeric column")
+            if ds.shape[0] < t:
+                raise TraceError(f"cannot read trace {path}: /rounds/{where} has {ds.shape[0]} rows, "
+                                 f"fewer than completed_rounds = {t}")
+        if isinstance(obj, h5py.Dataset):
+            rounds[name] = obj[:t]
+        else:
+            series[name] = {key: ds[:t] for key, ds in obj.items()}
+    devices = {name: ds[()] for name, ds in file["devices"].items()}
+    signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
+    found = _valid_slot(file.get("checkpoint"), t)
     return TraceData(path, attrs, t, rounds, series, devices,
                      [r for r in signals if r < t], found[0] if found else None)
 

@@ -130,7 +130,6 @@ def _draw_images(groups, counts, disjoint, rng):
             raise ValueError(
                 f"class {g} has {pool.size} training samples but {what} need {need}; "
                 "lower mean_samples_per_device or num_devices"
-                + (", or pass disjoint=False" if disjoint else "")
             )
         owner = np.repeat(np.arange(num_devices), demand)
         if disjoint:

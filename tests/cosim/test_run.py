@@ -44,7 +44,7 @@ class FakeEngine:
     def initial_state(self):
         return 0.0
 
-    def rounds(self, state, start_round=0):
+    def rounds(self, state, start_round=0, divergence=None, stop_on_divergence=True):
         for t in range(start_round, self.scenario.rounds):
             if t == self.stop_at:
                 raise KeyboardInterrupt

@@ -1,0 +1,108 @@
+"""When a run has diverged: the checks made after every round.
+
+A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
+
+* the global model holds NaN or Inf (``model_finite`` = 0);
+* a device's update holds NaN or Inf (``nonfinite_update_entries`` > 0): the air
+  interface can turn non-finite updates into a finite estimate (a zero-power row,
+  the KKT control's clipping), so a finite model alone does not prove a sane round;
+* a local training loss (``train_loss_<phase>``) or any other round metric is NaN
+  or Inf, except the evaluation columns in rounds without evaluation and
+  ``train_loss`` of an algorithm that reports none (NaN there by design);
+* the round's ``train_loss`` exceeds :data:`LOSS_EXPLOSION_FACTOR` times the
+  ``train_loss`` of round 0 (the first local training, from the initial model). A
+  loss a thousand times that of an untrained model is not a noisy round; the
+  reference is round 0 and not the best round so far because single-class devices
+  drive their local loss close to zero, and a later round 100 times above that
+  minimum is ordinary.
+
+The run writes the diverged round (so the trace shows it), then stops with exit
+status 3 (``cosim.run.EXIT_DIVERGED``) and a message naming the round, what went
+non-finite and the scenario keys most likely at fault; ``cosim run
+--continue-on-divergence`` prints the message once and goes on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+LOSS_EXPLOSION_FACTOR = 1e3
+"""A round whose ``train_loss`` exceeds this times round 0's has diverged."""
+
+_OPTIONAL_NAN = ("test_accuracy", "test_nll", "ece", "train_loss")
+"""Columns that are NaN by design in some rounds (no evaluation; no loss reported)."""
+
+
+class SimulationDiverged(RuntimeError):
+    """A round diverged (:class:`DivergenceWatch`); the trace holds every round up to
+    and including it.
+
+    Attributes
+    ----------
+    round : int
+        The diverged round (0-based).
+    reasons : list[str]
+        What was found, one phrase each (``"training loss NaN (train_loss_rho)"``).
+    """
+
+    def __init__(self, round_index: int, reasons: list[str], advice: str = ""):
+        self.round = int(round_index)
+        self.reasons = list(reasons)
+        text = f"round {self.round} diverged: " + "; ".join(self.reasons)
+        super().__init__(text + (f". {advice}" if advice else ""))
+
+
+class DivergenceWatch:
+    """Checks each round's scalars for divergence (see the module docstring).
+
+    Parameters
+    ----------
+    reference_loss : float, optional
+        Round 0's ``train_loss`` (from the trace, for a resumed run); when None the
+        first round checked with ``round == 0`` sets it.
+    factor : float
+        :data:`LOSS_EXPLOSION_FACTOR`.
+    """
+
+    def __init__(self, reference_loss: float | None = None, factor: float = LOSS_EXPLOSION_FACTOR):
+        if not factor > 1.0:
+            raise ValueError(f"factor must be > 1, got {factor!r}")
+        self.factor = float(factor)
+        self.reference_loss = None
+        if reference_loss is not None and math.isfinite(reference_loss) and reference_loss > 0.0:
+            self.reference_loss = float(reference_loss)
+
+    def check(self, round_index: int, scalars: Mapping[str, float]) -> list[str]:
+        """What diverged in round ``round_index`` (one phrase per finding; [] when sane)."""
+        reasons = []
+        if scalars.get("model_finite", 1.0) == 0.0:
+            reasons.append("the global model holds NaN/Inf")
+        bad_updates = scalars.get("nonfinite_update_entries", 0.0)
+        if bad_updates:
+            reasons.append(f"{int(bad_updates)} non-finite entries in the devices' updates")
+        reports_loss = any(key.startswith("train_loss_") for key in scalars)
+        bad_losses, bad_metrics = [], []
+        for key, value in scalars.items():
+            if math.isfinite(value):
+                continue
+            if key in _OPTIONAL_NAN and (key != "train_loss" or not reports_loss) and math.isnan(value):
+                continue
+            (bad_losses if key.startswith("train_loss") else bad_metrics).append(f"{key}={value}")
+        if bad_losses:
+            reasons.append("training loss non-finite (" + ", ".join(bad_losses) + ")")
+        if bad_metrics:
+            reasons.append("non-finite metrics (" + ", ".join(sorted(bad_metrics)) + ")")
+        loss = scalars.get("train_loss", math.nan)
+        if round_index == 0 and self.reference_loss is None and math.isfinite(loss) and loss > 0.0:
+            self.reference_loss = float(loss)
+        elif (
+            self.reference_loss is not None
+            and math.isfinite(loss)
+            and abs(loss) > self.factor * abs(self.reference_loss)
+        ):
+            reasons.append(
+                f"training loss {loss:.4g} is more than {self.factor:g} times round 0's "
+                f"({self.reference_loss:.4g})"
+            )
+        return reasons

@@ -1,0 +1,209 @@
+"""`cosim run` under faults: divergence stops it (exit 3), a kill at any instant resumes
+to the uninterrupted trace, `--resume` may raise `rounds`, and trace paths that cannot be
+written are refused before anything is written (exit 2)."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.divergence import LOSS_EXPLOSION_FACTOR, DivergenceWatch
+from cosim.trace import partial_path
+
+RUN_HISTORY_ATTRS = ("started_at", "resume_count")
+"""Root attributes that record a run's history, not its result (docs/faults.md)."""
+
+
+def _without_trace_path(scenario_text: str) -> str:
+    """The runs compared live in different directories: their ``trace.path`` differs."""
+    return "\n".join(line for line in scenario_text.splitlines() if not line.startswith("path = "))
+
+
+def read_everything(path: Path) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+    """Every dataset (but the ``wall_s`` timings) and every attribute of every object,
+    the run-history root attributes left out."""
+    datasets, attrs = {}, {}
+    with h5py.File(path, "r") as f:
+        for key, value in f.attrs.items():
+            if key == "scenario":
+                value = _without_trace_path(str(value))
+            if key not in RUN_HISTORY_ATTRS:
+                attrs[f"/@{key}"] = value
+
+        def visit(name, obj):
+            for key, value in obj.attrs.items():
+                attrs[f"{name}@{key}"] = value
+            if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s"):
+                datasets[name] = obj[()]
+
+        f.visititems(visit)
+    return datasets, attrs
+
+
+def assert_same_trace(a: Path, b: Path) -> None:
+    da, aa = read_everything(a)
+    db, ab = read_everything(b)
+    assert sorted(da) == sorted(db)
+    for name in da:
+        np.testing.assert_array_equal(da[name], db[name], err_msg=name)
+    assert sorted(aa) == sorted(ab)
+    for key in aa:
+        if isinstance(aa[key], np.ndarray):
+            np.testing.assert_array_equal(aa[key], ab[key], err_msg=key)
+        else:
+            assert aa[key] == ab[key], key
+
+
+# ------------------------------------------------------------------ divergence
+def test_watch_findings():
+    watch = DivergenceWatch()
+    sane = {"train_loss_rho": 3.0, "train_loss": 3.0, "model_finite": 1.0,
+            "nonfinite_update_entries": 0.0, "test_accuracy": math.nan, "ece": math.nan}
+    assert watch.check(0, sane) == []
+    assert watch.reference_loss == 3.0
+    assert watch.check(1, {**sane, "train_loss": 2.9e3}) == []
+    found = watch.check(2, {**sane, "train_loss": 3.1e3})
+    assert found and f"{LOSS_EXPLOSION_FACTOR:g} times round 0's" in found[0]
+    found = watch.check(3, {**sane, "train_loss_rho": math.nan, "train_loss": math.nan,
+                            "nonfinite_update_entries": 17.0, "delta_bar_rho": math.inf})
+    assert found == ["17 non-finite entries in the devices' updates",
+                     "training loss non-finite (train_loss_rho=nan, train_loss=nan)",
+                     "non-finite metrics (delta_bar_rho=inf)"]
+    assert watch.check(4, {**sane, "model_finite": 0.0}) == ["the global model holds NaN/Inf"]
+    # NaN by design: no evaluation this round; no loss reported at all
+    assert DivergenceWatch().check(0, {"train_loss": math.nan, "ece": math.nan}) == []
+    # a resumed run takes round 0's loss from the trace
+    assert DivergenceWatch(reference_loss=1.0).check(7, {"train_loss": 1001.0})
+
+
+def test_divergence_stops_the_run_with_exit_3_and_says_why(tmp_path, capsys):
+    path = write_tiny(tmp_path, rounds=6, every=1, learning_rate=1000.0)
+    assert main(["run", str(path), "--no-plots"]) == 3
+    err = capsys.readouterr().err
+    assert "cosim run: stopped: round " in err and " diverged: " in err
+    assert "algorithm.learning_rate (now 1000" in err and "--continue-on-divergence" in err
+    with h5py.File(tmp_path / "tiny-seed3.h5", "r") as f:
+        done = int(f.attrs["completed_rounds"])
+    stopped_at = int(err.split("stopped: round ")[1].split()[0])
+    assert done == stopped_at + 1 < 6, "the diverged round is written, nothing after it"
+    # going on anyway: the message once, every round run, exit status still 3
+    assert main(["run", str(path), "--no-plots", "--overwrite", "--continue-on-divergence"]) == 3
+    err = capsys.readouterr().err
+    assert err.count(" diverged: ") == 1 and "going on" in err
+    with h5py.File(tmp_path / "tiny-seed3.h5", "r") as f:
+        assert int(f.attrs["completed_rounds"]) == 6
+
+
+# ------------------------------------------------------------------ extend, overwrite, paths
+def test_resume_may_raise_rounds_and_equals_a_longer_run(tmp_path, capsys):
+    short, full = tmp_path / "short", tmp_path / "full"
+    short.mkdir()
+    full.mkdir()
+    # every = 2: the short run's last round (index 2) is evaluated only because it is last
+    assert main(["run", str(write_tiny(short, rounds=3, every=2)), "--no-plots"]) == 0
+    longer = write_tiny(short, rounds=5, every=2)
+    assert main(["run", str(longer), "--no-plots", "--resume"]) == 0
+    assert main(["run", str(write_tiny(full, rounds=5, every=2, trace_dir=short / "ref")),
+                 "--no-plots"]) == 0
+    assert_same_trace(short / "tiny-seed3.h5", short / "ref" / "tiny-seed3.h5")
+    # fewer rounds than the trace's: refused, the trace untouched
+    before = (short / "tiny-seed3.h5").read_bytes()
+    assert main(["run", str(write_tiny(short, rounds=4, every=2)), "--resume", "--no-plots"]) == 2
+    assert "--resume may raise rounds, not lower it" in capsys.readouterr().err
+    assert (short / "tiny-seed3.h5").read_bytes() == before
+
+
+def test_overwrite_refuses_a_file_that_is_not_a_trace(tmp_path, capsys):
+    path = write_tiny(tmp_path, rounds=1)
+    precious = tmp_path / "tiny-seed3.h5"
+    precious.write_text("my thesis")
+    assert main(["run", str(path), "--overwrite", "--no-plots"]) == 2
+    assert f"refusing to overwrite {precious}: it is not an aircomp-cosim trace" in capsys.readouterr().err
+    assert precious.read_text() == "my thesis"
+    assert not partial_path(precious).exists()
+
+
+@pytest.mark.parametrize("fault", ["directory", "parent_is_file", "unreadable_on_resume"])
+def test_trace_path_faults_exit_2_with_one_line(tmp_path, capsys, fault):
+    if fault == "directory":
+        path = write_tiny(tmp_path, rounds=1)
+        (tmp_path / "tiny-seed3.h5").mkdir()
+        args, expect = [], "is a directory"
+    elif fault == "parent_is_file":
+        (tmp_path / "blocker").write_text("x")
+        path = write_tiny(tmp_path, rounds=1, trace_dir=tmp_path / "blocker" / "sub")
+        args, expect = [], "is not a directory"
+    else:
+        path = write_tiny(tmp_path, rounds=1)
+        (tmp_path / "tiny-seed3.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(200))
+        args, expect = ["--resume"], "cannot open trace"
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["run", str(path), "--no-plots", *args]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before, "nothing may be written"
+
+
+# ------------------------------------------------------------------ kills at any instant
+def _spawn(scenario: Path, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cosim.cli", "run", str(scenario), "--no-plots"],
+        cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def _completed(trace: Path) -> int:
+    try:
+        with h5py.File(trace, "r", locking=False) as f:
+            return int(f.attrs["completed_rounds"])
+    except (OSError, KeyError):
+        return -1
+
+
+INSTANTS = {
+    # while the trace is being created (its hidden sibling exists), or just after
+    "creation": lambda trace: partial_path(trace).exists() or trace.exists(),
+    # the trace exists, round 0 not committed yet
+    "round_0": lambda trace: trace.exists(),
+    # mid-run, rounds committed
+    "round_2": lambda trace: _completed(trace) >= 2,
+}
+
+
+def test_a_kill_at_any_instant_resumes_to_the_uninterrupted_trace(tmp_path):
+    """Real processes killed with SIGKILL at several instants, each resumed with
+    `--resume`: every dataset and attribute equals an uninterrupted run's."""
+    rounds = 4
+    reference_dir = tmp_path / "reference"
+    reference_dir.mkdir()
+    assert main(["run", str(write_tiny(reference_dir, rounds=rounds, every=2)), "--no-plots"]) == 0
+    reference = reference_dir / "tiny-seed3.h5"
+    for instant, reached in INSTANTS.items():
+        where = tmp_path / instant
+        where.mkdir()
+        scenario = write_tiny(where, rounds=rounds, every=2)
+        trace = where / "tiny-seed3.h5"
+        proc = _spawn(scenario, where)
+        deadline = time.monotonic() + 300
+        while not reached(trace) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, f"{instant}: the run ended before the kill"
+        if trace.exists():  # whatever the instant, a file under the name opens
+            assert _completed(trace) < rounds, instant
+        assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0, instant
+        assert_same_trace(trace, reference)
