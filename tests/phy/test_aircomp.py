@@ -167,3 +167,17 @@ def test_fast_path_matches_full_chain_with_imperfect_csi(rng, control):
     assert fast.y is None and full.y is not None
     if control.budgeted:
         assert full.attenuated_fraction.numpy().max() > 0.0
+
+
+@pytest.mark.parametrize("control", [OptimalPower(), FullInversion(), TruncatedInversion(0.5),
+                                     TruncatedInversion(0.0)])
+def test_local_distortion_is_never_negative_and_zero_when_nothing_is_lost(rng, control):
+    """Squared norms are summed, never formed as a difference (issue 20 saw -3.6e-7)."""
+    h, updates, weights, _ = _setup(rng, k=8, d=5000, f=64)
+    updates = updates * 1e3  # large energies: a difference of sums would cancel visibly
+    for tx_power_w in (1e-6, 1e-3, 1e9):
+        res = _run(updates, weights, h, control, tx_power_w=tx_power_w)
+        dist = res.local_distortion.numpy()
+        assert np.all(dist >= 0.0), (tx_power_w, dist.min())
+        if tx_power_w == 1e9 and not (isinstance(control, TruncatedInversion) and control.gain_threshold > 0):
+            np.testing.assert_array_equal(dist, 0.0)  # every value sent, nothing clipped
