@@ -1,4 +1,11 @@
-"""The ``cosim`` command: ``run | validate | inspect | plot``.
+"""The ``cosim`` command: ``run | validate | inspect | plot | scenarios`` and ``--version``.
+
+Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
+learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
+``--version`` import none of them, so they start in a fraction of a second
+(``tests/cosim/test_cli_startup.py`` holds this, ``benchmarks/cli_startup.py`` times
+it). ``validate`` gets d by arithmetic (:func:`cosim.scenario.scenario_num_params`),
+not from a model.
 
 TensorFlow's import-time noise on a machine without a GPU (absl's "All log
 messages before absl::InitializeLog()" and the "Unable to register cuDNN/cuBLAS
@@ -20,6 +27,7 @@ import os
 import re
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 EXIT_OK = 0
@@ -61,8 +69,35 @@ def _import_tensorflow_quietly() -> None:
                     print(line, file=sys.stderr)
 
 
+DISTRIBUTION = "aircomp-cosim"
+
+
+def package_version() -> str:
+    """The installed version of the ``aircomp-cosim`` distribution (importlib.metadata),
+    or ``"unknown (not installed)"`` for a source tree used without installing it."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``aircomp-cosim VERSION`` on stdout and exit 0 (the version
+    is looked up only when asked for)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the installed version and exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{DISTRIBUTION} {package_version()}")
+        parser.exit()
+
+
 EXAMPLES_RUN = """examples:
-  cosim run                                   # the embedded quickstart scenario
+  cosim run                                   # the shipped quickstart scenario
+  cosim run paper_mnist --set rounds=5        # a shipped scenario by name (`cosim scenarios`)
   cosim run scenarios/paper_mnist.toml --set rounds=5
   cosim run scenarios/imperfect_csi.toml --set csi.nmse_db=-5 --set seed=2
   cosim run scenarios/quickstart.toml --resume  # continue a killed run
@@ -74,7 +109,17 @@ diverged (NaN/Inf, or a loss 1000x round 0's; the trace holds it), 130 interrupt
 
 EXAMPLES_VALIDATE = """examples:
   cosim validate scenarios/paper_mnist.toml
+  cosim validate paper_mnist                  # a shipped scenario by name
   cosim validate scenarios/quickstart.toml --set power.tx_power_dbm=10
+"""
+
+EXAMPLES_SCENARIOS = """Each entry: the name `cosim run NAME` / `cosim validate NAME` take (a script's
+file name for a .sh: run it with `bash PATH`), the file's first comment line, and
+the installed file's path.
+
+examples:
+  cosim scenarios
+  cosim validate paper_mnist
 """
 
 EXAMPLES_INSPECT = """examples:
@@ -96,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run `cosim COMMAND --help` for the options and examples of each command.",
     )
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def scenario_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +149,8 @@ def _parser() -> argparse.ArgumentParser:
             "scenario",
             nargs="?",
             default=None,
-            help="scenario TOML file (default: the embedded quickstart scenario)",
+            help="scenario TOML file, or the name of a shipped scenario (`cosim scenarios`; "
+            "default: the shipped quickstart scenario)",
         )
         p.add_argument(
             "--set",
@@ -174,16 +221,34 @@ def _parser() -> argparse.ArgumentParser:
         "downlink, paper_mnist's total is > 99.9 %% downlink) or the round (rounds: "
         "accuracy_vs_rounds.png)",
     )
+
+    sub.add_parser(
+        "scenarios",
+        help="list the shipped scenarios: name, description, path",
+        description="List the scenario files shipped with the package.",
+        epilog=EXAMPLES_SCENARIOS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``cosim`` command line ``argv`` (default: ``sys.argv[1:]``); the exit status.
+
+    TensorFlow is imported for ``run`` only; a bad scenario, override or file exits 2
+    with one message and no traceback.
+    """
     args = _parser().parse_args(argv)
     if args.command is None:
         _parser().print_help()
         return EXIT_USAGE
-    _import_tensorflow_quietly()
-    from cosim.scenario import ScenarioError
+    errors: tuple[type[Exception], ...] = (UsageError,)
+    if args.command == "run":
+        _import_tensorflow_quietly()
+    if args.command in ("run", "validate"):
+        from cosim.scenario import ScenarioError
+
+        errors = (ScenarioError, UsageError)
 
     try:
         if args.command == "run":
@@ -198,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                 stop_on_divergence=not args.continue_on_divergence,
             )
         if args.command == "validate":
-            from cosim.run import validate_command
-
             return validate_command(args.scenario, args.overrides)
+        if args.command == "scenarios":
+            return scenarios_command()
         if args.command == "inspect":
             from cosim.trace import TraceError, summarize
 
@@ -226,13 +291,54 @@ def main(argv: list[str] | None = None) -> int:
             for path in written:
                 print(path)
             return EXIT_OK
-    except (ScenarioError, UsageError) as error:
+    except errors as error:
         print(f"cosim {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cosim: interrupted; completed rounds are in the trace (use --resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`cosim scenarios | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return EXIT_USAGE
+
+
+def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
+    """``cosim validate``: print the resolved scenario and what it implies (d, N1/N2,
+    symbols per round, memory), or raise :class:`cosim.scenario.ScenarioError` (also
+    for a scenario too large for the machine's memory). d comes from
+    :func:`cosim.scenario.scenario_num_params`: no model is built, TensorFlow is not
+    imported."""
+    from cosim.scenario import (
+        check_resources,
+        describe,
+        load_scenario,
+        scenario_num_params,
+        scenario_to_toml,
+    )
+
+    scenario = load_scenario(scenario_file, overrides)
+    num_params = scenario_num_params(scenario)
+    check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
+    print(scenario_to_toml(scenario))
+    print(describe(scenario, num_params))
+    return EXIT_OK
+
+
+def scenarios_command() -> int:
+    """``cosim scenarios``: one entry per shipped file
+    (:func:`cosim.scenario.shipped_scenarios`): its name and first comment line, then
+    its path on the next line, indented."""
+    from cosim.scenario import shipped_scenarios, shipped_scenarios_dir
+
+    shipped = shipped_scenarios()
+    if not shipped:
+        raise UsageError(f"no shipped scenarios found in {shipped_scenarios_dir()}")
+    width = max(len(s.name) for s in shipped)
+    for s in shipped:
+        print(f"{s.name:<{width}}  {s.description}".rstrip())
+        print(f"{'':<{width}}  {s.path}")
+    return EXIT_OK
 
 
 class UsageError(Exception):

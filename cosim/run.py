@@ -1,4 +1,7 @@
-"""``cosim run`` and ``cosim validate``: the engine, the trace and the progress display together.
+"""``cosim run``: the engine, the trace and the progress display together.
+
+This module imports the engine, hence TensorFlow; ``cosim validate`` and the other
+commands that do not train live in :mod:`cosim.cli` and never import it.
 
 Besides the engine's columns, the run writes the running channel-use totals of every
 round (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
@@ -25,14 +28,7 @@ from pathlib import Path
 
 from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.engine import EVAL_COLUMNS, Engine, RoundRecord
-from cosim.scenario import (
-    Scenario,
-    check_resources,
-    describe,
-    load_scenario,
-    scenario_num_params,
-    scenario_to_toml,
-)
+from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import TraceError, TraceWriter, check_writable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
@@ -430,11 +426,3 @@ def run_command(
             print(f"figure: {figure}")
     return EXIT_DIVERGED if summary.diverged else EXIT_OK
 
-
-def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
-    scenario = load_scenario(scenario_file, overrides)
-    num_params = scenario_num_params(scenario)
-    check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
-    print(scenario_to_toml(scenario))
-    print(describe(scenario, num_params))
-    return EXIT_OK

@@ -3,6 +3,7 @@
 A scenario is everything a run needs, in one frozen, validated object::
 
     scenario = load_scenario("scenarios/quickstart.toml", ["cell.num_devices=20"])
+    scenario = load_scenario("paper_mnist")   # a shipped scenario by name
     scenario.cell.radius_m            # 300.0
     scenario.power.noise_power_w      # linear units as properties
     scenario.algorithm.hyper_parameters()   # kwargs for learning.algorithms.build
@@ -22,6 +23,12 @@ A valid scenario may still be too large for the machine: :func:`check_resources`
 compares its memory estimate with the memory available and raises
 :class:`ScenarioTooLarge` (a :class:`ScenarioError`) naming the keys that drive the
 size; d comes from :func:`model_num_params`, arithmetic only, so nothing is allocated.
+
+The shipped scenarios (the repository's ``scenarios/``, installed as the package
+``cosim.scenarios``: one copy of each file) are listed by :func:`shipped_scenarios`;
+:func:`load_scenario` takes a bare shipped name (``paper_mnist``) for a file that does
+not exist. Nothing here imports TensorFlow (``cosim validate`` and ``cosim scenarios``
+start without it).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import re
 import string
 import tomllib
 from collections.abc import Sequence
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +52,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "ScenarioTooLarge",
+    "ShippedScenario",
     "available_memory_bytes",
     "check_resources",
     "default_scenario_text",
@@ -57,6 +65,8 @@ __all__ = [
     "parse_scenario",
     "scenario_num_params",
     "scenario_to_toml",
+    "shipped_scenarios",
+    "shipped_scenarios_dir",
     "symbols_per_phase",
     "uplink_phase_values",
 ]
@@ -600,9 +610,84 @@ def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
 # --------------------------------------------------------------------------- loading
 
 
+def shipped_scenarios_dir() -> Path:
+    """The directory of the shipped scenario files.
+
+    The repository's ``scenarios/`` is installed as the package ``cosim.scenarios``
+    (``pyproject.toml``'s package-dir mapping: a wheel copies it to
+    ``cosim/scenarios/``, an editable install maps the name onto the repository's
+    directory), so there is one copy of every file. A source tree used without
+    installing it, or an editable install made before the mapping existed, falls back
+    to the ``scenarios/`` next to the ``cosim/`` directory.
+    """
+    try:
+        from cosim import scenarios as package
+    except ImportError:
+        package = None
+    location = getattr(package, "__file__", None)  # None for a namespace package
+    if location is None:
+        return Path(__file__).resolve().parent.parent / "scenarios"
+    return Path(location).resolve().parent
+
+
+@dataclass(frozen=True)
+class ShippedScenario:
+    """One shipped file, as ``cosim scenarios`` lists it.
+
+    Attributes
+    ----------
+    name : str
+        A scenario's file name without ``.toml`` (what ``cosim run NAME`` takes); a
+        script's file name (``compare_mnist.sh``, run with ``bash PATH``).
+    description : str
+        The file's first comment line without its ``#`` (a shebang line is skipped);
+        empty when it has none.
+    path : Path
+        The installed file.
+    """
+
+    name: str
+    description: str
+    path: Path
+
+
+def _first_comment(path: Path) -> str:
+    """The first ``#`` comment line of ``path`` that is not a shebang, without the
+    ``#``; empty when there is none or the file cannot be read."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#") and not text.startswith("#!") and text.lstrip("#").strip():
+            return text.lstrip("#").strip()
+    return ""
+
+
+def shipped_scenarios() -> list[ShippedScenario]:
+    """Every shipped scenario (``*.toml``, by name) and then every shipped script
+    (``*.sh``, by name), from :func:`shipped_scenarios_dir`."""
+    directory = shipped_scenarios_dir()
+    tomls, scripts = sorted(directory.glob("*.toml")), sorted(directory.glob("*.sh"))
+    return [ShippedScenario(p.stem, _first_comment(p), p) for p in tomls] + [
+        ShippedScenario(p.name, _first_comment(p), p) for p in scripts
+    ]
+
+
+def _shipped_path(path: str | Path) -> Path | None:
+    """The shipped scenario a bare name (``paper_mnist`` or ``paper_mnist.toml``, no
+    directory part) stands for, or None."""
+    p = Path(path)
+    if len(p.parts) != 1 or p.name in (".", ".."):
+        return None
+    candidate = shipped_scenarios_dir() / f"{p.name.removesuffix('.toml')}.toml"
+    return candidate if candidate.is_file() else None
+
+
 def default_scenario_text() -> str:
-    """The embedded default scenario (``cosim/scenarios/quickstart.toml``, package data)."""
-    return resources.files("cosim").joinpath("scenarios/quickstart.toml").read_text(encoding="utf-8")
+    """The default scenario: the shipped ``quickstart.toml`` (:func:`shipped_scenarios_dir`)."""
+    return (shipped_scenarios_dir() / "quickstart.toml").read_text(encoding="utf-8")
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
@@ -641,7 +726,10 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
     Parameters
     ----------
     path : str, Path or None
-        A TOML file; None -> the embedded default (the quickstart).
+        A TOML file; None -> the default (the shipped quickstart). A bare name with
+        no directory part that is not an existing file (``paper_mnist`` or
+        ``paper_mnist.toml``) is the shipped scenario of that name
+        (:func:`shipped_scenarios`); an existing file of that name wins.
     overrides : sequence of str
         ``key.path=value`` items (``--set``); the value is parsed as a TOML value
         (``20``, ``1e-3``, ``"x"``, ``[1, 2]``, ``true``), falling back to a bare
@@ -653,6 +741,8 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
         Missing file, TOML syntax error (with its line), unknown or misspelled key,
         wrong type, out-of-range value, inconsistent fields.
     """
+    if path is not None and not Path(path).exists():
+        path = _shipped_path(path) or path
     source = "<default quickstart>" if path is None else str(path)
     if path is None:
         text = default_scenario_text()
@@ -660,7 +750,11 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
         try:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ScenarioError([f"file not found: {path}"], source) from None
+            hint = ""
+            if len(Path(path).parts) == 1:  # a bare name that is no shipped scenario either
+                names = ", ".join(s.name for s in shipped_scenarios() if s.path.suffix == ".toml")
+                hint = f" (nor a shipped scenario: {names}; `cosim scenarios` lists them)"
+            raise ScenarioError([f"file not found: {path}{hint}"], source) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ScenarioError([f"cannot read {path}: {exc}"], source) from None
     try:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# The proposed method and every baseline over the same air interface, overlaid (MNIST).
 # Issue 5 / the paper's Fig. "Comparison of wireless FL methods" (MNIST): the proposed
 # method and every baseline over the same air interface (same devices, data, channels:
 # everything derives from the same seed), then one overlay of their curves.

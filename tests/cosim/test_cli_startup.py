@@ -1,0 +1,164 @@
+"""Every `cosim` command that does not train starts without TensorFlow; the shipped scenarios.
+
+`inspect`, `plot`, `validate`, `scenarios` and `--version` are run in a fresh interpreter
+(this test process has TensorFlow loaded by conftest.py) and must leave TensorFlow,
+Sionna, TensorFlow-Probability, Keras, Numba and the learning / PHY packages unimported.
+The shipped scenarios (the repository's `scenarios/`, installed as `cosim.scenarios`)
+are all listed by `cosim scenarios`, all shipped with the package, and all validate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_scenario import write_tiny
+
+import cosim.scenario
+from cosim.cli import main
+from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir
+from cosim.trace import TraceWriter
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "learning", "phy")
+"""Top-level packages that no command but `run` may import."""
+TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
+"""cosim modules that import TensorFlow."""
+
+_PROBE = """
+import json, os, sys
+from cosim.cli import main
+try:
+    status = main(sys.argv[1:])
+except SystemExit as exit:  # --version
+    status = exit.code or 0
+sys.stdout.flush()
+heavy, training = json.loads(os.environ["PROBE_MODULES"])
+found = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in training)
+print("\\nPROBE " + json.dumps({"status": status, "heavy": found}))
+"""
+
+
+def _probe(*args: str, cwd: Path) -> tuple[int, str, list[str]]:
+    """Run ``cosim ARGS`` in a fresh interpreter started in ``cwd``: its exit status,
+    its output and the heavy modules it imported."""
+    env = {**os.environ, "MPLBACKEND": "Agg", "PROBE_MODULES": json.dumps([HEAVY, TRAINING])}
+    result = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    out, _, probe = result.stdout.rpartition("\nPROBE ")
+    assert probe, result.stdout + result.stderr
+    found = json.loads(probe)
+    return found["status"], out + result.stderr, found["heavy"]
+
+
+def _trace(path: Path, rounds: int = 3) -> Path:
+    """A small trace as the engine writes it, written without TensorFlow."""
+    with TraceWriter.create(path, 'name = "t"\nseed = 3\nrounds = 3\n', seed=3, name="t") as writer:
+        for t in range(rounds):
+            writer.append_round({"uplink_symbols": 10.0, "downlink_symbols": 100.0,
+                                 "cumulative_channel_uses": 110.0 * (t + 1),
+                                 "cumulative_uplink_symbols": 10.0 * (t + 1),
+                                 "cumulative_downlink_symbols": 100.0 * (t + 1),
+                                 "test_accuracy": 0.3 + 0.1 * t, "ece": 0.1, "test_nll": 1.0})
+            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
+            writer.append_series("reliability", "bin_count", np.full(10, 3.0))
+            writer.commit()
+    return path
+
+
+def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
+    trace = _trace(tmp_path / "t.h5")
+    quickstart = ROOT / "scenarios" / "quickstart.toml"
+    cases = {
+        "inspect": (["inspect", str(trace)], "test_accuracy"),
+        "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_channel_uses.png"),
+        "validate": (["validate", str(quickstart)], "scenario 'quickstart': "),
+        "validate-by-name": (["validate", "quickstart"], "scenario 'quickstart': "),
+        "scenarios": (["scenarios"], "quickstart"),
+        "version": (["--version"], f"aircomp-cosim {metadata.version('aircomp-cosim')}"),
+        "no-command": ([], "usage: cosim"),
+    }
+    for name, (args, expected) in cases.items():
+        status, out, heavy = _probe(*args, cwd=tmp_path)
+        assert status == (2 if name == "no-command" else 0), f"{name}: {out}"
+        assert expected in out, f"{name}: {out}"
+        assert heavy == [], f"cosim {' '.join(args)} imported {heavy}"
+    assert (tmp_path / "figs" / "accuracy_vs_channel_uses.png").stat().st_size > 1000
+
+
+def test_version_prints_the_installed_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code in (0, None)
+    assert capsys.readouterr().out == f"aircomp-cosim {metadata.version('aircomp-cosim')}\n"
+
+
+def _repository_files() -> dict[str, Path]:
+    """The shipped files of the repository's scenarios/, by the name `cosim scenarios` gives."""
+    here = ROOT / "scenarios"
+    return {p.stem: p for p in here.glob("*.toml")} | {p.name: p for p in here.glob("*.sh")}
+
+
+def test_every_shipped_scenario_is_listed_with_its_description_and_path(capsys):
+    expected = _repository_files()
+    assert {"quickstart", "paper_mnist", "paper_cifar100", "imperfect_csi",
+            "compare_mnist.sh"} <= expected.keys()
+    listed = shipped_scenarios()
+    assert [s.name for s in listed] == sorted(n for n in expected if not n.endswith(".sh")) + sorted(
+        n for n in expected if n.endswith(".sh"))
+    for s in listed:  # one copy of every file: the installed one has the repository's bytes
+        assert s.path.read_bytes() == expected[s.name].read_bytes(), s.name
+        assert s.description, f"{s.path} has no first comment line to describe it"
+        first = next(line for line in s.path.read_text().splitlines()
+                     if line.startswith("#") and not line.startswith("#!"))
+        assert s.description == first.lstrip("#").strip()
+
+    assert main(["scenarios"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * len(listed)
+    for s, entry, path in zip(listed, lines[::2], lines[1::2], strict=True):
+        assert entry.split()[0] == s.name and s.description in entry
+        assert path.strip() == str(s.path)
+
+
+def test_every_shipped_file_is_package_data():
+    """Nothing in scenarios/ is left out of the install (pyproject's package-data globs)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"]["cosim.scenarios"] == "scenarios"
+    assert "cosim.scenarios" in setuptools["packages"]
+    globs = setuptools["package-data"]["cosim.scenarios"]
+    shipped = {p.name for g in globs for p in (ROOT / "scenarios").glob(g)}
+    present = {p.name for p in (ROOT / "scenarios").iterdir()
+               if p.is_file() and p.name != "__init__.py" and not p.name.endswith(".pyc")}
+    assert present == shipped
+    assert (shipped_scenarios_dir() / "__init__.py").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml")))
+def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys, name):
+    # validity, not this machine's free memory (the background load varies)
+    monkeypatch.setattr(cosim.scenario, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.chdir(tmp_path)  # no local file of that name: the shipped one
+    assert main(["validate", name]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"scenario {load_scenario(ROOT / 'scenarios' / f'{name}.toml').name!r}" in out
+    assert main(["validate", f"{name}.toml"]) == 0
+    assert not list(tmp_path.iterdir()), "validate writes nothing"
+
+
+def test_a_local_file_wins_over_a_shipped_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_tiny(tmp_path).rename(tmp_path / "paper_mnist.toml")
+    assert load_scenario("paper_mnist.toml").name == "tiny"
+    assert load_scenario("paper_mnist").name == "paper_mnist"  # no file "paper_mnist" here
+    assert main(["validate", "no_such_scenario"]) == 2
+    err = capsys.readouterr().err
+    assert "file not found: no_such_scenario" in err and "quickstart" in err
+    assert "Traceback" not in err
