@@ -55,7 +55,7 @@ def report(out: Path, figure: Path | None) -> None:
         if not traces:
             continue
         acc = {25: [], 50: [], 100: []}
-        ece, moved, std50, seeds = [], [], [], []
+        ece, moved, std50, spread, seeds = [], [], [], [], []
         for path in traces:
             with h5py.File(path, "r") as f:
                 r = {name: f["rounds"][name][:] for name in f["rounds"] if not isinstance(f["rounds"][name], h5py.Group)}
@@ -67,6 +67,7 @@ def report(out: Path, figure: Path | None) -> None:
             if "precision_rel_change" in r:
                 moved.append(float(np.mean(r["precision_rel_change"])))
                 std50.append(float(r["posterior_std_p50"][-1]))
+                spread.append(float(r["posterior_std_p95"][-1] - r["posterior_std_p05"][-1]))
                 curves.setdefault(config, []).append((r["precision_rel_change"], r["posterior_std_p50"]))
         cells = []
         for k in (25, 50, 100):
@@ -74,9 +75,10 @@ def report(out: Path, figure: Path | None) -> None:
             values = values[np.isfinite(values)]
             cells.append(f"{values.mean():.3f} ± {values.std():.3f} (n={values.size})" if values.size else "-")
         rows.append((config, " ".join(seeds), *cells, f"{np.nanmean(ece):.3f}",
-                     f"{np.mean(moved):.2e}" if moved else "-", f"{np.mean(std50):.5f}" if std50 else "-"))
+                     f"{np.mean(moved):.2e}" if moved else "-", f"{np.mean(std50):.6f}" if std50 else "-",
+                     f"{np.mean(spread):.2e}" if spread else "-"))
     header = ("configuration", "seeds(rounds)", "acc@25", "acc@50", "acc@100", "last ECE",
-              "mean rel. change of rho / round", "sigma p50 at end")
+              "mean rel. change of rho / round", "sigma p50 at end", "sigma p95 - p05 at end")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
