@@ -1,8 +1,9 @@
-"""The ``cosim`` command: ``run | validate | inspect | plot | scenarios`` and ``--version``.
+"""The ``cosim`` command: ``run | validate | inspect | plot | scenarios | study`` and ``--version``.
 
 Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
 learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
-``--version`` import none of them, so they start in a fraction of a second
+``--version`` import none of them (nor does ``study``: its Ray workers import
+TensorFlow, the command does not), so they start in a fraction of a second
 (``tests/cosim/test_cli_startup.py`` holds this, ``benchmarks/cli_startup.py`` times
 it). ``validate`` gets d by arithmetic (:func:`cosim.scenario.scenario_num_params`),
 not from a model.
@@ -132,6 +133,16 @@ EXAMPLES_PLOT = """examples:
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink   # uplink symbols only
 """
 
+EXAMPLES_STUDY = """examples:
+  cosim study run study.toml --out studies/power          # a local Ray on this machine
+  cosim study run study.toml --out studies/power --address auto   # the cluster of `ray start`
+  cosim study report studies/power --x uplink
+
+exit status of `study run`: 0 every run done, 1 some run failed or diverged (the others
+complete; DIR/status.json says which and why), 2 bad input (nothing run). Run it again
+to complete what is missing. File format: docs/studies.md.
+"""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -222,6 +233,32 @@ def _parser() -> argparse.ArgumentParser:
         "accuracy_vs_rounds.png)",
     )
 
+    study = sub.add_parser(
+        "study",
+        help="run many scenarios (an axis product x seeds) as Ray tasks, and report them",
+        epilog=EXAMPLES_STUDY,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    study_sub = study.add_subparsers(dest="study_command", metavar="STUDY_COMMAND")
+    study_run = study_sub.add_parser(
+        "run", help="run every point of a study that is not complete yet",
+        epilog=EXAMPLES_STUDY, formatter_class=argparse.RawDescriptionHelpFormatter)
+    study_run.add_argument("study", help="study TOML file (docs/studies.md)")
+    study_run.add_argument("--out", required=True, help="output directory (traces in DIR/runs/)")
+    study_run.add_argument(
+        "--address", default=None,
+        help="connect to this Ray cluster (`auto`, or HOST:PORT of `ray start --head`) instead "
+        "of starting a local Ray")
+    study_run.add_argument(
+        "--num-cpus", type=int, default=None,
+        help="CPUs of the local Ray (default: this machine's cores; ignored with --address)")
+    study_report = study_sub.add_parser(
+        "report", help="tidy table, seed summary with 95%% CI and figures of a study directory",
+        epilog=EXAMPLES_STUDY, formatter_class=argparse.RawDescriptionHelpFormatter)
+    study_report.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
+    study_report.add_argument("--x", choices=("rounds", "uplink", "total"), default="rounds",
+                              help="x of the figures (default: rounds)")
+
     sub.add_parser(
         "scenarios",
         help="list the shipped scenarios: name, description, path",
@@ -245,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     errors: tuple[type[Exception], ...] = (UsageError,)
     if args.command == "run":
         _import_tensorflow_quietly()
-    if args.command in ("run", "validate"):
+    if args.command in ("run", "validate", "study"):
         from cosim.scenario import ScenarioError
 
         errors = (ScenarioError, UsageError)
@@ -266,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             return validate_command(args.scenario, args.overrides)
         if args.command == "scenarios":
             return scenarios_command()
+        if args.command == "study":
+            return study_command(args)
         if args.command == "inspect":
             from cosim.trace import TraceError, summarize
 
@@ -323,6 +362,25 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
     return EXIT_OK
+
+
+def study_command(args: argparse.Namespace) -> int:
+    """``cosim study run | report``: :func:`cosim.study.run_study` (0 / 1) or
+    :func:`cosim.study_report.report` (0); a bad study raises
+    :class:`cosim.study.StudyError` (exit 2). Neither imports TensorFlow here."""
+    if args.study_command == "run":
+        from cosim.study import run_study
+
+        if args.num_cpus is not None and args.num_cpus < 1:
+            raise UsageError(f"--num-cpus: must be >= 1 (got {args.num_cpus})")
+        return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus)
+    if args.study_command == "report":
+        from cosim.study_report import report
+
+        for path in report(args.out, x=args.x):
+            print(path)
+        return EXIT_OK
+    raise UsageError("give a subcommand: run or report (`cosim study --help`)")
 
 
 def scenarios_command() -> int:

@@ -1,0 +1,524 @@
+"""Studies: many runs of one base scenario (an axis product x seeds), run as Ray tasks.
+
+A study file (TOML; every key in ``docs/studies.md``)::
+
+    scenario = "scenarios/paper_mnist.toml"   # relative to the study file, or a shipped name
+    seeds = [1, 2, 3]
+    [set]                                     # --set overrides for every run
+    rounds = 100
+    "eval.every" = 5
+    [axes]                                    # swept: the product of the lists
+    "algorithm.name" = ["bayes_aircomp", "fedavg"]
+    [resources]
+    cpus_per_run = 1
+
+:func:`load_study` validates the file and every point (each axis combination x each
+seed, loaded with :func:`cosim.scenario.load_scenario` and its overrides, and checked
+with :func:`cosim.scenario.check_resources`) before anything runs; any problem is a
+:class:`StudyError` (a :class:`cosim.scenario.ScenarioError`: ``cosim study`` exits 2)
+naming the key and the value, and for a point its axis values and seed.
+
+:func:`run_study` runs every point that is not complete as a plain Ray task (not Ray
+Tune: a run is already a resumable trace and nothing is searched or stopped early).
+Each task calls :func:`cosim.run.run_scenario` with ``resume=True``, so a study killed
+at any moment and started again runs only what is missing. This module imports
+neither TensorFlow nor Ray at import time (the tasks import TensorFlow in the workers;
+the driver never does).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from cosim.scenario import (
+    Scenario,
+    ScenarioError,
+    _shipped_path,
+    _toml_value,
+    check_resources,
+    load_scenario,
+)
+
+__all__ = [
+    "STATUS_FILE",
+    "STUDY_COPY",
+    "RunPoint",
+    "Study",
+    "StudyError",
+    "load_study",
+    "run_name",
+    "run_study",
+]
+
+STUDY_COPY = "study.toml"
+"""The study file's copy in the output directory (what ``cosim study report`` reads)."""
+STATUS_FILE = "status.json"
+"""Per-run state and error in the output directory, rewritten after every change."""
+RUNS_DIR = "runs"
+"""Traces go to ``DIR/runs/<run name>.h5``."""
+SUMMARY_EVERY_S = 30.0
+"""Seconds between two periodic summary lines while runs are going on."""
+
+_TOP_KEYS = ("scenario", "seeds", "set", "axes", "resources")
+_RESOURCE_KEYS = ("cpus_per_run",)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+class StudyError(ScenarioError):
+    """A study that cannot be used: one line per problem naming the key and the value
+    (for a point, its axis values and seed too)."""
+
+    def _headline(self) -> str:
+        return f"invalid study {self.source}:" if self.source else "invalid study:"
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run of a study.
+
+    Attributes
+    ----------
+    name : str
+        ``key=value,...-seedS`` (axis keys in file order), filesystem-safe and stable.
+    seed : int
+    axis_values : dict[str, Any]
+        The axis key -> value of this run.
+    overrides : tuple[str, ...]
+        The ``--set`` items that make this run's scenario from the base (the study's
+        ``[set]``, then the axis values, then ``seed`` and ``trace.path``).
+    scenario : Scenario or None
+        The validated scenario (None for points built without validation).
+    """
+
+    name: str
+    seed: int
+    axis_values: dict[str, Any]
+    overrides: tuple[str, ...]
+    scenario: Scenario | None = None
+
+
+@dataclass
+class Study:
+    """A validated study file.
+
+    Attributes
+    ----------
+    source : Path
+        The study file.
+    scenario : str
+        The base scenario as resolved: an absolute path, or a shipped name.
+    seeds : tuple[int, ...]
+    set : dict[str, Any]
+        Overrides of every run (dotted key -> TOML value).
+    axes : dict[str, list]
+        Swept keys (dotted key -> values), in file order.
+    cpus_per_run : float
+        Ray's ``num_cpus`` of each task.
+    """
+
+    source: Path
+    scenario: str
+    seeds: tuple[int, ...]
+    set: dict[str, Any]
+    axes: dict[str, list]
+    cpus_per_run: float = 1.0
+    text: str = field(default="", repr=False)
+
+    def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
+        """Every run: the product of the axes (first axis slowest) x the seeds.
+
+        With ``out_dir`` each run's ``trace.path`` is ``out_dir/runs/<name>.h5``. With
+        ``validate`` every point is loaded as a scenario (and its size checked), and
+        all the problems of all points are raised together as one :class:`StudyError`.
+        """
+        keys = list(self.axes)
+        points, problems, names = [], [], {}
+        for combo in itertools.product(*(self.axes[k] for k in keys)):
+            values = dict(zip(keys, combo, strict=True))
+            for seed in self.seeds:
+                name = run_name(values, seed)
+                if name in names:
+                    problems.append(f"axes: the points {names[name]} and {values} seed {seed} "
+                                    f"get the same run name {name!r}")
+                names[name] = f"{values} seed {seed}"
+                overrides = [f"{k}={_toml_value(v)}" for k, v in self.set.items()]
+                overrides += [f"{k}={_toml_value(v)}" for k, v in values.items()]
+                overrides.append(f"seed={seed}")
+                if out_dir is not None:
+                    trace = (Path(out_dir).resolve() / RUNS_DIR / f"{name}.h5").as_posix()
+                    overrides.append(f"trace.path={_toml_value(trace)}")
+                scenario = None
+                if validate:
+                    try:
+                        scenario = load_scenario(self.scenario, overrides)
+                        check_resources(scenario, source=self.scenario)
+                    except ScenarioError as error:
+                        where = ", ".join(f"{k} = {_toml_value(v)}" for k, v in values.items())
+                        where = f"point {where}, seed {seed}" if where else f"seed {seed}"
+                        problems += [f"{where}: {p}" for p in error.problems]
+                points.append(RunPoint(name, int(seed), values, tuple(overrides), scenario))
+        if problems:
+            raise StudyError(problems, str(self.source))
+        return points
+
+
+def _value_text(value: Any) -> str:
+    """An axis value as it appears in a run name: strings bare, ``10.0`` as ``10``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "+".join(_value_text(v) for v in value)
+    return _toml_value(value)
+
+
+def run_name(axis_values: dict[str, Any], seed: int) -> str:
+    """``key=value,key=value-seedS`` (``seedS`` alone without axes); every character
+    other than letters, digits and ``._=,+-`` becomes ``_``."""
+    head = ",".join(f"{k}={_value_text(v)}" for k, v in axis_values.items())
+    return _UNSAFE.sub("_", f"{head}-seed{seed}" if head else f"seed{seed}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def load_study(path: str | Path, *, validate: bool = True) -> Study:
+    """Read and check a study file (and, with ``validate``, every point of it).
+
+    Raises
+    ------
+    StudyError
+        Missing file, TOML syntax error, an unknown top-level or ``[resources]`` key,
+        ``seeds`` not a non-empty list of distinct ints, an axis that is not a
+        non-empty list, a key both in ``[set]`` and ``[axes]``, ``seed`` or
+        ``trace.path`` set by the study (the study owns them), ``cpus_per_run`` not a
+        positive number, and every invalid point (:meth:`Study.points`).
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StudyError([f"file not found: {path}"], source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StudyError([f"cannot read {path}: {exc}"], source) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyError([f"TOML syntax error: {exc}"], source) from None
+    problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
+                for key in data if key not in _TOP_KEYS]
+
+    scenario = data.get("scenario")
+    resolved = ""
+    if not isinstance(scenario, str) or not scenario:
+        problems.append(f"scenario: must be a scenario file or a shipped scenario name "
+                        f"(got {scenario!r})")
+    else:
+        candidate = (path.parent / scenario).resolve()
+        if candidate.is_file():
+            resolved = str(candidate)
+        elif _shipped_path(scenario) is not None and len(Path(scenario).parts) == 1:
+            resolved = scenario
+        else:
+            problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
+                            "nor a shipped scenario (`cosim scenarios`)")
+
+    seeds = data.get("seeds")
+    if (not isinstance(seeds, list) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        problems.append(f"seeds: must be a non-empty list of ints (got {seeds!r})")
+        seeds = []
+    elif len(set(seeds)) != len(seeds):
+        problems.append(f"seeds: must be distinct (got {seeds!r})")
+
+    overrides = data.get("set", {})
+    if not isinstance(overrides, dict):
+        problems.append(f"set: must be a table of dotted keys (got {overrides!r})")
+        overrides = {}
+    axes = data.get("axes", {})
+    if not isinstance(axes, dict):
+        problems.append(f"axes: must be a table of dotted keys -> lists (got {axes!r})")
+        axes = {}
+    for table, entries in (("set", overrides), ("axes", axes)):
+        for key, value in entries.items():
+            if isinstance(value, dict):
+                problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
+                                f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
+            if key in ("seed", "trace.path"):
+                problems.append(f"{table}.{key}: set by the study (seeds, DIR/runs/<run name>.h5), "
+                                f"not a key to {'sweep' if table == 'axes' else 'set'} (got {value!r})")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            problems.append(f"axes.{key}: must be a non-empty list of values (got {values!r})")
+        elif len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+            problems.append(f"axes.{key}: values must be distinct (got {values!r})")
+        if key in overrides:
+            problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
+
+    resources = data.get("resources", {})
+    cpus = 1.0
+    if not isinstance(resources, dict):
+        problems.append(f"resources: must be a table (got {resources!r})")
+        resources = {}
+    for key in resources:
+        if key not in _RESOURCE_KEYS:
+            problems.append(f"resources.{key}: unknown key (valid: {', '.join(_RESOURCE_KEYS)})")
+    if "cpus_per_run" in resources:
+        value = resources["cpus_per_run"]
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            problems.append(f"resources.cpus_per_run: must be a positive number (got {value!r})")
+        else:
+            cpus = float(value)
+    if problems:
+        raise StudyError(problems, source)
+    study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
+                  set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
+                  cpus_per_run=cpus, text=text)
+    if validate:
+        study.points()
+    return study
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
+    """One run inside a Ray worker: ``run_scenario(resume=True, progress=False)``.
+
+    Never raises: returns ``{"state": "done" | "failed", "error", "completed_rounds",
+    "wall_s", "node"}`` (``node``: the Ray node id it ran on). A diverged run is failed. TensorFlow and Numba are held to
+    ``ceil(cpus)`` threads (TensorFlow's once per worker process, before its first use).
+    """
+    started = time.perf_counter()
+    node = None
+    try:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        from cosim.cli import _import_tensorflow_quietly
+
+        threads = max(1, math.ceil(cpus))
+        _import_tensorflow_quietly()
+        import tensorflow as tf
+
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # a reused worker: TensorFlow is initialised already
+            pass
+        try:
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        except (ImportError, ValueError):
+            pass
+        from cosim.run import run_scenario
+
+        summary = run_scenario(scenario, resume=True, progress=False)
+    except Exception as error:  # reported in status.json; the other runs go on
+        return {"state": "failed", "error": f"{type(error).__name__}: {error}",
+                "completed_rounds": None, "wall_s": time.perf_counter() - started, "node": node}
+    result = {"state": "done", "error": None, "completed_rounds": summary.completed_rounds,
+              "wall_s": summary.wall_s, "node": node}
+    if summary.diverged:
+        result.update(state="failed", error=f"diverged: stopped after round "
+                      f"{summary.completed_rounds - 1} (the trace holds it)")
+    elif summary.completed_rounds < scenario.rounds:
+        result.update(state="failed", error=f"stopped after {summary.completed_rounds} of "
+                      f"{scenario.rounds} rounds")
+    return result
+
+
+def _trace_state(path: Path) -> tuple[int | None, str | None]:
+    """``(completed_rounds, divergence)`` of the trace at ``path``: ``(None, None)`` if
+    there is none or it does not read (the task then starts, resumes or reports it);
+    ``divergence`` names the first committed round that diverged
+    (:class:`cosim.divergence.DivergenceWatch` replayed over the trace), else None."""
+    from cosim.divergence import DivergenceWatch
+    from cosim.trace import TraceError, read_trace
+
+    if not path.is_file():
+        return None, None
+    try:
+        trace = read_trace(path)
+    except TraceError:
+        return None, None
+    watch = DivergenceWatch()
+    for t in range(trace.completed_rounds):
+        reasons = watch.check(t, {k: float(v[t]) for k, v in trace.rounds.items() if np.ndim(v) == 1})
+        if reasons:
+            return trace.completed_rounds, f"diverged: round {t}: {'; '.join(reasons)}"
+    return trace.completed_rounds, None
+
+
+class _Status:
+    """``DIR/status.json``: the study and per run ``state`` (pending, running, done,
+    failed), ``error``, ``action`` of the last invocation (skipped: complete already, or
+    its trace holds a diverged round; started; resumed), ``trace``, ``completed_rounds``,
+    ``wall_s``, ``node`` (Ray node id); rewritten atomically."""
+
+    def __init__(self, path: Path, study: Study, points: Sequence[RunPoint]):
+        self.path = path
+        self.data: dict[str, Any] = {
+            "study": str(study.source.resolve()),
+            "scenario": study.scenario,
+            "axes": list(study.axes),
+            "tasks_submitted": 0,
+            "runs": {p.name: {"seed": p.seed, "axes": p.axis_values, "state": "pending",
+                              "error": None, "action": None,
+                              "trace": str(p.scenario.trace_path) if p.scenario else None}
+                     for p in points},
+        }
+
+    def update(self, name: str, **fields: Any) -> None:
+        self.data["runs"][name].update(fields)
+
+    def counts(self) -> dict[str, int]:
+        states = [r["state"] for r in self.data["runs"].values()]
+        return {s: states.count(s) for s in ("done", "failed", "running", "pending")}
+
+    def write(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        os.replace(tmp, self.path)
+
+
+def run_study(
+    study_file: str | Path,
+    out_dir: str | Path,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    summary_every_s: float = SUMMARY_EVERY_S,
+    stream: TextIO | None = None,
+) -> int:
+    """Run every point of a study not complete yet; the exit status (0 all runs done,
+    1 some failed).
+
+    Validates the study and every point first (:class:`StudyError`, nothing written).
+    Writes ``out_dir/study.toml`` (the study file's bytes), ``out_dir/status.json``
+    (:class:`_Status`) and the traces under ``out_dir/runs/``. A run whose trace has
+    ``completed_rounds == rounds`` is skipped without a task (done), so is one whose
+    committed rounds hold a diverged round (failed: resuming would diverge again);
+    every other one is one
+    Ray task (``num_cpus = cpus_per_run``; workers are reused, so TensorFlow starts
+    once per worker) that resumes its trace. With ``address`` the command connects to
+    that Ray cluster (``"auto"``: the one started on this machine by ``ray start``),
+    else it starts a local Ray of ``num_cpus`` CPUs (default: this machine's) and
+    shuts it down at the end; it disconnects from a cluster without stopping it. Prints
+    a line per finished run (done/failed/total) and a summary line every
+    ``summary_every_s`` seconds.
+    """
+    stream = stream or sys.stdout
+    study = load_study(study_file, validate=False)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise StudyError([f"--out: {out} exists and is not a directory"], str(study_file))
+    points = study.points(out)
+    total = len(points)
+
+    def say(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+    copy = out / STUDY_COPY
+    if copy.is_file() and copy.read_text(encoding="utf-8") != study.text:
+        say(f"note: {copy} differs from {study_file}; replacing it (runs whose scenario "
+            "changed other than by `rounds` will fail to resume)")
+    shutil.copyfile(study.source, copy)
+    status = _Status(out / STATUS_FILE, study, points)
+    todo = []
+    for point in points:
+        done, diverged = _trace_state(point.scenario.trace_path)
+        if diverged:  # resuming it would only diverge again
+            status.update(point.name, state="failed", action="skipped", completed_rounds=done,
+                          error=f"{diverged} (the trace holds it; change the scenario and use "
+                          "a new --out)")
+        elif done is not None and done >= point.scenario.rounds:
+            status.update(point.name, state="done", action="skipped", completed_rounds=done)
+        else:
+            status.update(point.name, action="started" if done is None else "resumed",
+                          completed_rounds=done)
+            todo.append(point)
+    status.write()
+    c = status.counts()
+    say(f"study {study.source}: {total} runs, {c['done']} complete already, "
+        f"{c['failed']} diverged already, {len(todo)} to run "
+        f"({study.cpus_per_run:g} CPU each) -> {out}")
+    if not todo:
+        return 0 if c["failed"] == 0 else 1
+
+    import logging
+
+    import ray
+
+    embedded = address is None
+    if embedded:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.WARNING,
+                 object_store_memory=128 * 2**20)
+    else:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]),
+                      default=0.0)
+        if largest < study.cpus_per_run:
+            raise StudyError([f"resources.cpus_per_run: no Ray node has {study.cpus_per_run:g} "
+                              f"CPUs (the largest has {largest:g})"], str(study_file))
+        say(f"ray: {'local, ' if embedded else f'cluster {address}, '}"
+            f"{ray.cluster_resources().get('CPU', 0):g} CPUs, {len(ray.nodes())} node(s)")
+        task = ray.remote(num_cpus=study.cpus_per_run, max_retries=0)(_run_task)
+        pending = {}
+        for point in todo:
+            pending[task.remote(point.scenario, study.cpus_per_run)] = point
+            status.update(point.name, state="running")
+        status.data["tasks_submitted"] = len(pending)
+        status.write()
+        started = last_summary = time.monotonic()
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1,
+                                timeout=max(0.1, summary_every_s - (time.monotonic() - last_summary)))
+            for ref in ready:
+                point = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as error:  # the worker died (OOM kill, crash)
+                    result = {"state": "failed", "error": f"{type(error).__name__}: {error}"}
+                status.update(point.name, **result)
+                status.write()
+                c = status.counts()
+                line = (f"[{c['done']} done, {c['failed']} failed / {total}] {point.name}: "
+                        f"{result['state']}")
+                if result.get("wall_s") is not None:
+                    line += f" ({result['wall_s']:.1f} s)"
+                if result["error"]:
+                    line += f": {result['error']}"
+                say(line)
+            if time.monotonic() - last_summary >= summary_every_s and pending:
+                c = status.counts()
+                say(f"[summary] {c['done']} done, {c['failed']} failed, {c['running']} running "
+                    f"of {total}; {time.monotonic() - started:.0f} s")
+                last_summary = time.monotonic()
+    finally:
+        ray.shutdown()  # stops the embedded Ray; only disconnects from a cluster
+    c = status.counts()
+    say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
+        f"({len(todo)} tasks run); status: {status.path}")
+    return 0 if c["failed"] == 0 else 1

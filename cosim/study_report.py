@@ -1,0 +1,205 @@
+"""``cosim study report DIR``: a study's traces as one tidy table, a seed summary, figures.
+
+No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
+
+- :func:`study_table`: one row per (run, round) of every run that has a trace, with
+  columns ``run, seed, <each axis key>, round, <every scalar /rounds column>``
+  (``cumulative_uplink_symbols``, ``cumulative_channel_uses``, ``test_accuracy``, ``ece``,
+  ...; NaN where a round was not evaluated). Only committed rounds.
+- :func:`summarize_over_seeds`: per axis-value combination, per x and per metric: the
+  number of seeds ``n``, ``mean``, ``std`` (ddof 1) and the 95 % Student-t confidence
+  interval of the mean, ``mean -/+ t_{0.975, n-1} * std / sqrt(n)`` (NaN for n < 2).
+  ``x_kind = "round"`` groups by round (seeds whose metric is NaN there are left out).
+  ``x_kind = "uplink"`` / ``"total"``: each seed's finite (x, metric) points, with x its
+  ``cumulative_uplink_symbols`` / ``cumulative_channel_uses``, are linearly
+  interpolated onto one grid per combination: ``GRID_POINTS`` evenly spaced values from
+  the largest first x to the smallest last x over the seeds (the range every seed
+  covers: no extrapolation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cosim.study import STUDY_COPY, Study, StudyError
+from cosim.trace import TraceError, read_trace
+
+__all__ = ["GRID_POINTS", "X_COLUMNS", "report", "study_table", "summarize_over_seeds"]
+
+GRID_POINTS = 50
+"""Points of the common channel-use grid of ``x_kind = uplink | total``."""
+X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "total": "cumulative_channel_uses"}
+"""The trace column behind each channel-use x."""
+CONFIDENCE = 0.95
+
+
+def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """The tidy per-round table of the study in ``out_dir`` and its axis keys.
+
+    Runs without a trace (not started, or failed before writing) are left out; a trace
+    that cannot be read raises :class:`StudyError` naming it.
+    """
+    out = Path(out_dir)
+    copy = out / STUDY_COPY
+    if not copy.is_file():
+        raise StudyError([f"{copy}: not found (is {out} the --out of `cosim study run`?)"],
+                         str(out))
+    study = _axes_only(copy)
+    axes = list(study.axes)
+    frames = []
+    for point in study.points(out, validate=False):
+        path = out / "runs" / f"{point.name}.h5"
+        if not path.is_file():
+            continue
+        try:
+            trace = read_trace(path)
+        except TraceError as error:
+            raise StudyError([f"run {point.name}: {error}"], str(out)) from None
+        done = trace.completed_rounds
+        columns = {k: np.asarray(v)[:done] for k, v in trace.rounds.items() if np.ndim(v) == 1}
+        frame = pd.DataFrame(columns)
+        if "round" not in frame:
+            frame["round"] = np.arange(done)
+        frame["round"] = frame["round"].astype(np.int64)
+        lead = pd.DataFrame({"run": [point.name] * done, "seed": [point.seed] * done,
+                             **{k: [point.axis_values[k]] * done for k in axes}})
+        rest = frame[["round", *sorted(c for c in frame if c != "round")]]
+        frames.append(pd.concat([lead, rest.reset_index(drop=True)], axis=1))
+    if not frames:
+        raise StudyError([f"{out / 'runs'}: no traces yet"], str(out))
+    return pd.concat(frames, ignore_index=True), axes
+
+
+def _axes_only(copy: Path) -> Study:
+    """The study copy read for its axes and seeds only (validated when the study ran;
+    its relative ``scenario`` need not resolve from ``DIR``)."""
+    import tomllib
+
+    data = tomllib.loads(copy.read_text(encoding="utf-8"))
+    return Study(source=copy, scenario="", seeds=tuple(data.get("seeds", ())),
+                 set=dict(data.get("set", {})), axes=dict(data.get("axes", {})))
+
+
+def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
+    from scipy import stats
+
+    n = int(values.size)
+    if n == 0:
+        return 0, np.nan, np.nan, np.nan, np.nan
+    mean = float(values.mean())
+    if n < 2:
+        return n, mean, np.nan, np.nan, np.nan
+    std = float(values.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * std / np.sqrt(n)
+    return n, mean, std, mean - half, mean + half
+
+
+def summarize_over_seeds(
+    table: pd.DataFrame,
+    axes: Sequence[str],
+    metrics: Sequence[str] | None = None,
+    grid_points: int = GRID_POINTS,
+) -> pd.DataFrame:
+    """Mean, std and the 95 % Student-t CI over seeds (module docstring); columns
+    ``<axes>, x_kind, x, metric, n, mean, std, ci95_low, ci95_high``."""
+    skip = {"run", "seed", "round", *axes, *X_COLUMNS.values()}
+    if metrics is None:
+        metrics = [c for c in table.columns
+                   if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
+    rows = []
+    groups = table.groupby(list(axes), sort=False, dropna=False) if axes else [((), table)]
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        lead = dict(zip(axes, key, strict=True))
+        for metric in metrics:
+            for r, at in group.groupby("round", sort=True):
+                values = at[metric].to_numpy(dtype=float)
+                values = values[np.isfinite(values)]
+                if values.size:
+                    rows.append({**lead, "x_kind": "round", "x": float(r), "metric": metric,
+                                 **dict(zip(("n", "mean", "std", "ci95_low", "ci95_high"),
+                                            _ci(values), strict=True))})
+            for kind, column in X_COLUMNS.items():
+                if column not in group:
+                    continue
+                curves = []
+                for _, seed_rows in group.groupby("seed", sort=True):
+                    x = seed_rows[column].to_numpy(dtype=float)
+                    y = seed_rows[metric].to_numpy(dtype=float)
+                    ok = np.isfinite(x) & np.isfinite(y)
+                    if ok.any():
+                        curves.append((x[ok], y[ok]))
+                if not curves:
+                    continue
+                low = max(c[0].min() for c in curves)
+                high = min(c[0].max() for c in curves)
+                if low > high:
+                    continue
+                grid = np.linspace(low, high, grid_points) if high > low else np.array([low])
+                stacked = np.stack([np.interp(grid, x, y) for x, y in curves])
+                for i, xv in enumerate(grid):
+                    rows.append({**lead, "x_kind": kind, "x": float(xv), "metric": metric,
+                                 **dict(zip(("n", "mean", "std", "ci95_low", "ci95_high"),
+                                            _ci(stacked[:, i]), strict=True))})
+    return pd.DataFrame(rows)
+
+
+def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
+          path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
+    if data.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    groups = data.groupby(list(axes), sort=False, dropna=False) if axes else [((), data)]
+    for key, curve in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
+        curve = curve.sort_values("x")
+        (line,) = ax.plot(curve["x"], curve["mean"], label=label)
+        ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
+                        color=line.get_color(), linewidth=0)
+    xlabel = {"round": "round", "uplink": "cumulative uplink OFDM symbols",
+              "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}[x_kind]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_title(f"{metric} vs {x_kind}: mean over seeds, 95 % CI")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
+    """Write ``table.csv``, ``table.parquet``, ``summary.csv`` and
+    ``figures/{test_accuracy,ece}_vs_<x>.png`` into the study's ``out_dir``; the files.
+
+    ``x``: ``rounds``, ``uplink`` or ``total`` (the figures' x; the summary holds all).
+    """
+    if x not in ("rounds", "uplink", "total"):
+        raise StudyError([f"--x: must be rounds, uplink or total (got {x!r})"], str(out_dir))
+    out = Path(out_dir)
+    table, axes = study_table(out)
+    summary = summarize_over_seeds(table, axes)
+    written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
+    table.to_csv(written[0], index=False)
+    table.to_parquet(written[1], index=False)
+    summary.to_csv(written[2], index=False)
+    figures = out / "figures"
+    figures.mkdir(exist_ok=True)
+    kind = "round" if x == "rounds" else x
+    for metric in ("test_accuracy", "ece"):
+        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
+        if path is not None:
+            written.append(path)
+    return written

@@ -1,0 +1,241 @@
+"""`cosim study run | report` on tiny synthetic studies: Ray tasks, resume, failures, the
+report's statistics, bad study files, and a two-node Ray cluster (`--address`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from test_cli_startup import _probe
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.study import load_study, run_name
+from cosim.trace import read_trace
+
+RAY = Path(sys.executable).with_name("ray")
+AXIS = "power.tx_power_dbm"
+
+
+def _study(directory: Path, *, axes: str = f'"{AXIS}" = [10.0, 20.0]', seeds: str = "[1, 2]",
+           extra: str = "", rounds: int = 2) -> Path:
+    """A study of the tiny scenario (``rounds`` rounds, evaluated every round)."""
+    write_tiny(directory, rounds=rounds, every=1)
+    path = directory / "study.toml"
+    path.write_text(f'scenario = "tiny.toml"\nseeds = {seeds}\n{extra}\n'
+                    f'[set]\n"model.hidden_units" = [8]\n[axes]\n{axes}\n'
+                    "[resources]\ncpus_per_run = 1\n")
+    return path
+
+
+def _status(out: Path) -> dict:
+    return json.loads((out / "status.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A 4-run study (2 tx powers x 2 seeds) run once on a local Ray of 2 CPUs."""
+    base = tmp_path_factory.mktemp("study")
+    study = _study(base)
+    out = base / "out"
+    status = main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"])
+    return study, out, status
+
+
+def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
+    study, out, status = finished
+    assert status == 0
+    names = [run_name({AXIS: p}, s) for p in (10.0, 20.0) for s in (1, 2)]
+    assert names[0] == "power.tx_power_dbm=10-seed1"
+    for name in names:
+        trace = read_trace(out / "runs" / f"{name}.h5")
+        assert trace.completed_rounds == 2
+        assert trace.attrs["seed"] == int(name[-1])
+    state = _status(out)
+    assert state["tasks_submitted"] == 4
+    assert {r["state"] for r in state["runs"].values()} == {"done"}
+    assert (out / "study.toml").read_bytes() == study.read_bytes()
+
+
+def test_the_report_equals_a_hand_computation(finished):
+    _, out, _ = finished
+    assert main(["study", "report", str(out)]) == 0
+    table = pd.read_csv(out / "table.csv")
+    assert len(table) == 8 and list(table.columns[:4]) == ["run", "seed", AXIS, "round"]
+    assert {"cumulative_uplink_symbols", "cumulative_channel_uses", "test_accuracy", "ece"} \
+        <= set(table.columns)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "table.parquet"), table,
+                                  check_dtype=False)
+    summary = pd.read_csv(out / "summary.csv")
+    for power in (10.0, 20.0):
+        for metric in ("test_accuracy", "ece"):
+            for r in (0, 1):
+                values = np.array([read_trace(out / "runs" / f"{run_name({AXIS: power}, s)}.h5")
+                                   .rounds[metric][r] for s in (1, 2)])
+                half = stats.t.ppf(0.975, 1) * values.std(ddof=1) / np.sqrt(2)
+                row = summary[(summary[AXIS] == power) & (summary["x_kind"] == "round")
+                              & (summary["x"] == r) & (summary["metric"] == metric)]
+                assert len(row) == 1
+                row = row.iloc[0]
+                assert row["n"] == 2
+                np.testing.assert_allclose(row["mean"], values.mean(), rtol=1e-12)
+                np.testing.assert_allclose(row["ci95_low"], values.mean() - half, rtol=1e-9)
+                np.testing.assert_allclose(row["ci95_high"], values.mean() + half, rtol=1e-9)
+        for kind in ("uplink", "total"):  # interpolated onto a grid both seeds cover
+            rows = summary[(summary[AXIS] == power) & (summary["x_kind"] == kind)
+                           & (summary["metric"] == "test_accuracy")]
+            assert len(rows) >= 1 and (rows["n"] == 2).all()
+    for x in ("rounds", "total"):
+        assert main(["study", "report", str(out), "--x", x]) == 0
+        assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
+        assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
+
+
+def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
+    _, out, _ = finished
+    status, text, heavy = _probe("study", "report", str(out), cwd=tmp_path)
+    assert status == 0, text
+    assert heavy == [], heavy
+    probe = "import sys, cosim.study_report; print(sorted(m for m in sys.modules if m.startswith('ray')))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
+
+
+def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished, capsys):
+    # in place: the trace path is part of a run's stored scenario, so a moved study
+    # directory does not resume (docs/studies.md)
+    study, out, _ = finished
+    assert main(["study", "report", str(out)]) == 0
+    uninterrupted = pd.read_csv(out / "table.csv").drop(columns="wall_s")
+    missing = run_name({AXIS: 10.0}, 2)
+    partial = run_name({AXIS: 20.0}, 1)
+    (out / "runs" / f"{missing}.h5").unlink()
+    with h5py.File(out / "runs" / f"{partial}.h5", "r+") as f:  # killed before round 1's commit
+        f.attrs["completed_rounds"] = 1
+    assert read_trace(out / "runs" / f"{partial}.h5").completed_rounds == 1
+    capsys.readouterr()
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 runs, 2 complete already, 0 diverged already, 2 to run" in printed
+    state = _status(out)
+    assert state["tasks_submitted"] == 2
+    actions = {name: run["action"] for name, run in state["runs"].items()}
+    assert actions.pop(missing) == "started" and actions.pop(partial) == "resumed"
+    assert set(actions.values()) == {"skipped"}
+    assert {r["state"] for r in state["runs"].values()} == {"done"}
+    assert sum(line.startswith("[") and ": done" in line for line in printed.splitlines()) == 2
+
+    assert main(["study", "report", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv").drop(columns="wall_s"),
+                                  uninterrupted)
+
+
+def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_path, capsys):
+    # 10 training images cannot feed 8 devices of ~20 samples: valid, fails at set-up;
+    # a learning rate of 1000 diverges in round 1 (the trace holds it)
+    study = _study(tmp_path, seeds="[1]", axes='"data.synthetic_train_size" = [1200, 10]\n'
+                   '"algorithm.learning_rate" = [0.05, 1000.0]')
+    out = tmp_path / "out"
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 1
+    printed = capsys.readouterr().out
+    runs = _status(out)["runs"]
+    good = "data.synthetic_train_size=1200,algorithm.learning_rate=0.05-seed1"
+    diverged = "data.synthetic_train_size=1200,algorithm.learning_rate=1000-seed1"
+    setup = [f"data.synthetic_train_size=10,algorithm.learning_rate={lr}-seed1"
+             for lr in ("0.05", "1000")]
+    assert runs[good]["state"] == "done"
+    assert read_trace(out / "runs" / f"{good}.h5").completed_rounds == 2
+    assert runs[diverged]["state"] == "failed" and "diverged" in runs[diverged]["error"]
+    for bad in setup:
+        assert runs[bad]["state"] == "failed" and "SetupError" in runs[bad]["error"]
+        line = next(line for line in printed.splitlines() if f"] {bad}: failed" in line)
+        assert "SetupError" in line, printed
+    assert "1 done, 3 failed of 4" in printed
+
+    # again: the complete run is skipped, the diverged one is reported from its trace,
+    # only the two set-up failures run (and fail) again
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 1
+    printed = capsys.readouterr().out
+    assert "4 runs, 1 complete already, 1 diverged already, 2 to run" in printed
+    state = _status(out)
+    assert state["tasks_submitted"] == 2
+    assert state["runs"][diverged]["action"] == "skipped"
+    assert "diverged: round" in state["runs"][diverged]["error"]
+    assert "1 done, 3 failed of 4" in printed
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('scenario = "tiny.toml"\nseeds = [1]\ncolour = 1\n', "colour: unknown key"),
+    ('scenario = "nope.toml"\nseeds = [1]\n', "scenario: 'nope.toml' is neither a file"),
+    ('scenario = "tiny.toml"\nseeds = "1"\n', "seeds: must be a non-empty list of ints (got '1')"),
+    ('scenario = "tiny.toml"\nseeds = [1, 1]\n', "seeds: must be distinct"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = 10.0\n',
+     "axes.power.tx_power_dbm: must be a non-empty list of values (got 10.0)"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\nseed = [1, 2]\n', "axes.seed: set by the study"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[resources]\ncpus_per_run = 0\n',
+     "resources.cpus_per_run: must be a positive number (got 0)"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[resources]\ngpus = 1\n', "resources.gpus: unknown key"),
+    ('scenario = "tiny.toml"\nseeds = [1, 2]\n[axes]\n"power.tx_power_dbm" = [10.0, "loud"]\n',
+     'point power.tx_power_dbm = "loud", seed 1: power.tx_power_dbm:'),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[set]\n"cell.radius_mm" = 5\n', "cell.radius_mm"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes\n', "TOML syntax error"),
+])
+def test_bad_study_files_exit_2_naming_the_key(tmp_path, capsys, text, expected):
+    write_tiny(tmp_path, rounds=2)
+    study = tmp_path / "study.toml"
+    study.write_text(text)
+    out = tmp_path / "out"
+    assert main(["study", "run", str(study), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
+    assert not out.exists(), "nothing is written for a bad study"
+
+
+def test_every_point_is_validated_before_anything_runs(tmp_path):
+    study = _study(tmp_path, axes=f'"{AXIS}" = [10.0, 1000.0]\n"algorithm.name" = ["fedavg", "x"]')
+    with pytest.raises(Exception) as error:
+        load_study(study)
+    problems = error.value.problems
+    assert any(p.startswith(f'point {AXIS} = 1000.0, algorithm.name = "fedavg", seed 1: '
+                            f"{AXIS}:") for p in problems), problems
+    assert any('algorithm.name = "x", seed 2: algorithm.name' in p for p in problems), problems
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not RAY.exists(), reason="the `ray` command is not installed")
+def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys):
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    env_cmd = {"capture_output": True, "text": True, "timeout": 180}
+    try:
+        head = subprocess.run([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=1",
+                               "--include-dashboard=false", "--disable-usage-stats"], **env_cmd)
+        assert head.returncode == 0, head.stdout + head.stderr
+        worker = subprocess.run([str(RAY), "start", f"--address={address}", "--num-cpus=1",
+                                 "--disable-usage-stats"], **env_cmd)
+        assert worker.returncode == 0, worker.stdout + worker.stderr
+        study = _study(tmp_path, seeds="[1]")
+        out = tmp_path / "out"
+        assert main(["study", "run", str(study), "--out", str(out), "--address", address]) == 0
+        printed = capsys.readouterr().out
+        assert f"cluster {address}, 2 CPUs, 2 node(s)" in printed
+        runs = _status(out)["runs"].values()
+        assert {r["state"] for r in runs} == {"done"}
+        assert len({r["node"] for r in runs}) == 2, "one run on each node"
+        for power in (10.0, 20.0):
+            assert read_trace(out / "runs" / f"{run_name({AXIS: power}, 1)}.h5").completed_rounds == 2
+    finally:
+        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
