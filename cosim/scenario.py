@@ -720,6 +720,31 @@ def _apply_override(data: dict[str, Any], path: list[str], value: Any) -> None:
         node, model = child, _sub_model(model, key)
 
 
+def read_toml(
+    path: str | Path | None,
+    source: str,
+    *,
+    text: str | None = None,
+    error: type[ScenarioError] | None = None,
+    missing_hint: str = "",
+) -> dict[str, Any]:
+    """The table of the TOML file ``path`` (or of ``text``), or ``error`` (default
+    :class:`ScenarioError`) with one line: file not found (plus ``missing_hint``),
+    cannot read, or the TOML syntax error with its line."""
+    error = error or ScenarioError
+    if text is None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise error([f"file not found: {path}{missing_hint}"], source) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise error([f"cannot read {path}: {exc}"], source) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error([f"TOML syntax error: {exc}"], source) from None
+
+
 def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:
     """Read, override and validate a scenario.
 
@@ -745,22 +770,13 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
         path = _shipped_path(path) or path
     source = "<default quickstart>" if path is None else str(path)
     if path is None:
-        text = default_scenario_text()
+        data = read_toml(None, source, text=default_scenario_text())
     else:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            hint = ""
-            if len(Path(path).parts) == 1:  # a bare name that is no shipped scenario either
-                names = ", ".join(s.name for s in shipped_scenarios() if s.path.suffix == ".toml")
-                hint = f" (nor a shipped scenario: {names}; `cosim scenarios` lists them)"
-            raise ScenarioError([f"file not found: {path}{hint}"], source) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScenarioError([f"cannot read {path}: {exc}"], source) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError([f"TOML syntax error: {exc}"], source) from None
+        hint = ""
+        if len(Path(path).parts) == 1 and not Path(path).exists():  # not a shipped name either
+            names = ", ".join(s.name for s in shipped_scenarios() if s.path.suffix == ".toml")
+            hint = f" (nor a shipped scenario: {names}; `cosim scenarios` lists them)"
+        data = read_toml(path, source, missing_hint=hint)
     for item in overrides:
         _apply_override(data, *_parse_override(item))
     return parse_scenario(data, source if not overrides else f"{source} with --set overrides")

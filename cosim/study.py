@@ -36,7 +36,6 @@ import re
 import shutil
 import sys
 import time
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ from cosim.scenario import (
     _toml_value,
     check_resources,
     load_scenario,
+    read_toml,
 )
 
 __all__ = [
@@ -214,14 +214,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StudyError([f"file not found: {path}"], source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StudyError([f"cannot read {path}: {exc}"], source) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise StudyError([f"TOML syntax error: {exc}"], source) from None
+    except (OSError, UnicodeDecodeError):
+        text = None  # read_toml reports it
+    data = read_toml(path, source, error=StudyError, text=text)
     problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
                 for key in data if key not in _TOP_KEYS]
 
