@@ -59,7 +59,7 @@ from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.datasets import Dataset, load_dataset
 from learning.metrics import evaluate_probs
 from learning.models import build_model
-from learning.partition import Partition, partition, to_device_data
+from learning.partition import Partition, PoolExhausted, partition, to_device_data
 from phy import aircomp, geometry
 from phy.channel import make_channel
 from phy.csi import make_csi
@@ -170,11 +170,12 @@ def build_world(scenario: Scenario) -> StaticWorld:
             dirichlet_alpha=data_cfg.dirichlet_alpha,
             rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
         )
-    except ValueError as error:  # learning/ speaks of its arguments; say which scenario keys
+    except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
         raise ValueError(
-            f"data.partition = {data_cfg.partition!r} cannot be drawn: {error} "
-            f"(data.mean_samples_per_device = {data_cfg.mean_samples_per_device:g}, "
-            f"cell.num_devices = {cell.num_devices}, data.dataset = {data_cfg.dataset!r})"
+            f"data.partition = {data_cfg.partition!r}: class {error.label} has {error.available} "
+            f"training samples but all devices together need {error.needed}; lower "
+            f"data.mean_samples_per_device (now {data_cfg.mean_samples_per_device:g}) or "
+            f"cell.num_devices (now {cell.num_devices})"
         ) from error
     return StaticWorld(
         deployment=deployment,

@@ -115,6 +115,22 @@ def _class_counts(sizes, num_classes, scheme, labels_per_device, dirichlet_alpha
     return rng.multinomial(sizes, p).astype(np.int64)
 
 
+class PoolExhausted(ValueError):
+    """A class has fewer training samples than the devices drawing from it need.
+
+    Attributes: ``label``, ``available``, ``needed`` (ints) and ``disjoint`` (bool).
+    """
+
+    def __init__(self, label: int, available: int, needed: int, disjoint: bool):
+        self.label, self.available, self.needed, self.disjoint = int(label), int(available), int(needed), disjoint
+        what = "all devices together" if disjoint else "one device"
+        super().__init__(
+            f"class {label} has {available} training samples but {what} need {needed}; "
+            "lower mean_samples_per_device or num_devices"
+            + (", or pass disjoint=False" if disjoint else "")
+        )
+
+
 def _draw_images(groups, counts, disjoint, rng):
     """Indices for counts [K, G] from the pools of ``groups`` [N] in 0..G-1."""
     num_devices, num_groups = counts.shape
@@ -126,11 +142,7 @@ def _draw_images(groups, counts, disjoint, rng):
         pool = np.flatnonzero(groups == g)
         need = demand.sum() if disjoint else demand.max()
         if need > pool.size:
-            what = "all devices together" if disjoint else "one device"
-            raise ValueError(
-                f"class {g} has {pool.size} training samples but {what} need {need}; "
-                "lower mean_samples_per_device or num_devices"
-            )
+            raise PoolExhausted(g, pool.size, need, disjoint)
         owner = np.repeat(np.arange(num_devices), demand)
         if disjoint:
             chosen.append(rng.permutation(pool)[: demand.sum()])
