@@ -38,13 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import numpy as np
-
-from cosim.trace import TraceWriter
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "cosim"))
+
+from small_trace import write_small_trace  # noqa: E402
 
 
 def _cosim() -> list[str]:
@@ -55,22 +53,6 @@ def _cosim() -> list[str]:
         return [str(script)]
     found = shutil.which("cosim")
     return [found] if found else [sys.executable, "-m", "cosim.cli"]
-
-
-def _write_trace(path: Path, rounds: int = 20) -> Path:
-    """A small trace as the engine writes it (evaluated every round)."""
-    with TraceWriter.create(path, 'name = "bench"\nseed = 1\nrounds = 20\n', seed=1,
-                            name="bench") as writer:
-        for t in range(rounds):
-            writer.append_round({"uplink_symbols": 912.0, "downlink_symbols": 6.6e6,
-                                 "cumulative_channel_uses": (912.0 + 6.6e6) * (t + 1),
-                                 "cumulative_uplink_symbols": 912.0 * (t + 1),
-                                 "cumulative_downlink_symbols": 6.6e6 * (t + 1),
-                                 "test_accuracy": 0.1 + 0.04 * t, "ece": 0.05, "test_nll": 1.0})
-            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
-            writer.append_series("reliability", "bin_count", np.full(10, 100.0))
-            writer.commit()
-    return path
 
 
 def _time(command: list[str], env: dict[str, str]) -> float:
@@ -100,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     cosim = _cosim()
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        trace = args.trace or _write_trace(Path(tmp) / "bench-seed1.h5")
+        trace = args.trace or write_small_trace(Path(tmp) / "bench-seed1.h5", rounds=20, uplink=912.0, downlink=6.6e6)
         rows = {  # key: (label, command)
             "h5py": ('python -c "import h5py"', [sys.executable, "-c", "import h5py"]),
             "version": ("cosim --version", [*cosim, "--version"]),

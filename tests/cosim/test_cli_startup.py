@@ -17,14 +17,13 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
 import pytest
+from small_trace import write_small_trace
 from tiny_scenario import write_tiny
 
 import cosim.scenario
 from cosim.cli import main
 from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir
-from cosim.trace import TraceWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "learning", "phy")
@@ -58,23 +57,8 @@ def _probe(*args: str, cwd: Path) -> tuple[int, str, list[str]]:
     return found["status"], out + result.stderr, found["heavy"]
 
 
-def _trace(path: Path, rounds: int = 3) -> Path:
-    """A small trace as the engine writes it, written without TensorFlow."""
-    with TraceWriter.create(path, 'name = "t"\nseed = 3\nrounds = 3\n', seed=3, name="t") as writer:
-        for t in range(rounds):
-            writer.append_round({"uplink_symbols": 10.0, "downlink_symbols": 100.0,
-                                 "cumulative_channel_uses": 110.0 * (t + 1),
-                                 "cumulative_uplink_symbols": 10.0 * (t + 1),
-                                 "cumulative_downlink_symbols": 100.0 * (t + 1),
-                                 "test_accuracy": 0.3 + 0.1 * t, "ece": 0.1, "test_nll": 1.0})
-            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
-            writer.append_series("reliability", "bin_count", np.full(10, 3.0))
-            writer.commit()
-    return path
-
-
 def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
-    trace = _trace(tmp_path / "t.h5")
+    trace = write_small_trace(tmp_path / "t.h5")
     quickstart = ROOT / "scenarios" / "quickstart.toml"
     cases = {
         "inspect": (["inspect", str(trace)], "test_accuracy"),

@@ -16,6 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from small_trace import write_small_trace
 from tiny_scenario import write_tiny
 
 import cosim.run
@@ -209,19 +210,6 @@ def test_bad_override(tmp_path, capsys, command, overrides, named):
 # --------------------------------------------------------------------------- trace files
 
 
-def _good_trace(path: Path, rounds: int = 2) -> Path:
-    """A small trace as the engine writes it (evaluated every round)."""
-    with TraceWriter.create(path, 'name = "t"\nseed = 3\nrounds = 2\n', seed=3, name="t") as writer:
-        for t in range(rounds):
-            writer.append_round({"uplink_symbols": 10.0, "downlink_symbols": 100.0,
-                                 "cumulative_channel_uses": 110.0 * (t + 1), "test_accuracy": 0.5,
-                                 "ece": 0.1, "test_nll": 1.0})
-            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
-            writer.append_series("reliability", "bin_count", np.full(10, 3.0))
-            writer.commit()
-    return path
-
-
 def _make_bad(kind: str, directory: Path) -> Path:
     """A file ``cosim inspect`` / ``cosim plot`` cannot use, of the given ``kind``."""
     path = directory / f"{kind}.h5"
@@ -245,16 +233,16 @@ def _make_bad(kind: str, directory: Path) -> Path:
             f.attrs["schema_version"] = 1
         return path
     if kind == "newer-schema":
-        _good_trace(path)
+        write_small_trace(path, rounds=2)
         with h5py.File(path, "r+") as f:
             f.attrs["schema_version"] = 99
         return path
     if kind == "short-column":  # completed_rounds beyond the rows written
-        _good_trace(path)
+        write_small_trace(path, rounds=2)
         with h5py.File(path, "r+") as f:
             f.attrs["completed_rounds"] = 5
         return path
-    data = _good_trace(directory / "source.h5").read_bytes()
+    data = write_small_trace(directory / "source.h5", rounds=2).read_bytes()
     (directory / "source.h5").unlink()
     damaged = {
         "truncated-half": data[: len(data) // 2],
@@ -301,7 +289,7 @@ def test_inspect_bad_file(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("kind", READ_FAULTS, ids=READ_FAULTS)
 def test_plot_bad_file_leaves_no_output_directory(tmp_path, capsys, kind):
-    good = _good_trace(tmp_path / "good.h5")
+    good = write_small_trace(tmp_path / "good.h5", rounds=2)
     path = _make_bad(kind, tmp_path)
     before = _snapshot(path)
     out = tmp_path / "figures" / "run1"
@@ -324,7 +312,7 @@ def test_plot_trace_without_rounds(tmp_path, capsys):
 
 
 def test_plot_out_is_a_file(tmp_path, capsys):
-    good = _good_trace(tmp_path / "good.h5")
+    good = write_small_trace(tmp_path / "good.h5", rounds=2)
     out = tmp_path / "figs"
     out.write_text("precious")
     _assert_refused(capsys, main(["plot", str(good), "--out", str(out)]), str(out), "not a directory")
@@ -334,7 +322,7 @@ def test_plot_out_is_a_file(tmp_path, capsys):
 def test_plot_good_trace_still_works(tmp_path, capsys):
     """The all-or-nothing plot writes every figure into a new nested directory."""
     out = tmp_path / "a" / "b"
-    assert main(["plot", str(_good_trace(tmp_path / "good.h5")), "--out", str(out)]) == 0
+    assert main(["plot", str(write_small_trace(tmp_path / "good.h5", rounds=2)), "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {"accuracy_vs_channel_uses.png", "ece.png",
                                                "reliability.png"}
     assert capsys.readouterr().out.count(".png") == 3

@@ -1,0 +1,28 @@
+"""A small trace as the engine writes it, written with cosim.trace.TraceWriter alone
+(no TensorFlow): shared by the command-line tests and benchmarks/cli_startup.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cosim.trace import TraceWriter
+
+
+def write_small_trace(path: Path, rounds: int = 3, *, uplink: float = 10.0,
+                      downlink: float = 100.0) -> Path:
+    """``rounds`` committed rounds, every one evaluated (accuracy 0.3 + 0.1 t), with the
+    channel-use columns and two reliability series; returns ``path``."""
+    scenario = f'name = "t"\nseed = 3\nrounds = {rounds}\n'
+    with TraceWriter.create(path, scenario, seed=3, name="t") as writer:
+        for t in range(rounds):
+            writer.append_round({"uplink_symbols": uplink, "downlink_symbols": downlink,
+                                 "cumulative_channel_uses": (uplink + downlink) * (t + 1),
+                                 "cumulative_uplink_symbols": uplink * (t + 1),
+                                 "cumulative_downlink_symbols": downlink * (t + 1),
+                                 "test_accuracy": 0.3 + 0.1 * t, "ece": 0.1, "test_nll": 1.0})
+            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
+            writer.append_series("reliability", "bin_count", np.full(10, 3.0))
+            writer.commit()
+    return path
