@@ -178,3 +178,19 @@ def test_unknown_reading_is_refused():
         LocalConfig(kl_scale=1.0, covariance_parameter="sigma")
     with pytest.raises(ValueError, match="softplus_std"):
         covariance.reading("sigma")
+
+
+def test_kl_gap_slope_is_the_derivative_of_the_kl_gap_and_the_kernel_gap_matches():
+    """Both the TF custom gradient and the Numba phase-1 gradient use kl_gap_slope: it must
+    be d(gap / 2)/dq (float64 central differences), and the Numba gap must equal the
+    NumPy one on both sides of KL_SERIES_BOUND."""
+    from numba import njit
+
+    q = np.concatenate([np.linspace(-0.5, 0.5, 41), [-3e-3, 2e-4, 9.9e-3, 1.01e-2]])
+    h = 1e-6
+    numeric = (covariance.kl_gap(q + h) - covariance.kl_gap(q - h)) / (4 * h)
+    np.testing.assert_allclose(covariance.kl_gap_slope(q), numeric, rtol=1e-6, atol=1e-10)
+    kernel = njit(lambda values: np.array([covariance.nb_kl_gap(v) for v in values]))
+    np.testing.assert_allclose(kernel(q), covariance.kl_gap(q), rtol=1e-12, atol=1e-20)
+    kernel_slope = njit(lambda values: np.array([covariance.nb_kl_gap_slope(v) for v in values]))
+    np.testing.assert_allclose(kernel_slope(q), covariance.kl_gap_slope(q), rtol=1e-12)
