@@ -33,7 +33,13 @@ from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+"""Some runs of a study failed (``cosim study run``)."""
 EXIT_USAGE = 2
+"""Bad input or a file fault; nothing written."""
+EXIT_DIVERGED = 3
+"""``cosim run`` stopped at a diverged round (:mod:`cosim.divergence`)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C; completed rounds are in the trace."""
 
 _IMPORT_NOISE = re.compile(
     r"(All log messages before absl::InitializeLog\(\) is called"
@@ -335,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cosim: interrupted; completed rounds are in the trace (use --resume)", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`cosim scenarios | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

@@ -7,8 +7,11 @@ A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
   interface can turn non-finite updates into a finite estimate (a zero-power row,
   the KKT control's clipping), so a finite model alone does not prove a sane round;
 * a local training loss (``train_loss_<phase>``) or any other round metric is NaN
-  or Inf, except the evaluation columns in rounds without evaluation and
-  ``train_loss`` of an algorithm that reports none (NaN there by design);
+  or Inf. NaN by design, and so not checked: the evaluation columns in rounds without
+  evaluation (a round is evaluated when its ``test_accuracy`` is finite; then a NaN
+  ``test_nll`` or ``ece`` counts), ``train_loss`` of an algorithm that reports none,
+  and the run's ``cumulative_*`` totals (NaN in the rows of traces written before
+  they existed);
 * the round's ``train_loss`` exceeds :data:`LOSS_EXPLOSION_FACTOR` times the
   ``train_loss`` of round 0 (the first local training, from the initial model). A
   loss a thousand times that of an untrained model is not a noisy round; the
@@ -27,12 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from cosim.trace import EVAL_COLUMNS
+
 LOSS_EXPLOSION_FACTOR = 1e3
 """A round whose ``train_loss`` exceeds this times round 0's has diverged."""
-
-_OPTIONAL_NAN = ("test_accuracy", "test_nll", "ece", "train_loss")
-"""Columns that are NaN by design in some rounds (no evaluation; no loss reported)."""
-
 
 class SimulationDiverged(RuntimeError):
     """A round diverged (:class:`DivergenceWatch`); the trace holds every round up to
@@ -82,11 +83,15 @@ class DivergenceWatch:
         if bad_updates:
             reasons.append(f"{int(bad_updates)} non-finite entries in the devices' updates")
         reports_loss = any(key.startswith("train_loss_") for key in scalars)
+        evaluated = math.isfinite(scalars.get("test_accuracy", math.nan))
         bad_losses, bad_metrics = [], []
         for key, value in scalars.items():
-            if math.isfinite(value):
-                continue
-            if key in _OPTIONAL_NAN and (key != "train_loss" or not reports_loss) and math.isnan(value):
+            by_design = (
+                (key in EVAL_COLUMNS and not evaluated)
+                or (key == "train_loss" and not reports_loss)
+                or key.startswith("cumulative_")
+            )
+            if math.isfinite(value) or (by_design and math.isnan(value)):
                 continue
             (bad_losses if key.startswith("train_loss") else bad_metrics).append(f"{key}={value}")
         if bad_losses:

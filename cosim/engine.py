@@ -52,8 +52,9 @@ import numpy as np
 import tensorflow as tf
 
 from cosim import rng as rngs
-from cosim.divergence import DivergenceWatch, SimulationDiverged
+from cosim.divergence import DivergenceWatch
 from cosim.scenario import Scenario
+from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.datasets import Dataset, load_dataset
@@ -67,7 +68,6 @@ from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.power import make_power_control
 
-EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
 BUDGET_TOLERANCE = 1e-4
 """Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
 RUN_COLUMNS = (
@@ -368,18 +368,11 @@ class Engine:
             ev = evaluate_probs(np.asarray(probs), self.y_test, num_bins=bins)
             scalars.update(test_accuracy=ev.accuracy, test_nll=ev.nll, ece=ev.ece)
             record.reliability = {
-                "bin_confidence": np.asarray(ev.bin_confidence, np.float64),
-                "bin_accuracy": np.asarray(ev.bin_accuracy, np.float64),
-                "bin_count": np.asarray(ev.bin_count, np.float64),
+                name: np.asarray(getattr(ev, name), np.float64) for name in RELIABILITY_SERIES
             }
         else:
             scalars.update(dict.fromkeys(EVAL_COLUMNS, math.nan))
-            nan_bins = np.full(bins, np.nan)
-            record.reliability = {
-                "bin_confidence": nan_bins,
-                "bin_accuracy": nan_bins,
-                "bin_count": nan_bins,
-            }
+            record.reliability = dict.fromkeys(RELIABILITY_SERIES, np.full(bins, np.nan))
         scalars["model_finite"] = float(finite)
         for key, value in round_metrics.items():
             if key in scalars or key in RUN_COLUMNS or key == "wall_s":
@@ -420,24 +413,19 @@ class Engine:
         state: Any,
         start_round: int = 0,
         divergence: DivergenceWatch | None = None,
-        stop_on_divergence: bool = True,
     ) -> Iterator[tuple[Any, RoundRecord]]:
         """Yield ``(state, record)`` for rounds ``start_round .. rounds-1``.
 
         Every record is checked by ``divergence`` (a fresh
         :class:`~cosim.divergence.DivergenceWatch` when None; a resumed run passes
-        one holding round 0's loss) and carries its findings in ``record.divergence``.
-        With ``stop_on_divergence`` the generator raises
-        :class:`~cosim.divergence.SimulationDiverged` *after* yielding the first
-        diverged round, so the caller can write that round first.
+        one holding round 0's loss) and carries its findings in ``record.divergence``;
+        whether a diverged run stops is the caller's choice (``cosim.run``).
         """
         watch = divergence if divergence is not None else DivergenceWatch()
         for t in range(start_round, self.scenario.rounds):
             state, record = self.run_round(t, state)
             record.divergence = watch.check(t, record.scalars)
             yield state, record
-            if record.divergence and stop_on_divergence:
-                raise SimulationDiverged(t, record.divergence, self.divergence_advice())
 
     def divergence_advice(self) -> str:
         """The scenario keys most likely behind a divergence, with their values."""

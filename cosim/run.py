@@ -26,14 +26,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cosim.cli import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
 from cosim.divergence import DivergenceWatch, SimulationDiverged
-from cosim.engine import EVAL_COLUMNS, Engine, RoundRecord
+from cosim.engine import Engine, RoundRecord
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
-from cosim.trace import TraceError, TraceWriter, check_writable
+from cosim.trace import (
+    EVAL_COLUMNS,
+    RELIABILITY_SERIES,
+    TraceError,
+    TraceWriter,
+    check_trace_target,
+)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
-"""Exit statuses of ``cosim run``: done; failed; bad input or a file fault (nothing
-written); stopped because a round diverged (:mod:`cosim.divergence`)."""
 INERT_ROUNDS = 10
 """Rounds in a row of an inert phase 1 before the run warns."""
 INERT_RELATIVE_CHANGE = 1e-6
@@ -232,7 +236,7 @@ def run_scenario(
     With ``resume`` the run continues from the trace's last completed round, from
     the model state checkpointed with it; the result equals an uninterrupted run,
     also when ``scenario.rounds`` is larger than the trace's (the run is extended).
-    The trace path is checked before the set-up (:func:`cosim.trace.check_writable`),
+    The trace path is checked before the set-up (:func:`cosim.trace.check_trace_target`),
     and the trace appears under its name complete with its header and static tables
     (:meth:`TraceWriter.create`). Writes ``cumulative_channel_uses``,
     ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols`` into every
@@ -255,7 +259,7 @@ def run_scenario(
     else:
         if resume:
             print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
-        check_writable(path)
+        check_trace_target(path, overwrite=overwrite)
     started = time.perf_counter()
     try:
         engine = engine or Engine(scenario)
@@ -293,7 +297,7 @@ def run_scenario(
     history = writer.column("precision_rel_change") if start > 0 else None
     watch = InertPrecisionWatch(
         history=None if history is None else history.tolist(),
-        current=getattr(scenario.algorithm, "covariance_parameter", None),
+        current=scenario.algorithm.covariance_parameter,
     )
     losses = writer.column("train_loss") if start > 0 else None
     divergence = DivergenceWatch(
@@ -311,9 +315,7 @@ def run_scenario(
     last_acc, last_ece, diverged = math.nan, math.nan, False
     completed = start
     try:
-        rounds = engine.rounds(state, start_round=start, divergence=divergence,
-                               stop_on_divergence=stop_on_divergence)
-        for new_state, record in rounds:
+        for new_state, record in engine.rounds(state, start_round=start, divergence=divergence):
             state = new_state
             uses.add(record.scalars)
             writer.append(record)
@@ -331,18 +333,16 @@ def run_scenario(
                 bar.update(record, uses.total)
             if record.divergence and not diverged:
                 diverged = True
-                if not stop_on_divergence:
-                    error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
-                    say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
+                error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
+                if stop_on_divergence:
+                    say(f"cosim run: stopped: {error}. The trace holds every round up to and "
+                        f"including round {error.round}; `cosim run --overwrite "
+                        "--continue-on-divergence` runs it again and goes on past it.")
+                    break
+                say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
             warning = watch.observe(record.round, record.scalars.get("precision_rel_change"))
             if warning is not None:
                 say(warning)
-    except SimulationDiverged as error:
-        diverged = True
-        say(
-            f"cosim run: stopped: {error}. The trace holds every round up to and including "
-            f"round {error.round}; `cosim run --continue-on-divergence` goes on anyway."
-        )
     finally:
         if bar is not None:
             bar.close()
@@ -376,8 +376,7 @@ def _extend_rounds(writer: TraceWriter, scenario: Scenario, scenario_text: str) 
         return
     last = old_rounds - 1
     if last < writer.completed_rounds and (last + 1) % scenario.eval.every != 0:
-        writer.reset_cells(last, [*EVAL_COLUMNS, "reliability/bin_confidence",
-                                  "reliability/bin_accuracy", "reliability/bin_count"])
+        writer.reset_cells(last, [*EVAL_COLUMNS, *(f"reliability/{n}" for n in RELIABILITY_SERIES)])
     writer.set_attrs(scenario=scenario_text)
     writer.flush()
 
@@ -394,18 +393,8 @@ def run_command(
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
     check_resources(scenario, source=scenario_file or "<default quickstart>")
-    path = scenario.trace_path
-    if path.is_dir():
-        print(f"cosim run: trace.path: {path} is a directory", file=sys.stderr)
-        return EXIT_USAGE
-    if path.exists() and not (resume or overwrite):
-        print(
-            f"cosim run: trace {path} already exists; use --resume to continue it "
-            "or --overwrite to replace it",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     try:
+        check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
         summary = run_scenario(scenario, resume=resume, overwrite=overwrite,
                                stop_on_divergence=stop_on_divergence)
     except (TraceError, SetupError) as error:
@@ -417,12 +406,16 @@ def run_command(
         f"{summary.channel_uses:.6g} channel uses (OFDM symbols), {summary.wall_s:.1f} s"
     )
     print(f"trace: {summary.trace_path}")
+    status = EXIT_DIVERGED if summary.diverged else EXIT_OK
     if plots and summary.completed_rounds > 0:
-        from cosim.plots import plot_traces
+        from cosim.plots import PlotError, plot_traces
 
         out = summary.trace_path.with_suffix("")
         out = out.parent / f"{out.name}-figures"
-        for figure in plot_traces([summary.trace_path], out):
-            print(f"figure: {figure}")
-    return EXIT_DIVERGED if summary.diverged else EXIT_OK
+        try:
+            for figure in plot_traces([summary.trace_path], out):
+                print(f"figure: {figure}")
+        except (PlotError, TraceError) as error:  # the run and its trace stand
+            print(f"cosim run: no figures: {error}", file=sys.stderr)
+    return status
 

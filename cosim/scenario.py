@@ -63,11 +63,14 @@ __all__ = [
     "memory_estimate_bytes",
     "model_num_params",
     "parse_scenario",
+    "read_toml",
     "scenario_num_params",
     "scenario_to_toml",
+    "shipped_scenario_path",
     "shipped_scenarios",
     "shipped_scenarios_dir",
     "symbols_per_phase",
+    "toml_value",
     "uplink_phase_values",
 ]
 
@@ -675,7 +678,7 @@ def shipped_scenarios() -> list[ShippedScenario]:
     ]
 
 
-def _shipped_path(path: str | Path) -> Path | None:
+def shipped_scenario_path(path: str | Path) -> Path | None:
     """The shipped scenario a bare name (``paper_mnist`` or ``paper_mnist.toml``, no
     directory part) stands for, or None."""
     p = Path(path)
@@ -767,7 +770,7 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
         wrong type, out-of-range value, inconsistent fields.
     """
     if path is not None and not Path(path).exists():
-        path = _shipped_path(path) or path
+        path = shipped_scenario_path(path) or path
     source = "<default quickstart>" if path is None else str(path)
     if path is None:
         data = read_toml(None, source, text=default_scenario_text())
@@ -785,7 +788,7 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
 # --------------------------------------------------------------------------- TOML output
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -800,7 +803,7 @@ def _toml_value(value: Any) -> str:
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         return f'"{escaped}"'
     if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
@@ -811,7 +814,7 @@ def _toml_table(model: BaseModel, prefix: str, lines: list[str]) -> None:
         if isinstance(value, BaseModel):
             tables.append((key, value))
         elif value is not None:
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {toml_value(value)}")
     for key, value in tables:
         lines.extend(["", f"[{prefix}{key}]"])
         _toml_table(value, f"{prefix}{key}.", lines)

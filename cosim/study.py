@@ -43,14 +43,15 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from cosim.cli import EXIT_FAILED, EXIT_OK
 from cosim.scenario import (
     Scenario,
     ScenarioError,
-    _shipped_path,
-    _toml_value,
     check_resources,
     load_scenario,
     read_toml,
+    shipped_scenario_path,
+    toml_value,
 )
 
 __all__ = [
@@ -155,19 +156,19 @@ class Study:
                     problems.append(f"axes: the points {names[name]} and {values} seed {seed} "
                                     f"get the same run name {name!r}")
                 names[name] = f"{values} seed {seed}"
-                overrides = [f"{k}={_toml_value(v)}" for k, v in self.set.items()]
-                overrides += [f"{k}={_toml_value(v)}" for k, v in values.items()]
+                overrides = [f"{k}={toml_value(v)}" for k, v in self.set.items()]
+                overrides += [f"{k}={toml_value(v)}" for k, v in values.items()]
                 overrides.append(f"seed={seed}")
                 if out_dir is not None:
                     trace = (Path(out_dir).resolve() / RUNS_DIR / f"{name}.h5").as_posix()
-                    overrides.append(f"trace.path={_toml_value(trace)}")
+                    overrides.append(f"trace.path={toml_value(trace)}")
                 scenario = None
                 if validate:
                     try:
                         scenario = load_scenario(self.scenario, overrides)
                         check_resources(scenario, source=self.scenario)
                     except ScenarioError as error:
-                        where = ", ".join(f"{k} = {_toml_value(v)}" for k, v in values.items())
+                        where = ", ".join(f"{k} = {toml_value(v)}" for k, v in values.items())
                         where = f"point {where}, seed {seed}" if where else f"seed {seed}"
                         problems += [f"{where}: {p}" for p in error.problems]
                 points.append(RunPoint(name, int(seed), values, tuple(overrides), scenario))
@@ -184,7 +185,7 @@ def _value_text(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (list, tuple)):
         return "+".join(_value_text(v) for v in value)
-    return _toml_value(value)
+    return toml_value(value)
 
 
 def run_name(axis_values: dict[str, Any], seed: int) -> str:
@@ -212,11 +213,8 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
     """
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = None  # read_toml reports it
-    data = read_toml(path, source, error=StudyError, text=text)
+    data = read_toml(path, source, error=StudyError)
+    text = path.read_text(encoding="utf-8")
     problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
                 for key in data if key not in _TOP_KEYS]
 
@@ -229,8 +227,8 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         candidate = (path.parent / scenario).resolve()
         if candidate.is_file():
             resolved = str(candidate)
-        elif _shipped_path(scenario) is not None and len(Path(scenario).parts) == 1:
-            resolved = scenario
+        elif shipped_scenario_path(scenario) is not None:
+            resolved = str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
         else:
             problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
                             "nor a shipped scenario (`cosim scenarios`)")
@@ -458,7 +456,7 @@ def run_study(
         f"{c['failed']} diverged already, {len(todo)} to run "
         f"({study.cpus_per_run:g} CPU each) -> {out}")
     if not todo:
-        return 0 if c["failed"] == 0 else 1
+        return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
 
     import logging
 
@@ -516,4 +514,4 @@ def run_study(
     c = status.counts()
     say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
         f"({len(todo)} tasks run); status: {status.path}")
-    return 0 if c["failed"] == 0 else 1
+    return EXIT_OK if c["failed"] == 0 else EXIT_FAILED

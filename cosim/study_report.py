@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cosim.study import STUDY_COPY, Study, StudyError
+from cosim.scenario import read_toml
+from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "X_COLUMNS", "report", "study_table", "summarize_over_seeds"]
@@ -52,7 +53,7 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
     axes = list(study.axes)
     frames = []
     for point in study.points(out, validate=False):
-        path = out / "runs" / f"{point.name}.h5"
+        path = out / RUNS_DIR / f"{point.name}.h5"
         if not path.is_file():
             continue
         try:
@@ -66,7 +67,7 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
             frame["round"] = np.arange(done)
         frame["round"] = frame["round"].astype(np.int64)
         lead = pd.DataFrame({"run": [point.name] * done, "seed": [point.seed] * done,
-                             **{k: [point.axis_values[k]] * done for k in axes}})
+                             **{k: [_hashable(point.axis_values[k])] * done for k in axes}})
         rest = frame[["round", *sorted(c for c in frame if c != "round")]]
         frames.append(pd.concat([lead, rest.reset_index(drop=True)], axis=1))
     if not frames:
@@ -74,12 +75,15 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
     return pd.concat(frames, ignore_index=True), axes
 
 
+def _hashable(value):
+    """An axis value as a table cell that pandas can group by (lists become tuples)."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
 def _axes_only(copy: Path) -> Study:
     """The study copy read for its axes and seeds only (validated when the study ran;
     its relative ``scenario`` need not resolve from ``DIR``)."""
-    import tomllib
-
-    data = tomllib.loads(copy.read_text(encoding="utf-8"))
+    data = read_toml(copy, str(copy), error=StudyError)
     return Study(source=copy, scenario="", seeds=tuple(data.get("seeds", ())),
                  set=dict(data.get("set", {})), axes=dict(data.get("axes", {})))
 

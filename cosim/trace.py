@@ -33,7 +33,11 @@ SWMR is not used either (it needs every dataset created up front and forbids
 attribute updates). The writer opens the file with HDF5 file locking disabled
 (``locking=False``), so any other process can open it read-only while the run
 goes on (``h5py.File(path, "r")``, no ``HDF5_USE_FILE_LOCKING`` needed), and takes
-a POSIX ``lockf`` lock of its own so that a second *writer* is refused. Readers
+a POSIX ``lockf`` lock of its own so that a second *writer* is refused (not
+``flock``: HDF5's own file locking, on by default in readers, is ``flock``, and an
+exclusive one would refuse them). A ``lockf`` lock is dropped when the process closes
+*any* descriptor of the file, so the writer takes it after HDF5 has opened the file
+and a process that writes a trace must not also open it for reading. Readers
 see the state of the last flush; :func:`read_trace` retries an open that races a
 flush.
 """
@@ -57,6 +61,8 @@ import h5py
 import numpy as np
 
 __all__ = [
+    "EVAL_COLUMNS",
+    "RELIABILITY_SERIES",
     "SCHEMA_VERSION",
     "Checkpoint",
     "TraceData",
@@ -64,7 +70,7 @@ __all__ = [
     "TraceExistsError",
     "TraceWriter",
     "channel_use_split",
-    "check_writable",
+    "check_trace_target",
     "is_trace",
     "partial_path",
     "read_trace",
@@ -72,6 +78,10 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
+"""``/rounds`` columns of an evaluation (NaN in rounds without one)."""
+RELIABILITY_SERIES = ("bin_confidence", "bin_accuracy", "bin_count")
+"""``/rounds/reliability/<name>`` rows of an evaluation (NaN rows without one)."""
 LIBVER = ("v108", "v108")
 PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
 _SLOTS = ("slot_0", "slot_1")
@@ -181,14 +191,28 @@ def _os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def check_writable(path: str | Path) -> None:
-    """Raise :class:`TraceError` (one line naming the file) when a trace cannot be
-    created at ``path``: it is a directory, a parent is not a directory, or the
-    nearest existing parent is not writable. Creates and writes nothing, so a run
-    checks this before its set-up."""
+def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
+    trace at ``path``. Creates and writes nothing, so a run checks this before its
+    set-up (and :meth:`TraceWriter.create` again, for library callers).
+
+    Refused: a directory at ``path``; an existing file without ``resume`` or
+    ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
+    is not a trace of this project; and, unless an existing trace is resumed, a parent
+    that is not a directory or not writable.
+    """
     path = Path(path)
     if path.is_dir():
         raise TraceError(f"cannot create trace {path}: it is a directory")
+    if path.exists() or path.is_symlink():
+        if resume:
+            return
+        if not overwrite:
+            raise TraceExistsError(
+                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
+            )
+        if not is_trace(path):
+            raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
     parent = path.parent
     while not parent.exists():
         if parent.is_symlink():  # a dangling link
@@ -244,7 +268,7 @@ class TraceWriter:
 
         The header (schema version, scenario, seed, package versions), ``attrs`` (root
         attributes: str, int, float; e.g. ``name=``) and the static ``devices`` tables
-        (:meth:`write_devices`) are written to a hidden sibling
+        (``/devices/<name>``: position_m [K,2], distance_m [K], ...) are written to a hidden sibling
         (:func:`partial_path`) and flushed before it is renamed to ``path``: a file
         under the trace's name is always a complete, openable trace, whenever a kill
         hits. ``overwrite`` replaces an existing trace of this project by that rename
@@ -254,15 +278,9 @@ class TraceWriter:
         naming the file).
         """
         path = Path(path)
-        if path.exists() or path.is_symlink():
-            if not overwrite:
-                raise TraceExistsError(
-                    f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
-                )
-            if not is_trace(path):
-                raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
+        check_trace_target(path, overwrite=overwrite)
+        if path.exists():
             os.close(cls._lock(path))  # refuse to clobber a trace another process is writing
-        check_writable(path)
         partial = partial_path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,7 +291,7 @@ class TraceWriter:
         file, lock_fd = None, None
         try:
             file = h5py.File(partial, "w", libver=LIBVER, locking=False)
-            # HDF5 opens and closes the file while creating it, which drops POSIX locks:
+            # HDF5 opens and closes the file while creating it, which drops lockf locks:
             # the lock is taken on the created file
             lock_fd = cls._lock(partial)
             file.attrs["schema_version"] = SCHEMA_VERSION
@@ -295,8 +313,8 @@ class TraceWriter:
         except BaseException as exc:
             if file is not None:
                 file.close()
-            partial.unlink(missing_ok=True)
-            if lock_fd is not None:
+            if lock_fd is not None:  # ours; a lock refused means another process's file
+                partial.unlink(missing_ok=True)
                 os.close(lock_fd)
             if isinstance(exc, OSError):
                 raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
@@ -326,8 +344,12 @@ class TraceWriter:
             file = h5py.File(path, "r+", libver=LIBVER, locking=False)
         except OSError as exc:
             os.close(fd)
-            raise TraceError(f"cannot open trace {path}: {exc}") from None
+            raise TraceError(f"cannot open trace {path}: {_unopenable(path, exc)}") from None
         try:
+            missing = [name for name in ("scenario", "completed_rounds") if name not in file.attrs]
+            missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
+            if "schema_version" in file.attrs and missing:
+                raise TraceError(f"cannot resume {path}: an incomplete trace (no {', '.join(missing)})")
             version = file.attrs.get("schema_version")
             if version != SCHEMA_VERSION:
                 raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
@@ -439,18 +461,6 @@ class TraceWriter:
             if name in group:
                 del group[name]
             group.create_dataset(name, data=np.asarray(value))
-
-    def write_devices(self, **arrays: np.ndarray) -> None:
-        """Static per-device arrays: /devices/<name> (position_m [K,2], distance_m [K], ...).
-
-        Rewrites a dataset of the same name (a restart from round 0 writes them again).
-        """
-        group = self._file["devices"]
-        for name, value in arrays.items():
-            if name in group:
-                del group[name]
-            group.create_dataset(name, data=np.asarray(value))
-        self._file.flush()
 
     def write_checkpoint(self, arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None) -> None:
         """Save the state reached at the end of the current round (valid once committed).
@@ -818,7 +828,7 @@ def summarize(path: str | Path) -> str:
     last = data.last_evaluated_round()
     if last is not None:
         metrics = ", ".join(f"{k} {_fmt(data.rounds[k][last])}"
-                            for k in ("test_accuracy", "test_nll", "ece", "cumulative_channel_uses")
+                            for k in (*EVAL_COLUMNS, "cumulative_channel_uses")
                             if k in data.rounds)
         lines.extend(["", f"  final    (round {last}) {metrics}"])
     present = [k for k in POSTERIOR_COLUMNS if k in data.rounds and data.rounds[k].size]

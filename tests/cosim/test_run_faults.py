@@ -83,6 +83,11 @@ def test_watch_findings():
     assert watch.check(4, {**sane, "model_finite": 0.0}) == ["the global model holds NaN/Inf"]
     # NaN by design: no evaluation this round; no loss reported at all
     assert DivergenceWatch().check(0, {"train_loss": math.nan, "ece": math.nan}) == []
+    # an evaluated round (finite accuracy) must have a finite NLL and ECE
+    assert DivergenceWatch().check(0, {"test_accuracy": 0.5, "test_nll": math.nan, "ece": 0.1}) == [
+        "non-finite metrics (test_nll=nan)"]
+    # the run's totals are NaN in rows of traces written before they existed
+    assert DivergenceWatch().check(0, {"cumulative_uplink_symbols": math.nan}) == []
     # a resumed run takes round 0's loss from the trace
     assert DivergenceWatch(reference_loss=1.0).check(7, {"train_loss": 1001.0})
 
@@ -134,7 +139,8 @@ def test_overwrite_refuses_a_file_that_is_not_a_trace(tmp_path, capsys):
     assert not partial_path(precious).exists()
 
 
-@pytest.mark.parametrize("fault", ["directory", "parent_is_file", "unreadable_on_resume"])
+@pytest.mark.parametrize("fault", ["directory", "parent_is_file", "unreadable_on_resume",
+                                   "incomplete_on_resume"])
 def test_trace_path_faults_exit_2_with_one_line(tmp_path, capsys, fault):
     if fault == "directory":
         path = write_tiny(tmp_path, rounds=1)
@@ -144,10 +150,16 @@ def test_trace_path_faults_exit_2_with_one_line(tmp_path, capsys, fault):
         (tmp_path / "blocker").write_text("x")
         path = write_tiny(tmp_path, rounds=1, trace_dir=tmp_path / "blocker" / "sub")
         args, expect = [], "is not a directory"
-    else:
+    elif fault == "unreadable_on_resume":
         path = write_tiny(tmp_path, rounds=1)
         (tmp_path / "tiny-seed3.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(200))
         args, expect = ["--resume"], "cannot open trace"
+    else:
+        path = write_tiny(tmp_path, rounds=1)
+        with h5py.File(tmp_path / "tiny-seed3.h5", "w") as f:
+            f.attrs["schema_version"] = 1
+            f.attrs["scenario"] = "x"
+        args, expect = ["--resume"], "an incomplete trace (no completed_rounds, /rounds, /devices)"
     before = sorted(p.name for p in tmp_path.rglob("*"))
     assert main(["run", str(path), "--no-plots", *args]) == 2
     err = capsys.readouterr().err
@@ -203,7 +215,11 @@ def test_a_kill_at_any_instant_resumes_to_the_uninterrupted_trace(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert proc.returncode == -signal.SIGKILL, f"{instant}: the run ended before the kill"
-        if trace.exists():  # whatever the instant, a file under the name opens
-            assert _completed(trace) < rounds, instant
+        if trace.exists():  # whatever the instant, a file under the name is a whole trace
+            with h5py.File(trace, "r", locking=False) as f:
+                assert int(f.attrs["completed_rounds"]) < rounds, instant
+                assert "num_params" in f.attrs and "distance_m" in f["devices"], instant
+        elif instant == "creation":  # killed before the rename: only the hidden sibling
+            assert partial_path(trace).exists()
         assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0, instant
         assert_same_trace(trace, reference)

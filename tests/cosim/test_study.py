@@ -18,7 +18,7 @@ from test_cli_startup import _probe
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
-from cosim.study import load_study, run_name
+from cosim.study import StudyError, load_study, run_name
 from cosim.trace import read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -201,7 +201,7 @@ def test_bad_study_files_exit_2_naming_the_key(tmp_path, capsys, text, expected)
 
 def test_every_point_is_validated_before_anything_runs(tmp_path):
     study = _study(tmp_path, axes=f'"{AXIS}" = [10.0, 1000.0]\n"algorithm.name" = ["fedavg", "x"]')
-    with pytest.raises(Exception) as error:
+    with pytest.raises(StudyError) as error:
         load_study(study)
     problems = error.value.problems
     assert any(p.startswith(f'point {AXIS} = 1000.0, algorithm.name = "fedavg", seed 1: '

@@ -49,10 +49,10 @@ def write_round(writer: TraceWriter, t: int, checkpoint: bool = True) -> None:
 
 
 def new_trace(path: Path, rounds: int, **kw) -> TraceWriter:
-    writer = TraceWriter.create(path, SCENARIO, seed=3, **kw)
-    writer.write_devices(position_m=np.arange(2 * K, dtype=float).reshape(K, 2),
-                         distance_m=np.arange(1, K + 1, dtype=float),
-                         num_samples=np.arange(K), label_hist=np.ones((K, C), dtype=np.int64))
+    devices = {"position_m": np.arange(2 * K, dtype=float).reshape(K, 2),
+               "distance_m": np.arange(1, K + 1, dtype=float),
+               "num_samples": np.arange(K), "label_hist": np.ones((K, C), dtype=np.int64)}
+    writer = TraceWriter.create(path, SCENARIO, seed=3, devices=devices, **kw)
     for t in range(rounds):
         write_round(writer, t)
         writer.commit()
