@@ -239,3 +239,25 @@ def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys):
             assert read_trace(out / "runs" / f"{run_name({AXIS: power}, 1)}.h5").completed_rounds == 2
     finally:
         subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_the_report_groups_list_valued_axes(tmp_path):
+    """An axis over arrays (``model.hidden_units``) names its runs and groups its rows
+    (lists become tuples in the table); no Ray needed: the traces are written here."""
+    from small_trace import write_small_trace
+
+    from cosim.study import RUNS_DIR, STUDY_COPY
+    from cosim.study_report import study_table, summarize_over_seeds
+
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1, 2]\n[axes]\n"model.hidden_units" = [[8], [16, 16]]\n')
+    for units in ([8], [16, 16]):
+        for seed in (1, 2):
+            write_small_trace(out / RUNS_DIR / f"{run_name({'model.hidden_units': units}, seed)}.h5")
+    table, axes = study_table(out)
+    assert axes == ["model.hidden_units"] and set(table["model.hidden_units"]) == {(8,), (16, 16)}
+    summary = summarize_over_seeds(table, axes, metrics=["test_accuracy"])
+    rows = summary[(summary["x_kind"] == "round") & (summary["model.hidden_units"] == (8,))]
+    assert list(rows["n"]) == [2, 2, 2]
+    np.testing.assert_allclose(rows["mean"], [0.3, 0.4, 0.5])
