@@ -24,8 +24,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+LANES = 16
+"""Partial sums per row energy, one per lane ``f mod LANES``, added up in lane order at
+the end: the summation order is written out, so the sums are the same bits whether the
+kernel was compiled in this process or loaded from Numba's cache (with ``reassoc`` the
+vectoriser's choices differed between the two, by one float32 ulp)."""
 
-@njit(parallel=True, nogil=True, cache=True, fastmath=True)
+_NO_REASSOCIATION = {"nnan", "ninf", "nsz", "arcp", "contract", "afn"}
+
+
+@njit(inline="always", fastmath=_NO_REASSOCIATION)
+def _add(lanes, lane, f, row, scale_k, mask_k, coeff_k, out):
+    value = row[f]
+    square = value * value
+    lanes[0, lane] += square * scale_k[f]
+    lanes[1, lane] += square
+    lanes[2, lane] += square * (np.float32(1.0) - mask_k[f])
+    out[f] += value * coeff_k[f]
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=_NO_REASSOCIATION)
 def _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear):
     num_devices, num_values = updates.shape
     width_full = scale.shape[1]
@@ -35,22 +53,22 @@ def _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear):
         out = linear[n]
         for f in range(width_full):
             out[f] = np.float32(0.0)
+        lanes = np.empty((3, LANES), np.float32)
         for k in range(num_devices):
             row = updates[k, lo : lo + width]
             scale_k, mask_k, coeff_k = scale[k, :width], mask[k, :width], coeff[k, :width]
-            s_scaled = np.float32(0.0)
-            s_plain = np.float32(0.0)
-            s_off = np.float32(0.0)
-            for f in range(width):
-                value = row[f]
-                square = value * value
-                s_scaled += square * scale_k[f]
-                s_plain += square
-                s_off += square * (np.float32(1.0) - mask_k[f])
-                out[f] += value * coeff_k[f]
-            sums[k, n, 0] = s_scaled
-            sums[k, n, 1] = s_plain
-            sums[k, n, 2] = s_off
+            lanes[:] = np.float32(0.0)
+            body = width - width % LANES
+            for start in range(0, body, LANES):
+                for lane in range(LANES):
+                    _add(lanes, lane, start + lane, row, scale_k, mask_k, coeff_k, out)
+            for f in range(body, width):  # the last symbol's tail, lanes 0, 1, ...
+                _add(lanes, f - body, f, row, scale_k, mask_k, coeff_k, out)
+            for c in range(3):
+                total = np.float32(0.0)
+                for lane in range(LANES):
+                    total += lanes[c, lane]
+                sums[k, n, c] = total
 
 
 def grid_sums(updates, scale, mask, coeff):
