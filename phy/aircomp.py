@@ -55,19 +55,9 @@ import tensorflow as tf
 from sionna.phy.channel import ApplyOFDMChannel
 
 from phy.grid import GroupingRule
-from phy.grid_sums import gather_rows, grid_sums
-from phy.optimal_rows import optimal_rows
-from phy.power import (
-    _CHUNK_ROWS,
-    FullInversion,
-    IdealAggregation,
-    OptimalPower,
-    PowerControl,
-    TruncatedInversion,
-    solve_rows,
-)
+from phy.grid_sums import grid_sums
+from phy.power import ATTENUATION_TOLERANCE, PowerControl
 
-_ATTENUATION_TOLERANCE = 1e-6
 _SCREEN_MARGIN = 1e-3
 
 
@@ -175,7 +165,7 @@ def _chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_p
         "tx_power_mean_w": tf.reduce_mean(power, axis=1),
         "tx_power_max_w": tf.reduce_max(power, axis=1),
         "attenuated_fraction": tf.reduce_sum(
-            tf.cast(v < delta_abs * (1.0 - _ATTENUATION_TOLERANCE), tf.float32), axis=[1, 2]
+            tf.cast(v < delta_abs * (1.0 - ATTENUATION_TOLERANCE), tf.float32), axis=[1, 2]
         ) / num_values,
         "aggregated_distortion": tf.reduce_sum(
             tf.square(tf.reduce_sum(w[:, None, None] * sign * error, axis=0))
@@ -188,38 +178,8 @@ def _chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_p
     return out
 
 
-def _row_kernel(control):
-    """Compiled kernel of the budget-bound ("special") rows of one power control.
-
-    Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64 (+inf where
-    dead), the transmit mask m ``[C, F]`` f32 (the regular-row amplitude is
-    ``m |Delta|``), |h_hat|^2 and the reference gain, the estimate gain G and the
-    weight pi of the row's device, the budget. Output: ``G sgn(Delta) (v - m|Delta|)``
-    and ``pi sgn(Delta) (v - m|Delta|)`` ``[C, F]``, the row's transmit power,
-    distortion ``sum_f (v - |Delta|)^2`` and number of attenuated values ``[C]``.
-    """
-
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def kernel(delta, u, mask, gain, reference, est_gain, weight, budget):
-        delta_abs = tf.abs(delta)
-        v = control.dense(delta_abs, u, budget, gain, reference[:, None])
-        sqrt_u = tf.cast(tf.sqrt(tf.where(tf.math.is_inf(u), tf.zeros_like(u), u)), tf.float32)
-        corr = tf.sign(delta) * v - delta * mask
-        return (
-            est_gain * corr,
-            weight[:, None] * corr,
-            tf.reduce_sum(tf.square(sqrt_u * v), axis=-1),
-            tf.reduce_sum(tf.square(v - delta_abs), axis=-1),
-            tf.reduce_sum(
-                tf.cast(v < delta_abs * (1.0 - _ATTENUATION_TOLERANCE), tf.float32), axis=-1
-            ),
-        )
-
-    return kernel
-
-
 def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_power_w,
-                gamma_w, *, rule, power_control, kernel):
+                gamma_w, *, rule, power_control):
     """The chain of ``_chain`` without materialising x, v or y (graph mode).
 
     Every row (device k, OFDM symbol n) whose budget does not bind sends
@@ -231,8 +191,9 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     with a relative margin of 1e-3 for float32 rounding, and gathered (both sums and
     the linear part come from one pass over the ``[K, d]`` updates where they lie,
     :func:`phy.grid_sums.grid_sums`; the grid is formed only for TCI's off-subcarriers);
-    the power control runs on them only (:func:`phy.optimal_rows.optimal_rows` for the
-    KKT control, :func:`phy.power.solve_rows` for the others) and
+    the power control runs on them only (its own kernel,
+    :meth:`phy.power.PowerControl.budget_rows`: :func:`phy.optimal_rows.optimal_rows`
+    for the KKT control, :func:`phy.power.solve_rows` on gathered rows for the others) and
     their deviation from the linear term is added back per OFDM symbol. Devices
     with a dead subcarrier (|h_hat| = 0) are handled as special rows entirely.
     """
@@ -242,20 +203,14 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     gain = tf.square(tf.abs(h_hat))  # [K, F]
     gain64 = tf.cast(gain, tf.float64)
     # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
-    if isinstance(power_control, TruncatedInversion):
-        threshold = power_control.gain_threshold
-        if not power_control.absolute:
-            threshold = threshold * reference_gain[:, None]
-        on = tf.cast((gain >= threshold) & (gain > 0.0), tf.float32)
-    else:
-        on = tf.cast(gain > 0.0, tf.float32)
+    on = power_control.transmit_mask(gain, reference_gain[:, None])
     inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
     unit = tf.reduce_max(inv_gain, axis=1)
     unit = tf.where(unit > 0.0, unit, tf.ones_like(unit))
     # a device that sends (coef > 0, i.e. pi_k != 0) on a subcarrier without channel
     # estimate is dead there (coef's other factor gamma / delta_bar is positive)
     dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * gamma_w > 0.0)[:, None]
-    mask = on if isinstance(power_control, TruncatedInversion) else 1.0 - tf.cast(dead, tf.float32)
+    mask = power_control.regular_amplitude_mask(on, dead)
     # estimate gain G = pi Re(c)/|h_hat| (0 where nothing is sent)
     c = h * tf.math.conj(tf.math.divide_no_nan(h_hat, tf.cast(tf.abs(h_hat), tf.complex64)))
     est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
@@ -285,30 +240,9 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
         special |= (power_kn > bound) | ~tf.math.is_finite(power_kn)
     rows = tf.cast(tf.where(tf.reshape(special, [-1]))[:, 0], tf.int32)
     k_rows, n_rows = rows // n, rows % n
-    if isinstance(power_control, OptimalPower):
-        # eq. Opt_v on the rows where they lie (phy.optimal_rows: no [R, F] gathers)
-        g_corr, w_corr, row_power, row_dist, row_att = tf.numpy_function(
-            optimal_rows, [updates, k_rows, n_rows, u, est_gain, w, tx_power_w],
-            [tf.float32] * 5, stateful=False,
-        )
-        corrections = tf.stack([tf.ensure_shape(g_corr, [n, f]), tf.ensure_shape(w_corr, [n, f])], -1)
-        row_power, row_dist, row_att = (
-            tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att))
-    else:
-        special_rows = tf.numpy_function(
-            lambda u_, k_, n_: gather_rows(u_, k_, n_, f), [updates, k_rows, n_rows],
-            tf.float32, stateful=False,
-        )
-        k_spec = tf.TensorSpec([_CHUNK_ROWS], tf.float32)
-        g_corr, w_corr, row_power, row_dist, row_att = solve_rows(
-            lambda *xs: kernel(*xs, tx_power_w),
-            (tf.ensure_shape(special_rows, [None, f]), tf.gather(u, k_rows),
-             tf.gather(mask, k_rows), tf.gather(gain, k_rows), tf.gather(reference_gain, k_rows),
-             tf.gather(est_gain, k_rows), tf.gather(w, k_rows)),
-            tf.size(rows),
-            (tf.TensorSpec([_CHUNK_ROWS, f], tf.float32),) * 2 + (k_spec,) * 3,
-        )
-        corrections = tf.math.unsorted_segment_sum(tf.stack([g_corr, w_corr], -1), n_rows, n)
+    # the control's own kernel for these rows (phy.power.PowerControl.budget_rows)
+    corrections, row_power, row_dist, row_att = power_control.budget_rows(
+        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f)
     clean = linear + corrections[..., 0]
     xi = corrections[..., 1]
     off = 1.0 - mask
@@ -343,30 +277,18 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
 
 
 _COMPILED = {}
-_KERNELS = {}
-_FAST = (OptimalPower, TruncatedInversion, FullInversion)
 
 
 def _compiled_chain(rule, power_control, keep_signals):
     key = (rule.num_values, rule.num_subcarriers, id(power_control), keep_signals)
     if key not in _COMPILED:
-        if not keep_signals and isinstance(power_control, _FAST):
-            # one compiled row kernel per control configuration (not per instance);
-            # the KKT control's rows run in phy.optimal_rows instead
-            kernel = None
-            if not isinstance(power_control, OptimalPower):
-                config = (type(power_control), tuple(sorted(vars(power_control).items())))
-                if config not in _KERNELS:
-                    _KERNELS[config] = _row_kernel(power_control)
-                kernel = _KERNELS[config]
-
-            def fn(*args):
-                return _fast_chain(*args, rule=rule, power_control=power_control,
-                                   kernel=kernel)
-        else:
+        if keep_signals:
             def fn(*args):
                 return _chain(*args, rule=rule, power_control=power_control,
                               keep_signals=keep_signals)
+        else:
+            def fn(*args):
+                return _fast_chain(*args, rule=rule, power_control=power_control)
 
         _COMPILED[key] = (power_control, tf.function(fn))
     return _COMPILED[key][1]
@@ -428,7 +350,7 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
     if not float(noise_power_w) >= 0.0:
         raise ValueError(f"noise_power_w must be >= 0, got {noise_power_w!r}")
     rule = GroupingRule(num_values, h.shape[1])
-    if isinstance(power_control, IdealAggregation):
+    if not power_control.over_the_air:
         estimate = tf.linalg.matvec(updates, weights, transpose_a=True)
         delta_bar = tf.reduce_sum(weights * tf.reduce_sum(tf.square(updates), axis=1)) / num_values
         zeros = tf.zeros([num_devices], tf.float32)

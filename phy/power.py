@@ -22,7 +22,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from phy.grid_sums import gather_rows
+from phy.optimal_rows import optimal_rows
+
 _MAX_NEWTON_ITERATIONS = 60
+ATTENUATION_TOLERANCE = 1e-6
+"""A value counts as attenuated when ``v < |Delta| (1 - ATTENUATION_TOLERANCE)``."""
 
 
 def _as_float64(x):
@@ -248,9 +253,64 @@ class PowerControl:
     name: str = ""
     budgeted: bool = True
     """Whether the option respects ``sum_f u v^2 <= P`` (False for references)."""
+    over_the_air: bool = True
+    """False for the error-free reference: ``phy.aircomp.aggregate`` then returns the
+    exact weighted sum without a channel."""
 
     def __call__(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
         raise NotImplementedError
+
+    # ---------------------------------------------------------------- the fast path
+    # phy.aircomp.aggregate's fast path asks each control three things: where a device
+    # may send, the amplitude factor m of the rows that fit their budget (v = m |Delta|),
+    # and the budget-bound rows' deviation from m |Delta|.
+
+    def transmit_mask(self, channel_gain, reference_gain):
+        """1.0 where a device may send (|h_hat|^2 > 0), else 0.0.
+
+        Input: ``channel_gain`` |h_hat|^2 and ``reference_gain`` of matching rank
+        (``[K, F]`` and ``[K, 1]``), tf.float32. Output: the same shape, tf.float32.
+        """
+        return tf.cast(channel_gain > 0.0, tf.float32)
+
+    def regular_amplitude_mask(self, on, dead):
+        """m of the rows that fit their budget (``v = m |Delta|``): 1 except on the
+        subcarriers where a sending device has no channel estimate (``dead`` [K, F]
+        bool). ``on``: :meth:`transmit_mask`. Output [K, F] tf.float32."""
+        return 1.0 - tf.cast(dead, tf.float32)
+
+    def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+        """The amplitudes of the rows (device ``devices[r]``, OFDM symbol ``symbols[r]``)
+        that may exceed the budget, as corrections to ``m |Delta|``.
+
+        Input: ``updates`` [K, d] f32; ``devices``, ``symbols`` [R] int32; ``u`` [K, F]
+        f64 (+inf where dead); ``est_gain`` G, ``mask`` m, ``channel_gain`` [K, F] f32;
+        ``reference_gain`` [K] f32; ``weights`` pi [K] f32; the budget P (W, f64).
+        Output: ``corrections`` [N, F, 2] f32 (per symbol, summed over its rows,
+        ``G sgn(Delta)(v - m|Delta|)`` and ``pi sgn(Delta)(v - m|Delta|)``), and per
+        row its transmit power, distortion ``sum_f (v - |Delta|)^2`` and attenuated
+        count, [R] f32. This generic form gathers the rows and runs the control's
+        :meth:`dense` on them in chunks (:func:`solve_rows`).
+        """
+        kernel = _row_kernel_of(self)
+        rows = tf.numpy_function(
+            lambda u_, k_, n_: gather_rows(u_, k_, n_, num_subcarriers), [updates, devices, symbols],
+            tf.float32, stateful=False,
+        )
+        row_spec = tf.TensorSpec([_CHUNK_ROWS], tf.float32)
+        g_corr, w_corr, row_power, row_dist, row_att = solve_rows(
+            lambda *xs: kernel(*xs, power_budget_w),
+            (tf.ensure_shape(rows, [None, num_subcarriers]), tf.gather(u, devices),
+             tf.gather(mask, devices), tf.gather(channel_gain, devices),
+             tf.gather(reference_gain, devices), tf.gather(est_gain, devices),
+             tf.gather(weights, devices)),
+            tf.size(devices),
+            (tf.TensorSpec([_CHUNK_ROWS, num_subcarriers], tf.float32),) * 2 + (row_spec,) * 3,
+        )
+        corrections = tf.math.unsorted_segment_sum(tf.stack([g_corr, w_corr], -1), symbols,
+                                                   num_symbols)
+        return corrections, row_power, row_dist, row_att
 
     def dense(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
         """The same amplitudes with static shapes only (for XLA-compiled row kernels).
@@ -269,6 +329,20 @@ class OptimalPower(PowerControl):
 
     def __call__(self, delta_abs, u, power_budget_w, channel_gain=None, reference_gain=None):
         return optimal_amplitudes(delta_abs, u, power_budget_w)
+
+    def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+        """:meth:`PowerControl.budget_rows` by :func:`phy.optimal_rows.optimal_rows`
+        (eq. ``Opt_v`` on the rows where they lie in ``updates``: no gathered rows)."""
+        g_corr, w_corr, row_power, row_dist, row_att = tf.numpy_function(
+            optimal_rows, [updates, devices, symbols, u, est_gain, weights, power_budget_w],
+            [tf.float32] * 5, stateful=False,
+        )
+        corrections = tf.stack([tf.ensure_shape(g_corr, [num_symbols, num_subcarriers]),
+                                tf.ensure_shape(w_corr, [num_symbols, num_subcarriers])], -1)
+        row_power, row_dist, row_att = (
+            tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att))
+        return corrections, row_power, row_dist, row_att
 
 
 class TruncatedInversion(PowerControl):
@@ -301,11 +375,23 @@ class TruncatedInversion(PowerControl):
         self.gain_threshold = float(gain_threshold)
         self.absolute = bool(absolute)
 
-    def __call__(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
+    def _on(self, channel_gain, reference_gain):
+        """Where the estimated gain reaches the threshold (bool, ``channel_gain``'s shape)."""
         threshold = self.gain_threshold
         if not self.absolute:
             threshold = threshold * tf.cast(reference_gain, channel_gain.dtype)
-        on = (channel_gain >= threshold) & (channel_gain > 0.0)
+        return (channel_gain >= threshold) & (channel_gain > 0.0)
+
+    def transmit_mask(self, channel_gain, reference_gain):
+        """1.0 where the estimated gain reaches the threshold, else 0.0."""
+        return tf.cast(self._on(channel_gain, reference_gain), tf.float32)
+
+    def regular_amplitude_mask(self, on, dead):
+        """TCI sends ``|Delta|`` on its on-subcarriers only: ``m = on``."""
+        return on
+
+    def __call__(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
+        on = self._on(channel_gain, reference_gain)
         u64 = tf.where(on, tf.cast(u, tf.float64), tf.zeros_like(u, tf.float64))
         a = tf.cast(delta_abs, tf.float64)
         power = tf.reduce_sum(u64 * a * a, axis=-1, keepdims=True)
@@ -338,10 +424,49 @@ class IdealAggregation(PowerControl):
 
     name = "ideal"
     budgeted = False
+    over_the_air = False
 
     def __call__(self, delta_abs, u=None, power_budget_w=None, channel_gain=None,
                  reference_gain=None):
         return delta_abs
+
+
+_ROW_KERNELS = {}
+
+
+def _row_kernel_of(control: PowerControl):
+    """The compiled budget-bound row kernel of ``control``, one per configuration (the
+    control's class and attributes), not per instance.
+
+    Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64 (+inf where
+    dead), the amplitude mask m ``[C, F]`` f32 (the regular-row amplitude is
+    ``m |Delta|``), |h_hat|^2 and the reference gain, the estimate gain G and the
+    weight pi of the row's device, the budget. Output: ``G sgn(Delta) (v - m|Delta|)``
+    and ``pi sgn(Delta) (v - m|Delta|)`` ``[C, F]``, the row's transmit power,
+    distortion ``sum_f (v - |Delta|)^2`` and number of attenuated values ``[C]``.
+    """
+    config = (type(control), tuple(sorted(vars(control).items())))
+    if config in _ROW_KERNELS:
+        return _ROW_KERNELS[config]
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def kernel(delta, u, mask, gain, reference, est_gain, weight, budget):
+        delta_abs = tf.abs(delta)
+        v = control.dense(delta_abs, u, budget, gain, reference[:, None])
+        sqrt_u = tf.cast(tf.sqrt(tf.where(tf.math.is_inf(u), tf.zeros_like(u), u)), tf.float32)
+        corr = tf.sign(delta) * v - delta * mask
+        return (
+            est_gain * corr,
+            weight[:, None] * corr,
+            tf.reduce_sum(tf.square(sqrt_u * v), axis=-1),
+            tf.reduce_sum(tf.square(v - delta_abs), axis=-1),
+            tf.reduce_sum(
+                tf.cast(v < delta_abs * (1.0 - ATTENUATION_TOLERANCE), tf.float32), axis=-1
+            ),
+        )
+
+    _ROW_KERNELS[config] = kernel
+    return kernel
 
 
 _REGISTRY = {
