@@ -17,7 +17,7 @@ output is discarded. Candidates are first ranked on a fraction of the total (one
 pass each), then the fastest is timed on the full count.
 
 For comparison, :class:`FloorDraws` also times the project's own generator
-(:mod:`learning.sampling`, which the exact estimator uses by default) on the same
+(:mod:`native.sampling`, which the exact estimator uses by default) on the same
 count, the way a round calls it: one ``Layout.fill`` of ``mean + std * eps`` for all
 parameter tensors per device and local step. It is *not* the floor the issue
 defines (TF's fastest generator); it is what the round's sampling costs now.
@@ -114,7 +114,7 @@ class FloorDraws:
                  fraction: float = 0.05):
         import numpy as np
 
-        from learning.sampling import Layout
+        from native.sampling import Layout
 
         self.total = int(total)
         self.chunk = int(min(chunk, total))

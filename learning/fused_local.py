@@ -32,7 +32,7 @@ from numba import njit, prange
 
 from learning import covariance
 from learning.fused_mlp import FusedMLP, Workspace
-from learning.sampling import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)

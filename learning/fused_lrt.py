@@ -39,8 +39,8 @@ What is computed is :class:`learning.local.LocalTrainer`'s ``rho_objective`` /
   and precision floor).
 
 Noise: layer ``l``'s ``eps`` of device k, ``[M, |D_k|, out_l]`` row-major, is
-:func:`learning.sampling.standard_normal` under device k's step seed with stream
-``l`` (Philox-4x32-10 and the ziggurat of :mod:`learning.sampling`). It depends only
+:func:`native.sampling.standard_normal` under device k's step seed with stream
+``l`` (Philox-4x32-10 and the ziggurat of :mod:`native.sampling`). It depends only
 on (seed, step, device) and the device's own data, so batching and chunking devices
 change no number, as on the TF path; the numbers differ from the TF path's
 (``weight_sampler = "tensorflow"`` keeps that path).
@@ -54,14 +54,15 @@ import numpy as np
 from numba import get_num_threads, njit, prange, uint32
 from threadpoolctl import ThreadpoolController
 
-from learning import covariance, sampling
+from learning import covariance
 from learning.fused_local import (
     nu_update_serial,
     phase2_ratio_row,
     phase2_update_row,
     rho_update_serial,
 )
-from learning.sampling import LAUNCH_LOCK
+from native import sampling
+from native.launch import LAUNCH_LOCK
 
 _WORKER_VECTORS = 5
 """``d``-vectors per worker: the device's own parameters and gradient, then (whole

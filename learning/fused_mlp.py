@@ -1,6 +1,6 @@
 """The exact estimator's MLP on the fused weight sample: forward and backward in Numba.
 
-With the fused sampler (:mod:`learning.sampling`) the weights of one device and step,
+With the fused sampler (:mod:`native.sampling`) the weights of one device and step,
 ``w_m = mean + std * eps_m`` for the M samples, sit in one buffer outside TensorFlow.
 Handing them to TF's batched matrix products costs more than drawing them at the
 paper's size (B ~ 10 rows against 784 x 256 kernels: the products are memory-bound),
@@ -20,7 +20,7 @@ read it again. Here the layers run next to the sample:
 Padding rows (mask 0) are left out of every product: their logits are returned as 0
 and, as for any row the loss masks, their gradient is 0, so this changes nothing that
 is computed. The weights are the same random numbers as
-:func:`learning.sampling.sample_weights` draws (same keys and streams), so the logits
+:func:`native.sampling.sample_weights` draws (same keys and streams), so the logits
 equal ``MLP.logits_from_params`` of that sample up to float32 summation order (a test).
 """
 
@@ -32,8 +32,9 @@ import numpy as np
 import tensorflow as tf
 from numba import njit, prange
 
-from learning.host_arrays import aligned_empty
-from learning.sampling import LAUNCH_LOCK, Layout
+from native.host_arrays import aligned_empty
+from native.launch import LAUNCH_LOCK
+from native.sampling import Layout
 
 _ROW_BLOCK = 16
 """Kernel rows per work item of the backward pass."""
@@ -235,7 +236,7 @@ class FusedMLP:
         Input: ``mean``, ``std`` float32 [d]; ``seed`` two integers (the device's
         Philox key); ``x`` [B, in] float32; ``mask`` [B] (1 = real row).
         Output: ``logits`` float32 [M, B, C] (0 on padding rows), the weight sample
-        buffer (:meth:`learning.sampling.Layout.fill_buffer`) and the hidden
+        buffer (:meth:`native.sampling.Layout.fill_buffer`) and the hidden
         activations of the real rows, flat: what :meth:`backward` needs (written into
         ``workspace`` when given, else into new arrays).
         """

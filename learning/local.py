@@ -51,7 +51,7 @@ Gradient estimators (``estimator``):
   standard deviation is formed as ``sum_m g_m (w_m - mean) / std`` (= ``sum_m g_m eps_m``),
   so the noise tensor is not kept alive for the backward pass. By default
   (``weight_sampler="fused"``) the sample of all tensors of a device is written in one
-  sweep by :mod:`learning.sampling` (Philox + ziggurat, compiled with Numba), which also
+  sweep by :mod:`native.sampling` (Philox + ziggurat, compiled with Numba), which also
   forms both gradient sums in one pass; ``"tensorflow"`` draws each tensor with
   ``tf.random.stateless_normal`` (:func:`_draw_weights`).
 * ``"local_reparameterization"`` (Kingma et al. 2015): the pre-activations of every
@@ -59,7 +59,7 @@ Gradient estimators (``estimator``):
   noise per sample and row (``Model.logits_lrt``). Same objective, lower-variance
   gradient, ``M B out`` instead of ``M in out`` random numbers per layer. By default
   (``weight_sampler="fused"``) the MLP's LRT steps run device by device in Numba
-  (:mod:`learning.fused_lrt`, noise from :mod:`learning.sampling`'s generator);
+  (:mod:`learning.fused_lrt`, noise from :mod:`native.sampling`'s generator);
   ``"tensorflow"`` keeps the TF graph below (``device_normal`` noise, XLA).
 
 Randomness: device k's noise in step i depends only on ``fold_in(fold_in(seed, i), id_k)``
@@ -87,10 +87,10 @@ import tensorflow as tf
 from learning import covariance
 from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
 from learning.fused_lrt import FusedLRTSteps
-from learning.host_arrays import BufferPool, as_tensor
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
-from learning.sampling import LAUNCH_LOCK
+from native.host_arrays import BufferPool, as_tensor
+from native.launch import LAUNCH_LOCK
 
 ESTIMATORS = ("reparameterization", "local_reparameterization")
 WEIGHT_SAMPLERS = ("fused", "tensorflow")
@@ -134,7 +134,7 @@ class LocalConfig:
         step), off for ``"reparameterization"`` (its default fused sampler runs outside
         XLA; with ``weight_sampler="tensorflow"`` XLA measured no faster).
     weight_sampler : str
-        Where the noise comes from. ``"fused"`` (default): :mod:`learning.sampling`
+        Where the noise comes from. ``"fused"`` (default): :mod:`native.sampling`
         (Philox-4x32-10 and a ziggurat in compiled NumPy code): for
         ``"reparameterization"`` it writes ``w = mean + std * eps`` and forms its
         backward pass in one sweep each (graph mode only); for
@@ -188,12 +188,12 @@ class LocalConfig:
 
     @property
     def uses_fused_sampler(self) -> bool:
-        """True when weight samples come from :mod:`learning.sampling`."""
+        """True when weight samples come from :mod:`native.sampling`."""
         return self.estimator == "reparameterization" and self.weight_sampler == "fused"
 
     @property
     def uses_fused_lrt(self) -> bool:
-        """True when the LRT's pre-activation noise comes from :mod:`learning.sampling`
+        """True when the LRT's pre-activation noise comes from :mod:`native.sampling`
         (and, for the MLP, the steps run in :mod:`learning.fused_lrt`)."""
         return self.estimator == "local_reparameterization" and self.weight_sampler == "fused"
 

@@ -14,8 +14,8 @@ call evaluates K devices times S weight samples:
   directly in this form, so the flat ``[K, S, d]`` sample is never materialised.
 * ``logits_sampled(mean [K or 1, d], std, device_seeds [K, 2], num_samples, x,
   mask)``: the exact reparameterization estimator's logits under the fused weight
-  sampler (:mod:`learning.sampling`), differentiable in ``mean`` and ``std``. By
-  default :func:`learning.sampling.sample_weights` then ``logits_from_params``; the
+  sampler (:mod:`native.sampling`), differentiable in ``mean`` and ``std``. By
+  default :func:`native.sampling.sample_weights` then ``logits_from_params``; the
   MLP runs its layers in Numba next to the sample instead (:mod:`learning.fused_mlp`:
   same weights, same logits up to float32 summation order, about twice as fast).
 * ``logits_lrt(mu [K, d], var [K, d], x, num_samples, device_seeds [K, 2])``: the
@@ -49,7 +49,7 @@ import tensorflow as tf
 
 from learning import fused_mlp
 from learning.posterior import device_normal
-from learning.sampling import sample_weights
+from native.sampling import sample_weights
 
 
 class Model(abc.ABC):
@@ -133,7 +133,7 @@ class Model(abc.ABC):
         mask: tf.Tensor,
     ) -> tf.Tensor:
         """Logits ``[K, S, B, C]`` of S weight samples ``mean + std * eps`` per device,
-        drawn by the fused sampler (:func:`learning.sampling.sample_weights`, device k
+        drawn by the fused sampler (:func:`native.sampling.sample_weights`, device k
         keyed by ``device_seeds[k]``).
 
         Input: ``mean``, ``std`` ``[K or 1, d]`` tf.float32, ``device_seeds`` ``[K, 2]``

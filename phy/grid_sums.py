@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from native.launch import LAUNCH_LOCK
+
 LANES = 16
 """Partial sums per row energy, one per lane ``f mod LANES``, added up in lane order at
 the end: the summation order is written out, so the sums are the same bits whether the
@@ -87,7 +89,8 @@ def grid_sums(updates, scale, mask, coeff):
     num_symbols = -(-num_values // num_subcarriers)
     sums = np.empty((num_devices, num_symbols, 3), np.float32)
     linear = np.empty((num_symbols, num_subcarriers), np.float32)
-    _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear)
+    with LAUNCH_LOCK:
+        _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear)
     return sums, linear
 
 

@@ -36,6 +36,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from native.launch import LAUNCH_LOCK
+
 _MAX_ITERATIONS = 100
 _TOLERANCE = 1e-13
 _ATTENUATION_TOLERANCE = 1e-6
@@ -182,8 +184,9 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w):
     by_device = np.argsort(devices, kind="stable")
     device_starts = np.searchsorted(devices[by_device], np.arange(num_devices + 1))
     lam_sorted = np.empty(devices.size, np.float64)
-    _multipliers(updates, devices[by_device], symbols[by_device], device_starts, u_live,
-                 float(budget_w), lam_sorted)
+    with LAUNCH_LOCK:
+        _multipliers(updates, devices[by_device], symbols[by_device], device_starts, u_live,
+                     float(budget_w), lam_sorted)
     lam = np.empty_like(lam_sorted)
     lam[by_device] = lam_sorted
     by_symbol = np.argsort(symbols, kind="stable")
@@ -193,7 +196,8 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w):
     power = np.empty(devices.size, np.float64)
     distortion = np.empty(devices.size, np.float64)
     attenuated = np.empty(devices.size, np.int64)
-    _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, weights, lam,
-                 g_corr, w_corr, power, distortion, attenuated)
+    with LAUNCH_LOCK:
+        _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, weights,
+                     lam, g_corr, w_corr, power, distortion, attenuated)
     return (g_corr, w_corr, power.astype(np.float32), distortion.astype(np.float32),
             attenuated.astype(np.float32))

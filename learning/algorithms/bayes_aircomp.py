@@ -32,7 +32,7 @@ Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 ``estimator``, ``init_std`` (initial posterior std, rho_0 = init_std^-2; default 0.05,
 about bayesian-torch's default softplus(-3) = 0.0486, the library the paper used),
 ``min_precision`` (1.0), ``phase2_prior`` (``"fresh"``), ``nll_reduction`` (``"sum"``),
-``weight_sampler`` (``"fused"``: :mod:`learning.sampling`'s noise, and the MLP's steps in
+``weight_sampler`` (``"fused"``: :mod:`native.sampling`'s noise, and the MLP's steps in
 Numba for both estimators; or ``"tensorflow"``),
 ``jit_compile`` and ``device_loop`` (None: per estimator, see
 :class:`learning.local.LocalConfig`), ``device_chunk`` (100: devices per compiled call;

@@ -8,7 +8,7 @@ from phase_check import assert_phases_agree
 from learning import covariance, models
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import MLP
-from learning.sampling import standard_normal
+from native.sampling import standard_normal
 
 SHAPE = dict(input_shape=(3, 4), num_classes=5, hidden_units=(20, 9))
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from learning import fused_mlp
 from learning.models import MLP, build_model
-from learning.sampling import sample_weights
+from native.sampling import sample_weights
 
 
 def _both_paths(model, mean, std, seeds, num_mc, x, mask, weight):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning import sampling
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import build_model
 from learning.posterior import kl_precision
+from native import sampling
 
 K, B, D, C = 3, 5, 4, 3
 ESTIMATORS = ["reparameterization", "local_reparameterization"]

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import numpy as np
 import tensorflow as tf
 from numba import njit, prange, uint32, uint64
 
-from learning.host_arrays import aligned_empty
+from native.host_arrays import aligned_empty
+from native.launch import LAUNCH_LOCK
 
 CHUNK = 2048
 """Normals per work item; also fixes which Philox word feeds which element."""
@@ -329,9 +329,6 @@ def _grad(tensor_of, chunk_of, mean_at, grads, samples, mean, std, g_mean, g_std
 
 
 _ALIGN = 16  # floats: every tensor starts 64-byte aligned in the output buffer
-LAUNCH_LOCK = threading.Lock()
-"""Held around every parallel Numba launch: one at a time per process (TF may call in
-from several threads)."""
 
 
 class Layout:

@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from learning import sampling
 from learning.local import LocalConfig
 from learning.models import build_model
+from native import sampling
 
 BASE_EDGE = 3.6541528853610088  # right edge of the ziggurat's base layer: the tail starts here
 

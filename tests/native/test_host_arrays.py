@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from learning.fused_local import phase2_ratio, phase2_update, step_output
-from learning.host_arrays import ALIGN_BYTES, aligned_empty, aligned_zeros, as_tensor, is_adoptable
+from native.host_arrays import ALIGN_BYTES, aligned_empty, aligned_zeros, as_tensor, is_adoptable
 
 
 @pytest.mark.parametrize("shape", [7, (3, 5), (2, 3, 4)])
@@ -74,7 +74,7 @@ def test_step_output_checks_the_buffer():
 
 
 def test_pool_reuses_a_buffer_only_once_nothing_refers_to_it():
-    from learning.host_arrays import BufferPool
+    from native.host_arrays import BufferPool
 
     pool = BufferPool(max_buffers=4)
     first = pool.take((3, 64), zero=True)
