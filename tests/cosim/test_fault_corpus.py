@@ -323,9 +323,9 @@ def test_plot_good_trace_still_works(tmp_path, capsys):
     """The all-or-nothing plot writes every figure into a new nested directory."""
     out = tmp_path / "a" / "b"
     assert main(["plot", str(write_small_trace(tmp_path / "good.h5", rounds=2)), "--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == {"accuracy_vs_channel_uses.png", "ece.png",
-                                               "reliability.png"}
-    assert capsys.readouterr().out.count(".png") == 3
+    assert {p.name for p in out.iterdir()} == {"accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+                                               "ece.png", "reliability.png"}
+    assert capsys.readouterr().out.count(".png") == 4
 
 
 def test_every_case_is_a_row_of_docs_faults_md():

@@ -1,4 +1,6 @@
-"""`cosim plot`: the accuracy figure's x-axis (--x), older traces, and posterior.png."""
+"""`cosim plot`: the accuracy figure's x-axis (--x), older traces, posterior.png, the
+output formats, dpi and size, the reliability diagram, the distortion, power, CSI and
+map figures of several traces, integer round ticks, and figures skipped for want of data."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 from cosim.cli import main
-from cosim.plots import ACCURACY_AXES, accuracy_x, plot_traces
+from cosim.plots import ACCURACY_AXES, accuracy_x, plot_traces, trace_labels
 from cosim.trace import TraceWriter, read_trace
 
 SCENARIO = 'name = "t"\nseed = 3\nrounds = 4\n'
@@ -47,7 +49,7 @@ def test_accuracy_axes_new_and_old_traces(tmp_path):
     for trace in (new, old):  # older traces: the running sum of uplink_symbols
         np.testing.assert_array_equal(accuracy_x(trace, "uplink"), uplink)
         np.testing.assert_array_equal(accuracy_x(trace, "total"), np.add(uplink, [1e3, 2e3, 3e3, 4e3]))
-        np.testing.assert_array_equal(accuracy_x(trace, "rounds"), [1.0, 2.0, 3.0, 4.0])
+        np.testing.assert_array_equal(accuracy_x(trace, "rounds"), [0.0, 1.0, 2.0, 3.0])
     new.rounds["cumulative_uplink_symbols"][0] = math.nan  # resumed from an older version
     np.testing.assert_array_equal(accuracy_x(new, "uplink"), uplink)
     with pytest.raises(ValueError, match=r"x \(--x\) must be one of 'total', 'uplink', 'rounds', got 'time'"):
@@ -61,9 +63,11 @@ def test_plot_option_names_the_figure_after_the_axis(tmp_path, capsys, x):
     out = tmp_path / "figs"
     assert main(["plot", str(new), str(old), "--out", str(out), "--x", x]) == 0
     printed = capsys.readouterr().out.split()
-    figure = out / ACCURACY_AXES[x][0]
-    assert str(figure) in printed and figure.stat().st_size > 1000
-    others = {name for key, (name, _) in ACCURACY_AXES.items() if key != x}
+    stem = ACCURACY_AXES[x][0]
+    for name in (stem, stem.replace("accuracy", "nll")):
+        figure = out / f"{name}.png"
+        assert str(figure) in printed and figure.stat().st_size > 1000
+    others = {f"{name}.png" for key, (name, _) in ACCURACY_AXES.items() if key != x}
     assert not [p for p in out.iterdir() if p.name in others]
     assert (out / "posterior.png").stat().st_size > 1000  # one of the two traces has the metrics
 
@@ -72,7 +76,8 @@ def test_plot_default_axis_and_bad_axis(tmp_path, capsys):
     trace = _trace(tmp_path / "t.h5", split=False, posterior=False)
     out = tmp_path / "figs"
     written = plot_traces([trace], out)
-    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "ece.png", "reliability.png"]
+    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+                                         "ece.png", "reliability.png"]
     assert not (out / "posterior.png").exists()  # no round metrics: no posterior figure
     with pytest.raises(SystemExit) as exit_info:
         main(["plot", str(trace), "--out", str(out), "--x", "time"])
@@ -85,9 +90,222 @@ def test_plot_default_axis_and_bad_axis(tmp_path, capsys):
 def test_posterior_figure(tmp_path):
     trace = _trace(tmp_path / "t.h5", split=True, posterior=True)
     written = plot_traces([trace], tmp_path / "figs", x="uplink")
-    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "ece.png",
-                                         "reliability.png", "posterior.png"]
+    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
+                                         "ece.png", "reliability.png", "posterior.png"]
     import matplotlib.pyplot as plt
 
     image = plt.imread(written[-1])
     assert image.shape[0] > 300 and image.shape[1] > 900
+
+
+RICH_SCENARIO = ('name = "rich"\nseed = {seed}\nrounds = {rounds}\n\n[cell]\nradius_m = 100.0\n\n'
+                 '[power]\ntx_power_dbm = 20.0\n')
+DISTANCES_M = np.array([10.0, 25.0, 40.0, 55.0, 80.0, 95.0])
+"""Two devices in each ring of a 100 m cell (near < 33.3 m <= mid < 66.7 m <= far)."""
+RELIABILITY_COUNT = np.array([0, 0, 4, 10, 20, 30, 25, 8, 3, 0], float)
+"""Samples per bin of every evaluation of the rich trace: bins 0, 1 and 9 are empty."""
+
+
+def _rich_trace(path, *, seed: int = 3, rounds: int = 3, csi: bool = True, name: str = "rich"):
+    """A trace with every optional dataset the figures read: per-device distortion, power,
+    attenuated fraction and CSI NMSE (all zero with ``csi=False``: perfect CSI) of phases
+    rho and nu, device positions and path gains, and reliability bins with confidence."""
+    angle = np.linspace(0.0, 2 * np.pi, DISTANCES_M.size, endpoint=False)
+    devices = {"position_m": np.stack([DISTANCES_M * np.cos(angle), DISTANCES_M * np.sin(angle)], 1),
+               "distance_m": DISTANCES_M, "path_gain": DISTANCES_M ** -4.0,
+               "num_samples": np.full(DISTANCES_M.size, 10)}
+    text = RICH_SCENARIO.format(seed=seed, rounds=rounds)
+    with TraceWriter.create(path, text, seed=seed, name=name, devices=devices) as writer:
+        for t in range(rounds):
+            writer.append_round({"uplink_symbols": 22.0, "downlink_symbols": 300.0,
+                                 "cumulative_uplink_symbols": 22.0 * (t + 1),
+                                 "cumulative_downlink_symbols": 300.0 * (t + 1),
+                                 "cumulative_channel_uses": 322.0 * (t + 1),
+                                 "test_accuracy": 0.4 + 0.1 * t, "test_nll": 1.5 - 0.2 * t,
+                                 "ece": 0.05, "precision_rel_change": 1e-3,
+                                 "posterior_std_p50": 0.05})
+            far = DISTANCES_M / 100.0
+            for phase, scale in (("rho", 1e-6), ("nu", 1.0)):
+                distortion = np.where(DISTANCES_M > 30.0, scale * far ** 2 / (t + 1), 0.0)
+                writer.append_per_device(f"local_distortion_{phase}", distortion)
+                writer.append_per_device(f"tx_power_w_{phase}", 0.1 * far ** 2)
+                writer.append_per_device(f"clipped_fraction_{phase}", np.where(far > 0.7, 0.2, 0.0))
+            writer.append_per_device("csi_nmse", (0.1 + 0.01 * np.arange(6)) if csi else np.zeros(6))
+            edges = np.linspace(0.0, 1.0, B + 1)
+            empty = RELIABILITY_COUNT == 0
+            writer.append_series("reliability", "bin_accuracy",
+                                 np.where(empty, np.nan, np.clip(edges[:-1] + 0.02, 0, 1)))
+            writer.append_series("reliability", "bin_confidence",
+                                 np.where(empty, np.nan, edges[:-1] + 0.06))
+            writer.append_series("reliability", "bin_count", RELIABILITY_COUNT)
+            writer.commit()
+    return path
+
+
+ALL_FIGURES = ("accuracy_vs_channel_uses", "nll_vs_channel_uses", "accuracy_vs_rounds", "nll_vs_rounds",
+               "ece", "reliability", "posterior", "distortion_by_distance", "power_per_device",
+               "csi_nmse", "cell_map")
+
+
+def test_every_figure_in_every_requested_format(tmp_path):
+    import xml.etree.ElementTree as ElementTree
+
+    import matplotlib.pyplot as plt
+
+    traces = [_rich_trace(tmp_path / "a.h5", seed=3), _rich_trace(tmp_path / "b.h5", seed=4)]
+    out = tmp_path / "figs"
+    notes: list[str] = []
+    written = plot_traces(traces, out, x=["total", "rounds"], formats=["png", "pdf", "svg"],
+                          dpi=100, size_in=(3.0, 2.0), note=notes.append)
+    assert notes == []
+    assert [p.name for p in written] == [f"{stem}.{fmt}" for stem in ALL_FIGURES
+                                         for fmt in ("png", "pdf", "svg")]
+    for path in written:
+        data = path.read_bytes()
+        assert len(data) > 1000, path
+        if path.suffix == ".pdf":
+            assert data.startswith(b"%PDF-"), path
+        elif path.suffix == ".svg":
+            assert ElementTree.fromstring(data).tag.endswith("svg"), path
+        else:
+            assert data.startswith(b"\x89PNG"), path
+    # one panel of 3.0 x 2.0 inches at 100 dpi: exactly 300 x 200 pixels (no tight bbox)
+    assert plt.imread(out / "ece.png").shape[:2] == (200, 300)
+    assert plt.imread(out / "posterior.png").shape[:2] == (200, 600)  # two panels side by side
+    # equal figures give equal vector files (no creation date)
+    again = plot_traces(traces, tmp_path / "again", formats=["pdf", "svg"], dpi=100, size_in=(3.0, 2.0))
+    for path in again:
+        assert path.read_bytes() == (out / path.name).read_bytes(), path.name
+
+
+def test_style_is_not_applied_globally(tmp_path):
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    plot_traces([_rich_trace(tmp_path / "a.h5")], tmp_path / "figs")
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_distortion_has_one_line_per_trace_and_ring(tmp_path):
+    from cosim.plots import RINGS, distortion_figure
+
+    traces = [read_trace(_rich_trace(tmp_path / f"{s}.h5", seed=s)) for s in (3, 4, 5)]
+    labels = trace_labels(traces)
+    assert labels == ["rich, seed 3", "rich, seed 4", "rich, seed 5"]  # same name: the seed added
+    fig = distortion_figure(traces, labels)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == [r"phase $\rho$", r"phase $\nu$"]
+    for ax in axes:
+        gids = sorted(line.get_gid() for line in ax.get_lines())
+        assert gids == sorted(f"{label}|{ring}" for label in labels for ring, _, _ in RINGS)
+        assert ax.get_xlabel() == "cumulative uplink OFDM symbols"
+        line = next(line for line in ax.get_lines() if line.get_gid() == f"{labels[0]}|far")
+        np.testing.assert_array_equal(line.get_xdata(), [22.0, 44.0, 66.0])  # symbols, not rounds
+        near = next(line for line in ax.get_lines() if line.get_gid() == f"{labels[0]}|near")
+        assert np.isnan(near.get_ydata()).all()  # never attenuated: a gap on the log axis
+    # colour = ring, line style = trace
+    far = [line for line in axes[0].get_lines() if line.get_gid().endswith("|far")]
+    assert len({line.get_color() for line in far}) == 1
+    assert len({line.get_linestyle() for line in far}) == 3
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert set(labels) <= set(legend) and "far (r ≥ 2R/3)" in legend
+
+
+def test_reliability_has_gap_bars_counts_and_ece(tmp_path):
+    from cosim.plots import reliability_figure
+
+    traces = [read_trace(_rich_trace(tmp_path / f"{s}.h5", seed=s)) for s in (3, 4)]
+    fig = reliability_figure(traces, trace_labels(traces))
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 2
+    for ax in panels:
+        gaps = [p for p in ax.patches if p.get_gid() == "gap"]
+        assert len(gaps) == int(np.sum(RELIABILITY_COUNT > 0))  # one per non-empty bin
+        for gap in gaps:  # from the accuracy (bin edge + 0.02) to the confidence (edge + 0.06)
+            assert gap.get_height() == pytest.approx(0.04)
+        counts = [t.get_text() for t in ax.texts if t.get_gid() == "bin_count"]
+        assert counts == [str(int(n)) for n in RELIABILITY_COUNT]
+        assert "round 2, ECE = 0.050" in ax.get_title()  # rounds from 0, as `cosim inspect`
+
+
+def test_short_runs_get_integer_round_ticks(tmp_path):
+    from cosim.plots import metric_figure, posterior_figure
+
+    traces = [read_trace(_rich_trace(tmp_path / "a.h5", rounds=2))]
+    labels = trace_labels(traces)
+    figs = [metric_figure(traces, labels, "ece", "ECE", "rounds"),
+            metric_figure(traces, labels, "test_accuracy", "accuracy", "uplink"),
+            posterior_figure(traces, labels)]
+    for fig in figs:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            low, high = ax.get_xlim()
+            ticks = [t for t in ax.get_xticks() if low <= t <= high]
+            assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_trace_without_optional_data_skips_those_figures(tmp_path, capsys):
+    bare = _trace(tmp_path / "bare.h5", split=True, posterior=False)
+    perfect = _rich_trace(tmp_path / "perfect.h5", csi=False)
+    notes: list[str] = []
+    written = plot_traces([bare], tmp_path / "figs", note=notes.append)
+    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+                                         "ece.png", "reliability.png"]
+    skipped = [n.split(" figure:")[0] for n in notes]
+    assert skipped == ["no posterior", "no distortion_by_distance", "no power_per_device",
+                       "no csi_nmse", "no cell_map"]
+    assert all("\n" not in n for n in notes)
+    # a trace with perfect CSI skips only the CSI figure; a mix draws the others from the rich one
+    assert main(["plot", str(bare), str(perfect), "--out", str(tmp_path / "mix")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("cosim plot: no csi_nmse figure: every trace has perfect CSI "
+                            "(/rounds/per_device/csi_nmse is 0)\n")
+    assert {p.stem for p in (tmp_path / "mix").iterdir()} == set(ALL_FIGURES[:2] + ALL_FIGURES[4:]) - {"csi_nmse"}
+
+
+def test_plot_command_formats_dpi_and_size(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    trace = _rich_trace(tmp_path / "a.h5")
+    out = tmp_path / "figs"
+    assert main(["plot", str(trace), "--out", str(out), "--format", "png,svg", "--format", "pdf",
+                 "--x", "rounds,uplink", "--dpi", "50", "--size", "4,3"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[:3] == [str(out / f"accuracy_vs_rounds.{f}") for f in ("png", "svg", "pdf")]
+    assert str(out / "accuracy_vs_uplink_symbols.pdf") in printed
+    assert len(printed) == 3 * (len(ALL_FIGURES) - 2 + 2)  # rounds and uplink pairs, not total
+    assert plt.imread(out / "ece.png").shape[:2] == (150, 200)  # 4 x 3 in at 50 dpi
+    for args, message in ((["--format", "gif"], "--format: invalid choice: 'gif'"),
+                          (["--size", "3"], "--size: must be W,H in inches"),
+                          (["--size", "3,-1"], "--size: must be W,H in inches"),
+                          (["--dpi", "0"], "--dpi: must be a number > 0"),
+                          (["--x", "rounds,time"], "--x: invalid choice: 'time'")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["plot", str(trace), "--out", str(tmp_path / "bad"), *args])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    assert main(["plot", str(trace), "--out", str(tmp_path / "bad"), "--dpi", "1e6"]) == 2
+    assert "dpi (--dpi) must be > 0 and <= 2400" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_command_line_choices_match_the_module():
+    from cosim import cli, plots
+
+    assert set(cli.PLOT_AXES) == set(plots.ACCURACY_AXES)
+    assert cli.PLOT_FORMATS == plots.FORMATS
+    help_text = cli._parser()._subparsers._group_actions[0].choices["plot"].format_help()
+    assert f"default {plots.DEFAULT_DPI:g})" in help_text
+    assert "default {:g},{:g}".format(*plots.DEFAULT_PANEL_SIZE_IN) in help_text.replace("\n", " ")
+
+
+def test_figure_options_are_checked():
+    from cosim.plots import FigureOptions
+
+    assert FigureOptions(formats=("PNG", "pdf", "png")).formats == ("png", "pdf")
+    for bad, match in (({"formats": ()}, "formats"), ({"formats": ("jpg",)}, "formats"),
+                       ({"dpi": math.nan}, "dpi"), ({"dpi": -1}, "dpi"),
+                       ({"panel_size_in": (3.0,)}, "panel_size_in"),
+                       ({"panel_size_in": (3.0, math.inf)}, "panel_size_in")):
+        with pytest.raises(ValueError, match=match):
+            FigureOptions(**bad)
