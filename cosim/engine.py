@@ -54,7 +54,7 @@ import tensorflow as tf
 from cosim import rng as rngs
 from cosim.divergence import DivergenceWatch
 from cosim.scenario import Scenario
-from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES
+from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES, TraceWriter
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.datasets import Dataset, load_dataset
@@ -76,7 +76,66 @@ RUN_COLUMNS = (
     "cumulative_uplink_symbols",
     "cumulative_downlink_symbols",
 )
-"""Columns written outside :meth:`Engine.run_round` (by the trace and by ``cosim.run``)."""
+"""Columns written outside :meth:`Engine.run_round` (``round`` by the trace writer, the
+``cumulative_*`` totals by :meth:`Engine.rounds`, :class:`ChannelUses`)."""
+
+
+@dataclass
+class ChannelUses:
+    """Running totals of OFDM symbols up to and including the last round added.
+
+    The one place the cumulative channel uses are summed: :meth:`Engine.rounds` adds
+    every round to one, and ``cosim.run`` keeps it in the checkpoint's attributes.
+
+    Attributes
+    ----------
+    uplink : float
+        Uplink symbols (sum of the rounds' ``uplink_symbols``).
+    downlink : float
+        Downlink symbols (sum of the rounds' ``downlink_symbols``).
+    """
+
+    uplink: float = 0.0
+    downlink: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Uplink + downlink (``cumulative_channel_uses``; whole numbers of symbols, so
+        the sum is exact)."""
+        return self.uplink + self.downlink
+
+    def add(self, scalars: dict[str, float]) -> None:
+        """Add one round's ``uplink_symbols`` and ``downlink_symbols`` and write the
+        three ``cumulative_*`` columns into ``scalars``."""
+        up, down = scalars["uplink_symbols"], scalars["downlink_symbols"]
+        self.uplink += up
+        self.downlink += down
+        scalars.update(self.attrs())
+
+    def attrs(self) -> dict[str, float]:
+        """The totals under their trace column names (also the checkpoint attributes)."""
+        return {
+            "cumulative_channel_uses": self.total,
+            "cumulative_uplink_symbols": self.uplink,
+            "cumulative_downlink_symbols": self.downlink,
+        }
+
+    @classmethod
+    def resumed(cls, attrs: dict, writer: TraceWriter) -> ChannelUses:
+        """The totals saved with a checkpoint.
+
+        A checkpoint written before the uplink / downlink split holds only
+        ``cumulative_channel_uses``; the split is then summed from the trace's
+        committed ``uplink_symbols`` / ``downlink_symbols`` rows (whole numbers of
+        symbols, so the sums are exact and equal a run that kept them).
+        """
+        if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
+            return cls(float(attrs["cumulative_uplink_symbols"]), float(attrs["cumulative_downlink_symbols"]))
+        sums = []
+        for name in ("uplink_symbols", "downlink_symbols"):
+            rows = writer.column(name)
+            sums.append(0.0 if rows is None else float(sum(rows.tolist())))
+        return cls(sums[0], sums[1])
 
 
 @dataclass
@@ -89,7 +148,8 @@ class RoundRecord:
         Zero-based round index.
     scalars : dict[str, float]
         One value per column of ``/rounds`` (NaN for evaluation columns in rounds
-        without evaluation).
+        without evaluation); the ``cumulative_*`` channel uses are added by
+        :meth:`Engine.rounds`, not by :meth:`Engine.run_round`.
     per_device : dict[str, np.ndarray]
         ``[K]`` arrays for ``/rounds/per_device``.
     reliability : dict[str, np.ndarray]
@@ -413,17 +473,36 @@ class Engine:
         state: Any,
         start_round: int = 0,
         divergence: DivergenceWatch | None = None,
+        channel_uses: ChannelUses | None = None,
     ) -> Iterator[tuple[Any, RoundRecord]]:
         """Yield ``(state, record)`` for rounds ``start_round .. rounds-1``.
 
-        Every record is checked by ``divergence`` (a fresh
-        :class:`~cosim.divergence.DivergenceWatch` when None; a resumed run passes
-        one holding round 0's loss) and carries its findings in ``record.divergence``;
-        whether a diverged run stops is the caller's choice (``cosim.run``).
+        Every record's scalars hold the running channel-use totals up to and including
+        its round, ``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and
+        ``cumulative_channel_uses`` (OFDM symbols), summed in ``channel_uses`` (updated
+        in place; a fresh :class:`ChannelUses` when None). Every record is checked by
+        ``divergence`` (a fresh :class:`~cosim.divergence.DivergenceWatch` when None; a
+        resumed run passes one holding round 0's loss) and carries its findings in
+        ``record.divergence``; whether a diverged run stops is the caller's choice
+        (``cosim.run``).
+
+        Raises
+        ------
+        ValueError
+            On the first iteration: ``start_round > 0`` without ``channel_uses`` (the totals of rounds
+            ``0 .. start_round-1``, e.g. :meth:`ChannelUses.resumed`): the cumulative
+            columns would silently count from ``start_round``.
         """
+        if start_round > 0 and channel_uses is None:
+            raise ValueError(
+                f"start_round = {start_round} needs channel_uses, the totals of rounds "
+                f"0..{start_round - 1} (ChannelUses.resumed)"
+            )
+        uses = channel_uses if channel_uses is not None else ChannelUses()
         watch = divergence if divergence is not None else DivergenceWatch()
         for t in range(start_round, self.scenario.rounds):
             state, record = self.run_round(t, state)
+            uses.add(record.scalars)
             record.divergence = watch.check(t, record.scalars)
             yield state, record
 

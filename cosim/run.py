@@ -3,10 +3,10 @@
 This module imports the engine, hence TensorFlow; ``cosim validate`` and the other
 commands that do not train live in :mod:`cosim.cli` and never import it.
 
-Besides the engine's columns, the run writes the running channel-use totals of every
-round (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
-``cumulative_channel_uses``, all OFDM symbols) and keeps them across ``--resume``
-in the checkpoint's attributes. It also watches the proposed method's
+The engine's records carry the running channel-use totals of every round
+(``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
+``cumulative_channel_uses``, all OFDM symbols; :meth:`cosim.engine.Engine.rounds`);
+the run keeps them across ``--resume`` in the checkpoint's attributes. It also watches the proposed method's
 ``precision_rel_change``: when the global precision has changed by less than
 :data:`INERT_RELATIVE_CHANGE` (mean relative change per round) for
 :data:`INERT_ROUNDS` rounds in a row, phase 1 is inert (at the paper's settings with
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cosim.cli import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
 from cosim.divergence import DivergenceWatch, SimulationDiverged
-from cosim.engine import Engine, RoundRecord
+from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import (
     EVAL_COLUMNS,
@@ -64,61 +64,6 @@ class RunSummary:
     channel_uses: float
     wall_s: float
     diverged: bool = False
-
-
-@dataclass
-class ChannelUses:
-    """Running totals of OFDM symbols up to and including the last round added.
-
-    Attributes
-    ----------
-    uplink : float
-        Uplink symbols (sum of the rounds' ``uplink_symbols``).
-    downlink : float
-        Downlink symbols (sum of the rounds' ``downlink_symbols``).
-    """
-
-    uplink: float = 0.0
-    downlink: float = 0.0
-
-    @property
-    def total(self) -> float:
-        """Uplink + downlink (``cumulative_channel_uses``; whole numbers of symbols, so
-        the sum is exact)."""
-        return self.uplink + self.downlink
-
-    def add(self, scalars: dict[str, float]) -> None:
-        """Add one round's ``uplink_symbols`` and ``downlink_symbols`` and write the
-        three ``cumulative_*`` columns into ``scalars``."""
-        up, down = scalars["uplink_symbols"], scalars["downlink_symbols"]
-        self.uplink += up
-        self.downlink += down
-        scalars.update(self.attrs())
-
-    def attrs(self) -> dict[str, float]:
-        """The totals under their trace column names (also the checkpoint attributes)."""
-        return {
-            "cumulative_channel_uses": self.total,
-            "cumulative_uplink_symbols": self.uplink,
-            "cumulative_downlink_symbols": self.downlink,
-        }
-
-    @classmethod
-    def resumed(cls, attrs: dict, writer: TraceWriter) -> ChannelUses:
-        """The totals saved with a checkpoint.
-
-        A checkpoint written before the uplink / downlink split holds only
-        ``cumulative_channel_uses``; the split is then summed from the trace's
-        committed ``uplink_symbols`` / ``downlink_symbols`` rows (whole numbers of
-        symbols, so the sums are exact and equal a run that kept them).
-        """
-        if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
-            return cls(float(attrs["cumulative_uplink_symbols"]), float(attrs["cumulative_downlink_symbols"]))
-        sums = []
-        for name in ("uplink_symbols", "downlink_symbols"):
-            rows = writer.column(name)
-            sums.append(0.0 if rows is None else float(sum(rows.tolist())))
-        return cls(sums[0], sums[1])
 
 
 class InertPrecisionWatch:
@@ -239,9 +184,10 @@ def run_scenario(
     also when ``scenario.rounds`` is larger than the trace's (the run is extended).
     The trace path is checked before the set-up (:func:`cosim.trace.check_trace_target`),
     and the trace appears under its name complete with its header and static tables
-    (:meth:`TraceWriter.create`). Writes ``cumulative_channel_uses``,
-    ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols`` into every
-    record (:class:`ChannelUses`) and warns once on stderr when phase 1 is inert
+    (:meth:`TraceWriter.create`). Every record holds ``cumulative_channel_uses``,
+    ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols``
+    (:meth:`Engine.rounds` with this run's :class:`~cosim.engine.ChannelUses`, resumed
+    from the checkpoint) and the run warns once on stderr when phase 1 is inert
     (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
     False it says so once and goes on.
@@ -316,9 +262,9 @@ def run_scenario(
     last_acc, last_ece, diverged = math.nan, math.nan, False
     completed = start
     try:
-        for new_state, record in engine.rounds(state, start_round=start, divergence=divergence):
-            state = new_state
-            uses.add(record.scalars)
+        for new_state, record in engine.rounds(state, start_round=start, divergence=divergence,
+                                               channel_uses=uses):
+            state = new_state  # record.scalars hold uses' cumulative_* totals of its round
             writer.append(record)
             every = scenario.trace.checkpoint_every
             due = (record.round + 1) % every == 0 or record.round + 1 == scenario.rounds

@@ -1,1 +1,9 @@
-"""phy."""
+"""phy: a device's real update vector -> the BS's estimate of the weighted sum.
+
+Importing the package (or any module of it) prints nothing: TensorFlow's import-time
+log lines are filtered (:mod:`native.tensorflow_import`).
+"""
+
+from native import tensorflow_import
+
+tensorflow_import.install()

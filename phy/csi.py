@@ -25,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 from sionna.phy.ofdm import LSChannelEstimator, PilotPattern, ResourceGrid, ResourceGridMapper
 
+from phy.units import db_to_linear
+
 CSI_NAMES = ("perfect", "gaussian", "ls_pilots", "outdated")
 _AGING_STREAM = 1
 
@@ -76,7 +78,7 @@ class GaussianCSI:
 
     def __init__(self, nmse_db: float):
         self.nmse_db = _check_finite("nmse_db", nmse_db)
-        self.nmse = 10.0 ** (self.nmse_db / 10.0)
+        self.nmse = db_to_linear(self.nmse_db)
 
     def __call__(self, h: tf.Tensor, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         h, path_gain = _check_inputs(h, path_gain)
@@ -123,7 +125,7 @@ class LSPilotCSI:
 
     def __init__(self, pilot_snr_db: float, pilot_subcarrier_spacing: int = 1):
         self.pilot_snr_db = _check_finite("pilot_snr_db", pilot_snr_db)
-        self.pilot_snr = 10.0 ** (self.pilot_snr_db / 10.0)
+        self.pilot_snr = db_to_linear(self.pilot_snr_db)
         if (
             isinstance(pilot_subcarrier_spacing, bool)
             or not isinstance(pilot_subcarrier_spacing, int | np.integer)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from tiny_scenario import write_tiny
 
-from cosim.engine import RoundRecord
+from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.run import INERT_ROUNDS, InertPrecisionWatch, run_scenario
 from cosim.scenario import load_scenario
 from cosim.trace import read_trace
@@ -23,7 +23,14 @@ K = 2
 class FakeEngine:
     """What ``run_scenario`` needs of an engine; round t sends 3 + t % 2 uplink and 100 + t
     downlink symbols and reports ``fractions[t]`` as ``precision_rel_change``
-    (None: the column is not written). ``stop_at``: raise KeyboardInterrupt before that round."""
+    (None: the column is not written). ``stop_at``: raise KeyboardInterrupt before that round.
+    The round loop is the real :meth:`Engine.rounds` (it adds the cumulative totals), with
+    divergence not checked: a NaN ``precision_rel_change`` stands for a diverged round the
+    run goes past (``--continue-on-divergence``)."""
+
+    def rounds(self, state, start_round=0, divergence=None, channel_uses=None):
+        never = SimpleNamespace(check=lambda t, scalars: [])
+        return Engine.rounds(self, state, start_round, never, channel_uses)
 
     def __init__(self, scenario, fractions=None, stop_at=None):
         self.scenario = scenario
@@ -44,17 +51,15 @@ class FakeEngine:
     def initial_state(self):
         return 0.0
 
-    def rounds(self, state, start_round=0, divergence=None):
-        for t in range(start_round, self.scenario.rounds):
-            if t == self.stop_at:
-                raise KeyboardInterrupt
-            scalars = {"uplink_symbols": 3.0 + t % 2, "downlink_symbols": 100.0 + t,
-                       "test_accuracy": math.nan, "ece": math.nan, "model_finite": 1.0,
-                       "wall_s": 0.0}
-            if self.fractions is not None and self.fractions[t] is not None:
-                scalars["precision_rel_change"] = self.fractions[t]
-            yield state + 1.0, RoundRecord(t, scalars=scalars)
-            state += 1.0
+    def run_round(self, t, state):
+        if t == self.stop_at:
+            raise KeyboardInterrupt
+        scalars = {"uplink_symbols": 3.0 + t % 2, "downlink_symbols": 100.0 + t,
+                   "test_accuracy": math.nan, "ece": math.nan, "model_finite": 1.0,
+                   "wall_s": 0.0}
+        if self.fractions is not None and self.fractions[t] is not None:
+            scalars["precision_rel_change"] = self.fractions[t]
+        return state + 1.0, RoundRecord(t, scalars=scalars)
 
 
 def _scenario(directory, rounds):
@@ -95,6 +100,25 @@ def test_split_channel_uses_and_resume_from_a_checkpoint_without_them(tmp_path):
         attrs = json.loads(f["checkpoint/slot_1"].attrs["attrs_json"])  # after round 5
     assert attrs == {"cumulative_channel_uses": up[-1] + down[-1],
                      "cumulative_uplink_symbols": up[-1], "cumulative_downlink_symbols": down[-1]}
+
+
+def test_engine_rounds_carry_the_cumulative_channel_uses(tmp_path):
+    """Engine.rounds writes the running totals into every record, from a fresh
+    ChannelUses or continuing the one it is given; a later start needs the totals."""
+    scenario = _scenario(tmp_path, 4)
+    engine = FakeEngine(scenario)
+    up, down = np.cumsum(3.0 + np.arange(4) % 2), np.cumsum(100.0 + np.arange(4))
+    records = [record for _, record in engine.rounds(0.0)]
+    for name, expected in (("cumulative_uplink_symbols", up), ("cumulative_downlink_symbols", down),
+                           ("cumulative_channel_uses", up + down)):
+        assert [r.scalars[name] for r in records] == expected.tolist(), name
+    with pytest.raises(ValueError, match="start_round = 2 needs channel_uses"):
+        next(engine.rounds(0.0, start_round=2))
+    uses = ChannelUses(uplink=float(up[1]), downlink=float(down[1]))
+    later = [record for _, record in engine.rounds(0.0, start_round=2, channel_uses=uses)]
+    assert [r.scalars["cumulative_channel_uses"] for r in later] == (up + down)[2:].tolist()
+    assert {name: later[-1].scalars[name] for name in uses.attrs()} == uses.attrs()
+    assert uses.total == up[-1] + down[-1]
 
 
 def test_inert_precision_warns_once_naming_the_key(tmp_path, capsys):
