@@ -10,24 +10,25 @@ not from a model.
 
 TensorFlow's import-time noise on a machine without a GPU (absl's "All log
 messages before absl::InitializeLog()" and the "Unable to register cuDNN/cuBLAS
-factory" lines) is filtered here, at the command's edge and only while
-TensorFlow is being imported; everything else TensorFlow prints passes through.
+factory" lines) is filtered only while TensorFlow is being imported, by the hook the
+``cosim`` package installs (:mod:`native.tensorflow_import`); everything else TensorFlow
+prints passes through. The command also sets ``TF_CPP_MIN_LOG_LEVEL=3`` (unless the
+environment says otherwise), which hides TensorFlow's C++ log lines while it runs.
 
 The command also turns on TensorFlow's BFC allocator for host memory
 (``TF_CPU_ALLOCATOR_USE_BFC=true``, unless the environment already says
 otherwise): without it every large tensor is a fresh ``mmap`` whose page faults
 cost as much as the arithmetic; measured side by side, one paper-size AirComp
 phase took 0.36-0.59 s with it and 0.83-1.25 s without. It changes no number,
-only where buffers come from. Library users set it before importing TensorFlow.
+only where buffers come from. Library users set it before importing TensorFlow
+(:func:`cosim.api.run` sets both, as the command does).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -41,39 +42,14 @@ EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
 """Ctrl-C; completed rounds are in the trace."""
 
-_IMPORT_NOISE = re.compile(
-    r"(All log messages before absl::InitializeLog\(\) is called"
-    r"|Unable to register (cuDNN|cuFFT|cuBLAS) factory"
-    r"|computation placer already registered"
-    r"|This TensorFlow binary is optimized to use available CPU instructions"
-    r"|To enable the following instructions:.*rebuild TensorFlow)"
-)
-
 
 def _import_tensorflow_quietly() -> None:
-    """Import TensorFlow with its known GPU-less start-up noise removed from stderr."""
+    """Import TensorFlow with the command's environment (``TF_CPP_MIN_LOG_LEVEL=3``,
+    ``TF_CPU_ALLOCATOR_USE_BFC=true``, each unless already set); its import-time noise is
+    filtered by :mod:`native.tensorflow_import` (installed by ``cosim/__init__``)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-    if "tensorflow" in sys.modules:
-        return
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real fd 2 (e.g. embedded interpreters)
-        import tensorflow
-
-        return
-    with tempfile.TemporaryFile(mode="w+b") as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow  # noqa: F401
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode("utf-8", "replace").splitlines():
-                if line.strip() and not _IMPORT_NOISE.search(line):
-                    print(line, file=sys.stderr)
+    import tensorflow  # noqa: F401
 
 
 DISTRIBUTION = "aircomp-cosim"
@@ -133,11 +109,61 @@ EXAMPLES_INSPECT = """examples:
   cosim inspect runs/quickstart-seed1.h5
 """
 
-EXAMPLES_PLOT = """examples:
+EXAMPLES_PLOT = """Figures (each as FIGURE.FORMAT): accuracy_vs_<x> and nll_vs_<x> for every --x, ece,
+reliability, and, when a trace holds their data, posterior, distortion_by_distance,
+power_per_device, csi_nmse and cell_map (a figure no trace has data for is skipped
+with one line on stderr). Rounds are numbered from 0, as in `cosim inspect`.
+
+examples:
   cosim plot runs/quickstart-seed1.h5 --out figures/
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --labels proposed fedavg
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink   # uplink symbols only
+  cosim plot runs/a.h5 --out figures/ --x total,rounds --format png,pdf
+  cosim plot runs/a.h5 --out figures/ --format svg --size 3.3,2.4 --dpi 600
 """
+
+PLOT_AXES = ("rounds", "uplink", "total")
+"""``cosim plot --x`` choices (``cosim.plots.ACCURACY_AXES``; not imported here, so that
+building the parser imports no matplotlib)."""
+PLOT_FORMATS = ("png", "pdf", "svg")
+"""``cosim plot --format`` choices (``cosim.plots.FORMATS``)."""
+
+
+def _comma_choices(choices: tuple[str, ...]):
+    """An argparse ``type``: a comma-separated list of ``choices`` -> list of str."""
+
+    def parse(text: str) -> list[str]:
+        values = [v.strip().lower() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in choices] or ([] if values else [text])
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"invalid choice: {bad[0]!r} (choose from {', '.join(map(repr, choices))})")
+        return values
+
+    return parse
+
+
+def _positive_number(text: str) -> float:
+    """An argparse ``type``: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def _size_in(text: str) -> tuple[float, float]:
+    """An argparse ``type``: ``W,H`` in inches, both finite and > 0."""
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise argparse.ArgumentTypeError("")
+        return _positive_number(parts[0]), _positive_number(parts[1])
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be W,H in inches, two numbers > 0 (e.g. 3.5,2.6), got {text!r}") from None
 
 EXAMPLES_STUDY = """examples:
   cosim study run study.toml --out studies/power          # a local Ray on this machine
@@ -226,17 +252,39 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     plot.add_argument("traces", nargs="+", help="HDF5 traces")
-    plot.add_argument("--out", required=True, help="output directory for the PNG files")
-    plot.add_argument("--labels", nargs="+", default=None, help="one legend label per trace")
+    plot.add_argument("--out", required=True, help="output directory for the figures")
+    plot.add_argument("--labels", nargs="+", default=None,
+                      help="one legend label per trace (default: the trace's name, with its "
+                      "seed when two traces share a name)")
     plot.add_argument(
         "--x",
-        choices=("rounds", "uplink", "total"),
-        default="total",
-        help="x-axis of the accuracy figure: cumulative uplink + downlink OFDM symbols "
-        "(total, the paper's channel uses; default: accuracy_vs_channel_uses.png), cumulative "
-        "uplink OFDM symbols only (uplink: accuracy_vs_uplink_symbols.png; with the default "
-        "downlink, paper_mnist's total is > 99.9 %% downlink) or the round (rounds: "
-        "accuracy_vs_rounds.png)",
+        action="append",
+        type=_comma_choices(PLOT_AXES),
+        default=None,
+        metavar="{rounds,uplink,total}",
+        help="x-axis of the accuracy and NLL figures; repeatable or a comma list: cumulative "
+        "uplink + downlink OFDM symbols (total, the paper's channel uses; the default: "
+        "accuracy_vs_channel_uses, nll_vs_channel_uses), cumulative uplink OFDM symbols only "
+        "(uplink: *_vs_uplink_symbols; with the default downlink, paper_mnist's total is "
+        "> 99.9 %% downlink) or the round from 0 (rounds: *_vs_rounds)",
+    )
+    plot.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        type=_comma_choices(PLOT_FORMATS),
+        default=None,
+        metavar="{png,pdf,svg}",
+        help="file format; repeatable or a comma list (--format png,pdf); default png. PDF "
+        "and SVG are vector files (PDF embeds its TrueType fonts, SVG draws text as paths)",
+    )
+    plot.add_argument("--dpi", type=_positive_number, default=None,
+                      help="resolution of PNG files in dots per inch (default 300)")
+    plot.add_argument(
+        "--size", type=_size_in, default=None, metavar="W,H",
+        help="size of one panel in inches (default 3.5,2.6: one column of a two-column "
+        "paper); a figure of r x c panels is about c W by r H (the reliability diagram's and "
+        "the cell map's square panels are W by W)",
     )
 
     study = sub.add_parser(
@@ -249,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
     study_run = study_sub.add_parser(
         "run", help="run every point of a study that is not complete yet",
         epilog=EXAMPLES_STUDY, formatter_class=argparse.RawDescriptionHelpFormatter)
-    study_run.add_argument("study", help="study TOML file (docs/studies.md)")
+    study_run.add_argument(
+        "study", help="study TOML file (docs/studies.md), or the name of a shipped study (`cosim scenarios`)")
     study_run.add_argument("--out", required=True, help="output directory (traces in DIR/runs/)")
     study_run.add_argument(
         "--address", default=None,
@@ -321,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             print(text)
             return EXIT_OK
         if args.command == "plot":
-            from cosim.plots import PlotError, plot_traces
+            from cosim import plots
             from cosim.trace import TraceError
 
             traces = [_existing(p) for p in args.traces]
@@ -329,9 +378,27 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(
                     f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
                 )
+
+            try:  # --dpi beyond plots.MAX_DPI, --size beyond plots.MAX_PANEL_IN
+                options = plots.FigureOptions(
+                    formats=tuple(f for group in args.formats or [plots.DEFAULT_FORMATS] for f in group),
+                    dpi=args.dpi or plots.DEFAULT_DPI,
+                    panel_size_in=args.size or plots.DEFAULT_PANEL_SIZE_IN,
+                )
+            except ValueError as error:
+                raise UsageError(str(error)) from None
+
+            def note(text: str) -> None:
+                print(f"cosim plot: {text}", file=sys.stderr)
+
             try:  # all or nothing: a bad trace leaves no output directory
-                written = plot_traces(traces, Path(args.out), labels=args.labels, x=args.x)
-            except (TraceError, PlotError) as error:
+                written = plots.plot_traces(
+                    traces, Path(args.out), labels=args.labels,
+                    x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
+                    formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
+                    note=note,
+                )
+            except (TraceError, plots.PlotError) as error:
                 raise UsageError(str(error)) from None
             for path in written:
                 print(path)
@@ -390,18 +457,22 @@ def study_command(args: argparse.Namespace) -> int:
 
 
 def scenarios_command() -> int:
-    """``cosim scenarios``: one entry per shipped file
-    (:func:`cosim.scenario.shipped_scenarios`): its name and first comment line, then
-    its path on the next line, indented."""
-    from cosim.scenario import shipped_scenarios, shipped_scenarios_dir
+    """``cosim scenarios``: the shipped scenarios (:func:`cosim.scenario.shipped_scenarios`),
+    then the shipped studies (:func:`cosim.scenario.shipped_studies`), each under a
+    heading: its name and first comment line, then its path on the next line."""
+    from cosim.scenario import shipped_scenarios, shipped_scenarios_dir, shipped_studies
 
-    shipped = shipped_scenarios()
+    shipped, studies = shipped_scenarios(), shipped_studies()
     if not shipped:
         raise UsageError(f"no shipped scenarios found in {shipped_scenarios_dir()}")
-    width = max(len(s.name) for s in shipped)
-    for s in shipped:
-        print(f"{s.name:<{width}}  {s.description}".rstrip())
-        print(f"{'':<{width}}  {s.path}")
+    width = max(len(s.name) for s in shipped + studies)
+    for heading, entries in (("scenarios (cosim run NAME)", shipped),
+                             ("studies (cosim study run NAME --out DIR)", studies)):
+        if entries:
+            print(f"{heading}:")
+        for s in entries:
+            print(f"  {s.name:<{width}}  {s.description}".rstrip())
+            print(f"  {'':<{width}}  {s.path}")
     return EXIT_OK
 
 

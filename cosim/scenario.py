@@ -40,15 +40,18 @@ import os
 import re
 import string
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
+
 __all__ = [
     "DB_LIMIT",
+    "Overrides",
     "Scenario",
     "ScenarioError",
     "ScenarioTooLarge",
@@ -72,6 +75,7 @@ __all__ = [
     "symbols_per_phase",
     "toml_value",
     "uplink_phase_values",
+    "with_overrides",
 ]
 
 # --------------------------------------------------------------------------- helpers
@@ -82,11 +86,6 @@ def _deep_tuple(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_deep_tuple(v) for v in value)
     return value
-
-
-def dbm_to_w(power_dbm: float) -> float:
-    """Power in dBm -> watts: ``10 ** ((p_dbm - 30) / 10)``."""
-    return 10.0 ** ((power_dbm - 30.0) / 10.0)
 
 
 DB_LIMIT = 300.0
@@ -678,14 +677,35 @@ def shipped_scenarios() -> list[ShippedScenario]:
     ]
 
 
-def shipped_scenario_path(path: str | Path) -> Path | None:
-    """The shipped scenario a bare name (``paper_mnist`` or ``paper_mnist.toml``, no
-    directory part) stands for, or None."""
+SHIPPED_STUDIES = "studies"
+"""The shipped study files' subdirectory of :func:`shipped_scenarios_dir` (``cosim study
+run NAME`` takes one by name; docs/studies.md)."""
+
+
+def shipped_studies() -> list[ShippedScenario]:
+    """Every shipped study file (``studies/*.toml``, by name)."""
+    directory = shipped_scenarios_dir() / SHIPPED_STUDIES
+    return [ShippedScenario(p.stem, _first_comment(p), p) for p in sorted(directory.glob("*.toml"))]
+
+
+def _shipped(path: str | Path, directory: Path) -> Path | None:
     p = Path(path)
     if len(p.parts) != 1 or p.name in (".", ".."):
         return None
-    candidate = shipped_scenarios_dir() / f"{p.name.removesuffix('.toml')}.toml"
+    candidate = directory / f"{p.name.removesuffix('.toml')}.toml"
     return candidate if candidate.is_file() else None
+
+
+def shipped_scenario_path(path: str | Path) -> Path | None:
+    """The shipped scenario a bare name (``paper_mnist`` or ``paper_mnist.toml``, no
+    directory part) stands for, or None."""
+    return _shipped(path, shipped_scenarios_dir())
+
+
+def shipped_study_path(path: str | Path) -> Path | None:
+    """The shipped study a bare name (``pow_alloc_mnist``, no directory part) stands
+    for, or None."""
+    return _shipped(path, shipped_scenarios_dir() / SHIPPED_STUDIES)
 
 
 def default_scenario_text() -> str:
@@ -693,10 +713,17 @@ def default_scenario_text() -> str:
     return (shipped_scenarios_dir() / "quickstart.toml").read_text(encoding="utf-8")
 
 
+_KEY_PATH = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+
+Overrides = Sequence[str] | Mapping[str, Any]
+"""``--set`` items (``["cell.num_devices=20"]``, TOML values) or a mapping of dotted
+keys to Python values (``{"cell.num_devices": 20}``); see :func:`load_scenario`."""
+
+
 def _parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
-    if not sep or not key or not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", key):
+    if not sep or not key or not _KEY_PATH.fullmatch(key):
         raise ScenarioError([f"{item!r}: an override must look like key.path=value"], "--set")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
@@ -705,7 +732,36 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def _apply_override(data: dict[str, Any], path: list[str], value: Any) -> None:
+def _plain(value: Any) -> Any:
+    """A Python value as TOML would give it: NumPy scalars and arrays and tuples become
+    Python numbers and lists (recursively, tables too); anything else is left to the
+    validation (which refuses what a TOML file could not hold)."""
+    if hasattr(value, "tolist") and type(value).__module__ == "numpy":
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], Any]]:
+    """``(key path, value)`` pairs of ``--set`` items or of a mapping of dotted keys."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides must be a sequence of key.path=value items or a mapping, "
+                        f"not a single string ({overrides!r}); wrap it in a list")
+    if not isinstance(overrides, Mapping):
+        return [_parse_override(item) for item in overrides]
+    items = []
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not _KEY_PATH.fullmatch(key):
+            raise ScenarioError([f"{key!r}: an override key must be a dotted key path such as "
+                                 "'cell.radius_m'"], source)
+        items.append((key.split("."), _plain(value)))
+    return items
+
+
+def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: str = "--set") -> None:
     model: type[BaseModel] | None = Scenario
     node = data
     for i, key in enumerate(path):
@@ -713,14 +769,24 @@ def _apply_override(data: dict[str, Any], path: list[str], value: Any) -> None:
             prefix = ".".join(path[:i])
             where = f"{prefix}." if prefix else ""
             hint = f"; {_did_you_mean(model, key)}" if model is not None else ""
-            raise ScenarioError([f"{where}{key}: unknown key{hint}"], "--set")
+            raise ScenarioError([f"{where}{key}: unknown key{hint}"], source)
         if i == len(path) - 1:
             node[key] = value
             return
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
-            raise ScenarioError([f"{'.'.join(path[: i + 1])}: is a value, not a table"], "--set")
+            raise ScenarioError([f"{'.'.join(path[: i + 1])}: is a value, not a table"], source)
         node, model = child, _sub_model(model, key)
+
+
+def _apply_overrides(data: dict[str, Any], overrides: Overrides) -> str:
+    """Apply ``overrides`` to the parsed document ``data`` in order; what they are
+    called in the validation's headline (``--set overrides`` or ``overrides``). A bad
+    key's error has the source ``--set`` or ``overrides``."""
+    source = "overrides" if isinstance(overrides, Mapping) else "--set"
+    for path, value in _override_items(overrides, source):
+        _apply_override(data, path, value, source)
+    return "overrides" if source == "overrides" else "--set overrides"
 
 
 def read_toml(
@@ -748,7 +814,7 @@ def read_toml(
         raise error([f"TOML syntax error: {exc}"], source) from None
 
 
-def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Scenario:
+def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> Scenario:
     """Read, override and validate a scenario.
 
     Parameters
@@ -758,10 +824,15 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
         no directory part that is not an existing file (``paper_mnist`` or
         ``paper_mnist.toml``) is the shipped scenario of that name
         (:func:`shipped_scenarios`); an existing file of that name wins.
-    overrides : sequence of str
+    overrides : sequence of str, or mapping of str to value
         ``key.path=value`` items (``--set``); the value is parsed as a TOML value
         (``20``, ``1e-3``, ``"x"``, ``[1, 2]``, ``true``), falling back to a bare
-        string. Validated exactly like the file.
+        string. Or a mapping of the same dotted keys to Python values
+        (``{"algorithm.learning_rate": 0.02, "rounds": 3}``; lists or tuples for
+        arrays, NumPy scalars and arrays accepted, no string parsing: ``"20"`` is a
+        string; None sets an optional key to None, its default). Applied in order
+        and validated exactly like the file: the same one-line errors naming the
+        dotted key and the value, with ``--set`` / ``overrides`` as their source.
 
     Raises
     ------
@@ -780,9 +851,45 @@ def load_scenario(path: str | Path | None = None, overrides: Sequence[str] = ())
             names = ", ".join(s.name for s in shipped_scenarios() if s.path.suffix == ".toml")
             hint = f" (nor a shipped scenario: {names}; `cosim scenarios` lists them)"
         data = read_toml(path, source, missing_hint=hint)
-    for item in overrides:
-        _apply_override(data, *_parse_override(item))
-    return parse_scenario(data, source if not overrides else f"{source} with --set overrides")
+    if overrides:
+        source = f"{source} with {_apply_overrides(data, overrides)}"
+    return parse_scenario(data, source)
+
+
+def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:
+    """A new scenario: ``scenario`` with ``overrides`` applied, validated again.
+
+    This is how to derive a variant of a scenario in Python. pydantic's
+    ``scenario.model_copy(update=...)`` does *not* validate: it would keep a bad value,
+    and a table given as a dict stays a plain dict (a run then fails far from the
+    cause, or writes a trace whose scenario does not load back). Here the scenario's
+    values are re-validated with the overrides exactly as :func:`load_scenario`
+    validates a file with ``--set`` (so ``with_overrides(s, {})`` also checks a
+    scenario that was built by ``model_copy``).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The base scenario (unchanged; scenarios are frozen).
+    overrides : mapping of str to value, or sequence of str
+        As in :func:`load_scenario`: ``{"rounds": 3, "power.tx_power_dbm": 10.0}`` or
+        ``["rounds=3"]``.
+
+    Returns
+    -------
+    Scenario
+
+    Raises
+    ------
+    ScenarioError
+        An unknown key (with the nearest valid one), a wrong type, an out-of-range
+        value or inconsistent fields, one line each.
+    """
+    data = scenario.model_dump(mode="python", warnings=False)  # a model_copy'd dict table too
+    source = repr(scenario.name)
+    if overrides:
+        source = f"{source} with {_apply_overrides(data, overrides)}"
+    return parse_scenario(_plain(data), source)
 
 
 # --------------------------------------------------------------------------- TOML output

@@ -51,6 +51,7 @@ from cosim.scenario import (
     load_scenario,
     read_toml,
     shipped_scenario_path,
+    shipped_study_path,
     toml_value,
 )
 
@@ -212,6 +213,8 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         positive number, and every invalid point (:meth:`Study.points`).
     """
     path = Path(path)
+    if not path.exists() and shipped_study_path(path) is not None:
+        path = shipped_study_path(path)
     source = str(path)
     data = read_toml(path, source, error=StudyError)
     text = path.read_text(encoding="utf-8")
@@ -361,9 +364,22 @@ def _trace_state(path: Path) -> tuple[int | None, str | None]:
     return trace.completed_rounds, None
 
 
+def _committed_rounds(path: Path) -> tuple[int, float]:
+    """``(completed_rounds, mtime)`` of the trace at ``path`` (``(0, 0.0)`` when there is
+    none or it does not open now): the root attribute only, safe while its run writes."""
+    import h5py
+
+    try:
+        modified = path.stat().st_mtime
+        with h5py.File(path, "r", locking=False) as file:
+            return int(file.attrs.get("completed_rounds", 0)), modified
+    except (OSError, ValueError, TypeError):
+        return 0, 0.0
+
+
 class _Status:
-    """``DIR/status.json``: the study and per run ``state`` (pending, running, done,
-    failed), ``error``, ``action`` of the last invocation (skipped: complete already, or
+    """``DIR/status.json``: the study and per run ``state`` (pending; queued: its task
+    submitted; running: its trace written since; done; failed), ``error``, ``action`` of the last invocation (skipped: complete already, or
     its trace holds a diverged round; started; resumed), ``trace``, ``completed_rounds``,
     ``wall_s``, ``node`` (Ray node id); rewritten atomically."""
 
@@ -385,7 +401,23 @@ class _Status:
 
     def counts(self) -> dict[str, int]:
         states = [r["state"] for r in self.data["runs"].values()]
-        return {s: states.count(s) for s in ("done", "failed", "running", "pending")}
+        return {s: states.count(s) for s in ("done", "failed", "running", "queued", "pending")}
+
+    def observe(self, points: Sequence[RunPoint], since: float) -> tuple[int, int]:
+        """Read the committed rounds of every run's trace: a queued run whose trace was
+        written after ``since`` (a ``time.time()``) is running; the study's committed
+        rounds and the rounds it asks for."""
+        committed = asked = 0
+        for point in points:
+            run = self.data["runs"][point.name]
+            asked += point.scenario.rounds
+            rounds, modified = _committed_rounds(point.scenario.trace_path)
+            committed += rounds
+            if run["state"] in ("queued", "running"):
+                run["completed_rounds"] = rounds
+                if run["state"] == "queued" and modified > since:
+                    run["state"] = "running"
+        return committed, asked
 
     def write(self) -> None:
         tmp = self.path.with_name(f".{self.path.name}.tmp")
@@ -464,7 +496,9 @@ def run_study(
 
     embedded = address is None
     if embedded:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+        # address="local": a new Ray of our own even when another one (another study's)
+        # runs on this machine; ray.init() alone would connect to that one
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.WARNING,
                  object_store_memory=128 * 2**20)
     else:
@@ -479,9 +513,10 @@ def run_study(
             f"{ray.cluster_resources().get('CPU', 0):g} CPUs, {len(ray.nodes())} node(s)")
         task = ray.remote(num_cpus=study.cpus_per_run, max_retries=0)(_run_task)
         pending = {}
+        submitted_at = time.time()
         for point in todo:
             pending[task.remote(point.scenario, study.cpus_per_run)] = point
-            status.update(point.name, state="running")
+            status.update(point.name, state="queued")
         status.data["tasks_submitted"] = len(pending)
         status.write()
         started = last_summary = time.monotonic()
@@ -505,9 +540,12 @@ def run_study(
                     line += f": {result['error']}"
                 say(line)
             if time.monotonic() - last_summary >= summary_every_s and pending:
+                committed, asked = status.observe(points, submitted_at)
+                status.write()
                 c = status.counts()
-                say(f"[summary] {c['done']} done, {c['failed']} failed, {c['running']} running "
-                    f"of {total}; {time.monotonic() - started:.0f} s")
+                say(f"[summary] {c['done']} done, {c['failed']} failed, {c['running']} running, "
+                    f"{c['queued']} queued of {total}; rounds {committed}/{asked}; "
+                    f"{time.monotonic() - started:.0f} s")
                 last_summary = time.monotonic()
     finally:
         ray.shutdown()  # stops the embedded Ray; only disconnects from a cluster

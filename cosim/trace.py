@@ -152,9 +152,14 @@ def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
     return Checkpoint(done, arrays, json.loads(slot.attrs.get("attrs_json", "{}")))
 
 
-def _without_rounds(scenario_text: str) -> dict:
+def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
+    """The scenario as compared on ``--resume``: without ``trace.path`` (where the trace
+    lies does not change its result, so a moved trace or study directory resumes), and
+    without ``rounds`` when it may grow."""
     table = tomllib.loads(scenario_text)
-    table.pop("rounds", None)
+    table.get("trace", {}).pop("path", None)
+    if without_rounds:
+        table.pop("rounds", None)
     return table
 
 
@@ -356,8 +361,9 @@ class TraceWriter:
             stored = str(file.attrs["scenario"])
             if rounds_may_grow and scenario_text is not None:
                 _check_rounds_grow(path, stored, scenario_text)
-            if scenario_text is not None and scenario_text != stored and not (
-                rounds_may_grow and _without_rounds(stored) == _without_rounds(scenario_text)
+            if scenario_text is not None and (
+                _comparable(stored, without_rounds=rounds_may_grow)
+                != _comparable(scenario_text, without_rounds=rounds_may_grow)
             ):
                 diff = list(difflib.unified_diff(stored.splitlines(), scenario_text.splitlines(),
                                                  "trace", "now", n=0, lineterm=""))
@@ -370,6 +376,8 @@ class TraceWriter:
             cls._truncate(file, restart)
             file.attrs["completed_rounds"] = restart
             file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
+            if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
+                file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
             file.flush()
         except BaseException:
             file.close()

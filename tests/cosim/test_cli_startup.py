@@ -10,6 +10,7 @@ are all listed by `cosim scenarios`, all shipped with the package, and all valid
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,13 +24,19 @@ from tiny_scenario import write_tiny
 
 import cosim.scenario
 from cosim.cli import main
-from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir
+from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir, shipped_studies
+from cosim.study import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "learning", "phy")
 """Top-level packages that no command but `run` may import."""
 TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
+LIGHT = ("phy", "phy.units")
+"""The standard-library-only modules of `phy` every command may import: the package and
+its dB conversions (`cosim.scenario`). (`native`, whose TensorFlow import filter every
+package's `__init__` installs, is not in HEAVY: only its `sampling` imports TensorFlow
+and Numba, and that is caught by the two names.)"""
 
 _PROBE = """
 import json, os, sys
@@ -39,8 +46,9 @@ try:
 except SystemExit as exit:  # --version
     status = exit.code or 0
 sys.stdout.flush()
-heavy, training = json.loads(os.environ["PROBE_MODULES"])
-found = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in training)
+heavy, training, light = json.loads(os.environ["PROBE_MODULES"])
+found = sorted(m for m in sys.modules
+               if (m.split(".")[0] in heavy or m in training) and m not in light)
 print("\\nPROBE " + json.dumps({"status": status, "heavy": found}))
 """
 
@@ -48,7 +56,7 @@ print("\\nPROBE " + json.dumps({"status": status, "heavy": found}))
 def _probe(*args: str, cwd: Path) -> tuple[int, str, list[str]]:
     """Run ``cosim ARGS`` in a fresh interpreter started in ``cwd``: its exit status,
     its output and the heavy modules it imported."""
-    env = {**os.environ, "MPLBACKEND": "Agg", "PROBE_MODULES": json.dumps([HEAVY, TRAINING])}
+    env = {**os.environ, "MPLBACKEND": "Agg", "PROBE_MODULES": json.dumps([HEAVY, TRAINING, LIGHT])}
     result = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=300)
     out, _, probe = result.stdout.rpartition("\nPROBE ")
@@ -104,12 +112,20 @@ def test_every_shipped_scenario_is_listed_with_its_description_and_path(capsys):
                      if line.startswith("#") and not line.startswith("#!"))
         assert s.description == first.lstrip("#").strip()
 
+    studies = shipped_studies()
+    assert [s.name for s in studies] == sorted(p.stem for p in (ROOT / "scenarios" / "studies").glob("*.toml"))
+    assert {"pow_alloc_mnist", "distortion_test_mnist", "algs_mnist", "varying_labels_mnist",
+            "varying_sizes_mnist", "power_budget_mnist", "rd_mnist"} <= {s.name for s in studies}
     assert main(["scenarios"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 * len(listed)
-    for s, entry, path in zip(listed, lines[::2], lines[1::2], strict=True):
+    assert len(lines) == 2 + 2 * (len(listed) + len(studies))
+    assert lines[0] == "scenarios (cosim run NAME):"
+    assert lines[1 + 2 * len(listed)] == "studies (cosim study run NAME --out DIR):"
+    body = lines[1 : 1 + 2 * len(listed)] + lines[2 + 2 * len(listed) :]
+    for s, entry, path in zip(listed + studies, body[::2], body[1::2], strict=True):
         assert entry.split()[0] == s.name and s.description in entry
         assert path.strip() == str(s.path)
+        assert s.description, f"{s.path} has no first comment line to describe it"
 
 
 def test_every_shipped_file_is_package_data():
@@ -118,9 +134,9 @@ def test_every_shipped_file_is_package_data():
     assert setuptools["package-dir"]["cosim.scenarios"] == "scenarios"
     assert "cosim.scenarios" in setuptools["packages"]
     globs = setuptools["package-data"]["cosim.scenarios"]
-    shipped = {p.name for g in globs for p in (ROOT / "scenarios").glob(g)}
-    present = {p.name for p in (ROOT / "scenarios").iterdir()
-               if p.is_file() and p.name != "__init__.py" and not p.name.endswith(".pyc")}
+    shipped = {p.relative_to(ROOT / "scenarios") for g in globs for p in (ROOT / "scenarios").glob(g)}
+    present = {p.relative_to(ROOT / "scenarios") for p in (ROOT / "scenarios").rglob("*")
+               if p.is_file() and p.name != "__init__.py" and "__pycache__" not in p.parts}
     assert present == shipped
     assert (shipped_scenarios_dir() / "__init__.py").is_file()
 
@@ -135,6 +151,16 @@ def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys,
     assert f"scenario {load_scenario(ROOT / 'scenarios' / f'{name}.toml').name!r}" in out
     assert main(["validate", f"{name}.toml"]) == 0
     assert not list(tmp_path.iterdir()), "validate writes nothing"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios" / "studies").glob("*.toml")))
+def test_every_shipped_study_validates_by_name(tmp_path, monkeypatch, name):
+    """Every point of every shipped study is a valid scenario (loaded by its shipped name)."""
+    monkeypatch.setattr(cosim.scenario, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.chdir(tmp_path)
+    study = load_study(name)
+    assert study.source == ROOT / "scenarios" / "studies" / f"{name}.toml"
+    assert len(study.points()) == len(study.seeds) * math.prod(len(v) for v in study.axes.values())
 
 
 def test_a_local_file_wins_over_a_shipped_name(tmp_path, monkeypatch, capsys):

@@ -3,7 +3,10 @@ report's statistics, bad study files, and a two-node Ray cluster (`--address`)."
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +21,7 @@ from test_cli_startup import _probe
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
-from cosim.study import StudyError, load_study, run_name
+from cosim.study import StudyError, load_study, run_name, run_study
 from cosim.trace import read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -42,17 +45,26 @@ def _status(out: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """A 4-run study (2 tx powers x 2 seeds) run once on a local Ray of 2 CPUs."""
+    """A 4-run study (2 tx powers x 2 seeds) run once on a local Ray of 2 CPUs, with a
+    summary line every 0.2 s; ``(study, out, exit status, printed)``."""
     base = tmp_path_factory.mktemp("study")
     study = _study(base)
     out = base / "out"
-    status = main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"])
-    return study, out, status
+    printed = io.StringIO()
+    status = run_study(study, out, num_cpus=2, summary_every_s=0.2, stream=printed)
+    return study, out, status, printed.getvalue()
 
 
 def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
-    study, out, status = finished
+    study, out, status, printed = finished
     assert status == 0
+    summaries = [line for line in printed.splitlines() if line.startswith("[summary]")]
+    assert summaries, printed
+    for line in summaries:  # runs by state, and the rounds committed over all runs
+        found = re.search(r"(\d+) done, (\d+) failed, (\d+) running, (\d+) queued of 4; "
+                          r"rounds (\d+)/8;", line)
+        assert found, line
+        assert sum(map(int, found.groups()[:4])) == 4 and int(found.group(5)) <= 8
     names = [run_name({AXIS: p}, s) for p in (10.0, 20.0) for s in (1, 2)]
     assert names[0] == "power.tx_power_dbm=10-seed1"
     for name in names:
@@ -66,7 +78,7 @@ def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
 
 
 def test_the_report_equals_a_hand_computation(finished):
-    _, out, _ = finished
+    _, out, _, _ = finished
     assert main(["study", "report", str(out)]) == 0
     table = pd.read_csv(out / "table.csv")
     assert len(table) == 8 and list(table.columns[:4]) == ["run", "seed", AXIS, "round"]
@@ -100,7 +112,7 @@ def test_the_report_equals_a_hand_computation(finished):
 
 
 def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
-    _, out, _ = finished
+    _, out, _, _ = finished
     status, text, heavy = _probe("study", "report", str(out), cwd=tmp_path)
     assert status == 0, text
     assert heavy == [], heavy
@@ -109,12 +121,14 @@ def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
                           check=True).stdout.strip() == "[]"
 
 
-def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished, capsys):
-    # in place: the trace path is part of a run's stored scenario, so a moved study
-    # directory does not resume (docs/studies.md)
-    study, out, _ = finished
-    assert main(["study", "report", str(out)]) == 0
-    uninterrupted = pd.read_csv(out / "table.csv").drop(columns="wall_s")
+def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished, tmp_path, capsys):
+    """In a moved copy of the study directory: where a trace lies is not part of the
+    comparison on resume, so the copy resumes (docs/studies.md)."""
+    study, finished_out, _, _ = finished
+    assert main(["study", "report", str(finished_out)]) == 0
+    uninterrupted = pd.read_csv(finished_out / "table.csv").drop(columns="wall_s")
+    out = tmp_path / "moved"
+    shutil.copytree(finished_out, out)
     missing = run_name({AXIS: 10.0}, 2)
     partial = run_name({AXIS: 20.0}, 1)
     (out / "runs" / f"{missing}.h5").unlink()
@@ -136,6 +150,8 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
     assert main(["study", "report", str(out)]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv").drop(columns="wall_s"),
                                   uninterrupted)
+    for name in (missing, partial):  # the resumed runs' stored scenarios name where they are now
+        assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
 
 
 def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_path, capsys):
@@ -238,7 +254,42 @@ def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys):
         for power in (10.0, 20.0):
             assert read_trace(out / "runs" / f"{run_name({AXIS: power}, 1)}.h5").completed_rounds == 2
     finally:
-        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+        _stop_nodes_of(port)
+
+
+def _stop_nodes_of(port: int) -> None:
+    """Stop the Ray processes of the cluster at ``port`` only (``ray stop`` would stop
+    every Ray on the machine, a user's too): every process whose command line names the
+    cluster's GCS port, SIGTERM, then SIGKILL after 10 s."""
+    import os
+    import signal
+    import time
+
+    marks = (f":{port}", f"--gcs_server_port={port}", f"--port={port}")
+
+    def ours() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "ray" in cmdline and any(mark in cmdline for mark in marks):
+                pids.append(int(entry.name))
+        return pids
+
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        for pid in ours():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert not ours(), f"Ray processes of port {port} still running: {ours()}"
 
 
 def test_the_report_groups_list_valued_axes(tmp_path):
