@@ -478,26 +478,41 @@ def reliability_figure(traces: Sequence[TraceData], labels: Sequence[str],
 
 
 def _reliability_panel(ax, trace: TraceData, label: str) -> None:
+    ok = np.flatnonzero(_evaluated(trace))
+    if not ok.size:
+        reliability_panel(ax, None, None, None, f"{label}\n(no evaluated round)")
+        return
+    last = ok[-1]
+    conf = trace.reliability.get("bin_confidence")
+    ece = trace.rounds["ece"][last]
+    round_index = int(trace.rounds["round"][last])
+    reliability_panel(ax, trace.reliability["bin_accuracy"][last],
+                      None if conf is None else conf[last], trace.reliability["bin_count"][last],
+                      f"{label}\nround {round_index}, ECE = {ece:.3f}")
+
+
+def reliability_panel(ax, accuracy, confidence, count, title: str) -> None:
+    """One reliability diagram on ``ax``: the bins' ``accuracy`` [B] as bars, hatched gap
+    bars to their mean ``confidence`` [B] (the bin centres when None or not finite),
+    the diagonal, each bin's sample ``count`` [B] above the panel (gid ``"bin_count"``)
+    and ``title``; with ``accuracy`` None only the frame and the title."""
     ax.plot([0, 1], [0, 1], color="0.3", ls="--", lw=0.8, zorder=4)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_aspect("equal")
     ax.set_xlabel("confidence (top: samples per bin)")
-    ok = np.flatnonzero(_evaluated(trace))
-    if not ok.size:
-        ax.set_title(f"{label}\n(no evaluated round)")
+    if accuracy is None:
+        ax.set_title(title)
         return
-    last = ok[-1]
-    acc = trace.reliability["bin_accuracy"][last]
-    count = np.nan_to_num(trace.reliability["bin_count"][last])
+    acc = np.asarray(accuracy, float)
+    count = np.nan_to_num(np.asarray(count, float))
     bins = acc.shape[0]
     edges = np.linspace(0.0, 1.0, bins + 1)
     centres = 0.5 * (edges[:-1] + edges[1:])
     filled = count > 0
     heights = np.where(filled, np.nan_to_num(acc), 0.0)
-    conf = trace.reliability.get("bin_confidence")
-    have_conf = conf is not None and np.isfinite(conf[last][filled]).all()
-    confidence = np.where(filled, conf[last], centres) if have_conf else centres
+    have_conf = confidence is not None and np.isfinite(np.asarray(confidence)[filled]).all()
+    confidence = np.where(filled, confidence, centres) if have_conf else centres
     ax.bar(edges[:-1], heights, width=1.0 / bins, align="edge", color=PALETTE[0], alpha=0.75,
            edgecolor="black", lw=0.5, zorder=2)
     # gap bars: hatched outlines from the bin's accuracy to its mean confidence (drawn over
@@ -510,10 +525,8 @@ def _reliability_panel(ax, trace: TraceData, label: str) -> None:
         ax.text(centre, 1.01, f"{int(n)}", transform=ax.get_xaxis_transform(), ha="center",
                 va="bottom", fontsize=size, rotation=0 if bins <= 10 else 90, gid="bin_count",
                 clip_on=False)
-    ece = trace.rounds["ece"][last]
-    round_index = int(trace.rounds["round"][last])
     where = "" if have_conf else " (gap to the bin centre)"
-    ax.set_title(f"{label}\nround {round_index}, ECE = {ece:.3f}{where}", pad=11)
+    ax.set_title(f"{title}{where}", pad=11)
 
 
 def posterior_figure(traces: Sequence[TraceData], labels: Sequence[str],
@@ -555,6 +568,21 @@ def posterior_figure(traces: Sequence[TraceData], labels: Sequence[str],
     return fig
 
 
+def ring_distortion(trace: TraceData, phase: str) -> dict[str, np.ndarray]:
+    """Mean local update distortion (``/rounds/per_device/local_distortion_<phase>``,
+    value²) over the devices of each ring of :data:`RINGS` (thirds of the cell radius,
+    :func:`_cell_radius_m`), per round: ``{ring: [T]}`` for the rings with devices."""
+    values = trace.per_device[f"local_distortion_{phase}"]
+    distance = trace.devices["distance_m"]
+    radius = _cell_radius_m(trace)
+    out = {}
+    for ring, lo, hi in RINGS:
+        members = (distance >= lo * radius) & (distance < hi * radius)
+        if members.any():
+            out[ring] = values[:, members].mean(axis=1)
+    return out
+
+
 def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
                       options: FigureOptions = FigureOptions()) -> Figure:
     """Mean local update distortion (value², ``/rounds/per_device/local_distortion_<phase>``
@@ -582,17 +610,10 @@ def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
         fig, axes = _figure(options, 1, len(phases))
         for ax, phase in zip(axes[0], phases):
             for i, trace, label in have:
-                values = trace.per_device.get(f"local_distortion_{phase}")
-                if values is None:
+                if f"local_distortion_{phase}" not in trace.per_device:
                     continue
-                distance = trace.devices["distance_m"]
-                radius = _cell_radius_m(trace)
                 symbols = accuracy_x(trace, "uplink")
-                for ring, lo, hi in RINGS:
-                    members = (distance >= lo * radius) & (distance < hi * radius)
-                    if not members.any():
-                        continue
-                    mean = values[:, members].mean(axis=1)
+                for ring, mean in ring_distortion(trace, phase).items():
                     ax.semilogy(symbols, np.where(mean > 0, mean, np.nan), color=RING_COLORS[ring],
                                 ls=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)],
                                 gid=f"{label}|{ring}")

@@ -29,7 +29,8 @@ from cosim.scenario import read_toml
 from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
 from cosim.trace import TraceError, read_trace
 
-__all__ = ["GRID_POINTS", "X_COLUMNS", "report", "study_table", "summarize_over_seeds"]
+__all__ = ["GRID_POINTS", "X_COLUMNS", "pooled_reliability", "report", "study_table",
+           "summarize_over_seeds"]
 
 GRID_POINTS = 50
 """Points of the common channel-use grid of ``x_kind = uplink | total``."""
@@ -62,6 +63,7 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
             raise StudyError([f"run {point.name}: {error}"], str(out)) from None
         done = trace.completed_rounds
         columns = {k: np.asarray(v)[:done] for k, v in trace.rounds.items() if np.ndim(v) == 1}
+        columns.update(_ring_columns(trace))
         frame = pd.DataFrame(columns)
         if "round" not in frame:
             frame["round"] = np.arange(done)
@@ -73,6 +75,63 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
     if not frames:
         raise StudyError([f"{out / 'runs'}: no traces yet"], str(out))
     return pd.concat(frames, ignore_index=True), axes
+
+
+def _ring_columns(trace) -> dict[str, np.ndarray]:
+    """``distortion_<phase>_<ring>``: the mean local update distortion of the near / mid /
+    far devices per round (:func:`cosim.plots.ring_distortion`), for every phase whose
+    per-device distortion the trace holds (and its device distances)."""
+    from cosim.plots import ring_distortion
+
+    if "distance_m" not in trace.devices:
+        return {}
+    out = {}
+    for name in sorted(trace.per_device):
+        if name.startswith("local_distortion_"):
+            phase = name.removeprefix("local_distortion_")
+            for ring, values in ring_distortion(trace, phase).items():
+                out[f"distortion_{phase}_{ring}"] = np.asarray(values)[: trace.completed_rounds]
+    return out
+
+
+def pooled_reliability(out_dir: str | Path) -> pd.DataFrame:
+    """Per axis-value combination, the reliability bins of every run's last evaluated
+    round pooled over its seeds: columns ``<axes>, bin, count`` (samples, summed),
+    ``accuracy`` and ``confidence`` (sample-weighted means; NaN in an empty bin),
+    ``ece_mean``, ``ece_ci95_low``, ``ece_ci95_high``, ``n`` (seeds; the ECE is each
+    run's own, summarised like :func:`summarize_over_seeds`)."""
+    out = Path(out_dir)
+    study = _axes_only(out / STUDY_COPY)
+    axes = list(study.axes)
+    groups: dict[tuple, list] = {}
+    for point in study.points(out, validate=False):
+        path = out / RUNS_DIR / f"{point.name}.h5"
+        if not path.is_file():
+            continue
+        trace = read_trace(path)
+        evaluated = np.flatnonzero(np.isfinite(trace.rounds.get("ece", np.array([np.nan]))))
+        if not evaluated.size or "bin_count" not in trace.reliability:
+            continue
+        last = evaluated[-1]
+        key = tuple(_hashable(point.axis_values[k]) for k in axes)
+        groups.setdefault(key, []).append((
+            np.nan_to_num(trace.reliability["bin_count"][last]),
+            np.nan_to_num(trace.reliability["bin_accuracy"][last]),
+            np.nan_to_num(trace.reliability.get("bin_confidence",
+                                                 trace.reliability["bin_accuracy"])[last]),
+            float(trace.rounds["ece"][last])))
+    rows = []
+    for key, runs in groups.items():
+        count = np.sum([r[0] for r in runs], axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            accuracy = np.sum([r[0] * r[1] for r in runs], axis=0) / count
+            confidence = np.sum([r[0] * r[2] for r in runs], axis=0) / count
+        n, mean, _, low, high = _ci(np.array([r[3] for r in runs]))
+        for b in range(count.size):
+            rows.append({**dict(zip(axes, key, strict=True)), "bin": b, "count": count[b],
+                         "accuracy": accuracy[b], "confidence": confidence[b], "n": n,
+                         "ece_mean": mean, "ece_ci95_low": low, "ece_ci95_high": high})
+    return pd.DataFrame(rows)
 
 
 def _hashable(value):
@@ -184,6 +243,80 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     return path
 
 
+def _combination_label(axes: Sequence[str], key: tuple) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
+
+
+def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path) -> Path | None:
+    """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
+    from cosim.plots import FigureOptions, _figure, _grid, reliability_panel, style
+
+    if pooled.empty:
+        return None
+    groups = list(pooled.groupby(list(axes), sort=False, dropna=False)) if axes else [((), pooled)]
+    rows, cols = _grid(len(groups))
+    with style():
+        fig, panels = _figure(FigureOptions(), rows, cols, square=True)
+        for ax in panels.flat[len(groups):]:
+            ax.set_visible(False)
+        for ax, (key, bins) in zip(panels.flat, groups):
+            key = key if isinstance(key, tuple) else (key,)
+            bins = bins.sort_values("bin")
+            first = bins.iloc[0]
+            half = (first["ece_ci95_high"] - first["ece_ci95_low"]) / 2
+            ece = (f"ECE {first['ece_mean']:.3f} ± {half:.3f}" if np.isfinite(half)
+                   else f"ECE {first['ece_mean']:.3f}")
+            reliability_panel(ax, bins["accuracy"].to_numpy(), bins["confidence"].to_numpy(),
+                              bins["count"].to_numpy(),
+                              f"{_combination_label(axes, key)}\n{ece} ({int(first['n'])} seeds)")
+        for row in panels:
+            row[0].set_ylabel("accuracy")
+        fig.savefig(path, dpi=200, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Path) -> Path | None:
+    """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
+    band) against the cumulative uplink OFDM symbols, one panel per combination."""
+    from cosim.plots import RING_COLORS, FigureOptions, _figure, _grid, style
+
+    data = summary[(summary["x_kind"] == "uplink")
+                   & summary["metric"].str.startswith(f"distortion_{phase}_")]
+    if data.empty:
+        return None
+    groups = list(data.groupby(list(axes), sort=False, dropna=False)) if axes else [((), data)]
+    rows, cols = _grid(len(groups))
+    with style():
+        fig, panels = _figure(FigureOptions(), rows, cols)
+        for ax in panels.flat[len(groups):]:
+            ax.set_visible(False)
+        for ax, (key, curves) in zip(panels.flat, groups):
+            key = key if isinstance(key, tuple) else (key,)
+            for ring, color in RING_COLORS.items():
+                curve = curves[curves["metric"] == f"distortion_{phase}_{ring}"].sort_values("x")
+                if curve.empty:
+                    continue
+                ax.semilogy(curve["x"], curve["mean"].where(curve["mean"] > 0), color=color,
+                            label=ring)
+                # log y: the band is drawn where its lower end is positive (a gap where
+                # the interval reaches 0, as with few seeds)
+                ax.fill_between(curve["x"], curve["ci95_low"].where(curve["ci95_low"] > 0),
+                                curve["ci95_high"], color=color, alpha=0.2, lw=0)
+            ax.set_title(_combination_label(axes, key))
+            ax.set_xlabel("cumulative uplink OFDM symbols")
+            ax.legend(loc="best")
+        for row in panels:
+            row[0].set_ylabel(f"mean local distortion ({phase})")
+        fig.savefig(path, dpi=200, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv`` and
     ``figures/{test_accuracy,ece}_vs_<x>.png`` into the study's ``out_dir``; the files.
@@ -204,6 +337,19 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     kind = "round" if x == "rounds" else x
     for metric in ("test_accuracy", "ece"):
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
+        if path is not None:
+            written.append(path)
+    pooled = pooled_reliability(out)
+    if not pooled.empty:
+        written.append(out / "reliability.csv")
+        pooled.to_csv(written[-1], index=False)
+        path = _plot_reliability(pooled, axes, figures / "reliability.png")
+        if path is not None:
+            written.append(path)
+    phases = sorted({m.split("_")[1] for m in summary.get("metric", pd.Series(dtype=str)).unique()
+                     if m.startswith("distortion_") and m.count("_") == 2})
+    for phase in phases:
+        path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png")
         if path is not None:
             written.append(path)
     return written

@@ -111,6 +111,40 @@ def test_the_report_equals_a_hand_computation(finished):
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
 
 
+def test_the_report_pools_reliability_and_groups_distortion_by_distance(finished):
+    """reliability.csv: each combination's bins summed over its seeds (sample-weighted
+    accuracy); the table's distortion_<phase>_<ring> columns: the ring means of the
+    per-device distortion; and their figures."""
+    _, out, _, _ = finished
+    assert main(["study", "report", str(out)]) == 0
+    pooled = pd.read_csv(out / "reliability.csv")
+    table = pd.read_csv(out / "table.csv")
+    for power in (10.0, 20.0):
+        traces = [read_trace(out / "runs" / f"{run_name({AXIS: power}, s)}.h5") for s in (1, 2)]
+        last = [np.flatnonzero(np.isfinite(t.rounds["ece"]))[-1] for t in traces]
+        counts = [np.nan_to_num(t.reliability["bin_count"][r]) for t, r in zip(traces, last)]
+        correct = sum(c * np.nan_to_num(t.reliability["bin_accuracy"][r])
+                      for c, t, r in zip(counts, traces, last))
+        rows = pooled[pooled[AXIS] == power].sort_values("bin")
+        np.testing.assert_array_equal(rows["count"], sum(counts))
+        filled = sum(counts) > 0
+        np.testing.assert_allclose(rows["accuracy"][filled], correct[filled] / sum(counts)[filled],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(rows["ece_mean"], np.mean([t.rounds["ece"][r]
+                                                              for t, r in zip(traces, last)]))
+        trace = traces[0]
+        radius = 100.0  # the tiny scenario's cell.radius_m
+        distance = trace.devices["distance_m"]
+        far = distance >= 2 * radius / 3
+        rows = table[(table[AXIS] == power) & (table["seed"] == 1)].sort_values("round")
+        np.testing.assert_allclose(rows["distortion_rho_far"],
+                                   trace.per_device["local_distortion_rho"][:, far].mean(axis=1),
+                                   rtol=1e-6)
+    assert (out / "figures" / "reliability.png").stat().st_size > 1000
+    for phase in ("rho", "nu"):
+        assert (out / "figures" / f"distortion_by_distance_{phase}.png").stat().st_size > 1000
+
+
 def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
     _, out, _, _ = finished
     status, text, heavy = _probe("study", "report", str(out), cwd=tmp_path)
