@@ -18,78 +18,28 @@ from typing import Any
 __all__ = ["db_to_linear", "dbm_to_w", "linear_to_db", "w_to_dbm"]
 
 
-def dbm_to_w(power_dbm: Any) -> Any:
-    """Power in dBm -> watts: ``10 ** ((power_dbm - 30) / 10)``.
-
-    Parameters
-    ----------
-    power_dbm : float or array
-        Power [dBm]; 30 dBm = 1 W.
-
-    Returns
-    -------
-    float or array
-        Power [W], same shape as ``power_dbm``.
-    """
-    return 10.0 ** ((power_dbm - 30.0) / 10.0)
-
-
-def w_to_dbm(power_w: Any) -> Any:
-    """Power in watts -> dBm: ``10 log10(power_w) + 30``.
-
-    Parameters
-    ----------
-    power_w : float or array
-        Power [W], every value > 0.
-
-    Returns
-    -------
-    float or array
-        Power [dBm], same shape as ``power_w``.
-
-    Raises
-    ------
-    ValueError
-        A value that is not > 0 (naming ``power_w`` and the value).
-    """
-    return 10.0 * _log10(power_w, "power_w") + 30.0
-
-
 def db_to_linear(value_db: Any) -> Any:
-    """A ratio in dB -> linear: ``10 ** (value_db / 10)`` (a power ratio: SNR, NMSE, gain).
-
-    Parameters
-    ----------
-    value_db : float or array
-        Ratio [dB].
-
-    Returns
-    -------
-    float or array
-        Linear ratio, same shape as ``value_db``.
-    """
+    """A power ratio in dB (SNR, NMSE, gain) -> linear: ``10 ** (value_db / 10)``, same
+    shape as ``value_db``."""
     return 10.0 ** (value_db / 10.0)
 
 
 def linear_to_db(value: Any) -> Any:
-    """A linear power ratio -> dB: ``10 log10(value)``.
-
-    Parameters
-    ----------
-    value : float or array
-        Linear ratio, every value > 0.
-
-    Returns
-    -------
-    float or array
-        Ratio [dB], same shape as ``value``.
-
-    Raises
-    ------
-    ValueError
-        A value that is not > 0 (naming ``value`` and the value).
-    """
+    """A linear power ratio -> dB: ``10 log10(value)``, same shape as ``value``.
+    ValueError naming ``value`` for a value that is not > 0."""
     return 10.0 * _log10(value, "value")
+
+
+def dbm_to_w(power_dbm: Any) -> Any:
+    """Power in dBm -> watts (30 dBm = 1 W): ``10 ** ((power_dbm - 30) / 10)``, same
+    shape as ``power_dbm``."""
+    return db_to_linear(power_dbm - 30.0)
+
+
+def w_to_dbm(power_w: Any) -> Any:
+    """Power in watts -> dBm: ``10 log10(power_w) + 30``, same shape as ``power_w``.
+    ValueError naming ``power_w`` for a value that is not > 0."""
+    return 10.0 * _log10(power_w, "power_w") + 30.0
 
 
 def _log10(value: Any, name: str) -> Any:
