@@ -228,6 +228,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-plots", action="store_true", help="do not write figures next to the trace"
     )
+    run.add_argument(
+        "--tensorboard", metavar="DIR", default=None,
+        help="also write every round's scalars as TensorBoard summaries into DIR "
+        "(`tensorboard --logdir DIR`; the trace stays the record)",
+    )
 
     validate = sub.add_parser(
         "validate",
@@ -353,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                 overwrite=args.overwrite,
                 plots=not args.no_plots,
                 stop_on_divergence=not args.continue_on_divergence,
+                tensorboard_dir=args.tensorboard,
             )
         if args.command == "validate":
             return validate_command(args.scenario, args.overrides)

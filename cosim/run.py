@@ -168,6 +168,30 @@ class Progress:
             self.bar.close()
 
 
+class TensorBoardScalars:
+    """Every finite scalar of a committed round as a TensorBoard summary
+    (``tf.summary.scalar``): the tag is the trace's ``/rounds`` column name, the step
+    is the round (from 0). Rounds redone after a resume are written again with the same
+    step (the same values: a resumed run equals an uninterrupted one)."""
+
+    def __init__(self, directory: str | Path):
+        import tensorflow as tf
+
+        self._tf = tf
+        self._writer = tf.summary.create_file_writer(str(directory))
+
+    def write(self, record) -> None:
+        with self._writer.as_default(step=int(record.round)):
+            for name, value in record.scalars.items():
+                value = float(value)
+                if math.isfinite(value):
+                    self._tf.summary.scalar(name, value)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 def run_scenario(
     scenario: Scenario,
     *,
@@ -176,6 +200,7 @@ def run_scenario(
     progress: bool = True,
     engine: Engine | None = None,
     stop_on_divergence: bool = True,
+    tensorboard_dir: str | Path | None = None,
 ) -> RunSummary:
     """Run ``scenario`` to its last round, appending one trace record per round.
 
@@ -190,7 +215,8 @@ def run_scenario(
     from the checkpoint) and the run warns once on stderr when phase 1 is inert
     (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
-    False it says so once and goes on.
+    False it says so once and goes on. With ``tensorboard_dir`` every committed round's
+    finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
     """
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
@@ -252,6 +278,7 @@ def run_scenario(
     )
 
     bar = Progress(scenario.rounds, start, scenario.name) if progress else None
+    board = TensorBoardScalars(tensorboard_dir) if tensorboard_dir is not None else None
 
     def say(text: str) -> None:
         if bar is not None:
@@ -274,6 +301,8 @@ def run_scenario(
                 checkpoint_attrs=uses.attrs(),
             )
             completed = record.round + 1
+            if board is not None:
+                board.write(record)
             if record.evaluated:
                 last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
             if bar is not None:
@@ -293,6 +322,8 @@ def run_scenario(
     finally:
         if bar is not None:
             bar.close()
+        if board is not None:
+            board.close()
         writer.close()
     return RunSummary(
         trace_path=path,
@@ -336,6 +367,7 @@ def run_command(
     overwrite: bool,
     plots: bool = True,
     stop_on_divergence: bool = True,
+    tensorboard_dir: str | None = None,
 ) -> int:
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
@@ -343,7 +375,8 @@ def run_command(
     try:
         check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
         summary = run_scenario(scenario, resume=resume, overwrite=overwrite,
-                               stop_on_divergence=stop_on_divergence)
+                               stop_on_divergence=stop_on_divergence,
+                               tensorboard_dir=tensorboard_dir)
     except (TraceError, SetupError) as error:
         print(f"cosim run: {error}", file=sys.stderr)
         return EXIT_USAGE

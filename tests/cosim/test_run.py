@@ -170,3 +170,27 @@ def test_watch_alone():
     assert watch.observe(3, 0.0) is None
     with pytest.raises(ValueError, match="rounds must be >= 1, got 0"):
         InertPrecisionWatch(rounds=0)
+
+
+def test_tensorboard_scalars_equal_the_trace(tmp_path):
+    """`cosim run --tensorboard DIR`: one TensorBoard scalar per finite /rounds value,
+    tagged with the column's name, step = round."""
+    import tensorflow as tf
+
+    from cosim.cli import main
+
+    board = tmp_path / "board"
+    assert main(["run", str(write_tiny(tmp_path, rounds=3, every=2)), "--no-plots",
+                 "--tensorboard", str(board)]) == 0
+    found: dict[tuple[str, int], float] = {}
+    for events in board.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                found[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+    trace = read_trace(tmp_path / "tiny-seed3.h5")
+    expected = {(name, r): float(column[r]) for name, column in trace.rounds.items()
+                if np.ndim(column) == 1 and name not in ("round", "wall_s")
+                for r in range(trace.completed_rounds) if np.isfinite(column[r])}
+    assert ("test_accuracy", 1) in expected and ("test_accuracy", 0) not in found
+    for key, value in expected.items():
+        np.testing.assert_allclose(found[key], value, rtol=1e-6, err_msg=str(key))
