@@ -71,7 +71,7 @@ def test_with_overrides_revalidates_what_model_copy_does_not(tmp_path):
     assert (variant.power.control, variant.cell.num_devices) == ("ideal", 4)
     assert (scenario.power.control, scenario.cell.num_devices) == ("optimal", 8)  # unchanged
     assert with_overrides(scenario, ["rounds=9"]).rounds == 9
-    assert with_overrides(variant, {"power.tci_gain_threshold": None}).power.tci_gain_threshold is None
+    assert with_overrides(variant, {"power.tci_gain_threshold": 0.5}).power.tci_gain_threshold == 0.5
 
     copied = scenario.model_copy(update={"cell": {"num_devices": 4}})  # pydantic: no validation
     assert isinstance(copied.cell, dict)
