@@ -1,34 +1,15 @@
-"""The `cosim` command: bad input exits 2 naming the field and writes nothing; a killed run resumes."""
+"""The `cosim` command: bad input exits 2 naming the field and writes nothing; run, inspect, plot (a killed run: tests/cosim/test_run_faults.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import h5py
-import numpy as np
 import pytest
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _cosim(*args: str, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "cosim.cli", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 @pytest.mark.parametrize(
@@ -110,52 +91,3 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert (out_dir / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
-def _read_all(path: Path) -> dict[str, np.ndarray]:
-    out = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(
-            lambda name, obj: out.__setitem__(name, obj[()])
-            if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s")
-            else None
-        )
-    return out
-
-
-def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
-    """A real SIGKILL mid-run; `--resume` finishes it; the trace equals an uninterrupted run's."""
-    rounds = 30
-    killed_dir, full_dir = tmp_path / "killed", tmp_path / "full"
-    killed_dir.mkdir()
-    full_dir.mkdir()
-    scenario = write_tiny(killed_dir, rounds=rounds, every=1, hidden=64)
-    proc = _cosim("run", str(scenario), "--no-plots", cwd=killed_dir)
-    deadline = time.monotonic() + 240
-    seen = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        seen += line
-        if f"round 3/{rounds}" in line:
-            break
-        if not line and proc.poll() is not None:
-            break
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert f"round 3/{rounds}" in seen, seen
-    with h5py.File(killed_dir / "tiny-seed3.h5", "r") as f:
-        done = int(f.attrs["completed_rounds"])
-    assert 3 <= done < rounds, "the kill should land mid-run"
-
-    resumed = _cosim("run", str(scenario), "--resume", "--no-plots", cwd=killed_dir)
-    out, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, out
-    full = _cosim("run", str(write_tiny(full_dir, rounds=rounds, every=1, hidden=64)),
-                  "--no-plots", cwd=full_dir)
-    out, _ = full.communicate(timeout=600)
-    assert full.returncode == 0, out
-    a, b = _read_all(killed_dir / "tiny-seed3.h5"), _read_all(full_dir / "tiny-seed3.h5")
-    assert a.keys() == b.keys()
-    for column in ("cumulative_channel_uses", "cumulative_uplink_symbols",
-                   "cumulative_downlink_symbols"):
-        assert a[f"rounds/{column}"].shape == (rounds,), column
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)

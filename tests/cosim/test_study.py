@@ -266,7 +266,11 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(not RAY.exists(), reason="the `ray` command is not installed")
-def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys):
+def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch):
+    # one authentication mode for the head, the second node and the driver: Ray turns
+    # token authentication on for a head when ~/.ray/auth_token exists but not for a
+    # node joining it, which then fails to connect
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     port = _free_port()
     address = f"127.0.0.1:{port}"
     env_cmd = {"capture_output": True, "text": True, "timeout": 180}
