@@ -176,6 +176,12 @@ to complete what is missing. File format: docs/studies.md.
 """
 
 
+def _command(subparsers, name: str, help: str, epilog: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` ends with its examples (``epilog``, shown as written)."""
+    return subparsers.add_parser(name, help=help, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cosim",
@@ -204,12 +210,7 @@ def _parser() -> argparse.ArgumentParser:
             help="override one scenario key (TOML value syntax); repeatable",
         )
 
-    run = sub.add_parser(
-        "run",
-        help="run a scenario and write its HDF5 trace and figures",
-        epilog=EXAMPLES_RUN,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    run = _command(sub, "run", "run a scenario and write its HDF5 trace and figures", EXAMPLES_RUN)
     scenario_args(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
@@ -234,28 +235,17 @@ def _parser() -> argparse.ArgumentParser:
         "(`tensorboard --logdir DIR`; the trace stays the record)",
     )
 
-    validate = sub.add_parser(
-        "validate",
-        help="check a scenario and print what it implies",
-        epilog=EXAMPLES_VALIDATE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    validate = _command(
+        sub, "validate",
+        "check a scenario and print what it implies", EXAMPLES_VALIDATE)
     scenario_args(validate)
 
-    inspect = sub.add_parser(
-        "inspect",
-        help="summarise a trace",
-        epilog=EXAMPLES_INSPECT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    inspect = _command(sub, "inspect", "summarise a trace", EXAMPLES_INSPECT)
     inspect.add_argument("trace", help="HDF5 trace written by `cosim run`")
 
-    plot = sub.add_parser(
-        "plot",
-        help="draw the paper's kinds of figure from one or more traces",
-        epilog=EXAMPLES_PLOT,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    plot = _command(
+        sub, "plot",
+        "draw the paper's kinds of figure from one or more traces", EXAMPLES_PLOT)
     plot.add_argument("traces", nargs="+", help="HDF5 traces")
     plot.add_argument("--out", required=True, help="output directory for the figures")
     plot.add_argument("--labels", nargs="+", default=None,
@@ -292,16 +282,13 @@ def _parser() -> argparse.ArgumentParser:
         "the cell map's square panels are W by W)",
     )
 
-    study = sub.add_parser(
-        "study",
-        help="run many scenarios (an axis product x seeds) as Ray tasks, and report them",
-        epilog=EXAMPLES_STUDY,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    study = _command(
+        sub, "study",
+        "run many scenarios (an axis product x seeds) as Ray tasks, and report them", EXAMPLES_STUDY)
     study_sub = study.add_subparsers(dest="study_command", metavar="STUDY_COMMAND")
-    study_run = study_sub.add_parser(
-        "run", help="run every point of a study that is not complete yet",
-        epilog=EXAMPLES_STUDY, formatter_class=argparse.RawDescriptionHelpFormatter)
+    study_run = _command(
+        study_sub, "run",
+        "run every point of a study that is not complete yet", EXAMPLES_STUDY)
     study_run.add_argument(
         "study", help="study TOML file (docs/studies.md), or the name of a shipped study (`cosim scenarios`)")
     study_run.add_argument("--out", required=True, help="output directory (traces in DIR/runs/)")
@@ -312,20 +299,15 @@ def _parser() -> argparse.ArgumentParser:
     study_run.add_argument(
         "--num-cpus", type=int, default=None,
         help="CPUs of the local Ray (default: this machine's cores; ignored with --address)")
-    study_report = study_sub.add_parser(
-        "report", help="tidy table, seed summary with 95%% CI and figures of a study directory",
-        epilog=EXAMPLES_STUDY, formatter_class=argparse.RawDescriptionHelpFormatter)
+    study_report = _command(
+        study_sub, "report",
+        "tidy table, seed summary with 95%% CI and figures of a study directory", EXAMPLES_STUDY)
     study_report.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
     study_report.add_argument("--x", choices=("rounds", "uplink", "total"), default="rounds",
                               help="x of the figures (default: rounds)")
 
-    sub.add_parser(
-        "scenarios",
-        help="list the shipped scenarios: name, description, path",
-        description="List the scenario files shipped with the package.",
-        epilog=EXAMPLES_SCENARIOS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
+             EXAMPLES_SCENARIOS)
     return parser
 
 
