@@ -34,7 +34,7 @@ from numba import njit, prange
 
 from native.host_arrays import aligned_empty
 from native.launch import LAUNCH_LOCK
-from native.sampling import Layout
+from native.sampling import Layout, shared_gradients
 
 _ROW_BLOCK = 16
 """Kernel rows per work item of the backward pass."""
@@ -352,11 +352,7 @@ def mlp_logits(mean, std, seeds, num_mc: int, x, mask, layer_sizes) -> tf.Tensor
                     one_grad, tf.range(tf.shape(seeds)[0]),
                     fn_output_signature=(tf.float32, tf.float32), parallel_iterations=1,
                 )
-            if shared_mean:
-                g_mean = tf.reduce_sum(g_mean, axis=0, keepdims=True)
-            if shared_std:
-                g_std = tf.reduce_sum(g_std, axis=0, keepdims=True)
-            return g_mean, g_std
+            return shared_gradients(g_mean, g_std, shared_mean, shared_std)
 
         return logits, grad
 

@@ -331,6 +331,16 @@ def _grad(tensor_of, chunk_of, mean_at, grads, samples, mean, std, g_mean, g_std
 _ALIGN = 16  # floats: every tensor starts 64-byte aligned in the output buffer
 
 
+def shared_gradients(g_mean, g_std, shared_mean: bool, shared_std: bool):
+    """Per-device gradients ``[K, ...]`` of ``mean`` and ``std`` summed over the devices
+    for a parameter that all devices share (its input had a leading axis of 1)."""
+    if shared_mean:
+        g_mean = tf.reduce_sum(g_mean, axis=0, keepdims=True)
+    if shared_std:
+        g_std = tf.reduce_sum(g_std, axis=0, keepdims=True)
+    return g_mean, g_std
+
+
 class Layout:
     """Where each sampled tensor lives in the flat parameter vector and in the output.
 
@@ -513,11 +523,7 @@ def sample_weights(mean, std, seeds, num_mc: int, shapes) -> list[tf.Tensor]:
                     fn_output_signature=(tf.float32, tf.float32),
                     parallel_iterations=1,
                 )
-            if shared_mean:
-                g_mean = tf.reduce_sum(g_mean, axis=0, keepdims=True)
-            if shared_std:
-                g_std = tf.reduce_sum(g_std, axis=0, keepdims=True)
-            return g_mean, g_std
+            return shared_gradients(g_mean, g_std, shared_mean, shared_std)
 
         return ws, grad
 
