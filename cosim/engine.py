@@ -54,7 +54,7 @@ import tensorflow as tf
 from cosim import rng as rngs
 from cosim.divergence import DivergenceWatch
 from cosim.scenario import Scenario
-from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES, TraceWriter
+from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES, TraceWriter, channel_use_split
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.datasets import Dataset, load_dataset
@@ -131,11 +131,9 @@ class ChannelUses:
         """
         if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
             return cls(float(attrs["cumulative_uplink_symbols"]), float(attrs["cumulative_downlink_symbols"]))
-        sums = []
-        for name in ("uplink_symbols", "downlink_symbols"):
-            rows = writer.column(name)
-            sums.append(0.0 if rows is None else float(sum(rows.tolist())))
-        return cls(sums[0], sums[1])
+        rows = {name: writer.column(name) for name in ("uplink_symbols", "downlink_symbols")}
+        split = channel_use_split({k: v for k, v in rows.items() if v is not None})
+        return cls(*split) if split is not None else cls()
 
 
 @dataclass

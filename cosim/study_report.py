@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cosim.plots import RINGS
 from cosim.scenario import read_toml
 from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
 from cosim.trace import TraceError, read_trace
@@ -39,11 +40,14 @@ X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "total": "cumulative_channel
 CONFIDENCE = 0.95
 
 
-def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """The tidy per-round table of the study in ``out_dir`` and its axis keys.
+def _runs(out_dir: str | Path) -> tuple[list[str], list[tuple]]:
+    """The study's axis keys and ``(point, trace)`` of every run that has a trace (runs
+    not started, or failed before writing, are left out); each trace read once.
 
-    Runs without a trace (not started, or failed before writing) are left out; a trace
-    that cannot be read raises :class:`StudyError` naming it.
+    Raises
+    ------
+    StudyError
+        ``out_dir`` is not a study directory, or a trace cannot be read (naming it).
     """
     out = Path(out_dir)
     copy = out / STUDY_COPY
@@ -51,18 +55,32 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
         raise StudyError([f"{copy}: not found (is {out} the --out of `cosim study run`?)"],
                          str(out))
     study = _axes_only(copy)
-    axes = list(study.axes)
-    frames = []
+    runs = []
     for point in study.points(out, validate=False):
         path = out / RUNS_DIR / f"{point.name}.h5"
         if not path.is_file():
             continue
         try:
-            trace = read_trace(path)
+            runs.append((point, read_trace(path)))
         except TraceError as error:
             raise StudyError([f"run {point.name}: {error}"], str(out)) from None
+    if not runs:
+        raise StudyError([f"{out / RUNS_DIR}: no traces yet"], str(out))
+    return list(study.axes), runs
+
+
+def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
+    """The tidy per-round table of the study in ``out_dir`` and its axis keys (runs as
+    :func:`_runs` finds them)."""
+    axes, runs = _runs(out_dir)
+    return _table(axes, runs), axes
+
+
+def _table(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
+    frames = []
+    for point, trace in runs:
         done = trace.completed_rounds
-        columns = {k: np.asarray(v)[:done] for k, v in trace.rounds.items() if np.ndim(v) == 1}
+        columns = {k: np.asarray(v) for k, v in trace.rounds.items() if np.ndim(v) == 1}
         columns.update(_ring_columns(trace))
         frame = pd.DataFrame(columns)
         if "round" not in frame:
@@ -72,9 +90,7 @@ def study_table(out_dir: str | Path) -> tuple[pd.DataFrame, list[str]]:
                              **{k: [_hashable(point.axis_values[k])] * done for k in axes}})
         rest = frame[["round", *sorted(c for c in frame if c != "round")]]
         frames.append(pd.concat([lead, rest.reset_index(drop=True)], axis=1))
-    if not frames:
-        raise StudyError([f"{out / 'runs'}: no traces yet"], str(out))
-    return pd.concat(frames, ignore_index=True), axes
+    return pd.concat(frames, ignore_index=True)
 
 
 def _ring_columns(trace) -> dict[str, np.ndarray]:
@@ -90,7 +106,7 @@ def _ring_columns(trace) -> dict[str, np.ndarray]:
         if name.startswith("local_distortion_"):
             phase = name.removeprefix("local_distortion_")
             for ring, values in ring_distortion(trace, phase).items():
-                out[f"distortion_{phase}_{ring}"] = np.asarray(values)[: trace.completed_rounds]
+                out[f"distortion_{phase}_{ring}"] = np.asarray(values)
     return out
 
 
@@ -100,19 +116,15 @@ def pooled_reliability(out_dir: str | Path) -> pd.DataFrame:
     ``accuracy`` and ``confidence`` (sample-weighted means; NaN in an empty bin),
     ``ece_mean``, ``ece_ci95_low``, ``ece_ci95_high``, ``n`` (seeds; the ECE is each
     run's own, summarised like :func:`summarize_over_seeds`)."""
-    out = Path(out_dir)
-    study = _axes_only(out / STUDY_COPY)
-    axes = list(study.axes)
+    return _pooled(*_runs(out_dir))
+
+
+def _pooled(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
     groups: dict[tuple, list] = {}
-    for point in study.points(out, validate=False):
-        path = out / RUNS_DIR / f"{point.name}.h5"
-        if not path.is_file():
+    for point, trace in runs:
+        last = trace.last_evaluated_round("ece")
+        if last is None or "bin_count" not in trace.reliability:
             continue
-        trace = read_trace(path)
-        evaluated = np.flatnonzero(np.isfinite(trace.rounds.get("ece", np.array([np.nan]))))
-        if not evaluated.size or "bin_count" not in trace.reliability:
-            continue
-        last = evaluated[-1]
         key = tuple(_hashable(point.axis_values[k]) for k in axes)
         groups.setdefault(key, []).append((
             np.nan_to_num(trace.reliability["bin_count"][last]),
@@ -225,7 +237,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     groups = data.groupby(list(axes), sort=False, dropna=False) if axes else [((), data)]
     for key, curve in groups:
         key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
+        label = _combination_label(axes, key)
         curve = curve.sort_values("x")
         (line,) = ax.plot(curve["x"], curve["mean"], label=label)
         ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
@@ -326,7 +338,8 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     if x not in ("rounds", "uplink", "total"):
         raise StudyError([f"--x: must be rounds, uplink or total (got {x!r})"], str(out_dir))
     out = Path(out_dir)
-    table, axes = study_table(out)
+    axes, runs = _runs(out)
+    table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
     table.to_csv(written[0], index=False)
@@ -339,15 +352,16 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
         if path is not None:
             written.append(path)
-    pooled = pooled_reliability(out)
+    pooled = _pooled(axes, runs)
     if not pooled.empty:
         written.append(out / "reliability.csv")
         pooled.to_csv(written[-1], index=False)
         path = _plot_reliability(pooled, axes, figures / "reliability.png")
         if path is not None:
             written.append(path)
-    phases = sorted({m.split("_")[1] for m in summary.get("metric", pd.Series(dtype=str)).unique()
-                     if m.startswith("distortion_") and m.count("_") == 2})
+    rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
+    phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
+                     if m.startswith("distortion_") and m.endswith(rings)})
     for phase in phases:
         path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png")
         if path is not None:
