@@ -61,7 +61,8 @@ class ProjectRounds:
         self.scenario = scenario
         self.engine = build_engine(scenario)
         self.watch = _Stopwatch()
-        self.engine.channel = self.watch.wrap("channel", self.engine.channel)
+        # the round's channel draw (and, in the time domain, its taps and offsets)
+        self.engine._draw_uplink = self.watch.wrap("channel", self.engine._draw_uplink)
         self.engine.csi = self.watch.wrap("csi", self.engine.csi)
         self.state = self.engine.initial_state()
         self.round = 0

@@ -62,11 +62,14 @@ from learning.metrics import evaluate_probs
 from learning.models import build_model
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
 from phy import aircomp, geometry
+from phy.cells import CELL_MODELS, SystemLevelCell
 from phy.channel import make_channel
 from phy.csi import make_csi
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
+from phy.ofdm_time import TimeDomainUplink
 from phy.power import make_power_control
+from phy.sync import UniformOffsets
 
 BUDGET_TOLERANCE = 1e-4
 """Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
@@ -183,6 +186,20 @@ class StaticWorld:
     label_histogram: np.ndarray
 
 
+def _cell_of(scenario: Scenario, deployment: geometry.Deployment):
+    """The 3GPP cell of a ``channel.model = "umi" | "uma" | "rma"`` scenario: its large-scale
+    state (LoS, path loss, shadow fading) drawn once from the static "cell" stream."""
+    channel, ofdm = scenario.channel, scenario.ofdm
+    return SystemLevelCell(
+        channel.model, np.asarray(deployment.positions_m, np.float64),
+        carrier_frequency_hz=channel.carrier_frequency_hz,
+        subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz, num_subcarriers=ofdm.num_subcarriers,
+        seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
+        bs_height_m=channel.bs_height_m, ut_height_m=channel.ut_height_m,
+        indoor_probability=channel.indoor_probability,
+    )
+
+
 def build_world(scenario: Scenario) -> StaticWorld:
     """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
     cell = scenario.cell
@@ -204,7 +221,10 @@ def build_world(scenario: Scenario) -> StaticWorld:
         )
     else:  # "explicit"
         deployment = geometry.explicit(np.asarray(cell.positions_m, float), cell.min_distance_m)
-    path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
+    if scenario.channel.model in CELL_MODELS:
+        path_gain = _cell_of(scenario, deployment).path_gain
+    else:
+        path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
 
     data_cfg = scenario.data
     dataset = load_dataset(
@@ -286,13 +306,21 @@ class Engine:
             **scenario.hyper_parameters(),
         )
         ofdm = scenario.ofdm
-        self.channel = make_channel(
-            scenario.channel.model,
-            num_subcarriers=ofdm.num_subcarriers,
-            subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
-            tdl_profile=scenario.channel.tdl_profile,
-            delay_spread_s=scenario.channel.delay_spread_s,
-            carrier_frequency_hz=scenario.channel.carrier_frequency_hz,
+        if scenario.channel.model in CELL_MODELS:
+            self.channel = _cell_of(scenario, self.world.deployment)
+        else:
+            self.channel = make_channel(
+                scenario.channel.model,
+                num_subcarriers=ofdm.num_subcarriers,
+                subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
+                tdl_profile=scenario.channel.tdl_profile,
+                delay_spread_s=scenario.channel.delay_spread_s,
+                carrier_frequency_hz=scenario.channel.carrier_frequency_hz,
+                num_taps=scenario.channel.num_taps,
+            )
+        self.sync = UniformOffsets(
+            scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
+            scenario.sync.precompensate,
         )
         self.csi = make_csi(
             scenario.csi.model,
@@ -330,6 +358,31 @@ class Engine:
         return sum(grid.num_symbols for grid in self.grids.values())
 
     # ------------------------------------------------------------------ one round
+    def _draw_uplink(self, t: int):
+        """The round's channel ``h`` [K, F] and, in the time domain, its
+        :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing offset [samples],
+        CFO [subcarrier spacings]) [K] each (else None and None).
+
+        In the time domain the channel is the one the waveform meets: the discrete-time
+        taps of the model's paths (:meth:`cir`) delayed by the devices' timing offsets,
+        and ``h`` what a device knows of (and estimates) its channel: the taps' response
+        without the offsets, or with them when ``sync.precompensate`` includes the timing
+        (:mod:`phy.sync`); the offsets are drawn from the round's "sync" stream.
+        """
+        seed, ofdm = self.scenario.seed, self.scenario.ofdm
+        channel_seed = rngs.stream_seed(seed, t, "channel")
+        if ofdm.domain == "frequency":
+            return self.channel(self._path_gain, channel_seed), None, None
+        a, tau = self.channel.cir(self._path_gain, channel_seed)
+        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
+        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
+                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
+        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **geometry_,
+                                             timing_offset_samples=timing, cfo_subcarriers=cfo)
+        known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
+            a.numpy(), tau.numpy(), **geometry_)
+        return tf.constant(known.frequency_response()), uplink, (timing, cfo)
+
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Run round ``t`` from ``state``; return the new state and the round's record."""
         scenario, seed = self.scenario, self.scenario.seed
@@ -339,7 +392,7 @@ class Engine:
         data = self.world.device_data
         previous_state = state
 
-        h = self.channel(self._path_gain, rngs.stream_seed(seed, t, "channel"))
+        h, uplink, offsets = self._draw_uplink(t)
         h_hat = self.csi(h, self._path_gain, rngs.stream_seed(seed, t, "csi"))
         downlink = multicast_symbols(
             self.algorithm.downlink_values(),
@@ -352,6 +405,9 @@ class Engine:
         err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
         record.per_device["mean_channel_gain"] = gain.numpy()
         record.per_device["csi_nmse"] = (err / tf.maximum(gain, 1e-30)).numpy()
+        if uplink is not None:
+            record.per_device["timing_offset_samples"] = offsets[0]
+            record.per_device["cfo_subcarriers"] = offsets[1]
 
         carry = None
         scalars = record.scalars
@@ -374,6 +430,7 @@ class Engine:
                 seed=rngs.stream_seed(seed, t, f"noise/{phase.name}"),
                 keep_signals=self._keep_signals(t),
                 path_gain=self._path_gain,
+                uplink=uplink,
             )
             state, carry, server_metrics = self.algorithm.server_update(
                 index, state, carry, result.estimate

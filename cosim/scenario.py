@@ -47,6 +47,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from phy.cell_ranges import CELL_MODELS, MIN_DISTANCE_M, check_cell_parameters  # stdlib only
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
 __all__ = [
@@ -158,20 +159,64 @@ class CellConfig(_Section):
 
 
 class ChannelConfig(_Section):
-    """Block-fading small-scale channel with path loss r^-alpha (paper: i.i.d. Rayleigh, alpha = 4)."""
+    """Block-fading small-scale channel with path loss r^-alpha (paper: i.i.d. Rayleigh, alpha = 4),
+    or a 3GPP TR 38.901 cell (UMi, UMa, RMa) with its own path loss and shadow fading."""
 
-    model: Literal["iid_rayleigh", "flat_rayleigh", "tdl"] = "iid_rayleigh"
+    model: Literal["iid_rayleigh", "flat_rayleigh", "tdl", "umi", "uma", "rma"] = "iid_rayleigh"
     path_loss_exponent: float = Field(4.0, gt=0)
     tdl_profile: Literal["A", "B", "C", "D", "E"] = "A"
     delay_spread_s: float = Field(100e-9, gt=0)
     carrier_frequency_hz: float = Field(3.5e9, gt=0)
+    num_taps: int = Field(16, ge=1)
+    bs_height_m: float | None = Field(None, gt=0)
+    ut_height_m: float = Field(1.5, gt=0)
+    indoor_probability: float = Field(0.0, ge=0, le=1)
+
+
+NR_NORMAL_CP_FRACTION = 144 / 2048
+"""5G NR's normal cyclic prefix as a fraction of the FFT size (TS 38.211 5.3.1: 144 of
+2048 samples at numerology 0, the same fraction at every numerology but the symbols at
+0.5 ms boundaries)."""
 
 
 class OfdmConfig(_Section):
-    """Resource grid (paper: F = 1024 subcarriers; the spacing matters only for TDL)."""
+    """Resource grid (paper: F = 1024 subcarriers; the spacing matters only for TDL, 3GPP cells
+    and the time-domain uplink)."""
 
     num_subcarriers: int = Field(1024, ge=1)
     subcarrier_spacing_hz: float = Field(30e3, gt=0)
+    domain: Literal["frequency", "time"] = "frequency"
+    cyclic_prefix_length: int | None = Field(None, ge=0)
+
+    @property
+    def cyclic_prefix_samples(self) -> int:
+        """C: ``cyclic_prefix_length``, or NR's normal prefix ``round(F 144 / 2048)`` when unset
+        (72 at F = 1024)."""
+        if self.cyclic_prefix_length is not None:
+            return self.cyclic_prefix_length
+        return round(self.num_subcarriers * NR_NORMAL_CP_FRACTION)
+
+    @property
+    def bandwidth_hz(self) -> float:
+        """B = F Delta_f, the sampling rate of the time-domain uplink [Hz]."""
+        return self.num_subcarriers * self.subcarrier_spacing_hz
+
+    @model_validator(mode="after")
+    def _check(self) -> OfdmConfig:
+        if self.cyclic_prefix_length is not None:
+            _require(self.cyclic_prefix_length <= self.num_subcarriers, "cyclic_prefix_length",
+                     f"must be at most ofdm.num_subcarriers = {self.num_subcarriers}, got "
+                     f"{self.cyclic_prefix_length}")
+        return self
+
+
+class SyncConfig(_Section):
+    """Per-device timing and carrier frequency offsets of the time-domain uplink
+    (``phy/sync.py``; the paper assumes perfect synchronisation)."""
+
+    timing_offset_max_samples: float = Field(0.0, ge=0)
+    cfo_max_subcarriers: float = Field(0.0, ge=0, le=0.5)
+    precompensate: Literal["none", "timing", "cfo", "both"] = "none"
 
 
 class CsiConfig(_Section):
@@ -434,6 +479,7 @@ class Scenario(_Section):
     cell: CellConfig = CellConfig()
     channel: ChannelConfig = ChannelConfig()
     ofdm: OfdmConfig = OfdmConfig()
+    sync: SyncConfig = SyncConfig()
     csi: CsiConfig = CsiConfig()
     power: PowerConfig = PowerConfig()
     downlink: DownlinkConfig = DownlinkConfig()
@@ -445,6 +491,31 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
+        if self.ofdm.domain == "frequency":
+            for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
+                value = getattr(self.sync, key)
+                _require(value == 0.0, f"sync.{key}",
+                         f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
+                         "uplink is perfectly synchronised)")
+        elif self.channel.model in ("iid_rayleigh", "flat_rayleigh"):
+            taps = self.channel.num_taps if self.channel.model == "iid_rayleigh" else 1
+            longest = self.sync.timing_offset_max_samples + taps - 1 + 6
+            period = self.ofdm.num_subcarriers + self.ofdm.cyclic_prefix_samples
+            _require(longest < period, "sync.timing_offset_max_samples",
+                     f"= {self.sync.timing_offset_max_samples:g}: the delayed channel (up to lag "
+                     f"{longest:g} with channel.num_taps and Sionna's 6 sinc taps) must be "
+                     f"shorter than an OFDM symbol with its prefix, {period} samples")
+        if self.channel.model in CELL_MODELS:
+            channel = self.channel
+            try:
+                check_cell_parameters(channel.model, carrier_frequency_hz=channel.carrier_frequency_hz,
+                                      bs_height_m=channel.bs_height_m, ut_height_m=channel.ut_height_m)
+            except ValueError as error:
+                key, _, rest = str(error).partition(" ")
+                raise ValueError(f"channel.{key}: {rest}") from None
+            _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
+                     f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
+                     f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
         if self.model.architecture in _CONVNETS:
             h, w, _ = image_shape(self.data.input_shape)
             _require(min(h, w) >= 4, "data.synthetic_shape",

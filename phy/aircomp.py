@@ -51,11 +51,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 from sionna.phy.channel import ApplyOFDMChannel
 
 from phy.grid import GroupingRule
 from phy.grid_sums import grid_sums
+from phy.ofdm_time import TimeDomainUplink
 from phy.power import ATTENUATION_TOLERANCE, PowerControl
 
 _SCREEN_MARGIN = 1e-3
@@ -175,11 +177,12 @@ def _chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_p
     if keep_signals:
         out["y"] = y
         out["x"] = x
+        out["z"] = z
     return out
 
 
 def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_power_w,
-                gamma_w, *, rule, power_control):
+                gamma_w, *, rule, power_control, internals=False):
     """The chain of ``_chain`` without materialising x, v or y (graph mode).
 
     Every row (device k, OFDM symbol n) whose budget does not bind sends
@@ -264,7 +267,15 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     noise = tf.random.stateless_normal([n, f], seed, stddev=noise_std)  # Re(z), as in _chain
     rx_scale = tf.math.divide_no_nan(delta_bar, tf.cast(gamma_w, tf.float32))
     estimate = rule.from_grid(clean + tf.sqrt(rx_scale) * noise)
+    extra = {}
+    if internals:
+        # sqrt(delta_bar/gamma) x = pi conj(sgn h_hat) / |h_hat| sgn(Delta) v (eq. Gen_x)
+        precoder = tf.math.divide_no_nan(
+            tf.cast(w[:, None], tf.complex64) * tf.math.conj(h_hat), tf.cast(gain, tf.complex64))
+        extra = {"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
+                 "_precoder": precoder, "_noise": tf.sqrt(rx_scale) * noise}
     return {
+        **extra,
         "estimate": tf.where(delta_bar > 0.0, estimate, tf.zeros_like(estimate)),
         "delta_bar": delta_bar,
         "local_distortion": tf.reduce_sum(dist, axis=1),
@@ -276,11 +287,33 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     }
 
 
+def _time_domain_estimate(updates, out, uplink, *, rule, power_control, reference_gain,
+                          tx_power_w):
+    """The BS's estimate when the uplink is simulated in the time domain
+    (:class:`phy.ofdm_time.TimeDomainUplink`): the transmitted symbols of every device
+    (``sqrt(delta_bar/gamma) x``, eq. ``Gen_x``; the budget-bound rows' amplitudes from the
+    power control's :meth:`~phy.power.PowerControl.row_amplitudes`), through the uplink,
+    plus the receiver noise of the frequency-domain path (the same draw: white noise of
+    variance sigma_z^2 per sample is, after the unitary FFT, white noise of the same
+    variance per subcarrier), then eq. ``delta_n``'s real part and the reverse grouping."""
+    n, f = rule.num_symbols, rule.num_subcarriers
+    # np.asarray shares the eager tensors' buffers (.numpy() would copy the [K, d] updates)
+    host = {key: np.asarray(value) for key, value in out.items() if key.startswith("_")}
+    values = np.asarray(updates)
+    amplitudes = power_control.row_amplitudes(
+        values, host["_devices"], host["_symbols"], host["_u"], host["_mask"], host["_gain"],
+        np.asarray(reference_gain), float(tx_power_w), f)
+    y = uplink.transmit(values, host["_precoder"], host["_mask"], host["_devices"],
+                        host["_symbols"], amplitudes, n)
+    estimate = rule.from_grid(tf.math.real(tf.constant(y)) + out["_noise"])
+    return tf.where(out["delta_bar"] > 0.0, estimate, tf.zeros_like(estimate))
+
+
 _COMPILED = {}
 
 
-def _compiled_chain(rule, power_control, keep_signals):
-    key = (rule.num_values, rule.num_subcarriers, id(power_control), keep_signals)
+def _compiled_chain(rule, power_control, keep_signals, internals=False):
+    key = (rule.num_values, rule.num_subcarriers, id(power_control), keep_signals, internals)
     if key not in _COMPILED:
         if keep_signals:
             def fn(*args):
@@ -288,7 +321,8 @@ def _compiled_chain(rule, power_control, keep_signals):
                               keep_signals=keep_signals)
         else:
             def fn(*args):
-                return _fast_chain(*args, rule=rule, power_control=power_control)
+                return _fast_chain(*args, rule=rule, power_control=power_control,
+                                   internals=internals)
 
         _COMPILED[key] = (power_control, tf.function(fn))
     return _COMPILED[key][1]
@@ -296,7 +330,7 @@ def _compiled_chain(rule, power_control, keep_signals):
 
 def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_power_w: float,
               noise_power_w: float, gamma_w: float, seed, keep_signals: bool = False,
-              path_gain=None) -> AirCompResult:
+              path_gain=None, uplink: TimeDomainUplink | None = None) -> AirCompResult:
     """Over-the-air aggregation of one phase (eqs. ``rho_avg`` ... ``delta_n``).
 
     Parameters
@@ -325,6 +359,14 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
     path_gain : [K], tf.float32, optional
         r_k^-alpha, used only as the reference of a relative TCI threshold; if
         omitted the wideband mean of |h_hat_k|^2 is the reference.
+    uplink : phy.ofdm_time.TimeDomainUplink, optional
+        Simulate the multiple-access channel in the time domain (cyclic prefix, each
+        device's discrete-time channel, timing and carrier frequency offset) instead of
+        eq. ``ReceivedSignal`` per subcarrier. ``h`` must then be the uplink's
+        offset-free response (:meth:`~phy.ofdm_time.TimeDomainUplink.frequency_response`
+        of the same channel); the diagnostics (power, distortion) do not depend on it.
+        With ``keep_signals`` the waveform goes through Sionna's blocks
+        (:meth:`~phy.ofdm_time.TimeDomainUplink.reference`).
 
     Returns
     -------
@@ -361,9 +403,22 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
     else:
         reference_gain = tf.convert_to_tensor(path_gain, tf.float32)
     seed = tf.convert_to_tensor(seed, tf.int32)
-    fn = _compiled_chain(rule, power_control, bool(keep_signals))
-    out = fn(updates, weights, h, h_hat, reference_gain, seed,
-             tf.constant(float(tx_power_w), tf.float64),
+    time_domain = uplink is not None
+    fn = _compiled_chain(rule, power_control, bool(keep_signals), internals=time_domain)
+    tx_power = tf.constant(float(tx_power_w), tf.float64)
+    out = fn(updates, weights, h, h_hat, reference_gain, seed, tx_power,
              tf.constant(float(noise_power_w), tf.float64),
              tf.constant(float(gamma_w), tf.float64))
+    z = out.pop("z", None)
+    if time_domain and keep_signals:
+        y = tf.constant(uplink.reference(out["x"].numpy())) + z
+        rx_scale = tf.math.divide_no_nan(out["delta_bar"], tf.constant(float(gamma_w), tf.float32))
+        estimate = rule.from_grid(tf.sqrt(rx_scale) * tf.math.real(y))
+        out["y"] = y
+        out["estimate"] = tf.where(out["delta_bar"] > 0.0, estimate, tf.zeros_like(estimate))
+    elif time_domain:
+        out["estimate"] = _time_domain_estimate(
+            updates, out, uplink, rule=rule, power_control=power_control,
+            reference_gain=reference_gain, tx_power_w=tx_power)
+        out = {key: value for key, value in out.items() if not key.startswith("_")}
     return AirCompResult(num_symbols=rule.num_symbols, **out)

@@ -101,10 +101,21 @@ class IidRayleigh:
 
     ``h_kf ~ CN(0, path_gain_k)``, independent over devices k and subcarriers f.
 
+    For the time-domain uplink (:meth:`cir`) the same per-subcarrier statistics come
+    from a tapped delay line: ``num_taps`` taps on the sample grid (delays ``l / B``,
+    ``B = F Delta_f``), i.i.d. ``CN(0, path_gain_k / L)``, so every subcarrier's response
+    is ``CN(0, path_gain_k)``; subcarriers ``F / L`` apart are uncorrelated (``L = F``
+    would make all of them independent, as above, but would need a cyclic prefix of a
+    whole symbol).
+
     Parameters
     ----------
     num_subcarriers : int
         F >= 1.
+    num_taps : int
+        L >= 1, for :meth:`cir` (default 1).
+    sample_period_s : float, optional
+        ``1 / B`` [s], required by :meth:`cir`.
 
     Input
     -----
@@ -118,12 +129,30 @@ class IidRayleigh:
     h : [K, F], tf.complex64
     """
 
-    def __init__(self, num_subcarriers: int):
+    def __init__(self, num_subcarriers: int, num_taps: int = 1, sample_period_s: float | None = None):
         self.num_subcarriers = _check_num_subcarriers(num_subcarriers)
+        if isinstance(num_taps, bool) or not isinstance(num_taps, int | np.integer) or num_taps < 1:
+            raise ValueError(f"num_taps must be an integer >= 1, got {num_taps!r}")
+        self.num_taps = int(num_taps)
+        self.sample_period_s = sample_period_s
 
     def __call__(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         seed = tf.convert_to_tensor(seed, dtype=tf.int32)
         return _iid_rayleigh(_amplitude(path_gain), tf.constant(self.num_subcarriers), seed)
+
+    def cir(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The tapped delay line of one round.
+
+        Output: ``a`` [K, L] complex64 (``CN(0, path_gain_k / L)`` each), ``tau`` [K, L]
+        float32 delays ``l / B`` [s].
+        """
+        if self.sample_period_s is None or not self.sample_period_s > 0:
+            raise ValueError(f"cir needs a positive sample_period_s, got {self.sample_period_s!r}")
+        seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+        amplitude = _amplitude(path_gain) / np.sqrt(self.num_taps)
+        a = _iid_rayleigh(amplitude, tf.constant(self.num_taps), seed)
+        delays = tf.range(self.num_taps, dtype=tf.float32) * float(self.sample_period_s)
+        return a, tf.broadcast_to(delays, tf.shape(a, tf.int32))
 
 
 class FlatRayleigh:
@@ -162,11 +191,16 @@ class FlatRayleigh:
         return tf.reshape(a, [num_devices, 1])
 
     def __call__(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        a, _ = self.cir(path_gain, seed)
+        return tf.broadcast_to(a, [a.shape[0], self.num_subcarriers])
+
+    def cir(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """One path at delay 0: ``a`` [K, 1] complex64, ``tau`` [K, 1] float32 zeros [s]."""
         amplitude = _amplitude(path_gain)
         num_devices = int(amplitude.shape[0])
         with sionna_rng_seeded(seed):
             coefficient = self._draw(tf.constant(num_devices, tf.int32))
-        return tf.broadcast_to(amplitude * coefficient, [num_devices, self.num_subcarriers])
+        return amplitude * coefficient, tf.zeros([num_devices, 1], tf.float32)
 
 
 class TDL:
@@ -272,6 +306,21 @@ class TDL:
             response = self._draw(tf.constant(amplitude.shape[0], tf.int32))
         return amplitude * response
 
+    @tf.function
+    def _draw_paths(self, num_devices: tf.Tensor) -> tf.Tensor:
+        a, _ = self._tdl(num_devices, 1, 1.0)  # [K, 1, 1, 1, 1, L, 1]
+        return tf.reshape(a, [num_devices, -1])
+
+    def cir(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The paths of one round (the same draw as the call): ``a`` [K, L] complex64
+        scaled by ``sqrt(path_gain_k)``, ``tau`` [K, L] float32 [s] (the profile's delays)."""
+        amplitude = _amplitude(path_gain)
+        num_devices = int(amplitude.shape[0])
+        with sionna_rng_seeded(seed):
+            a = self._draw_paths(tf.constant(num_devices, tf.int32))
+        delays = tf.cast(tf.reshape(self._tdl.delays, [1, -1]), tf.float32)
+        return amplitude * a, tf.broadcast_to(delays, tf.shape(a, tf.int32))
+
 
 def make_channel(
     name: str,
@@ -281,14 +330,18 @@ def make_channel(
     tdl_profile: str = "A",
     delay_spread_s: float | None = None,
     carrier_frequency_hz: float = 3.5e9,
+    num_taps: int = 1,
 ) -> IidRayleigh | FlatRayleigh | TDL:
     """Build a channel model by name: "iid_rayleigh", "flat_rayleigh" or "tdl".
 
     ``subcarrier_spacing_hz`` and ``delay_spread_s`` are required for "tdl" and
-    ignored otherwise, as are ``tdl_profile`` and ``carrier_frequency_hz``.
+    ignored otherwise, as are ``tdl_profile`` and ``carrier_frequency_hz``;
+    ``num_taps`` is the i.i.d. model's tapped delay line in the time domain.
     """
     if name == "iid_rayleigh":
-        return IidRayleigh(num_subcarriers)
+        sample_period_s = (None if subcarrier_spacing_hz is None
+                           else 1.0 / (num_subcarriers * subcarrier_spacing_hz))
+        return IidRayleigh(num_subcarriers, num_taps, sample_period_s)
     if name == "flat_rayleigh":
         return FlatRayleigh(num_subcarriers)
     if name == "tdl":

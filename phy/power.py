@@ -20,10 +20,11 @@ reference_gain) -> v``, see :class:`PowerControl`):
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from phy.grid_sums import gather_rows
-from phy.optimal_rows import optimal_rows
+from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
 
 _MAX_NEWTON_ITERATIONS = 60
 ATTENUATION_TOLERANCE = 1e-6
@@ -312,6 +313,27 @@ class PowerControl:
                                                    num_symbols)
         return corrections, row_power, row_dist, row_att
 
+    def row_amplitudes(self, updates, devices, symbols, u, mask, channel_gain, reference_gain,
+                       power_budget_w, num_subcarriers):
+        """The signed amplitudes ``sgn(Delta) v`` of the rows (device ``devices[r]``, OFDM
+        symbol ``symbols[r]``), for an uplink that needs the transmitted symbols
+        (:mod:`phy.ofdm_time`). Called eagerly, with NumPy arrays.
+
+        Input as :meth:`budget_rows` (NumPy). Output: [R, F] np.float32. This generic form
+        gathers the rows and runs the control's :meth:`dense` on them in chunks.
+        """
+        rows = gather_rows(updates, devices, symbols, num_subcarriers)
+        kernel = _amplitude_kernel_of(self)
+        devices = np.asarray(devices, np.int64)
+        out = solve_rows(
+            lambda *xs: kernel(*xs, tf.constant(float(power_budget_w), tf.float64)),
+            (tf.constant(rows), tf.constant(np.asarray(u)[devices]),
+             tf.constant(np.asarray(channel_gain)[devices]),
+             tf.constant(np.asarray(reference_gain, np.float32)[devices])),
+            len(devices), tf.TensorSpec([_CHUNK_ROWS, num_subcarriers], tf.float32),
+        )
+        return out.numpy()
+
     def dense(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
         """The same amplitudes with static shapes only (for XLA-compiled row kernels).
 
@@ -343,6 +365,12 @@ class OptimalPower(PowerControl):
         row_power, row_dist, row_att = (
             tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att))
         return corrections, row_power, row_dist, row_att
+
+    def row_amplitudes(self, updates, devices, symbols, u, mask, channel_gain, reference_gain,
+                       power_budget_w, num_subcarriers):
+        """:meth:`PowerControl.row_amplitudes` by
+        :func:`phy.optimal_rows.optimal_row_amplitudes` (the rows read where they lie)."""
+        return optimal_row_amplitudes(updates, devices, symbols, u, float(power_budget_w))
 
 
 class TruncatedInversion(PowerControl):
@@ -467,6 +495,24 @@ def _row_kernel_of(control: PowerControl):
 
     _ROW_KERNELS[config] = kernel
     return kernel
+
+
+_AMPLITUDE_KERNELS = {}
+
+
+def _amplitude_kernel_of(control: PowerControl):
+    """The compiled kernel ``sgn(Delta) v`` of ``control`` on gathered rows, one per
+    configuration. Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64,
+    |h_hat|^2 ``[C, F]`` f32, the reference gain ``[C]`` f32, the budget. Output ``[C, F]`` f32."""
+    config = (type(control), tuple(sorted(vars(control).items())))
+    if config not in _AMPLITUDE_KERNELS:
+        @tf.function(jit_compile=True, reduce_retracing=True)
+        def kernel(delta, u, gain, reference, budget):
+            return tf.sign(delta) * control.dense(tf.abs(delta), u, budget, gain,
+                                                  reference[:, None])
+
+        _AMPLITUDE_KERNELS[config] = kernel
+    return _AMPLITUDE_KERNELS[config]
 
 
 _REGISTRY = {
