@@ -43,9 +43,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import tensorflow as tf
@@ -56,6 +55,7 @@ from phy.channel import IidRayleigh
 from phy.ofdm_time import TimeDomainUplink
 from phy.power import make_power_control
 
+ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {
     "time aligned": (0.0, 0.0),
     "time in CP + CFO": (40.0, 0.02),

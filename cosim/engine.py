@@ -408,6 +408,7 @@ class Engine:
         if uplink is not None:
             record.per_device["timing_offset_samples"] = offsets[0]
             record.per_device["cfo_subcarriers"] = offsets[1]
+            record.per_device["cut_path_power_fraction"] = uplink.cut_power_fraction
 
         carry = None
         scalars = record.scalars

@@ -497,14 +497,23 @@ class Scenario(_Section):
                 _require(value == 0.0, f"sync.{key}",
                          f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
                          "uplink is perfectly synchronised)")
-        elif self.channel.model in ("iid_rayleigh", "flat_rayleigh"):
-            taps = self.channel.num_taps if self.channel.model == "iid_rayleigh" else 1
-            longest = self.sync.timing_offset_max_samples + taps - 1 + 6
+        else:
+            # the channel's last tap (ofdm_time.from_paths): ceil(latest delay + offset) + 6,
+            # at most F + C - 1; TDL's and the 3GPP cells' paths later than that are cut
+            # (and counted), the delay lines of the Rayleigh models must fit
+            timing = self.sync.timing_offset_max_samples
+            taps = {"iid_rayleigh": self.channel.num_taps, "flat_rayleigh": 1}.get(
+                self.channel.model, 1)
+            longest = math.ceil(timing) + taps - 1 + 6
             period = self.ofdm.num_subcarriers + self.ofdm.cyclic_prefix_samples
-            _require(longest < period, "sync.timing_offset_max_samples",
-                     f"= {self.sync.timing_offset_max_samples:g}: the delayed channel (up to lag "
-                     f"{longest:g} with channel.num_taps and Sionna's 6 sinc taps) must be "
-                     f"shorter than an OFDM symbol with its prefix, {period} samples")
+            key = ("sync.timing_offset_max_samples" if timing > 0 or taps == 1
+                   else "channel.num_taps")
+            value = timing if key.startswith("sync") else taps
+            _require(longest < period, key,
+                     f"= {value:g}: the delayed channel (last tap at lag {longest} with "
+                     f"channel.num_taps = {taps} and Sionna's 6 sinc taps) must be shorter than "
+                     f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
+                     f"cyclic_prefix = {period} samples")
         if self.channel.model in CELL_MODELS:
             channel = self.channel
             try:

@@ -255,6 +255,52 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     return path
 
 
+def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:
+    """Per run, ``metric`` at its last round where it is finite (the last evaluation):
+    columns ``run``, ``seed``, the axes, ``round`` and ``metric``."""
+    columns = ["run", "seed", *axes, "round", metric]
+    if metric not in table:
+        return pd.DataFrame(columns=columns)
+    rows = table[np.isfinite(table[metric].astype(float))]
+    last = rows.sort_values("round").groupby("run", sort=False).tail(1)
+    return last[columns].reset_index(drop=True)
+
+
+def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str,
+                path: Path) -> Path | None:
+    """``metric`` at each run's last evaluation against the numeric ``axis``: the mean over
+    seeds, one line per combination of the other axes, every seed as a dot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    final = final_values(table, axes, metric)
+    if final.empty:
+        return None
+    others = [a for a in axes if a != axis]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    groups = final.groupby(others, sort=False, dropna=False) if others else [((), final)]
+    for key, runs in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        mean = runs.groupby(axis)[metric].mean().sort_index()
+        (line,) = ax.plot(mean.index, mean.values, marker="o",
+                          label=_combination_label(others, key))
+        ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"{metric.replace('_', ' ')} at the last evaluation")
+    rounds = sorted(set(final["round"]))
+    ax.set_title(f"{metric} vs {axis}: mean over seeds (line), seeds (dots); round "
+                 f"{rounds[0] if len(rounds) == 1 else f'{rounds[0]}-{rounds[-1]}'}", fontsize=10)
+    ax.grid(alpha=0.3)
+    if others:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _combination_label(axes: Sequence[str], key: tuple) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
 
@@ -330,8 +376,10 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
 
 
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
-    """Write ``table.csv``, ``table.parquet``, ``summary.csv`` and
-    ``figures/{test_accuracy,ece}_vs_<x>.png`` into the study's ``out_dir``; the files.
+    """Write ``table.csv``, ``table.parquet``, ``summary.csv``,
+    ``figures/{test_accuracy,ece}_vs_<x>.png`` and, for every numeric axis,
+    ``figures/final_{test_accuracy,ece}_vs_<axis>.png`` (the last evaluation against the
+    axis value) into the study's ``out_dir``; the files.
 
     ``x``: ``rounds``, ``uplink`` or ``total`` (the figures' x; the summary holds all).
     """
@@ -352,6 +400,13 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
         if path is not None:
             written.append(path)
+    for axis in axes:  # the last evaluation against every numeric axis
+        if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
+            for metric in ("test_accuracy", "ece"):
+                path = _plot_final(table, axes, axis, metric,
+                                   figures / f"final_{metric}_vs_{axis}.png")
+                if path is not None:
+                    written.append(path)
     pooled = _pooled(axes, runs)
     if not pooled.empty:
         written.append(out / "reliability.csv")

@@ -245,7 +245,8 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     k_rows, n_rows = rows // n, rows % n
     # the control's own kernel for these rows (phy.power.PowerControl.budget_rows)
     corrections, row_power, row_dist, row_att = power_control.budget_rows(
-        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f)
+        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f,
+        remember=internals)
     clean = linear + corrections[..., 0]
     xi = corrections[..., 1]
     off = 1.0 - mask
@@ -404,6 +405,9 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
         reference_gain = tf.convert_to_tensor(path_gain, tf.float32)
     seed = tf.convert_to_tensor(seed, tf.int32)
     time_domain = uplink is not None
+    if time_domain and (uplink.num_devices, uplink.num_subcarriers) != (num_devices, h.shape[1]):
+        raise ValueError(f"uplink must have K={num_devices} devices and F={h.shape[1]} "
+                         f"subcarriers, got {uplink.num_devices} and {uplink.num_subcarriers}")
     fn = _compiled_chain(rule, power_control, bool(keep_signals), internals=time_domain)
     tx_power = tf.constant(float(tx_power_w), tf.float64)
     out = fn(updates, weights, h, h_hat, reference_gain, seed, tx_power,

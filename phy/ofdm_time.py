@@ -18,12 +18,16 @@ f at baseband frequency ``(f - floor(F/2)) Delta_f`` as in Sionna's resource gri
    sinc(l - tau_kp B - theta_k)`` (Sionna's :func:`~sionna.phy.channel.cir_to_time_channel`,
    :func:`discrete_taps`), so a fractional offset is a band-limited delay;
 4. summed over the devices at the BS; noise is added and
-   :class:`~sionna.phy.ofdm.OFDMDemodulator` cuts each symbol's window ``l_min`` samples
+   :class:`~sionna.phy.ofdm.OFDMDemodulator` cuts each symbol's window ``-l_min`` samples
    into its cyclic prefix (Sionna's convention, which keeps the sinc precursors inside
-   it), takes the unitary FFT and undoes the window's phase ramp.
+   it; ``l_min = max(-6, -C)``), takes the unitary FFT and undoes the window's phase
+   ramp. Paths that arrive more than a symbol late (delay plus offset beyond
+   ``F + C - 1 + l_min - 6`` samples) are cut, and the share of the power cut is kept
+   (:attr:`TimeDomainUplink.cut_power_fraction`).
 
 With no CFO and every tap in ``[l_min, l_min + C]`` this is exactly
-``Y_k[n, f] = G_k(f) X_k[n, f]`` with ``G_k(f) = sum_l g_k[l] exp(-j 2 pi (f - F/2) l / F)``
+``Y_k[n, f] = G_k(f) X_k[n, f]`` with
+``G_k(f) = sum_l g_k[l] exp(-j 2 pi (f - floor(F/2)) l / F)``
 (the cyclic prefix turns the linear convolution into a circular one): the paper's model,
 with the timing offset a phase ramp over the subcarriers. A tap outside that range
 reaches into the neighbouring symbol (inter-symbol and inter-carrier interference); a
@@ -33,16 +37,16 @@ to the other subcarriers (inter-carrier interference).
 Two implementations of the same map, held to each other by the tests:
 
 * :meth:`TimeDomainUplink.reference`: the Sionna blocks, the waveform of every device
-  materialised (``[K, N (F + C)]``), the convolution as a direct FFT convolution of the
+  materialised (``[K, N (F + C)]``), the convolution a direct one of each device's
   stream (Sionna's :class:`~sionna.phy.channel.ApplyTimeChannel` computes the same sum
   with a ``[T + L - 1, L]`` Toeplitz gather per device, which a test compares on a small
   grid; at the paper's size it would need tens of GiB);
 * :meth:`TimeDomainUplink.__call__`: the same received grid from one unitary IFFT per
   impaired device and OFDM symbol, the circular part of the channel applied on the
-  subcarriers, the samples a tap outside the cyclic prefix reads from the previous or
-  next symbol added back, the CFO applied to the window samples, and one FFT per OFDM
+  subcarriers, the samples a tap beyond the cyclic prefix reads from the previous symbol
+  added back, the CFO applied to the window samples, and one FFT per OFDM
   symbol of the sum. Devices without CFO or inter-symbol taps are summed on the
-  subcarriers first (the transforms are linear). See ``benchmarks/README.md``.
+  subcarriers first (the transforms are linear). Its cost: ``benchmarks/README.md``.
 
 Units: samples at the rate ``B = F Delta_f``; CFO in subcarrier spacings.
 """
@@ -52,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import scipy.fft
 from numba import njit, prange
@@ -64,7 +69,12 @@ L_MIN = -6
 L_MAX_MARGIN = 6
 """Taps kept after the latest path delay (Sionna's default margin, the same six)."""
 _CHUNK_DEVICES = 8
-"""Devices transformed at a time (see ``benchmarks/README.md``)."""
+"""Devices transformed at a time (their buffers are reused from chunk to chunk)."""
+
+
+def _workers() -> int:
+    """FFT threads: Numba's thread count (which a study caps per run), not every core."""
+    return max(1, numba.get_num_threads())
 
 
 def discrete_taps(a, tau_samples, l_min: int, l_max: int) -> np.ndarray:
@@ -256,6 +266,8 @@ class TimeDomainUplink:
         C >= 0 [samples].
     num_subcarriers : int
         F, the FFT size.
+    cut_power_fraction : [K], float, optional
+        Set by :meth:`from_paths`.
 
     Call
     ----
@@ -274,6 +286,9 @@ class TimeDomainUplink:
     cfo_subcarriers: np.ndarray
     cyclic_prefix_length: int
     num_subcarriers: int
+    cut_power_fraction: np.ndarray | None = None
+    """[K]: the share of each device's path power :meth:`from_paths` cut (paths more than a
+    symbol late); None when built from taps."""
 
     def __post_init__(self):
         taps = np.array(self.taps, np.complex128)
@@ -281,11 +296,13 @@ class TimeDomainUplink:
         if taps.ndim != 2 or cfo.shape != (taps.shape[0],):
             raise ValueError(f"taps must be [K, L] and cfo_subcarriers [K], got {taps.shape} "
                              f"and {cfo.shape}")
-        if int(self.l_min) > 0:
-            raise ValueError(f"l_min must be <= 0, got {self.l_min}")
         if not 0 <= int(self.cyclic_prefix_length) <= int(self.num_subcarriers):
             raise ValueError(f"cyclic_prefix_length must be in [0, F = {self.num_subcarriers}], "
                              f"got {self.cyclic_prefix_length}")
+        if not -int(self.cyclic_prefix_length) <= int(self.l_min) <= 0:
+            raise ValueError(f"l_min must be in [-cyclic_prefix_length, 0] = "
+                             f"[{-int(self.cyclic_prefix_length)}, 0] (the FFT window starts "
+                             f"inside the prefix), got {self.l_min}")
         if taps.shape[1] + int(self.l_min) - 1 >= int(self.num_subcarriers) + int(
                 self.cyclic_prefix_length):
             raise ValueError("the channel (timing offset included) must be shorter than one "
@@ -305,9 +322,12 @@ class TimeDomainUplink:
         """From a channel impulse response ``a`` [K, P], ``tau_s`` [K, P] (seconds) and the
         devices' timing offsets [K] (samples, may be fractional or negative) and CFOs [K].
 
-        The taps span ``L_MIN .. ceil(max delay + offset) + L_MAX_MARGIN`` (Sionna's
-        lags; precursors before ``L_MIN`` are cut, as Sionna cuts them). A delay within
-        1e-4 samples of the sample grid is taken as on it.
+        The taps span ``l_min = max(L_MIN, -C)`` to ``ceil(latest delay + offset) +
+        L_MAX_MARGIN`` (Sionna's lags; precursors before ``l_min`` are cut, as Sionna cuts
+        them), at most ``F + C - 1``: a path later than ``F + C - 1 - L_MAX_MARGIN``
+        samples (more than a symbol late) is cut, and the share of the device's path power
+        cut is :attr:`cut_power_fraction`. A delay within 1e-4 samples of the sample grid
+        is taken as on it.
         """
         a = np.asarray(a, np.complex128)
         tau = np.asarray(tau_s, np.float64) * float(bandwidth_hz)
@@ -321,9 +341,18 @@ class TimeDomainUplink:
         # a tapped delay line come back as l +- 2e-7): one tap, not a sinc
         snapped = np.round(tau)
         tau = np.where(np.abs(tau - snapped) < 1e-4, snapped, tau)
+        cp = int(cyclic_prefix_length)
+        latest = int(num_subcarriers) + cp - 1 - L_MAX_MARGIN
+        late = tau > latest
+        power = np.sum(np.abs(a) ** 2, axis=1)
+        cut = np.sum(np.where(late, np.abs(a) ** 2, 0.0), axis=1)
+        cut_fraction = np.divide(cut, power, out=np.zeros_like(cut), where=power > 0)
+        a = np.where(late, 0.0, a)
+        tau = np.where(late, 0.0, tau)
+        l_min = max(L_MIN, -cp)
         l_max = max(math.ceil(float(tau.max())) + L_MAX_MARGIN, 0)
-        return cls(discrete_taps(a, tau, L_MIN, l_max), L_MIN, cfo, int(cyclic_prefix_length),
-                   int(num_subcarriers))
+        return cls(discrete_taps(a, tau, l_min, l_max), l_min, cfo, cp, int(num_subcarriers),
+                   cut_fraction)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -413,8 +442,8 @@ class TimeDomainUplink:
             with LAUNCH_LOCK:
                 _precode(*source, response, devices, slots, num_subcarriers // 2,
                          a_freq[: devices.size], b_freq[:num_isi])
-            a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=-1)
-            b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=-1)
+            a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=_workers())
+            b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=_workers())
             isi_devices = devices[isi[devices]]
             isi_taps = np.zeros((num_isi, width), np.complex64)
             isi_lags = np.zeros((num_isi, width), np.int64)
@@ -427,7 +456,7 @@ class TimeDomainUplink:
                 _combine(a_time, b_time, slots, cfo_start.astype(np.complex64),
                          cfo_step.astype(np.complex64), isi_taps, isi_lags, l_min, cp, window)
         order = _natural_index(num_subcarriers)
-        return y + scipy.fft.fft(window, axis=-1, norm="ortho", workers=-1)[:, order]
+        return y + scipy.fft.fft(window, axis=-1, norm="ortho", workers=_workers())[:, order]
 
     # ------------------------------------------------------------------ the reference
     def reference(self, x) -> np.ndarray:
@@ -449,5 +478,6 @@ class TimeDomainUplink:
         for k in range(num_devices):  # y[b] = sum_l g[l] s[b - l], b from l_min
             received += np.convolve(stream[k], self.taps[k])
         demodulator = OFDMDemodulator(num_subcarriers, self.l_min, self.cyclic_prefix_length)
+        received = received[: stream.shape[1]]  # the N symbols' windows; the rest trails
         y = demodulator(tf.constant(received[None].astype(np.complex64)))
         return y.numpy()[0]

@@ -155,7 +155,7 @@ def _corrections(updates, devices, order, starts, u_live, live, est_gain, weight
                 est_gain[k, :width], weights[k], lam[r], g_corr[n, :width], w_corr[n, :width])
 
 
-def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w):
+def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, remember=False):
     """Eq. ``Opt_v`` on rows of the ``[K, N, F]`` grid of the updates, reduced to what
     the AirComp fast path needs.
 
@@ -168,6 +168,8 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w):
     and ``sum_r pi (sgn(Delta) v - Delta)`` over the rows of each symbol; per row
     ``power`` (``sum_f u v^2``, W), ``distortion`` (``sum_f (v - |Delta|)^2``) and
     ``attenuated`` (values with ``v < |Delta| (1 - 1e-6)``), [R] float32 each.
+    ``remember``: keep the multipliers for :func:`optimal_row_amplitudes` on the same rows
+    (with a copy of what they depend on, the rows' values included).
     """
     updates = np.ascontiguousarray(updates, np.float32)
     devices = np.asarray(devices, np.int64)
@@ -189,7 +191,9 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w):
                      float(budget_w), lam_sorted)
     lam = np.empty_like(lam_sorted)
     lam[by_device] = lam_sorted
-    _remember_multipliers(updates, devices, symbols, u, budget_w, lam)
+    if remember:
+        with LAUNCH_LOCK:
+            _remember_multipliers(updates, devices, symbols, u, budget_w, lam)
     by_symbol = np.argsort(symbols, kind="stable")
     symbol_starts = np.searchsorted(symbols[by_symbol], np.arange(num_symbols + 1))
     g_corr = np.empty((num_symbols, num_subcarriers), np.float32)
@@ -234,8 +238,8 @@ def optimal_row_amplitudes(updates, devices, symbols, u, budget_w):
     live = (~dead).astype(np.float32)
     num_devices, num_subcarriers = u.shape
     out = np.empty((devices.size, num_subcarriers), np.float32)
-    lam = _recalled_multipliers(updates, devices, symbols, u, budget_w)
     with LAUNCH_LOCK:
+        lam = _recalled_multipliers(updates, devices, symbols, u, budget_w)
         if lam is None:
             by_device = np.argsort(devices, kind="stable")
             device_starts = np.searchsorted(devices[by_device], np.arange(num_devices + 1))
@@ -255,7 +259,7 @@ one entry)."""
 
 def _multiplier_inputs(updates, devices, symbols, u, budget_w) -> tuple:
     """Everything the rows' multipliers depend on: the rows' values, which rows, u and the
-    budget."""
+    budget (callers hold the launch lock)."""
     rows = np.empty((devices.size, u.shape[1]), np.float32)
     _gather_rows(updates, devices, symbols, rows)
     return rows, devices.copy(), symbols.copy(), u.copy(), float(budget_w)

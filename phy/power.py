@@ -281,7 +281,8 @@ class PowerControl:
         return 1.0 - tf.cast(dead, tf.float32)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers, *,
+                    remember=False):
         """The amplitudes of the rows (device ``devices[r]``, OFDM symbol ``symbols[r]``)
         that may exceed the budget, as corrections to ``m |Delta|``.
 
@@ -292,7 +293,9 @@ class PowerControl:
         ``G sgn(Delta)(v - m|Delta|)`` and ``pi sgn(Delta)(v - m|Delta|)``), and per
         row its transmit power, distortion ``sum_f (v - |Delta|)^2`` and attenuated
         count, [R] f32. This generic form gathers the rows and runs the control's
-        :meth:`dense` on them in chunks (:func:`solve_rows`).
+        :meth:`dense` on them in chunks (:func:`solve_rows`). ``remember``: a control whose
+        rows are costly to solve may keep what :meth:`row_amplitudes` on the same rows
+        would solve again (the KKT control keeps its multipliers).
         """
         kernel = _row_kernel_of(self)
         rows = tf.numpy_function(
@@ -353,11 +356,13 @@ class OptimalPower(PowerControl):
         return optimal_amplitudes(delta_abs, u, power_budget_w)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers, *,
+                    remember=False):
         """:meth:`PowerControl.budget_rows` by :func:`phy.optimal_rows.optimal_rows`
         (eq. ``Opt_v`` on the rows where they lie in ``updates``: no gathered rows)."""
         g_corr, w_corr, row_power, row_dist, row_att = tf.numpy_function(
-            optimal_rows, [updates, devices, symbols, u, est_gain, weights, power_budget_w],
+            lambda *args: optimal_rows(*args, remember=remember),
+            [updates, devices, symbols, u, est_gain, weights, power_budget_w],
             [tf.float32] * 5, stateful=False,
         )
         corrections = tf.stack([tf.ensure_shape(g_corr, [num_symbols, num_subcarriers]),

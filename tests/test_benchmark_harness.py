@@ -75,3 +75,20 @@ def test_bad_options_are_refused_naming_the_option(option, value):
                             text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 2
     assert f"{option} must be" in result.stderr and f"got {value}" in result.stderr
+
+
+def test_tiny_uplink_time_prints_json_summary_last():
+    """benchmarks/uplink_time.py (issue 21's cost figure) runs on a tiny grid: every
+    configuration timed, both rounds run without divergence, the ratio printed."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "uplink_time.py"), "--tiny"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    for key in ("frequency_s", "time_aligned_s", "time_in_CP_and_CFO_s",
+                "time_beyond_CP_and_CFO_s", "lrt_frequency_round_s", "lrt_time_round_s",
+                "time_uplink_per_lrt_round"):
+        assert isinstance(summary[key], float) and summary[key] > 0, (key, summary[key])
+    assert summary["lrt_frequency_nonfinite_rounds"] == summary["lrt_time_nonfinite_rounds"] == 0

@@ -251,9 +251,9 @@ def test_a_time_domain_run_with_offsets_resumes_to_the_uninterrupted_trace(tmp_p
 
 
 def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequency_domain():
-    """channel.model = "umi": the static path gain is the cell's (not r^-alpha); with no
-    offsets and the channel inside the prefix the time-domain round equals the
-    frequency-domain round computed on the same channel."""
+    """With no offsets and the (i.i.d. Rayleigh delay line) channel inside the prefix the
+    time-domain round equals the frequency-domain round computed on the same channel;
+    with channel.model = "umi" the static path gain is the cell's (not r^-alpha)."""
     import tempfile
     from pathlib import Path
 
@@ -263,7 +263,7 @@ def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequenc
         scenario = load_scenario(path, aligned)
         engine = Engine(scenario)
         state = engine.initial_state()
-        h, uplink, offsets = engine._draw_uplink(0)
+        _, uplink, offsets = engine._draw_uplink(0)
         assert uplink.isi_free().all() and not np.any(offsets[0]) and not np.any(offsets[1])
         time_state, time_record = engine.run_round(0, state)
 

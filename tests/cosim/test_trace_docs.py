@@ -79,12 +79,18 @@ def test_the_convention_parses():
         "local_precision_floor_hits_rho")
 
 
-@pytest.mark.parametrize(("algorithm", "learning_rate"), [("bayes_aircomp", 0.05), ("fedavg", 0.3)])
-def test_docs_list_every_dataset_of_a_fresh_trace(tmp_path, algorithm, learning_rate):
+TIME_DOMAIN = ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
+               "sync.timing_offset_max_samples=4.0", "sync.cfo_max_subcarriers=0.01"]
+
+
+@pytest.mark.parametrize(("algorithm", "learning_rate", "overrides"),
+                         [("bayes_aircomp", 0.05, []), ("fedavg", 0.3, []),
+                          ("bayes_aircomp", 0.05, TIME_DOMAIN)])
+def test_docs_list_every_dataset_of_a_fresh_trace(tmp_path, algorithm, learning_rate, overrides):
     scenario = load_scenario(
         write_tiny(tmp_path, rounds=1, every=1, algorithm=algorithm, learning_rate=learning_rate,
                    hidden=4),
-        ["trace.per_device=true"],
+        ["trace.per_device=true", *overrides],
     )
     engine = Engine(scenario)
     phases = tuple(phase.name for phase in engine.algorithm.phases())

@@ -222,6 +222,41 @@ def test_offsets_are_seeded_uniform_and_precompensated():
         UniformOffsets(float("nan"))
 
 
-def test_a_channel_longer_than_a_symbol_is_refused():
+def test_paths_more_than_a_symbol_late_are_cut_and_counted():
+    """from_paths cuts paths later than F + C - 1 - 6 samples and reports the power share
+    it cut; taps that long given directly are refused."""
+    a = np.array([[1.0, 1.0]])
+    tau = np.array([[0.0, (F + CP) / BANDWIDTH_HZ]])
+    uplink = _uplink(a, tau)
+    assert uplink.cut_power_fraction[0] == pytest.approx(0.5)
+    assert uplink.lags()[-1] <= F + CP - 1
+    x = _symbols(np.random.default_rng(1), 1, 3)
+    np.testing.assert_allclose(uplink(x), x[0], atol=1e-5)  # the path at delay 0 only
     with pytest.raises(ValueError, match="shorter than one OFDM symbol"):
-        _uplink(np.ones((1, 1)), np.zeros((1, 1)), timing=np.array([F + CP + 1.0]))
+        TimeDomainUplink(np.ones((1, F + CP + 1)), 0, np.zeros(1), CP, F)
+    with pytest.raises(ValueError, match="l_min"):
+        TimeDomainUplink(np.ones((1, 3)), -5, np.zeros(1), 4, F)
+
+
+@pytest.mark.parametrize("cp", [0, 2, 4, 5])
+def test_short_prefixes_and_late_taps_still_equal_sionnas_blocks(cp):
+    """C < 6: the window starts -C samples into the prefix (no precursor taps before it),
+    an ideal channel is free of interference, and taps late enough to reach two symbols
+    back on a window at -6 are handled (review of issue 21)."""
+    rng = np.random.default_rng(cp)
+    x = _symbols(rng, 2, 4, 16)
+    ideal = _uplink(np.ones((2, 1)), np.zeros((2, 1)), cp=cp, num_subcarriers=16)
+    assert ideal.isi_free().all()
+    np.testing.assert_allclose(ideal(x), x.sum(0), atol=1e-5)
+    for lag in range(16 + cp - 7, 16 + cp - 1 - 5):
+        late = _uplink(np.ones((2, 1)), np.array([[lag], [1.0]]) / (16 * SPACING_HZ), cp=cp,
+                       cfo=np.array([0.1, -0.2]), num_subcarriers=16)
+        fast, reference = late(x), late.reference(x)
+        assert np.max(np.abs(fast - reference)) <= 1e-5 * np.max(np.abs(reference)), lag
+    l_min = max(L_MIN, -cp)
+    for lag in range(l_min, 16 + cp):  # a unit tap at every lag the constructor allows
+        taps = np.zeros((2, lag - l_min + 1), complex)
+        taps[:, -1] = 1.0
+        uplink = TimeDomainUplink(taps, l_min, np.array([0.05, 0.0]), cp, 16)
+        fast, reference = uplink(x), uplink.reference(x)
+        assert np.max(np.abs(fast - reference)) <= 1e-5 * np.max(np.abs(reference)), lag
