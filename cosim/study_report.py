@@ -290,8 +290,9 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
     ax.set_xlabel(axis)
     ax.set_ylabel(f"{metric.replace('_', ' ')} at the last evaluation")
     rounds = sorted(set(final["round"]))
-    ax.set_title(f"{metric} vs {axis}: mean over seeds (line), seeds (dots); round "
-                 f"{rounds[0] if len(rounds) == 1 else f'{rounds[0]}-{rounds[-1]}'}", fontsize=10)
+    span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
+    ax.set_title(f"{metric} vs {axis}\nmean over seeds (line), seeds (dots); round {span}",
+                 fontsize=10)
     ax.grid(alpha=0.3)
     if others:
         ax.legend(fontsize=8)
