@@ -85,7 +85,7 @@ from phy.cell_ranges import (
     MIN_DISTANCE_M,
     check_cell_parameters,
 )
-from phy.channel import sionna_rng_seeded
+from phy.channel import _check_num_subcarriers, sionna_rng_seeded
 
 
 def _with_3d_distance(scenario_class: type) -> type:
@@ -121,16 +121,6 @@ def _check_positive(name: str, value: float) -> float:
     ):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
-
-
-def _check_num_subcarriers(num_subcarriers: int) -> int:
-    if (
-        isinstance(num_subcarriers, bool)
-        or not isinstance(num_subcarriers, int | np.integer)
-        or num_subcarriers < 1
-    ):
-        raise ValueError(f"num_subcarriers must be an integer >= 1, got {num_subcarriers!r}")
-    return int(num_subcarriers)
 
 
 def _check_positions(positions_m: np.ndarray) -> np.ndarray:

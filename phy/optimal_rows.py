@@ -171,28 +171,15 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, r
     ``remember``: keep the multipliers for :func:`optimal_row_amplitudes` on the same rows
     (with a copy of what they depend on, the rows' values included).
     """
-    updates = np.ascontiguousarray(updates, np.float32)
-    devices = np.asarray(devices, np.int64)
-    symbols = np.asarray(symbols, np.int64)
-    u = np.asarray(u, np.float64)
-    dead = np.isinf(u)
-    u_live = np.where(dead, 0.0, u)
-    live = (~dead).astype(np.float32)
+    updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
     est_gain = np.ascontiguousarray(est_gain, np.float32)
     weights = np.asarray(weights, np.float32)
-    num_devices, num_subcarriers = u.shape
+    num_subcarriers = u.shape[1]
     num_symbols = -(-updates.shape[1] // num_subcarriers)
     # pass 1 runs the rows device by device (warm starts), pass 2 symbol by symbol
-    by_device = np.argsort(devices, kind="stable")
-    device_starts = np.searchsorted(devices[by_device], np.arange(num_devices + 1))
-    lam_sorted = np.empty(devices.size, np.float64)
     with LAUNCH_LOCK:
-        _multipliers(updates, devices[by_device], symbols[by_device], device_starts, u_live,
-                     float(budget_w), lam_sorted)
-    lam = np.empty_like(lam_sorted)
-    lam[by_device] = lam_sorted
-    if remember:
-        with LAUNCH_LOCK:
+        lam = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
+        if remember:
             _remember_multipliers(updates, devices, symbols, u, budget_w, lam)
     by_symbol = np.argsort(symbols, kind="stable")
     symbol_starts = np.searchsorted(symbols[by_symbol], np.arange(num_symbols + 1))
@@ -229,27 +216,37 @@ def optimal_row_amplitudes(updates, devices, symbols, u, budget_w):
     row's values past d and its dead subcarriers 0. The same multipliers and the same
     float32 amplitude as :func:`optimal_rows` uses for the row's corrections.
     """
-    updates = np.ascontiguousarray(updates, np.float32)
-    devices = np.asarray(devices, np.int64)
-    symbols = np.asarray(symbols, np.int64)
-    u = np.asarray(u, np.float64)
-    dead = np.isinf(u)
-    u_live = np.where(dead, 0.0, u)
-    live = (~dead).astype(np.float32)
-    num_devices, num_subcarriers = u.shape
-    out = np.empty((devices.size, num_subcarriers), np.float32)
+    updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
+    out = np.empty((devices.size, u.shape[1]), np.float32)
     with LAUNCH_LOCK:
         lam = _recalled_multipliers(updates, devices, symbols, u, budget_w)
         if lam is None:
-            by_device = np.argsort(devices, kind="stable")
-            device_starts = np.searchsorted(devices[by_device], np.arange(num_devices + 1))
-            lam_sorted = np.empty(devices.size, np.float64)
-            _multipliers(updates, devices[by_device], symbols[by_device], device_starts, u_live,
-                         float(budget_w), lam_sorted)
-            lam = np.empty_like(lam_sorted)
-            lam[by_device] = lam_sorted
+            lam = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
         _amplitudes(updates, devices, symbols, u_live, live, lam, out)
     return out
+
+
+def _rows_in(updates, devices, symbols, u) -> tuple:
+    """The kernels' inputs: ``updates`` f32, ``devices``, ``symbols`` int64, ``u`` f64, and
+    ``u_live`` (u, 0 where dead) and ``live`` (1.0 where u is finite, f32)."""
+    u = np.asarray(u, np.float64)
+    dead = np.isinf(u)
+    return (np.ascontiguousarray(updates, np.float32), np.asarray(devices, np.int64),
+            np.asarray(symbols, np.int64), u, np.where(dead, 0.0, u),
+            (~dead).astype(np.float32))
+
+
+def _solved_multipliers(updates, devices, symbols, u_live, budget_w) -> np.ndarray:
+    """lambda [R] f64 of every row, solved device by device (warm starts); the caller
+    holds the launch lock."""
+    by_device = np.argsort(devices, kind="stable")
+    device_starts = np.searchsorted(devices[by_device], np.arange(u_live.shape[0] + 1))
+    lam_sorted = np.empty(devices.size, np.float64)
+    _multipliers(updates, devices[by_device], symbols[by_device], device_starts, u_live,
+                 float(budget_w), lam_sorted)
+    lam = np.empty_like(lam_sorted)
+    lam[by_device] = lam_sorted
+    return lam
 
 
 _LAST_MULTIPLIERS: list = []
