@@ -156,8 +156,8 @@ def _aggregate_inputs(rng, num_devices=6, num_values=1000):
     return a, tau, updates, weights, tf.constant(path_gain, tf.float32)
 
 
-@pytest.mark.parametrize("control", ["optimal", "truncated_inversion", "full_inversion"])
-@pytest.mark.parametrize("budget_w", [0.1, 1e-4])
+@pytest.mark.parametrize(("control", "budget_w"), [
+    ("optimal", 0.1), ("optimal", 1e-4), ("truncated_inversion", 1e-4), ("full_inversion", 1e-4)])
 def test_the_time_domain_aggregate_equals_the_frequency_domain_one_without_offsets(control,
                                                                                    budget_w):
     """``aggregate(..., uplink=...)`` with no offsets and the channel inside the prefix gives
