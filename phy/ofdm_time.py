@@ -442,8 +442,10 @@ class TimeDomainUplink:
             with LAUNCH_LOCK:
                 _precode(*source, response, devices, slots, num_subcarriers // 2,
                          a_freq[: devices.size], b_freq[:num_isi])
-            a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=_workers())
-            b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=_workers())
+            a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=_workers(),
+                                    overwrite_x=True)
+            b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=_workers(),
+                                    overwrite_x=True)
             isi_devices = devices[isi[devices]]
             isi_taps = np.zeros((num_isi, width), np.complex64)
             isi_lags = np.zeros((num_isi, width), np.int64)
