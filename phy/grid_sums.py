@@ -116,4 +116,3 @@ def gather_rows(updates, devices, symbols, num_subcarriers):
     out = np.empty((devices.size, int(num_subcarriers)), np.float32)
     _gather(updates, devices, np.asarray(symbols, np.int64), out)
     return out
-
