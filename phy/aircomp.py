@@ -244,9 +244,8 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     rows = tf.cast(tf.where(tf.reshape(special, [-1]))[:, 0], tf.int32)
     k_rows, n_rows = rows // n, rows % n
     # the control's own kernel for these rows (phy.power.PowerControl.budget_rows)
-    corrections, row_power, row_dist, row_att = power_control.budget_rows(
-        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f,
-        remember=internals)
+    corrections, row_power, row_dist, row_att, row_state = power_control.budget_rows(
+        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f)
     clean = linear + corrections[..., 0]
     xi = corrections[..., 1]
     off = 1.0 - mask
@@ -274,7 +273,8 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
         precoder = tf.math.divide_no_nan(
             tf.cast(w[:, None], tf.complex64) * tf.math.conj(h_hat), tf.cast(gain, tf.complex64))
         extra = {"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
-                 "_precoder": precoder, "_noise": tf.sqrt(rx_scale) * noise}
+                 "_row_state": row_state, "_precoder": precoder,
+                 "_noise": tf.sqrt(rx_scale) * noise}
     return {
         **extra,
         "estimate": tf.where(delta_bar > 0.0, estimate, tf.zeros_like(estimate)),
@@ -303,7 +303,7 @@ def _time_domain_estimate(updates, out, uplink, *, rule, power_control, referenc
     values = np.asarray(updates)
     amplitudes = power_control.row_amplitudes(
         values, host["_devices"], host["_symbols"], host["_u"], host["_mask"], host["_gain"],
-        np.asarray(reference_gain), float(tx_power_w), f)
+        np.asarray(reference_gain), float(tx_power_w), f, host["_row_state"])
     y = uplink.transmit(values, host["_precoder"], host["_mask"], host["_devices"],
                         host["_symbols"], amplitudes, n)
     estimate = rule.from_grid(tf.math.real(tf.constant(y)) + out["_noise"])

@@ -155,7 +155,8 @@ def _corrections(updates, devices, order, starts, u_live, live, est_gain, weight
                 est_gain[k, :width], weights[k], lam[r], g_corr[n, :width], w_corr[n, :width])
 
 
-def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, remember=False):
+def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
+                 with_multipliers=False):
     """Eq. ``Opt_v`` on rows of the ``[K, N, F]`` grid of the updates, reduced to what
     the AirComp fast path needs.
 
@@ -168,8 +169,8 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, r
     and ``sum_r pi (sgn(Delta) v - Delta)`` over the rows of each symbol; per row
     ``power`` (``sum_f u v^2``, W), ``distortion`` (``sum_f (v - |Delta|)^2``) and
     ``attenuated`` (values with ``v < |Delta| (1 - 1e-6)``), [R] float32 each.
-    ``remember``: keep the multipliers for :func:`optimal_row_amplitudes` on the same rows
-    (with a copy of what they depend on, the rows' values included).
+    With ``with_multipliers`` a sixth output: the rows' multipliers lambda [R] float64
+    (for :func:`optimal_row_amplitudes` on the same rows).
     """
     updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
     est_gain = np.ascontiguousarray(est_gain, np.float32)
@@ -179,8 +180,6 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, r
     # pass 1 runs the rows device by device (warm starts), pass 2 symbol by symbol
     with LAUNCH_LOCK:
         lam = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
-        if remember:
-            _remember_multipliers(updates, devices, symbols, u, budget_w, lam)
     by_symbol = np.argsort(symbols, kind="stable")
     symbol_starts = np.searchsorted(symbols[by_symbol], np.arange(num_symbols + 1))
     g_corr = np.empty((num_symbols, num_subcarriers), np.float32)
@@ -191,8 +190,9 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *, r
     with LAUNCH_LOCK:
         _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, weights,
                      lam, g_corr, w_corr, power, distortion, attenuated)
-    return (g_corr, w_corr, power.astype(np.float32), distortion.astype(np.float32),
-            attenuated.astype(np.float32))
+    out = (g_corr, w_corr, power.astype(np.float32), distortion.astype(np.float32),
+           attenuated.astype(np.float32))
+    return (*out, lam) if with_multipliers else out
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
@@ -208,21 +208,23 @@ def _amplitudes(updates, devices, symbols, u_live, live, lam, out):
             out[r, f] = np.copysign(v, delta)
 
 
-def optimal_row_amplitudes(updates, devices, symbols, u, budget_w):
+def optimal_row_amplitudes(updates, devices, symbols, u, budget_w, multipliers=None):
     """The signed amplitudes ``sgn(Delta) v`` of eq. ``Opt_v`` on the given rows.
 
     Input as :func:`optimal_rows` (``updates`` [K, d] f32, ``devices``, ``symbols`` [R],
-    ``u`` [K, F] f64 with +inf where dead, the budget P). Output: [R, F] float32, the
-    row's values past d and its dead subcarriers 0. The same multipliers and the same
-    float32 amplitude as :func:`optimal_rows` uses for the row's corrections.
+    ``u`` [K, F] f64 with +inf where dead, the budget P), and optionally the rows'
+    multipliers [R] f64 that :func:`optimal_rows` found for them (``with_multipliers``),
+    which are then not solved again. Output: [R, F] float32, the row's values past d and
+    its dead subcarriers 0: the same float32 amplitude as :func:`optimal_rows` uses for
+    the row's corrections.
     """
     updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
     out = np.empty((devices.size, u.shape[1]), np.float32)
     with LAUNCH_LOCK:
-        lam = _recalled_multipliers(updates, devices, symbols, u, budget_w)
-        if lam is None:
-            lam = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
-        _amplitudes(updates, devices, symbols, u_live, live, lam, out)
+        if multipliers is None or np.shape(multipliers) != devices.shape:
+            multipliers = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
+        _amplitudes(updates, devices, symbols, u_live, live,
+                    np.asarray(multipliers, np.float64), out)
     return out
 
 
@@ -247,45 +249,3 @@ def _solved_multipliers(updates, devices, symbols, u_live, budget_w) -> np.ndarr
     lam = np.empty_like(lam_sorted)
     lam[by_device] = lam_sorted
     return lam
-
-
-_LAST_MULTIPLIERS: list = []
-"""What the multipliers of the last :func:`optimal_rows` call depend on, and them (at most
-one entry)."""
-
-
-def _multiplier_inputs(updates, devices, symbols, u, budget_w) -> tuple:
-    """Everything the rows' multipliers depend on: the rows' values, which rows, u and the
-    budget (callers hold the launch lock)."""
-    rows = np.empty((devices.size, u.shape[1]), np.float32)
-    _gather_rows(updates, devices, symbols, rows)
-    return rows, devices.copy(), symbols.copy(), u.copy(), float(budget_w)
-
-
-def _remember_multipliers(updates, devices, symbols, u, budget_w, lam) -> None:
-    _LAST_MULTIPLIERS[:] = [(_multiplier_inputs(updates, devices, symbols, u, budget_w), lam)]
-
-
-def _recalled_multipliers(updates, devices, symbols, u, budget_w):
-    """The multipliers :func:`optimal_rows` found for the same rows of the same values
-    (the same u and budget: the time-domain uplink asks for the amplitudes of the rows
-    the fast path has just solved), else None."""
-    if not _LAST_MULTIPLIERS:
-        return None
-    (rows, seen_devices, seen_symbols, seen_u, seen_budget), lam = _LAST_MULTIPLIERS[0]
-    if (seen_budget != float(budget_w) or not np.array_equal(seen_devices, devices)
-            or not np.array_equal(seen_symbols, symbols) or not np.array_equal(seen_u, u)):
-        return None
-    current = np.empty_like(rows)
-    _gather_rows(updates, devices, symbols, current)
-    return lam if np.array_equal(current, rows) else None
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _gather_rows(updates, devices, symbols, out):
-    num_subcarriers = out.shape[1]
-    num_values = updates.shape[1]
-    for r in prange(devices.size):
-        lo = symbols[r] * num_subcarriers
-        for f in range(num_subcarriers):
-            out[r, f] = updates[devices[r], lo + f] if lo + f < num_values else np.float32(0.0)

@@ -281,8 +281,7 @@ class PowerControl:
         return 1.0 - tf.cast(dead, tf.float32)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers, *,
-                    remember=False):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
         """The amplitudes of the rows (device ``devices[r]``, OFDM symbol ``symbols[r]``)
         that may exceed the budget, as corrections to ``m |Delta|``.
 
@@ -292,10 +291,10 @@ class PowerControl:
         Output: ``corrections`` [N, F, 2] f32 (per symbol, summed over its rows,
         ``G sgn(Delta)(v - m|Delta|)`` and ``pi sgn(Delta)(v - m|Delta|)``), and per
         row its transmit power, distortion ``sum_f (v - |Delta|)^2`` and attenuated
-        count, [R] f32. This generic form gathers the rows and runs the control's
-        :meth:`dense` on them in chunks (:func:`solve_rows`). ``remember``: a control whose
-        rows are costly to solve may keep what :meth:`row_amplitudes` on the same rows
-        would solve again (the KKT control keeps its multipliers).
+        count, [R] f32, and the rows' state: what :meth:`row_amplitudes` on the same rows
+        may reuse instead of solving them again (the KKT control's multipliers [R] f64;
+        here nothing, ``[0]``). This generic form gathers the rows and runs the control's
+        :meth:`dense` on them in chunks (:func:`solve_rows`).
         """
         kernel = _row_kernel_of(self)
         rows = tf.numpy_function(
@@ -314,16 +313,17 @@ class PowerControl:
         )
         corrections = tf.math.unsorted_segment_sum(tf.stack([g_corr, w_corr], -1), symbols,
                                                    num_symbols)
-        return corrections, row_power, row_dist, row_att
+        return corrections, row_power, row_dist, row_att, tf.zeros([0], tf.float64)
 
     def row_amplitudes(self, updates, devices, symbols, u, mask, channel_gain, reference_gain,
-                       power_budget_w, num_subcarriers):
+                       power_budget_w, num_subcarriers, row_state=None):
         """The signed amplitudes ``sgn(Delta) v`` of the rows (device ``devices[r]``, OFDM
         symbol ``symbols[r]``), for an uplink that needs the transmitted symbols
         (:mod:`phy.ofdm_time`). Called eagerly, with NumPy arrays.
 
-        Input as :meth:`budget_rows` (NumPy). Output: [R, F] np.float32. This generic form
-        gathers the rows and runs the control's :meth:`dense` on them in chunks.
+        Input as :meth:`budget_rows` (NumPy), and the rows' state it returned for the same
+        rows. Output: [R, F] np.float32. This generic form gathers the rows and runs the
+        control's :meth:`dense` on them in chunks.
         """
         rows = gather_rows(updates, devices, symbols, num_subcarriers)
         kernel = _amplitude_kernel_of(self)
@@ -356,26 +356,27 @@ class OptimalPower(PowerControl):
         return optimal_amplitudes(delta_abs, u, power_budget_w)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers, *,
-                    remember=False):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
         """:meth:`PowerControl.budget_rows` by :func:`phy.optimal_rows.optimal_rows`
         (eq. ``Opt_v`` on the rows where they lie in ``updates``: no gathered rows)."""
-        g_corr, w_corr, row_power, row_dist, row_att = tf.numpy_function(
-            lambda *args: optimal_rows(*args, remember=remember),
+        g_corr, w_corr, row_power, row_dist, row_att, multipliers = tf.numpy_function(
+            lambda *args: optimal_rows(*args, with_multipliers=True),
             [updates, devices, symbols, u, est_gain, weights, power_budget_w],
-            [tf.float32] * 5, stateful=False,
+            [tf.float32] * 5 + [tf.float64], stateful=False,
         )
         corrections = tf.stack([tf.ensure_shape(g_corr, [num_symbols, num_subcarriers]),
                                 tf.ensure_shape(w_corr, [num_symbols, num_subcarriers])], -1)
-        row_power, row_dist, row_att = (
-            tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att))
-        return corrections, row_power, row_dist, row_att
+        row_power, row_dist, row_att, multipliers = (
+            tf.ensure_shape(t, [None]) for t in (row_power, row_dist, row_att, multipliers))
+        return corrections, row_power, row_dist, row_att, multipliers
 
     def row_amplitudes(self, updates, devices, symbols, u, mask, channel_gain, reference_gain,
-                       power_budget_w, num_subcarriers):
+                       power_budget_w, num_subcarriers, row_state=None):
         """:meth:`PowerControl.row_amplitudes` by
-        :func:`phy.optimal_rows.optimal_row_amplitudes` (the rows read where they lie)."""
-        return optimal_row_amplitudes(updates, devices, symbols, u, float(power_budget_w))
+        :func:`phy.optimal_rows.optimal_row_amplitudes` (the rows read where they lie; the
+        multipliers :meth:`budget_rows` found, when given, are not solved again)."""
+        return optimal_row_amplitudes(updates, devices, symbols, u, float(power_budget_w),
+                                      row_state)
 
 
 class TruncatedInversion(PowerControl):

@@ -3,7 +3,7 @@
 import numpy as np
 from grid_helpers import padded_grid
 
-from phy.optimal_rows import optimal_rows
+from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
 from phy.power import optimal_amplitudes
 
 
@@ -47,6 +47,16 @@ def test_rows_equal_the_reference_amplitudes():
     assert binding.sum() >= 6 and np.all(power <= budget * (1 + 1e-9))
     assert distortion[2] == 0.0 and attenuated[2] == 0.0
     assert attenuated[0] >= 1  # at least the dead subcarrier of device 2
+
+    # the signed amplitudes (the time-domain uplink's): sgn(Delta) v, 0 where dead, the
+    # same whether the multipliers optimal_rows found are passed or solved again
+    *_, multipliers = optimal_rows(updates, devices, symbols, u, est_gain, weights, budget,
+                                   with_multipliers=True)
+    given = optimal_row_amplitudes(updates, devices, symbols, u, budget, multipliers)
+    solved = optimal_row_amplitudes(updates, devices, symbols, u, budget)
+    np.testing.assert_array_equal(given, solved)
+    np.testing.assert_allclose(given, np.where(live, np.sign(rows) * v, 0.0), rtol=1e-5,
+                               atol=1e-6 * scale)
 
 
 def test_no_rows():
