@@ -47,7 +47,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from phy.cell_ranges import CELL_MODELS, MIN_DISTANCE_M, check_cell_parameters  # stdlib only
+from phy.limits import (  # stdlib only
+    CELL_MODELS,
+    L_MAX_MARGIN,
+    MIN_DISTANCE_M,
+    check_cell_parameters,
+    last_tap_lag,
+)
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
 __all__ = [
@@ -498,20 +504,20 @@ class Scenario(_Section):
                          f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
                          "uplink is perfectly synchronised)")
         else:
-            # the channel's last tap (ofdm_time.from_paths): ceil(latest delay + offset) + 6,
-            # at most F + C - 1; TDL's and the 3GPP cells' paths later than that are cut
-            # (and counted), the delay lines of the Rayleigh models must fit
+            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most
+            # F + C - 1; TDL's and the 3GPP cells' later paths are cut (and counted), the
+            # delay lines of the Rayleigh models must fit
             timing = self.sync.timing_offset_max_samples
             taps = {"iid_rayleigh": self.channel.num_taps, "flat_rayleigh": 1}.get(
                 self.channel.model, 1)
-            longest = math.ceil(timing) + taps - 1 + 6
+            longest = last_tap_lag(timing + taps - 1)
             period = self.ofdm.num_subcarriers + self.ofdm.cyclic_prefix_samples
             key = ("sync.timing_offset_max_samples" if timing > 0 or taps == 1
                    else "channel.num_taps")
             value = timing if key.startswith("sync") else taps
             _require(longest < period, key,
                      f"= {value:g}: the delayed channel (last tap at lag {longest} with "
-                     f"channel.num_taps = {taps} and Sionna's 6 sinc taps) must be shorter than "
+                     f"channel.num_taps = {taps} and Sionna's {L_MAX_MARGIN} sinc taps) must be shorter than "
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
         if self.channel.model in CELL_MODELS:

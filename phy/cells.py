@@ -80,12 +80,12 @@ from sionna.phy.channel.tr38901 import (
     UMiScenario,
 )
 
-from phy.cell_ranges import (
+from phy.channel import _check_num_subcarriers, sionna_rng_seeded
+from phy.limits import (
     CELL_MODELS,  # re-exported: phy.cells is their public home
     MIN_DISTANCE_M,
     check_cell_parameters,
 )
-from phy.channel import _check_num_subcarriers, sionna_rng_seeded
 
 
 def _with_3d_distance(scenario_class: type) -> type:

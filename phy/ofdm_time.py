@@ -22,7 +22,7 @@ f at baseband frequency ``(f - floor(F/2)) Delta_f`` as in Sionna's resource gri
    into its cyclic prefix (Sionna's convention, which keeps the sinc precursors inside
    it; ``l_min = max(-6, -C)``), takes the unitary FFT and undoes the window's phase
    ramp. Paths that arrive more than a symbol late (delay plus offset beyond
-   ``F + C - 1 + l_min - 6`` samples) are cut, and the share of the power cut is kept
+   ``F + C - 7`` samples) are cut, and the share of the power cut is kept
    (:attr:`TimeDomainUplink.cut_power_fraction`).
 
 With no CFO and every tap in ``[l_min, l_min + C]`` this is exactly
@@ -53,7 +53,6 @@ Units: samples at the rate ``B = F Delta_f``; CFO in subcarrier spacings.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numba
@@ -62,12 +61,8 @@ import scipy.fft
 from numba import njit, prange
 
 from native.launch import LAUNCH_LOCK
+from phy.limits import first_tap_lag, last_tap_lag, latest_kept_delay_samples
 
-L_MIN = -6
-"""The first tap of the discrete-time channel: Sionna's
-:func:`~sionna.phy.channel.time_lag_discrete_time_channel` default (six sinc precursors)."""
-L_MAX_MARGIN = 6
-"""Taps kept after the latest path delay (Sionna's default margin, the same six)."""
 _CHUNK_DEVICES = 8
 """Devices transformed at a time (their buffers are reused from chunk to chunk)."""
 
@@ -322,9 +317,9 @@ class TimeDomainUplink:
         """From a channel impulse response ``a`` [K, P], ``tau_s`` [K, P] (seconds) and the
         devices' timing offsets [K] (samples, may be fractional or negative) and CFOs [K].
 
-        The taps span ``l_min = max(L_MIN, -C)`` to ``ceil(latest delay + offset) +
-        L_MAX_MARGIN`` (Sionna's lags; precursors before ``l_min`` are cut, as Sionna cuts
-        them), at most ``F + C - 1``: a path later than ``F + C - 1 - L_MAX_MARGIN``
+        The taps span ``l_min = max(-6, -C)`` to ``ceil(latest delay + offset) + 6``
+        (:mod:`phy.limits`: Sionna's lags; precursors before ``l_min`` are cut, as Sionna cuts
+        them), at most ``F + C - 1``: a path later than ``F + C - 7``
         samples (more than a symbol late) is cut, and the share of the device's path power
         cut is :attr:`cut_power_fraction`. A delay within 1e-4 samples of the sample grid
         is taken as on it.
@@ -342,15 +337,14 @@ class TimeDomainUplink:
         snapped = np.round(tau)
         tau = np.where(np.abs(tau - snapped) < 1e-4, snapped, tau)
         cp = int(cyclic_prefix_length)
-        latest = int(num_subcarriers) + cp - 1 - L_MAX_MARGIN
-        late = tau > latest
+        late = tau > latest_kept_delay_samples(num_subcarriers, cp)
         power = np.sum(np.abs(a) ** 2, axis=1)
         cut = np.sum(np.where(late, np.abs(a) ** 2, 0.0), axis=1)
         cut_fraction = np.divide(cut, power, out=np.zeros_like(cut), where=power > 0)
         a = np.where(late, 0.0, a)
         tau = np.where(late, 0.0, tau)
-        l_min = max(L_MIN, -cp)
-        l_max = max(math.ceil(float(tau.max())) + L_MAX_MARGIN, 0)
+        l_min = first_tap_lag(cp)
+        l_max = last_tap_lag(float(tau.max()))
         return cls(discrete_taps(a, tau, l_min, l_max), l_min, cfo, cp, int(num_subcarriers),
                    cut_fraction)
 

@@ -10,7 +10,8 @@ import tensorflow as tf
 from sionna.phy.channel import ApplyTimeChannel, cir_to_time_channel
 
 from phy.aircomp import aggregate
-from phy.ofdm_time import L_MIN, TimeDomainUplink, discrete_taps
+from phy.limits import L_MIN
+from phy.ofdm_time import TimeDomainUplink, discrete_taps
 from phy.power import make_power_control
 from phy.sync import UniformOffsets
 

@@ -1,10 +1,37 @@
-"""Where TR 38.901's path-loss formulas apply (Table 7.4.1-1): the 3GPP cells' parameter
-ranges, checked without TensorFlow (``cosim validate`` uses them; :mod:`phy.cells` too).
+"""Where the PHY's models apply, written once for the models and for the scenario's
+validation (``cosim validate`` imports no NumPy or TensorFlow): TR 38.901's ranges of the
+3GPP cells (Table 7.4.1-1; :mod:`phy.cells`) and the lags of the time-domain uplink's
+discrete-time channel (:mod:`phy.ofdm_time`).
 
 Standard library only.
 """
 
 from __future__ import annotations
+
+import math
+
+L_MIN = -6
+"""The first tap of the discrete-time channel: Sionna's
+:func:`~sionna.phy.channel.time_lag_discrete_time_channel` default (six sinc precursors)."""
+L_MAX_MARGIN = 6
+"""Taps kept after the latest path delay (Sionna's default margin, the same six)."""
+
+
+def first_tap_lag(cyclic_prefix_length: int) -> int:
+    """``max(L_MIN, -C)``: the FFT window starts this far into the prefix, never before it."""
+    return max(L_MIN, -int(cyclic_prefix_length))
+
+
+def last_tap_lag(latest_delay_samples: float) -> int:
+    """``ceil(latest delay) + L_MAX_MARGIN`` (at least 0): the last tap of a channel whose
+    latest path (timing offset included) arrives ``latest_delay_samples`` late."""
+    return max(math.ceil(latest_delay_samples) + L_MAX_MARGIN, 0)
+
+
+def latest_kept_delay_samples(num_subcarriers: int, cyclic_prefix_length: int) -> int:
+    """``F + C - 1 - L_MAX_MARGIN``: a later path would put taps past one OFDM symbol with its
+    prefix, so the time-domain channel leaves it out."""
+    return int(num_subcarriers) + int(cyclic_prefix_length) - 1 - L_MAX_MARGIN
 
 CELL_MODELS = ("umi", "uma", "rma")
 
