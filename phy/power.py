@@ -465,12 +465,20 @@ class IdealAggregation(PowerControl):
         return delta_abs
 
 
-_ROW_KERNELS = {}
+_KERNELS = {}
+
+
+def _compiled_for(control: PowerControl, kind: str, build):
+    """``build()``'s XLA-compiled row kernel for ``control``, one per kind and configuration
+    (the control's class and attributes), not per instance."""
+    key = (kind, type(control), tuple(sorted(vars(control).items())))
+    if key not in _KERNELS:
+        _KERNELS[key] = tf.function(build(), jit_compile=True, reduce_retracing=True)
+    return _KERNELS[key]
 
 
 def _row_kernel_of(control: PowerControl):
-    """The compiled budget-bound row kernel of ``control``, one per configuration (the
-    control's class and attributes), not per instance.
+    """The budget-bound row kernel of ``control`` (:func:`_compiled_for`).
 
     Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64 (+inf where
     dead), the amplitude mask m ``[C, F]`` f32 (the regular-row amplitude is
@@ -479,46 +487,40 @@ def _row_kernel_of(control: PowerControl):
     and ``pi sgn(Delta) (v - m|Delta|)`` ``[C, F]``, the row's transmit power,
     distortion ``sum_f (v - |Delta|)^2`` and number of attenuated values ``[C]``.
     """
-    config = (type(control), tuple(sorted(vars(control).items())))
-    if config in _ROW_KERNELS:
-        return _ROW_KERNELS[config]
+    def build():
+        def kernel(delta, u, mask, gain, reference, est_gain, weight, budget):
+            delta_abs = tf.abs(delta)
+            v = control.dense(delta_abs, u, budget, gain, reference[:, None])
+            sqrt_u = tf.cast(tf.sqrt(tf.where(tf.math.is_inf(u), tf.zeros_like(u), u)),
+                             tf.float32)
+            corr = tf.sign(delta) * v - delta * mask
+            return (
+                est_gain * corr,
+                weight[:, None] * corr,
+                tf.reduce_sum(tf.square(sqrt_u * v), axis=-1),
+                tf.reduce_sum(tf.square(v - delta_abs), axis=-1),
+                tf.reduce_sum(
+                    tf.cast(v < delta_abs * (1.0 - ATTENUATION_TOLERANCE), tf.float32), axis=-1
+                ),
+            )
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def kernel(delta, u, mask, gain, reference, est_gain, weight, budget):
-        delta_abs = tf.abs(delta)
-        v = control.dense(delta_abs, u, budget, gain, reference[:, None])
-        sqrt_u = tf.cast(tf.sqrt(tf.where(tf.math.is_inf(u), tf.zeros_like(u), u)), tf.float32)
-        corr = tf.sign(delta) * v - delta * mask
-        return (
-            est_gain * corr,
-            weight[:, None] * corr,
-            tf.reduce_sum(tf.square(sqrt_u * v), axis=-1),
-            tf.reduce_sum(tf.square(v - delta_abs), axis=-1),
-            tf.reduce_sum(
-                tf.cast(v < delta_abs * (1.0 - ATTENUATION_TOLERANCE), tf.float32), axis=-1
-            ),
-        )
+        return kernel
 
-    _ROW_KERNELS[config] = kernel
-    return kernel
-
-
-_AMPLITUDE_KERNELS = {}
+    return _compiled_for(control, "corrections", build)
 
 
 def _amplitude_kernel_of(control: PowerControl):
-    """The compiled kernel ``sgn(Delta) v`` of ``control`` on gathered rows, one per
-    configuration. Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64,
-    |h_hat|^2 ``[C, F]`` f32, the reference gain ``[C]`` f32, the budget. Output ``[C, F]`` f32."""
-    config = (type(control), tuple(sorted(vars(control).items())))
-    if config not in _AMPLITUDE_KERNELS:
-        @tf.function(jit_compile=True, reduce_retracing=True)
+    """The kernel ``sgn(Delta) v`` of ``control`` on gathered rows (:func:`_compiled_for`).
+    Input: the rows' signed updates ``[C, F]`` f32, ``u`` ``[C, F]`` f64, |h_hat|^2
+    ``[C, F]`` f32, the reference gain ``[C]`` f32, the budget. Output ``[C, F]`` f32."""
+    def build():
         def kernel(delta, u, gain, reference, budget):
             return tf.sign(delta) * control.dense(tf.abs(delta), u, budget, gain,
                                                   reference[:, None])
 
-        _AMPLITUDE_KERNELS[config] = kernel
-    return _AMPLITUDE_KERNELS[config]
+        return kernel
+
+    return _compiled_for(control, "amplitudes", build)
 
 
 _REGISTRY = {
