@@ -19,13 +19,14 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from cosim.plots import RINGS
+from cosim.plots import RINGS, _legend_below
 from cosim.scenario import read_toml
 from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
 from cosim.trace import TraceError, read_trace
@@ -186,9 +187,7 @@ def summarize_over_seeds(
         metrics = [c for c in table.columns
                    if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
     rows = []
-    groups = table.groupby(list(axes), sort=False, dropna=False) if axes else [((), table)]
-    for key, group in groups:
-        key = key if isinstance(key, tuple) else (key,)
+    for key, group in _groups(table, axes):
         lead = dict(zip(axes, key, strict=True))
         for metric in metrics:
             for r, at in group.groupby("round", sort=True):
@@ -223,35 +222,55 @@ def summarize_over_seeds(
     return pd.DataFrame(rows)
 
 
-def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
-          path: Path) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+@contextlib.contextmanager
+def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = False):
+    """A figure of ``rows`` x ``cols`` panels in :mod:`cosim.plots`' style and layout,
+    yielded as ``(fig, panels [rows, cols])``, then saved to ``path`` and closed."""
     import matplotlib.pyplot as plt
 
+    from cosim.plots import FigureOptions, _figure, style
+
+    with style():  # constrained layout: room for a legend below the panels
+        fig, panels = _figure(FigureOptions(), rows, cols, square=square)
+        try:
+            yield fig, panels
+            fig.savefig(path, dpi=200, bbox_inches="tight")
+        finally:
+            plt.close(fig)
+
+
+def _groups(frame: pd.DataFrame, axes: Sequence[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    """``(key, rows)`` per combination of the ``axes``' values, key a tuple (one group of
+    everything without axes)."""
+    if not axes:
+        return [((), frame)]
+    return [(key if isinstance(key, tuple) else (key,), rows)
+            for key, rows in frame.groupby(list(axes), sort=False, dropna=False)]
+
+
+def _combination_label(axes: Sequence[str], key: tuple) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
+
+
+def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
+          path: Path) -> Path | None:
+    """``metric`` against ``x_kind``: the mean over seeds with its 95 % CI band, one curve
+    per combination."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
     if data.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    groups = data.groupby(list(axes), sort=False, dropna=False) if axes else [((), data)]
-    for key, curve in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        label = _combination_label(axes, key)
-        curve = curve.sort_values("x")
-        (line,) = ax.plot(curve["x"], curve["mean"], label=label)
-        ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
-                        color=line.get_color(), linewidth=0)
-    xlabel = {"round": "round", "uplink": "cumulative uplink OFDM symbols",
-              "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}[x_kind]
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(metric.replace("_", " "))
-    ax.set_title(f"{metric} vs {x_kind}: mean over seeds, 95 % CI")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with _saved_figure(path) as (fig, panels):
+        ax = panels[0, 0]
+        for key, curve in _groups(data, axes):
+            curve = curve.sort_values("x")
+            (line,) = ax.plot(curve["x"], curve["mean"], label=_combination_label(axes, key))
+            ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
+                            color=line.get_color(), linewidth=0)
+        ax.set_xlabel({"round": "round", "uplink": "cumulative uplink OFDM symbols",
+                       "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}[x_kind])
+        ax.set_ylabel(metric.replace("_", " "))
+        ax.set_title(f"{metric} vs {x_kind}: mean over seeds, 95 % CI")
+        _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
 
 
@@ -270,56 +289,39 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
                 path: Path) -> Path | None:
     """``metric`` at each run's last evaluation against the numeric ``axis``: the mean over
     seeds, one line per combination of the other axes, every seed as a dot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     final = final_values(table, axes, metric)
     if final.empty:
         return None
     others = [a for a in axes if a != axis]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    groups = final.groupby(others, sort=False, dropna=False) if others else [((), final)]
-    for key, runs in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        mean = runs.groupby(axis)[metric].mean().sort_index()
-        (line,) = ax.plot(mean.index, mean.values, marker="o",
-                          label=_combination_label(others, key))
-        ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
-    ax.set_xlabel(axis)
-    ax.set_ylabel(f"{metric.replace('_', ' ')} at the last evaluation")
-    rounds = sorted(set(final["round"]))
-    span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
-    ax.set_title(f"{metric} vs {axis}\nmean over seeds (line), seeds (dots); round {span}",
-                 fontsize=10)
-    ax.grid(alpha=0.3)
-    if others:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with _saved_figure(path) as (fig, panels):
+        ax = panels[0, 0]
+        for key, runs in _groups(final, others):
+            mean = runs.groupby(axis)[metric].mean().sort_index()
+            (line,) = ax.plot(mean.index, mean.values, marker="o",
+                              label=_combination_label(others, key))
+            ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
+        ax.set_xlabel(axis)
+        ax.set_ylabel(f"{metric.replace('_', ' ')} at the last evaluation")
+        rounds = sorted(set(final["round"]))
+        span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
+        ax.set_title(f"{metric} vs {axis}\nmean over seeds (line), seeds (dots); round {span}")
+        if others:
+            _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
-
-
-def _combination_label(axes: Sequence[str], key: tuple) -> str:
-    return ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
 
 
 def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path) -> Path | None:
     """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
-    from cosim.plots import FigureOptions, _figure, _grid, reliability_panel, style
+    from cosim.plots import _grid, reliability_panel
 
     if pooled.empty:
         return None
-    groups = list(pooled.groupby(list(axes), sort=False, dropna=False)) if axes else [((), pooled)]
+    groups = _groups(pooled, axes)
     rows, cols = _grid(len(groups))
-    with style():
-        fig, panels = _figure(FigureOptions(), rows, cols, square=True)
+    with _saved_figure(path, rows, cols, square=True) as (_, panels):
         for ax in panels.flat[len(groups):]:
             ax.set_visible(False)
         for ax, (key, bins) in zip(panels.flat, groups):
-            key = key if isinstance(key, tuple) else (key,)
             bins = bins.sort_values("bin")
             first = bins.iloc[0]
             half = (first["ece_ci95_high"] - first["ece_ci95_low"]) / 2
@@ -330,30 +332,24 @@ def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path) -> 
                               f"{_combination_label(axes, key)}\n{ece} ({int(first['n'])} seeds)")
         for row in panels:
             row[0].set_ylabel("accuracy")
-        fig.savefig(path, dpi=200, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return path
 
 
 def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Path) -> Path | None:
     """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
     band) against the cumulative uplink OFDM symbols, one panel per combination."""
-    from cosim.plots import RING_COLORS, FigureOptions, _figure, _grid, style
+    from cosim.plots import RING_COLORS, _grid
 
     data = summary[(summary["x_kind"] == "uplink")
                    & summary["metric"].str.startswith(f"distortion_{phase}_")]
     if data.empty:
         return None
-    groups = list(data.groupby(list(axes), sort=False, dropna=False)) if axes else [((), data)]
+    groups = _groups(data, axes)
     rows, cols = _grid(len(groups))
-    with style():
-        fig, panels = _figure(FigureOptions(), rows, cols)
+    with _saved_figure(path, rows, cols) as (_, panels):
         for ax in panels.flat[len(groups):]:
             ax.set_visible(False)
         for ax, (key, curves) in zip(panels.flat, groups):
-            key = key if isinstance(key, tuple) else (key,)
             for ring, color in RING_COLORS.items():
                 curve = curves[curves["metric"] == f"distortion_{phase}_{ring}"].sort_values("x")
                 if curve.empty:
@@ -369,10 +365,6 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
             ax.legend(loc="best")
         for row in panels:
             row[0].set_ylabel(f"mean local distortion ({phase})")
-        fig.savefig(path, dpi=200, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return path
 
 
