@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from phy.limits import (  # stdlib only
@@ -982,43 +983,44 @@ def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:
 # --------------------------------------------------------------------------- TOML output
 
 
+_TOML_SCALARS = (bool, int, float, str)
+
+
 def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
+    """The TOML text of one value on one line, as ``--set key=value`` takes it: a bool,
+    int, float (nan, inf and -inf as such), str, or a tuple or list of those (nested
+    too). ``tomllib.loads(f"v = {text}")["v"]`` gives the value back (a tuple as a
+    list). A TypeError for anything else.
+
+    tomli-w writes every scalar; an array is joined here, because tomli-w always breaks
+    a non-empty array over several lines and a ``--set`` item must be one line.
+    """
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
+    if not isinstance(value, _TOML_SCALARS):
+        raise TypeError(f"cannot write {value!r} as TOML")
+    return tomli_w.dumps({"v": value}).removeprefix("v = ").removesuffix("\n")
 
 
-def _toml_table(model: BaseModel, prefix: str, lines: list[str]) -> None:
-    tables = []
+def _toml_table(model: BaseModel) -> dict[str, Any]:
+    """``model``'s keys in field order as plain data: sub-models as nested tables,
+    tuples as lists, None values left out."""
+    table: dict[str, Any] = {}
     for key in type(model).model_fields:
         value = getattr(model, key)
         if isinstance(value, BaseModel):
-            tables.append((key, value))
+            table[key] = _toml_table(value)
         elif value is not None:
-            lines.append(f"{key} = {toml_value(value)}")
-    for key, value in tables:
-        lines.extend(["", f"[{prefix}{key}]"])
-        _toml_table(value, f"{prefix}{key}.", lines)
+            table[key] = _plain(value)
+    return table
 
 
 def scenario_to_toml(scenario: Scenario) -> str:
-    """Every key of ``scenario`` (defaults resolved, None omitted) as TOML; loads back equal."""
-    lines: list[str] = []
-    _toml_table(scenario, "", lines)
-    return "\n".join(lines) + "\n"
+    """Every key of ``scenario`` (defaults resolved, None omitted) as TOML; loads back equal.
+
+    Written by tomli-w: a table's scalars before its sub-tables, each in field order
+    (arrays over several lines, one element a line)."""
+    return tomli_w.dumps(_toml_table(scenario))
 
 
 # --------------------------------------------------------------------------- derived quantities

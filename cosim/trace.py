@@ -60,6 +60,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from cosim.scenario import toml_value
+
 __all__ = [
     "EVAL_COLUMNS",
     "RELIABILITY_SERIES",
@@ -161,6 +163,22 @@ def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
     if without_rounds:
         table.pop("rounds", None)
     return table
+
+
+def _key_lines(scenario_text: str) -> list[str]:
+    """``dotted.key = value`` per key (one line each, arrays included): what a resume's
+    mismatch message diffs, so every changed line names its key."""
+    lines: list[str] = []
+
+    def walk(table: dict, prefix: str) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                lines.append(f"{prefix}{key} = {toml_value(value)}")
+
+    walk(tomllib.loads(scenario_text), "")
+    return lines
 
 
 def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
@@ -365,7 +383,7 @@ class TraceWriter:
                 _comparable(stored, without_rounds=rounds_may_grow)
                 != _comparable(scenario_text, without_rounds=rounds_may_grow)
             ):
-                diff = list(difflib.unified_diff(stored.splitlines(), scenario_text.splitlines(),
+                diff = list(difflib.unified_diff(_key_lines(stored), _key_lines(scenario_text),
                                                  "trace", "now", n=0, lineterm=""))
                 diff = [line for line in diff[2:] if not line.startswith("@@")][:10]
                 raise TraceError(f"cannot resume {path}: the scenario differs from the one in the trace "

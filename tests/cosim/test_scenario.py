@@ -23,6 +23,7 @@ from cosim.scenario import (
     parse_scenario,
     scenario_num_params,
     symbols_per_phase,
+    toml_value,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,22 @@ def test_shipped_scenarios_validate_and_round_trip(path):
     s = load_scenario(path)
     assert parse_scenario(tomllib.loads(s.to_toml())) == s
     assert s.name == path.stem
+
+
+def test_toml_value_is_one_line_that_loads_back():
+    """``toml_value`` writes `--set key=value` items (cosim.study): awkward values come
+    back whole from one line, also through ``load_scenario``."""
+    awkward = 'runs/say "hi" \\ then\nnext.h5'
+    for value in (awkward, (0.1, -2.5, 1e-300, 2.0**70), float("-inf"), [[1, 2], ["a\\"]], True, -0.0):
+        text = toml_value(value)
+        assert "\n" not in text, text
+        assert tomllib.loads(f"v = {text}")["v"] == (list(value) if isinstance(value, tuple) else value)
+    assert [toml_value(float(v)) for v in ("nan", "inf", "-inf")] == ["nan", "inf", "-inf"]
+    s = load_scenario(None, [f"trace.path={toml_value(awkward)}", f"trace.signal_rounds={toml_value((2, 5))}"])
+    assert s.trace.path == awkward and s.trace.signal_rounds == (2, 5)
+    for bad in (None, {"a": 1}, [1, None]):
+        with pytest.raises(TypeError):
+            toml_value(bad)
 
 
 def test_shipped_set():
