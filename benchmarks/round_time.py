@@ -5,6 +5,7 @@ Run as a plain script from the repository root::
     .venv/bin/python benchmarks/round_time.py                  # paper MNIST round, K = 100
     .venv/bin/python benchmarks/round_time.py --devices 10,100,1000   # time and memory vs K
     .venv/bin/python benchmarks/round_time.py --tiny           # seconds; what the test runs
+    .venv/bin/python benchmarks/round_time.py --baseline-tree /tmp/base   # this tree against another, one run
 
 It builds the paper's MNIST round from ``scenarios/paper_mnist.toml`` (the scenario's
 own data by default: the real MNIST that ships with the install; ``--dataset
@@ -285,9 +286,14 @@ class Worker:
         self.peak = 0.0
         self._buffer = b""
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+        root, script = ROOT, Path(__file__).resolve()
+        if spec.get("tree"):  # the same configuration in another tree (--baseline-tree)
+            root = Path(spec["tree"]).resolve()
+            script = root / "benchmarks" / "round_time.py"
+            env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker-spec", json.dumps(spec)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=str(ROOT),
+            [sys.executable, str(script), "--worker-spec", json.dumps(spec)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=str(root),
         )
         self._expect(READY)
 
@@ -384,9 +390,10 @@ def run_interleaved(specs: list[dict], in_process: bool, limit_gib: float) -> di
     machine's speed reaches all of them alike; returns each one's result by name."""
     workers = {}
     for spec in specs:
-        print(f"[round_time] {spec['config']}: building and warming up ...", file=sys.stderr, flush=True)
-        workers[spec["config"]] = _InProcess(spec) if in_process else Worker(spec, limit_gib)
-    repeats = {spec["config"]: spec["repeats"] for spec in specs}
+        name = spec.get("name", spec["config"])
+        print(f"[round_time] {name}: building and warming up ...", file=sys.stderr, flush=True)
+        workers[name] = Worker(spec, limit_gib) if spec.get("tree") or not in_process else _InProcess(spec)
+    repeats = {spec.get("name", spec["config"]): spec["repeats"] for spec in specs}
     for rep in range(max(repeats.values())):
         for config, worker in workers.items():
             if rep >= repeats[config]:
@@ -417,6 +424,9 @@ def _fmt(value, spec: str = ".2f", missing: str = "-") -> str:
 def single(args, limit_gib: float) -> dict:
     load_start = os.getloadavg()[0]
     specs = [_spec(args, config) for config in args.only]
+    if args.baseline_tree:  # the project's rounds of another tree, interleaved with these
+        specs += [_spec(args, config) | {"tree": str(args.baseline_tree), "name": f"{config}@baseline"}
+                  for config in args.only if config in ESTIMATORS]
     results = run_interleaved(specs, args.in_process, limit_gib)
     load_end = os.getloadavg()[0]
 
@@ -482,6 +492,23 @@ def single(args, limit_gib: float) -> dict:
             print(f"WARNING: {count} timed {config} round(s) diverged (NaN or inf updates or "
                   "loss): their times are not those of training; use the scenario's data or "
                   "a smaller learning rate")
+    if args.baseline_tree:
+        base = {c: get(f"{c}@baseline") for c in ESTIMATORS}
+        summary["baseline"] = {
+            "tree": str(args.baseline_tree), "exact_s": base["exact"], "lrt_s": base["lrt"],
+            "reference_over_exact": ratio(ref, base["exact"]),
+            "reference_over_lrt": ratio(ref, base["lrt"]),
+            "exact_over_floor": ratio(base["exact"], floor),
+        }
+        for config in ESTIMATORS:
+            r = results.get(f"{config}@baseline")
+            if r is not None:
+                print(f"{names[config] + ' [baseline]':44s} {_fmt(r.get('seconds'), '9.2f', 'error'):>9s} "
+                      f"{_fmt(r.get('phy_seconds'), '7.2f'):>7s}")
+        b = summary["baseline"]
+        print(f"baseline {args.baseline_tree}: reference/exact = {_fmt(b['reference_over_exact'])}x, "
+              f"reference/lrt = {_fmt(b['reference_over_lrt'])}x, "
+              f"exact/floor = {_fmt(b['exact_over_floor'])}x")
     print(f"ratios: reference/exact = {_fmt(summary['reference_over_exact'])}x, "
           f"reference/lrt = {_fmt(summary['reference_over_lrt'])}x, "
           f"exact/floor = {_fmt(summary['exact_over_floor'])}x, "
@@ -556,6 +583,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "through /proc/self/clear_refs)")
     p.add_argument("--memory-limit-gib", type=float, default=None,
                    help="kill a configuration whose RSS passes this (default min(24, available))")
+    p.add_argument("--baseline-tree", type=Path, default=None,
+                   help="also time the project's rounds (exact, lrt) of another checkout "
+                        "(e.g. `git worktree add /tmp/base HEAD~1`), interleaved with these, "
+                        "and print both trees' ratios side by side")
     p.add_argument("--worker-spec", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.only is None:

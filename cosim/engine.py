@@ -303,6 +303,7 @@ class Engine:
             scenario.algorithm.name,
             self.model,
             scenario.cell.num_devices,
+            runtime=scenario.runtime.runtime(),
             **scenario.hyper_parameters(),
         )
         ofdm = scenario.ofdm

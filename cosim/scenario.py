@@ -48,6 +48,7 @@ from typing import Annotated, Any, Literal
 import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from learning.runtime import Runtime, resolve  # stdlib only
 from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
@@ -72,6 +73,7 @@ __all__ = [
     "image_shape",
     "load_scenario",
     "memory_estimate_bytes",
+    "migrate_table",
     "model_num_params",
     "parse_scenario",
     "read_toml",
@@ -99,6 +101,15 @@ def _deep_tuple(value: Any) -> Any:
 DB_LIMIT = 300.0
 """Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
 is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""
+
+
+def _bool_or_keyword(keyword: str):
+    def check(value: Any) -> Any:
+        if value == keyword or isinstance(value, bool):
+            return value
+        raise ValueError(f"must be {keyword!r}, true or false")
+
+    return BeforeValidator(check)
 
 
 def _positive_or_keyword(keyword: str):
@@ -407,7 +418,6 @@ class AlgorithmConfig(_Section):
     phase2_prior: Literal["fresh", "previous"] = "fresh"
     nll_reduction: Literal["sum", "mean"] = "sum"
     covariance_parameter: Literal["precision", "softplus_std", "log_std", "log_precision"] = "precision"
-    weight_sampler: Literal["fused", "tensorflow"] = "fused"
     fedprox: FedProxConfig = FedProxConfig()
     scaffold: ScaffoldConfig = ScaffoldConfig()
     fedsmoo: FedSmooConfig = FedSmooConfig()
@@ -436,11 +446,30 @@ class AlgorithmConfig(_Section):
                 "phase2_prior": self.phase2_prior,
                 "nll_reduction": self.nll_reduction,
                 "covariance_parameter": self.covariance_parameter,
-                "weight_sampler": self.weight_sampler,
             }
         elif self.name in type(self).model_fields:
             hyper |= getattr(self, self.name).model_dump()
         return hyper
+
+
+class RuntimeConfig(_Section):
+    """How the local training runs (:mod:`learning.runtime`): none of these keys changes the
+    method; ``backend`` and ``noise`` change the random numbers and the float rounding."""
+
+    backend: Literal["auto", "numba", "tensorflow"] = "auto"
+    noise: Literal["auto", "philox", "tensorflow"] = "auto"
+    jit_compile: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
+    device_loop: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
+    device_chunk: int = Field(100, ge=1)
+
+    def runtime(self) -> Runtime:
+        """The :class:`learning.runtime.Runtime` of these keys (``"auto"`` -> None)."""
+        return Runtime(
+            backend=self.backend, noise=self.noise,
+            jit_compile=None if self.jit_compile == "auto" else self.jit_compile,
+            device_loop=None if self.device_loop == "auto" else self.device_loop,
+            device_chunk=self.device_chunk,
+        )
 
 
 class EvalConfig(_Section):
@@ -495,6 +524,7 @@ class Scenario(_Section):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
     trace: TraceConfig = TraceConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -532,6 +562,20 @@ class Scenario(_Section):
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
                      f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
                      f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
+        if self.algorithm.name == "bayes_aircomp":
+            mlp = self.model.architecture == "mlp"
+            try:
+                resolve(self.runtime.runtime(), estimator=self.algorithm.estimator,
+                        has_numba_steps=mlp, has_philox_lrt=mlp)
+            except ValueError as error:  # "runtime.key: what (got value)"
+                raise ValueError(f"{error}; with model.architecture = "
+                                 f"{self.model.architecture!r}, algorithm.estimator = "
+                                 f"{self.algorithm.estimator!r}") from None
+        else:
+            for key, value in (("backend", "numba"), ("noise", "philox")):
+                _require(getattr(self.runtime, key) != value, f"runtime.{key}",
+                         f"algorithm.name = {self.algorithm.name!r} runs on TensorFlow only; "
+                         f"use 'auto' or 'tensorflow' (got {value!r})")
         if self.model.architecture in _CONVNETS:
             h, w, _ = image_shape(self.data.input_shape)
             _require(min(h, w) >= 4, "data.synthetic_shape",
@@ -651,11 +695,36 @@ _BOUND_WORDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
                 "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
 
 
+MOVED_KEYS = {
+    "algorithm.weight_sampler": (
+        "moved to the [runtime] table: \"fused\" is the default runtime.backend = \"auto\", "
+        "\"tensorflow\" is runtime.backend = \"tensorflow\" with runtime.noise = \"tensorflow\""
+    ),
+}
+"""Keys of earlier versions, with where they went (the error names the new keys)."""
+
+
+def migrate_table(table: dict[str, Any]) -> dict[str, Any]:
+    """A scenario table written by an earlier version, in today's keys (for traces: a
+    run started before ``[runtime]`` existed resumes). ``algorithm.weight_sampler`` becomes
+    ``[runtime]``'s backend and noise; a missing ``[runtime]`` table gets its defaults.
+    Returns a new dict; scenario *files* are not migrated (:data:`MOVED_KEYS` errors)."""
+    table = {key: dict(value) if isinstance(value, dict) else value for key, value in table.items()}
+    if "runtime" not in table:
+        table["runtime"] = RuntimeConfig().model_dump()
+    sampler = table.get("algorithm", {}).pop("weight_sampler", None)
+    if sampler == "tensorflow":
+        table["runtime"] |= {"backend": "tensorflow", "noise": "tensorflow"}
+    return table
+
+
 def _describe_error(error: dict[str, Any]) -> str:
     loc = [str(part) for part in error["loc"]]
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
     got = f" (got {value!r})"
     if kind == "extra_forbidden":
+        if ".".join(loc) in MOVED_KEYS:
+            return f"{'.'.join(loc)}: {MOVED_KEYS['.'.join(loc)]}"
         section = _model_at(loc[:-1])
         hint = f"; {_did_you_mean(section, loc[-1])}" if section is not None else ""
         return f"{'.'.join(loc)}: unknown key{hint}"

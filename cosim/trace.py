@@ -60,7 +60,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosim.scenario import toml_value
+from cosim.scenario import migrate_table, toml_value
 
 __all__ = [
     "EVAL_COLUMNS",
@@ -158,7 +158,7 @@ def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
     """The scenario as compared on ``--resume``: without ``trace.path`` (where the trace
     lies does not change its result, so a moved trace or study directory resumes), and
     without ``rounds`` when it may grow."""
-    table = tomllib.loads(scenario_text)
+    table = migrate_table(tomllib.loads(scenario_text))  # a trace from before [runtime] resumes
     table.get("trace", {}).pop("path", None)
     if without_rounds:
         table.pop("rounds", None)

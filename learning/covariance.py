@@ -9,7 +9,7 @@ step on rho changes rho by ``eta dL/dsigma rho^-3/2 / 2`` and so sigma by
 a step on theta changes sigma by ``eta dL/dsigma sigmoid(theta)^2`` (2.2e-3 eta
 dL/dsigma): a ratio of 1.5e-6, as measured (precision_rel_change 1.5e-11 against 1e-5
 per round at paper-MNIST size, docs/reproduction.md). This module defines every reading once, for all
-training backends (the TF graph of :class:`learning.local.LocalTrainer` and the Numba
+training backends (:class:`learning.backend_tensorflow.TensorFlowSteps` and the Numba
 kernels of :mod:`learning.fused_local` and :mod:`learning.fused_lrt`).
 
 Whatever the reading, the device's local parameter is ``theta_k = theta(rho_t) +

@@ -5,8 +5,8 @@ network on the weight sample (:mod:`learning.fused_mlp`) or elementwise algebra 
 ``d``-vectors. Run as a TF graph, that algebra is some 25 passes over ``d`` and 60
 small ops per device and step (about 3 ms of 13 at the paper's size). Here it is one
 parallel Numba pass per step and device, with the gradients written out by hand. They
-are the gradients TensorFlow's autodiff forms on :class:`learning.local.LocalTrainer`'s
-objectives (a test compares the two paths step by step):
+are the gradients TensorFlow's autodiff forms on :class:`learning.objective.LocalObjective`'s
+objectives (the conformance suite compares the two backends phase by phase):
 
 * phase 1 (``rho_objective``): the iterate is the increment ``delta`` of the covariance
   parameter; ``sigma_k``, ``dL/ddelta`` and the KL come from
@@ -45,7 +45,7 @@ def _shifted_mean(mu, ratio, z, out):
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
     """Phase 2's ``ratio_k = rho_{t+1} / rho_k = 1 / (1 + c_k)``, ``c_k = (Delta_rho_k -
-    Delta_rho) / rho_{t+1}`` (:meth:`learning.local.LocalTrainer.nu_phase`), in one pass.
+    Delta_rho) / rho_{t+1}`` (:meth:`learning.local.LocalBackend.nu_phase`), in one pass.
 
     Input: float32 ``delta_rho_k`` [K, d], ``delta_rho`` (the applied global update)
     and ``rho_next`` [d]. Output: ``out`` [K, d] (written). IEEE float32 in TF's order
@@ -345,9 +345,10 @@ def step_output(like: np.ndarray, out) -> np.ndarray:
 
 
 class FusedSteps:
-    """:meth:`learning.local.LocalTrainer`'s ``_rho_step`` / ``_nu_step`` for the MLP
-    with the fused sampler: the same inputs (tensors or arrays; ``seeds`` [K, 2]),
-    outputs as NumPy arrays, one device at a time.
+    """The exact estimator's local steps for the Numba backend
+    (:class:`learning.backend_numba.NumbaSteps`): the inputs of the TensorFlow backend's
+    steps (tensors or arrays; ``seeds`` [K, 2]), outputs as NumPy arrays, one device at
+    a time.
 
     Parameters
     ----------

@@ -20,9 +20,9 @@ its real rows only, with the products in single-threaded BLAS (``np.dot`` inside
 Numba) and the ``d``-vectors of one device in cache; the two cores take alternate
 devices.
 
-What is computed is :class:`learning.local.LocalTrainer`'s ``rho_objective`` /
+What is computed is :class:`learning.objective.LocalObjective`'s ``rho_objective`` /
 ``nu_objective`` with the LRT estimator and their gradients, written out by hand
-(a test holds both phases to TF's autodiff on the same noise):
+(the conformance suite holds both phases to TF's autodiff on the same noise):
 
 * forward per layer: ``gamma``, ``delta`` and ``a = gamma + sqrt(delta) eps``,
   ReLU after every hidden layer; layer 1's input rows are shared by the M samples,
@@ -42,8 +42,8 @@ Noise: layer ``l``'s ``eps`` of device k, ``[M, |D_k|, out_l]`` row-major, is
 :func:`native.sampling.standard_normal` under device k's step seed with stream
 ``l`` (Philox-4x32-10 and the ziggurat of :mod:`native.sampling`). It depends only
 on (seed, step, device) and the device's own data, so batching and chunking devices
-change no number, as on the TF path; the numbers differ from the TF path's
-(``weight_sampler = "tensorflow"`` keeps that path).
+change no number, as on the TF path; the TF backend draws the same numbers with
+``runtime.noise = "philox"`` and other ones with ``"tensorflow"``.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
 
 
 class FusedLRTSteps:
-    """:class:`learning.local.LocalTrainer`'s two phases for the MLP with the local
+    """The Numba backend's two phases (:class:`learning.backend_numba.NumbaSteps`) for the MLP with the local
     reparameterization estimator (inputs as tensors or arrays, outputs as NumPy
     arrays): :meth:`rho_phase` and :meth:`nu_phase` run each device's E steps back to
     back on one core, its ``d``-vectors (iterates, gradient, layer parameters, phase 2's
@@ -480,7 +480,7 @@ class FusedLRTSteps:
 
     def nu_phase(self, delta_rho_k, delta_rho, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out):
         """Phase 2 of every device: ``ratio_k``, E = ``len(seeds)`` steps from ``z = 0``
-        and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.LocalTrainer.nu_phase`;
+        and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.LocalBackend.nu_phase`;
         ``ratio_k`` and the result in the IEEE order of
         :func:`learning.fused_local.phase2_ratio` / :func:`~learning.fused_local.phase2_update`).
 

@@ -21,7 +21,8 @@ Padding rows (mask 0) are left out of every product: their logits are returned a
 and, as for any row the loss masks, their gradient is 0, so this changes nothing that
 is computed. The weights are the same random numbers as
 :func:`native.sampling.sample_weights` draws (same keys and streams), so the logits
-equal ``MLP.logits_from_params`` of that sample up to float32 summation order (a test).
+equal ``MLP.logits_from_params`` of that sample up to float32 summation order
+(``tests/learning/test_conformance.py``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import tensorflow as tf
 from numba import njit, prange
 
 from native.host_arrays import aligned_empty
 from native.launch import LAUNCH_LOCK
-from native.sampling import Layout, shared_gradients
+from native.sampling import Layout
 
 _ROW_BLOCK = 16
 """Kernel rows per work item of the backward pass."""
@@ -296,64 +296,3 @@ class FusedMLP:
 def network(layer_sizes: tuple[tuple[int, int], ...], num_mc: int) -> FusedMLP:
     """The (cached) :class:`FusedMLP` of these layer sizes and M."""
     return FusedMLP(layer_sizes, num_mc)
-
-
-def mlp_logits(mean, std, seeds, num_mc: int, x, mask, layer_sizes) -> tf.Tensor:
-    """Differentiable logits of the exact estimator's MLP with fused weight sampling.
-
-    Input: ``mean``, ``std`` ``[K or 1, d]`` tf.float32 (1: shared by the devices);
-    ``seeds`` ``[K, 2]`` tf.int32 (device k's Philox key); ``num_mc`` M; ``x`` ``[K, B,
-    in]`` tf.float32; ``mask`` ``[K, B]`` tf.float32; ``layer_sizes`` ``((in, out),
-    ...)``. Output: ``[K, M, B, C]`` tf.float32 (0 on padding rows), with gradients to
-    ``mean`` and ``std`` (summed over K where shared). Graph mode (``numpy_function``),
-    one forward and one backward call per device.
-    """
-    net = network(tuple(tuple(s) for s in layer_sizes), int(num_mc))
-    batch, classes = tf.shape(x)[1], net.layer_sizes[-1][1]
-
-    def forward(m, s, seed, xk, mk):
-        logits, buffer, hidden = tf.numpy_function(
-            net.forward, [m, s, seed, xk, mk], [tf.float32] * 3, stateful=False
-        )
-        return tf.reshape(logits, [num_mc, batch, classes]), buffer, hidden
-
-    @tf.custom_gradient
-    def run(mean, std):
-        shared_mean, shared_std = mean.shape[0] == 1, std.shape[0] == 1
-
-        def pick(t, shared, i):
-            return t[0] if shared else t[i]
-
-        def one(i):
-            return forward(pick(mean, shared_mean, i), pick(std, shared_std, i), seeds[i], x[i], mask[i])
-
-        if seeds.shape[0] == 1:
-            logits, buffer, hidden = (t[None] for t in one(0))
-        else:
-            logits, buffer, hidden = tf.map_fn(
-                one, tf.range(tf.shape(seeds)[0]),
-                fn_output_signature=(tf.float32, tf.float32, tf.float32),
-                parallel_iterations=1,
-            )
-
-        def grad(grad_logits):
-            def one_grad(i):
-                m, s = pick(mean, shared_mean, i), pick(std, shared_std, i)
-                g_m, g_s = tf.numpy_function(
-                    net.backward, [grad_logits[i], buffer[i], hidden[i], m, s, x[i], mask[i]],
-                    [tf.float32, tf.float32], stateful=False,
-                )
-                return tf.reshape(g_m, tf.shape(m)), tf.reshape(g_s, tf.shape(s))
-
-            if seeds.shape[0] == 1:
-                g_mean, g_std = (g[None] for g in one_grad(0))
-            else:
-                g_mean, g_std = tf.map_fn(
-                    one_grad, tf.range(tf.shape(seeds)[0]),
-                    fn_output_signature=(tf.float32, tf.float32), parallel_iterations=1,
-                )
-            return shared_gradients(g_mean, g_std, shared_mean, shared_std)
-
-        return logits, grad
-
-    return run(mean, std)

@@ -1,534 +1,130 @@
-"""Local training of the proposed method: the objective and the two-phase local updates.
+"""Local training of the proposed method behind one seam: a definition and a backend.
 
-Local objective (eq. ``localLoss``), per device k::
+The objectives of both phases are defined once, in :mod:`learning.objective` (eqs.
+``localLoss``, ``task_loss``, ``KL_div``, ``update_phase1``, ``nu_def``). A *backend*
+minimises them for K devices, one phase per call (:class:`LocalBackend`):
 
-    L_k = L_task,k + lambda_k KL[q_k || prior],      lambda_k = lambda pi_k / d,
+* ``"tensorflow"`` (:class:`learning.backend_tensorflow.TensorFlowSteps`): TensorFlow's
+  autodiff of the definitions, compiled; every architecture; the path a GPU would use.
+* ``"numba"`` (:class:`learning.backend_numba.NumbaSteps`): the MLP's steps with their
+  gradients written out, device by device.
 
-with the MC task loss (eq. ``task_loss``) ``L_task,k = 1/M sum_m -log p(D_k | w_m)``:
-the negative log-likelihood is *summed* over the whole local dataset (B = |D_k|,
-padding rows masked out), the paper's reading; ``nll_reduction="mean"`` divides it by
-|D_k| instead (an option, not the default). ``lambda`` is ``kl_scale`` (the paper: K).
-
-Phase 1 (Algorithm 1 lines 4-7, eq. ``update_phase1``): the device's covariance starts
-at the global one; E plain gradient steps on the parameter ``covariance_parameter``
-names (:mod:`learning.covariance`: the precision itself as the paper writes it, or
-bayesian-torch's softplus parameter of sigma, log sigma, log rho) with the mean fixed
-at mu_t (samples ``w = mu_t + sigma_k eps``), KL to N(mu_t, Sigma_t). Whatever the
-parameter, the update sent is ``Delta_rho_k = rho_k - rho_t`` (eq. ``rho_normal``).
-
-Phase 2 (eq. ``nu_def`` and the nu updates): nu_k starts at ``rho_k / rho_{t+1} mu_t``;
-the local mean it implies is ``mu_k = rho_{t+1} / rho_k nu_k`` and the samples are
-``w = rho_{t+1}^-1/2 eps + mu_k`` (the new global covariance is the common
-approximation, so ``q_k = N(mu_k, Sigma_{t+1})``); E steps on nu_k. The paper leaves
-the prior of this KL implicit: by default it is the freshest global posterior
-N(mu_t, Sigma_{t+1}) (``phase2_prior="fresh"``), optionally the round's prior
-N(mu_t, Sigma_t) (``"previous"``). Update ``Delta_nu_k = nu_k - mu_t``: the paper's
-``nu_{t,k} - nu_t`` with ``nu_t = mu_t``, so that ``mu_{t+1} = sum_k pi_k nu_k`` under
-exact aggregation (eq. ``mu_update``), which with ``rho_{t+1} = sum_k pi_k rho_k`` is
-exactly the Gaussian conflation (eqs. ``Sigma``, ``mu_sigma``) of the local posteriors
-N(rho_{t+1}/rho_k nu_k, diag(rho_k)^-1).
-
-Float32 resolution: the optimisation variables are the *updates*, not rho_k and nu_k.
-With the default initial std 0.05 the precision is ~400, whose float32 spacing (3e-5)
-exceeds a typical step on rho (~1e-5): iterating on rho_k itself rounds every step away
-and ``rho_k - rho_t`` comes out exactly 0. So phase 1 iterates on the increment
-``delta`` of its parameter (start 0; for the precision reading ``delta = Delta_rho_k``
-and the steps are the same maths as on rho) and forms ``Delta_rho_k`` from the final
-``delta`` without cancellation (:meth:`LocalTrainer.precision_change`).
-Phase 2 iterates on ``z_k = nu_k - nu_k(init)`` (start 0) and returns
-``Delta_nu_k = c_k mu_t + z_k`` with ``c_k = rho_k / rho_{t+1} - 1`` computed as
-``(Delta_rho_k - Delta_rho) / rho_{t+1}``, ``Delta_rho = rho_{t+1} - rho_t`` the applied
-global update (no difference of two ~400 numbers); the sampling mean is
-``mu_k = mu_t + z_k / (1 + c_k)`` (= ``rho_{t+1} / rho_k nu_k``). The KL terms are written
-in the same increments (``log1p``; the phase-1 KL gradient ``q (2 + q) / (1 + q)`` with
-``q = sigma_k / sigma_t - 1`` is given explicitly), so nothing cancels either.
-
-Gradient estimators (``estimator``):
-
-* ``"reparameterization"`` (the paper): a fresh full weight sample
-  ``w_m = mean + std * eps_m`` per MC sample and device, each parameter tensor sampled
-  directly in its layer shape ``[K, M, *shape]``. The gradient with respect to the
-  standard deviation is formed as ``sum_m g_m (w_m - mean) / std`` (= ``sum_m g_m eps_m``),
-  so the noise tensor is not kept alive for the backward pass. By default
-  (``weight_sampler="fused"``) the sample of all tensors of a device is written in one
-  sweep by :mod:`native.sampling` (Philox + ziggurat, compiled with Numba), which also
-  forms both gradient sums in one pass; ``"tensorflow"`` draws each tensor with
-  ``tf.random.stateless_normal`` (:func:`_draw_weights`).
-* ``"local_reparameterization"`` (Kingma et al. 2015): the pre-activations of every
-  dense layer are sampled, mean ``h mu`` and variance ``h^2 sigma^2``, with independent
-  noise per sample and row (``Model.logits_lrt``). Same objective, lower-variance
-  gradient, ``M B out`` instead of ``M in out`` random numbers per layer. By default
-  (``weight_sampler="fused"``) the MLP's LRT steps run device by device in Numba
-  (:mod:`learning.fused_lrt`, noise from :mod:`native.sampling`'s generator);
-  ``"tensorflow"`` keeps the TF graph below (``device_normal`` noise, XLA).
-
-Randomness: device k's noise in step i depends only on ``fold_in(fold_in(seed, i), id_k)``
-(``device_ids`` default ``0..K-1``), so a batch of K devices reproduces K single-device
-runs exactly (XLA draws different normals from the same seed than TF's CPU kernel, so a
-run replays bit-for-bit under the same ``jit_compile`` setting). Precision floor: every
-iterate is clamped so that ``rho_t + Delta_rho_k >= min_precision``, and the number of
-clamped entries is returned.
-
-Everything runs for all K devices in one compiled call per local step, except for the
-MLP with ``weight_sampler="fused"`` (the default): its steps run device by device in
-Numba (:mod:`learning.fused_local` for the exact estimator, :mod:`learning.fused_lrt`
-for the LRT; the same maths with the gradients written out; tests hold both to TF's
-autodiff on this module's objectives), where ``jit_compile`` and ``device_loop`` do
-not apply.
+:class:`LocalTrainer` picks the backend and the noise from a
+:class:`learning.runtime.Runtime` (the scenario's ``[runtime]`` table); the
+conformance suite (``tests/learning/test_conformance.py``) holds every backend to the
+TensorFlow backend on the same noise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol
 
-import numpy as np
 import tensorflow as tf
 
-from learning import covariance
-from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
-from learning.fused_lrt import FusedLRTSteps
+from learning.backend_numba import NumbaSteps, has_numba_steps
+from learning.backend_tensorflow import TensorFlowSteps
 from learning.models import Model
-from learning.posterior import device_seeds, kl_precision
-from native.host_arrays import BufferPool, as_tensor
-from native.launch import LAUNCH_LOCK
+from learning.objective import (
+    COVARIANCE_PARAMETERS,
+    NLL_REDUCTIONS,
+    PHASE2_PRIORS,
+    LocalConfig,
+    LocalObjective,
+)
+from learning.runtime import ESTIMATORS, ResolvedRuntime, Runtime, resolve
 
-ESTIMATORS = ("reparameterization", "local_reparameterization")
-WEIGHT_SAMPLERS = ("fused", "tensorflow")
-PHASE2_PRIORS = ("fresh", "previous")
-NLL_REDUCTIONS = ("sum", "mean")
-COVARIANCE_PARAMETERS = covariance.NAMES
+__all__ = [
+    "COVARIANCE_PARAMETERS",
+    "ESTIMATORS",
+    "NLL_REDUCTIONS",
+    "PHASE2_PRIORS",
+    "LocalBackend",
+    "LocalConfig",
+    "LocalTrainer",
+    "resolve_for",
+]
 
 
-@dataclass(frozen=True)
-class LocalConfig:
-    """Hyper-parameters of the local training (Table II defaults for MNIST).
+class LocalBackend(Protocol):
+    """What a backend of the local training provides: both phases for K devices.
 
-    Attributes
-    ----------
-    kl_scale : float
-        lambda in ``lambda_k = lambda pi_k / d`` (the paper: K).
-    learning_rate : float
-        eta.
-    local_steps : int
-        E gradient steps per phase.
-    mc_samples : int
-        M Monte-Carlo samples per step.
-    estimator : str
-        ``"reparameterization"`` or ``"local_reparameterization"``.
-    min_precision : float
-        Floor on every precision entry (1.0: no weight std above 1).
-    phase2_prior : str
-        ``"fresh"`` (N(mu_t, Sigma_{t+1})) or ``"previous"`` (N(mu_t, Sigma_t)).
-    nll_reduction : str
-        ``"sum"`` over the local dataset (the paper) or ``"mean"``.
-    covariance_parameter : str
-        The parameter phase 1's steps act on (:mod:`learning.covariance`):
-        ``"precision"`` (the paper's text), ``"softplus_std"`` (bayesian-torch's),
-        ``"log_std"`` or ``"log_precision"``. The transmitted update is the change of the
-        precision whatever the reading.
-    jit_compile : bool or None
-        Compile each local step with XLA (not used where the steps run in Numba: the
-        MLP with ``weight_sampler="fused"``, :mod:`learning.fused_local` and
-        :mod:`learning.fused_lrt`). ``None``: on for ``"local_reparameterization"``
-        (XLA fuses its many elementwise passes over [K, d]; measured 1.5x faster per
-        step), off for ``"reparameterization"`` (its default fused sampler runs outside
-        XLA; with ``weight_sampler="tensorflow"`` XLA measured no faster).
-    weight_sampler : str
-        Where the noise comes from. ``"fused"`` (default): :mod:`native.sampling`
-        (Philox-4x32-10 and a ziggurat in compiled NumPy code): for
-        ``"reparameterization"`` it writes ``w = mean + std * eps`` and forms its
-        backward pass in one sweep each (graph mode only); for
-        ``"local_reparameterization"`` it draws the pre-activation noise, and the MLP's
-        steps run in :mod:`learning.fused_lrt` (convnets keep TF's LRT graph and
-        ``device_normal``). ``"tensorflow"``: ``tf.random.stateless_normal`` and TF's
-        graphs for both estimators (XLA-able). Same distribution, different random
-        numbers.
-    device_loop : bool or None
-        Run each step one device at a time inside the compiled graph (``tf.map_fn``;
-        the Numba steps of the MLP with the fused sampler always go device by device)
-        instead of as one [K, ...] batch; same results either way. ``None``: on for
-        ``"reparameterization"`` (cache-friendly at the paper's size), off for
-        ``"local_reparameterization"``.
+    Every tensor is float32 unless said; K devices, d weights, B padded samples, E local
+    steps. The data are ``x`` [K, B, ...], ``y`` [K, B] int32, ``mask`` [K, B],
+    ``weights`` pi_k [K]; ``seed`` [2] int32 is the phase's stateless seed and
+    ``device_ids`` [K] int32 the devices' global indices (device k's noise depends on
+    them only).
     """
 
-    kl_scale: float
-    learning_rate: float = 0.1
-    local_steps: int = 3
-    mc_samples: int = 5
-    estimator: str = "reparameterization"
-    min_precision: float = 1.0
-    phase2_prior: str = "fresh"
-    nll_reduction: str = "sum"
-    covariance_parameter: str = "precision"
-    jit_compile: bool | None = None
-    device_loop: bool | None = None
-    weight_sampler: str = "fused"
+    name: str
+    definition: LocalObjective
 
-    def __post_init__(self):
-        checks = {
-            "kl_scale": self.kl_scale >= 0,
-            "learning_rate": self.learning_rate > 0,
-            "local_steps": self.local_steps >= 1,
-            "mc_samples": self.mc_samples >= 1,
-            "estimator": self.estimator in ESTIMATORS,
-            "min_precision": self.min_precision > 0,
-            "phase2_prior": self.phase2_prior in PHASE2_PRIORS,
-            "nll_reduction": self.nll_reduction in NLL_REDUCTIONS,
-            "covariance_parameter": self.covariance_parameter in COVARIANCE_PARAMETERS,
-            "weight_sampler": self.weight_sampler in WEIGHT_SAMPLERS,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(f"invalid {name}: {getattr(self, name)!r}")
-        if self.uses_fused_sampler and self.jit_compile:
-            raise ValueError(
-                "invalid jit_compile: True with weight_sampler 'fused' (it runs outside XLA); "
-                "use weight_sampler 'tensorflow' to compile the exact estimator with XLA"
-            )
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids):
+        """Phase 1 (eq. ``update_phase1``) from the global ``mu_t``, ``rho_t`` [d].
 
-    @property
-    def uses_fused_sampler(self) -> bool:
-        """True when weight samples come from :mod:`native.sampling`."""
-        return self.estimator == "reparameterization" and self.weight_sampler == "fused"
+        Output: ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq. ``rho_normal``), the
+        objective before each step [E, K], the number of floored entries (int32).
+        """
+        ...
 
-    @property
-    def uses_fused_lrt(self) -> bool:
-        """True when the LRT's pre-activation noise comes from :mod:`native.sampling`
-        (and, for the MLP, the steps run in :mod:`learning.fused_lrt`)."""
-        return self.estimator == "local_reparameterization" and self.weight_sampler == "fused"
+    def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
+                 weights, seed, device_ids):
+        """Phase 2 (eq. ``nu_def`` and the nu steps) from ``mu_t``, ``rho_next`` =
+        rho_{t+1}, the KL prior's ``prior_rho`` [d], the devices' phase-1 updates
+        ``delta_rho_k`` [K, d] and the applied ``delta_rho_global`` = rho_{t+1} - rho_t [d].
+
+        Output: ``Delta_nu_k = nu_k - mu_t`` [K, d], the objective before each step [E, K].
+        """
+        ...
 
 
-def _draw_weights(mean, std, seeds, num_mc: int, shape, stream: int) -> tf.Tensor:
-    """``w = mean + std * eps`` per device, eps drawn inside the per-device map.
-
-    Input: ``mean``, ``std`` ``[K or 1, *shape]``, ``seeds`` [K, 2]. Output: [K, M, *shape].
-    Device k's eps is ``stateless_normal([M, *shape], fold_in(seeds[k], stream))`` (the
-    stream of :func:`learning.posterior.device_normal`); drawing it next to its use keeps
-    the noise of one device (a few MB) in cache and never materialises eps for all K.
-    """
-    shared_mean, shared_std = mean.shape[0] == 1, std.shape[0] == 1
-
-    def one(i):
-        seed = tf.random.experimental.stateless_fold_in(seeds[i], stream)
-        eps = tf.random.stateless_normal([num_mc, *shape], seed)
-        m = mean[0] if shared_mean else mean[i]
-        s = std[0] if shared_std else std[i]
-        return m + s * eps
-
-    return tf.map_fn(one, tf.range(tf.shape(seeds)[0]), fn_output_signature=tf.float32)
-
-
-def _sample_weights(mean, std, seeds, num_mc: int, shape, stream: int) -> tf.Tensor:
-    """Differentiable weight sample ``[K, M, *shape]`` (see :func:`_draw_weights`).
-
-    The backward pass uses ``eps = (w - mean) / std``, so no noise is kept for it:
-    ``dL/dstd = sum_m g_m (w_m - mean) / std``.
-    """
-
-    @tf.custom_gradient
-    def sample(mean, std):
-        w = _draw_weights(mean, std, seeds, num_mc, shape, stream)
-
-        def grad(g):
-            g_mean = tf.reduce_sum(g, axis=1)
-            g_std = tf.reduce_sum(g * (w - mean[:, None]), axis=1) / std
-            if mean.shape[0] == 1:
-                g_mean = tf.reduce_sum(g_mean, axis=0, keepdims=True)
-            if std.shape[0] == 1:
-                g_std = tf.reduce_sum(g_std, axis=0, keepdims=True)
-            return g_mean, g_std
-
-        return w, grad
-
-    return sample(mean, std)
-
-
-@tf.custom_gradient
-def _log_precision_gap(u):
-    """``log1p(u) - u / (1 + u)`` (= ``log(rho_q / rho_p) + rho_p / rho_q - 1`` for
-    ``rho_q = rho_p (1 + u)``, Lemma 1's precision terms) with its derivative
-    ``u / (1 + u)^2`` written out: autodiff would form it as ``1/(1+u) - 1/(1+u)^2``,
-    which cancels to rounding noise for the ``u ~ 1e-8`` of a phase-1 update.
-    Input/Output: ``[..., d]`` tf.float32 (elementwise).
-    """
-    one_plus = 1.0 + u
-
-    def grad(g):
-        return g * u / tf.square(one_plus)
-
-    return tf.math.log1p(u) - u / one_plus, grad
-
-
-def _std_change(reading: covariance.Reading, delta, rho_t, sigma_t):
-    """``q = sigma_k / sigma_t - 1`` of the covariance reading, differentiable in
-    ``delta`` with the reading's own slope (:meth:`learning.covariance.Reading.std_change`,
-    the same formulas as the Numba kernels). Input/Output: ``[..., d]`` tf.float32."""
-    anchor = reading.anchor(rho_t, sigma_t, tf.math)
-
-    @tf.custom_gradient
-    def change(delta):
-        q, slope = reading.std_change(delta, sigma_t, anchor, tf.math)
-        return q, lambda g: g * slope
-
-    return change(delta)
-
-
-@tf.custom_gradient
-def _kl_gap(q):
-    """:func:`learning.covariance.kl_gap` on tensors (its series below
-    ``KL_SERIES_BOUND``) with the derivative ``2 q (2 + q) / (1 + q)`` written out
-    (autodiff of the difference cancels at small q). Input/Output: ``[..., d]``."""
-    series = covariance.kl_gap_series(q)
-    exact = covariance.kl_gap_exact(q, tf.math)
-
-    def grad(g):
-        return g * 2.0 * covariance.kl_gap_slope(q)
-
-    return tf.where(tf.abs(q) <= covariance.KL_SERIES_BOUND, series, exact), grad
+def resolve_for(model: Model, config: LocalConfig, runtime: Runtime) -> ResolvedRuntime:
+    """:func:`learning.runtime.resolve` for this model and estimator."""
+    return resolve(runtime, estimator=config.estimator, has_numba_steps=has_numba_steps(model),
+                   has_philox_lrt=has_numba_steps(model))
 
 
 class LocalTrainer:
-    """The local objective and the phase-1 / phase-2 local updates for all devices at once.
+    """The local training: the definitions (:attr:`definition`) and a backend (:attr:`backend`).
 
     Parameters
     ----------
     model : Model
         The architecture.
     config : LocalConfig
-        Hyper-parameters.
+        The method's hyper-parameters.
+    runtime : Runtime
+        Backend, noise, XLA, device loop (default: all ``"auto"``).
     """
 
-    def __init__(self, model: Model, config: LocalConfig):
+    def __init__(self, model: Model, config: LocalConfig, runtime: Runtime | None = None):
         self.model = model
         self.config = config
-        self.reading = covariance.reading(config.covariance_parameter)
-        self.device_loop = (
-            config.estimator == "reparameterization"
-            if config.device_loop is None
-            else bool(config.device_loop)
-        )
-        lrt = config.estimator == "local_reparameterization"
-        self.jit_compile = lrt if config.jit_compile is None else bool(config.jit_compile)
-        self.fused_steps = self._fused_steps(model, config)
-        self.buffers = BufferPool(max_buffers=6)  # the Numba phases' [K, d] arrays
-        if isinstance(self.fused_steps, FusedSteps):  # the MLP with the fused sampler: no TF in the steps
-            self._rho_step, self._nu_step = self.fused_steps.rho_step, self.fused_steps.nu_step
+        self.runtime = resolve_for(model, config, runtime or Runtime())
+        self.definition = LocalObjective(model, config, noise=self.runtime.noise)
+        self.backend: LocalBackend
+        if self.runtime.backend == "numba":
+            self.backend = NumbaSteps(self.definition)
         else:
-            opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
-            self._rho_step = tf.function(self._rho_step_impl, **opts)
-            self._nu_step = tf.function(self._nu_step_impl, **opts)
+            self.backend = TensorFlowSteps(self.definition, jit_compile=self.runtime.jit_compile,
+                                           device_loop=self.runtime.device_loop)
 
     @staticmethod
-    def _fused_steps(model: Model, config: LocalConfig) -> FusedSteps | FusedLRTSteps | None:
-        """The Numba steps that replace the TF ones, where the model has them (the MLP)."""
-        hyper = dict(
-            kl_scale=config.kl_scale, learning_rate=config.learning_rate,
-            min_precision=config.min_precision, nll_mean=config.nll_reduction == "mean",
-            covariance_parameter=config.covariance_parameter,
-        )
-        if config.uses_fused_sampler:
-            net = model.fused_network(config.mc_samples)
-            return None if net is None else FusedSteps(net, num_params=model.num_params, **hyper)
-        if config.uses_fused_lrt and model.dense_layer_sizes is not None:
-            return FusedLRTSteps(model.dense_layer_sizes, config.mc_samples, **hyper)
-        return None
+    def _ids(y, device_ids):
+        if device_ids is None:
+            return tf.range(tf.shape(y)[0])
+        return tf.convert_to_tensor(device_ids, tf.int32)
 
-    # -- objective ---------------------------------------------------------------------
-    def task_loss(self, mean, std, x, y, mask, step_seeds):
-        """MC task loss (eq. ``task_loss``): ``[K]``.
-
-        Input: mean and standard deviation of the sampling distribution ``[K or 1, d]``,
-        data ``x`` [K, B, ...], ``y`` [K, B] int32, ``mask`` [K, B], ``step_seeds`` [K, 2].
-        The mask also reaches the model (batch-norm statistics of the convnets skip
-        padding rows; the MLP ignores it).
-        """
-        num_devices = tf.shape(x)[0]
-        num_mc = self.config.mc_samples
-        if self.config.uses_fused_sampler:
-            logits = self.model.logits_sampled(mean, std, step_seeds, num_mc, x, mask)
-        elif self.config.estimator == "reparameterization":
-            means, stds = self.model.unflatten(mean), self.model.unflatten(std)
-            params = [
-                _sample_weights(m, s, step_seeds, num_mc, shape, stream=i)
-                for i, (m, s, shape) in enumerate(
-                    zip(means, stds, self.model.param_shapes, strict=True)
-                )
-            ]
-            logits = self.model.logits_from_params(params, x, mask=mask)
-        else:
-            var = tf.square(std)
-            if not self.model.lrt_shared_params:
-                full = [num_devices, self.model.num_params]
-                mean, var = tf.broadcast_to(mean, full), tf.broadcast_to(var, full)
-            logits = self.model.logits_lrt(mean, var, x, num_mc, step_seeds, mask=mask)
-        labels = tf.broadcast_to(y[:, None], tf.shape(logits)[:-1])
-        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-        nll = tf.reduce_sum(nll * mask[:, None], axis=-1)  # [K, M]
-        if self.config.nll_reduction == "mean":
-            nll = nll / tf.maximum(tf.reduce_sum(mask, -1, keepdims=True), 1.0)
-        return tf.reduce_mean(nll, axis=1)
-
-    def kl_weights(self, weights):
-        """lambda_k = lambda pi_k / d, ``[K]``."""
-        return self.config.kl_scale * weights / float(self.model.num_params)
-
-    def objective(self, mean, rho, prior_mu, prior_rho, data_x, data_y, mask, weights, seeds):
-        """Local objective (eq. ``localLoss``) of q_k = N(mean_k, diag(rho_k)^-1): ``[K]``."""
-        task = self.task_loss(mean, tf.math.rsqrt(rho), data_x, data_y, mask, seeds)
-        kl = kl_precision(mean, rho, prior_mu, prior_rho)
-        return task + self.kl_weights(weights) * kl
-
-    def rho_objective(self, delta, mu_t, rho_t, data_x, data_y, mask, weights, seeds):
-        """Phase-1 objective in the increment: :meth:`objective` of ``N(mu_t, sigma_k^2)``
-        with prior ``N(mu_t, Sigma_t)``: ``[K]``.
-
-        Input: ``delta`` [K, d], the increment of the covariance parameter
-        (:mod:`learning.covariance`: ``sigma_k = sigma_t (1 + q(delta))``); global
-        ``mu_t``, ``rho_t`` [d], data, pi_k, seeds [K, 2]. The KL is Lemma 1 with equal
-        means, ``1/2 sum gap(q)`` (no cancellation at small q).
-        """
-        sigma_t = tf.math.rsqrt(rho_t)
-        q = _std_change(self.reading, delta, rho_t, sigma_t)
-        std = covariance.std_of(q, sigma_t)
-        task = self.task_loss(mu_t[None], std, data_x, data_y, mask, seeds)
-        kl = 0.5 * tf.reduce_sum(_kl_gap(q), axis=-1)
-        return task + self.kl_weights(weights) * kl
-
-    def precision_change(self, delta, rho_t):
-        """The transmitted ``Delta_rho_k = rho_k - rho_t`` [K, d] from the phase-1 iterate
-        ``delta`` [K, d] (itself for the ``precision`` reading)."""
-        if self.reading.code == covariance.PRECISION:
-            return delta
-        sigma_t = tf.math.rsqrt(rho_t)
-        anchor = self.reading.anchor(rho_t, sigma_t, tf.math)
-        q, _ = self.reading.std_change(delta, sigma_t, anchor, tf.math)
-        return rho_t * covariance.relative_precision_change(q)
-
-    def nu_objective(self, z, ratio, mu_t, rho_next, prior_rho, data_x, data_y, mask, weights, seeds):
-        """Phase-2 objective in the increment ``z_k = nu_k - nu_k(init)``: ``[K]``.
-
-        :meth:`objective` of ``N(mu_t + ratio z_k, Sigma_{t+1})`` (``ratio = rho_{t+1} /
-        rho_k``, so the mean is ``rho_{t+1} / rho_k nu_k``) with prior
-        ``N(mu_t, diag(prior_rho)^-1)``. Input: ``z``, ``ratio`` [K, d]; ``mu_t``,
-        ``rho_next``, ``prior_rho`` [d] (``prior_rho`` is taken to be ``rho_next`` when
-        ``phase2_prior="fresh"``); data, pi_k, seeds [K, 2].
-        """
-        shift = ratio * z  # mu_k - mu_t
-        std = tf.math.rsqrt(rho_next)[None]
-        task = self.task_loss(mu_t[None] + shift, std, data_x, data_y, mask, seeds)
-        kl = 0.5 * tf.reduce_sum(prior_rho * tf.square(shift), axis=-1)
-        if self.config.phase2_prior != "fresh":  # "fresh": q and prior share Sigma_{t+1}
-            kl += 0.5 * tf.reduce_sum(_log_precision_gap(rho_next / prior_rho - 1.0))
-        return task + self.kl_weights(weights) * kl
-
-    # -- compiled steps -------------------------------------------------------------------
-    def _floor(self, delta, rho_t):
-        """Clamp the iterate where ``rho_k`` would fall below ``min_precision``
-        (:meth:`learning.covariance.Reading.limit`); count the clamped entries per device
-        (``[K]`` int32)."""
-        limit = self.reading.limit(rho_t, self.config.min_precision, tf.math)
-        if self.reading.increasing:
-            return tf.minimum(delta, limit), tf.reduce_sum(tf.cast(delta > limit, tf.int32), axis=-1)
-        return tf.maximum(delta, limit), tf.reduce_sum(tf.cast(delta < limit, tf.int32), axis=-1)
-
-    def _rho_update(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
-        with tf.GradientTape() as tape:
-            tape.watch(delta_rho)
-            loss = self.rho_objective(delta_rho, mu_t, rho_t, x, y, mask, weights, seeds)
-        grad = tape.gradient(loss, delta_rho)  # each row depends on its own device only
-        new, hits = self._floor(delta_rho - self.config.learning_rate * grad, rho_t)
-        return new, loss, hits
-
-    def _nu_update(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
-        with tf.GradientTape() as tape:
-            tape.watch(z)
-            loss = self.nu_objective(
-                z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds
-            )
-        return z - self.config.learning_rate * tape.gradient(loss, z), loss
-
-    def _per_device(self, update, per_device_args, signature=(tf.float32, tf.float32)):
-        """Apply ``update`` to all devices: batched, or one device at a time in a graph loop.
-
-        ``per_device_args`` carry the leading K axis; ``update(*args)`` returns a tuple
-        of tensors with a leading K axis (new parameter [K, d], loss [K], ...) of the
-        dtypes ``signature``. The graph loop (``device_loop``) keeps one device's weight
-        samples, gradients and update (a few tens of MB at the paper's size) in cache
-        instead of streaming [K, M, d] tensors through memory several times.
-        """
-        if not self.device_loop:
-            return update(*per_device_args)
-
-        def one(args):
-            return tuple(out[0] for out in update(*(a[None] for a in args)))
-
-        return tf.map_fn(one, per_device_args, fn_output_signature=signature)
-
-    def _rho_step_impl(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
-        new, loss, hits = self._per_device(
-            lambda r, xx, yy, mm, ww, ss: self._rho_update(r, mu_t, rho_t, xx, yy, mm, ww, ss),
-            (delta_rho, x, y, mask, weights, seeds),
-            signature=(tf.float32, tf.float32, tf.int32),
-        )
-        return new, loss, tf.reduce_sum(hits)
-
-    def _nu_step_impl(self, z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds):
-        return self._per_device(
-            lambda n, r, xx, yy, mm, ww, ss: self._nu_update(
-                n, r, mu_t, rho_next, prior_rho, xx, yy, mm, ww, ss
-            ),
-            (z, ratio, x, y, mask, weights, seeds),
-        )
-
-    def step_seeds(self, seed, step, device_ids):
-        """Per-device seeds of local step ``step``: ``[K, 2]``."""
-        return device_seeds(tf.random.experimental.stateless_fold_in(seed, step), device_ids)
-
-    def phase_seeds(self, seed, device_ids):
-        """:meth:`step_seeds` of the E local steps of a phase: ``[E, K, 2]``."""
-        return tf.stack([self.step_seeds(seed, step, device_ids) for step in range(self.config.local_steps)])
-
-    # -- phases ---------------------------------------------------------------------------
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None):
         """Phase 1: E steps on the covariance parameter (:mod:`learning.covariance`; its
         increment ``delta`` from 0), mean fixed at mu_t (eq. ``update_phase1``).
 
         Input: global ``mu_t``, ``rho_t`` [d]; data [K, B, ...], [K, B], [K, B]; pi_k [K];
-        ``seed`` [2]; optional ``device_ids`` [K] int32.
+        ``seed`` [2]; optional ``device_ids`` [K] int32 (default ``0..K-1``).
         Output: the transmitted update ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq.
         ``rho_normal``, formed from the final ``delta`` without cancellation), objective
         before each step [E, K], floor hits (int32).
         """
-        num_devices = tf.shape(y)[0]
-        ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
-        shape = [int(num_devices), int(rho_t.shape[0])]
-        if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
-            delta, losses, hits = self.fused_steps.rho_phase(
-                mu_t, rho_t, x, y, mask, weights, self.phase_seeds(seed, ids), out=self.buffers.take(shape)
-            )
-            return as_tensor(delta), tf.constant(losses), tf.constant(hits)
-        if self.fused_steps is not None:  # NumPy iterates, two buffers in turn
-            delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
-        else:
-            delta = tf.zeros(shape, tf.float32)
-        losses, hits = [], tf.constant(0, tf.int32)
-        for step in range(self.config.local_steps):
-            seeds = self.step_seeds(seed, step, ids)
-            if self.fused_steps is not None:
-                new, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds, out=spare)
-                delta, spare = new, delta
-            else:
-                delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
-            losses.append(loss)
-            hits += h
-        if self.fused_steps is not None:
-            if self.reading.code != covariance.PRECISION:
-                sigma_t, anchor, _ = self.reading.phase_constants(rho_t, self.config.min_precision)
-                with LAUNCH_LOCK:
-                    precision_change(self.reading.code, delta, sigma_t, anchor,
-                                     np.ascontiguousarray(rho_t, np.float32), delta)
-            return as_tensor(delta), tf.stack(losses), hits
-        return self.precision_change(delta, rho_t), tf.stack(losses), hits
+        return self.backend.rho_phase(mu_t, rho_t, x, y, mask, weights, seed, self._ids(y, device_ids))
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,
@@ -542,62 +138,11 @@ class LocalTrainer:
         the server (the aggregated estimate where not floored; default: the difference
         ``rho_next - rho_t``, which float32 rounds at large rho).
         Output: the update ``Delta_nu_k = nu_k - mu_t`` [K, d], objective before each
-        step [E, K].
+        step [E, K]. The KL's prior is N(mu_t, Sigma_{t+1}) (``phase2_prior = "fresh"``)
+        or N(mu_t, Sigma_t) (``"previous"``).
         """
-        num_devices = tf.shape(y)[0]
-        ids = tf.range(num_devices) if device_ids is None else tf.convert_to_tensor(device_ids, tf.int32)
         prior_rho = rho_next if self.config.phase2_prior == "fresh" else rho_t
         if delta_rho_global is None:
             delta_rho_global = rho_next - rho_t
-        if self.fused_steps is not None:
-            return self._fused_nu_phase(
-                mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask, weights, seed, ids
-            )
-        # c_k = rho_k / rho_{t+1} - 1 without subtracting two large precisions
-        offset = (delta_rho_k - delta_rho_global) / rho_next
-        ratio = 1.0 / (1.0 + offset)  # rho_{t+1} / rho_k
-        z = tf.zeros_like(offset)
-        losses = []
-        for step in range(self.config.local_steps):
-            seeds = self.step_seeds(seed, step, ids)
-            z, loss = self._nu_step(
-                z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds
-            )
-            losses.append(loss)
-        return offset * mu_t + z, tf.stack(losses)
-
-    def _fused_nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
-                        weights, seed, ids):
-        """:meth:`nu_phase` with the Numba steps: the same values. The LRT phase runs
-        device by device (:meth:`learning.fused_lrt.FusedLRTSteps.nu_phase`); the exact
-        one steps all devices at a time, with ``ratio`` and the result formed in one pass
-        each (:func:`learning.fused_local.phase2_ratio`,
-        :func:`~learning.fused_local.phase2_update`) and the iterates in two NumPy
-        buffers taken in turn. No ``[K, d]`` array passes through TensorFlow or is
-        copied, and the arrays come from :attr:`buffers` (no page faults once warm)."""
-        vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
-        mu_np, rho_next_np, delta_rho_np = vectors
-        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
-        shape = delta_rho_k.shape
-        if isinstance(self.fused_steps, FusedLRTSteps):  # device by device, all E steps
-            out, losses = self.fused_steps.nu_phase(
-                delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights,
-                self.phase_seeds(seed, ids), out=self.buffers.take(shape),
-            )
-            return as_tensor(out), tf.constant(losses)
-        ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
-        spare = self.buffers.take(shape)
-        with LAUNCH_LOCK:
-            phase2_ratio(delta_rho_k, delta_rho_np, rho_next_np, ratio)
-        losses = []
-        for step in range(self.config.local_steps):
-            seeds = self.step_seeds(seed, step, ids)
-            new, loss = self._nu_step(
-                z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=spare
-            )
-            z, spare = new, z
-            losses.append(loss)
-        del spare
-        with LAUNCH_LOCK:
-            phase2_update(delta_rho_k, delta_rho_np, rho_next_np, mu_np, z, ratio)
-        return as_tensor(ratio), tf.stack(losses)
+        return self.backend.nu_phase(mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global,
+                                     x, y, mask, weights, seed, self._ids(y, device_ids))

@@ -10,14 +10,12 @@ call evaluates K devices times S weight samples:
   sample) weights. Point weights (FedAvg & co.) are S = 1.
 * ``logits_from_params(params, x)``: the same from the per-parameter tensors
   ``[K, S, *shape]`` (what :meth:`Model.unflatten` returns). The exact
-  reparameterization path of ``learning/local.py`` samples each parameter tensor
+  reparameterization path of ``learning/objective.py`` samples each parameter tensor
   directly in this form, so the flat ``[K, S, d]`` sample is never materialised.
 * ``logits_sampled(mean [K or 1, d], std, device_seeds [K, 2], num_samples, x,
   mask)``: the exact reparameterization estimator's logits under the fused weight
-  sampler (:mod:`native.sampling`), differentiable in ``mean`` and ``std``. By
-  default :func:`native.sampling.sample_weights` then ``logits_from_params``; the
-  MLP runs its layers in Numba next to the sample instead (:mod:`learning.fused_mlp`:
-  same weights, same logits up to float32 summation order, about twice as fast).
+  sampler (:mod:`native.sampling`), differentiable in ``mean`` and ``std``:
+  :func:`native.sampling.sample_weights` then ``logits_from_params``.
 * ``logits_lrt(mu [K, d], var [K, d], x, num_samples, device_seeds [K, 2])``: the
   local reparameterization trick (Kingma, Salimans & Welling 2015). For a dense
   layer with input ``h`` and a factorised Gaussian posterior over its weights, the
@@ -26,7 +24,8 @@ call evaluates K devices times S weight samples:
   directly, with fresh noise for every (sample, row). The gradient of the objective
   is the same in expectation as with full weight samples, with lower variance and
   ``S B out`` instead of ``S in out`` random numbers per layer. Device k's noise
-  depends only on ``device_seeds[k]``.
+  depends only on ``device_seeds[k]``; the MLP takes the generator as ``noise``
+  (TensorFlow's by default, or :func:`learning.objective.philox_lrt_noise`).
 
 Conventions of the MLP (the paper's MNIST network, 784-256x5-10, d = 466,698):
 ReLU after every hidden layer, biases on every layer, inputs flattened. Mean
@@ -70,7 +69,9 @@ class Model(abc.ABC):
     num_classes: int
     dense_layer_sizes: tuple[tuple[int, int], ...] | None = None
     """``(in, out)`` of every dense layer when the network is a plain ReLU MLP (the
-    layout :mod:`learning.fused_lrt` runs); None for other architectures."""
+    layout the Numba backend runs, :mod:`learning.fused_local` and
+    :mod:`learning.fused_lrt`; its :meth:`logits_lrt` also takes Philox noise); None
+    for other architectures."""
     lrt_shared_params: bool = False
     """True when :meth:`logits_lrt` accepts ``mu`` or ``var`` of shape [1, d] shared by
     all devices (saves a [K, d] broadcast and its gradient); False: pass [K, d]."""
@@ -236,13 +237,6 @@ class MLP(Model):
     def fused_network(self, num_samples: int) -> fused_mlp.FusedMLP:
         return fused_mlp.network(self.layer_sizes, int(num_samples))
 
-    def logits_sampled(self, mean, std, device_seeds, num_samples, x, mask):
-        """See :meth:`Model.logits_sampled`: the layers run in Numba on the sample
-        (:func:`learning.fused_mlp.mlp_logits`); padding rows get logits 0."""
-        return fused_mlp.mlp_logits(
-            mean, std, device_seeds, num_samples, self._flat_inputs(x), mask, self.layer_sizes
-        )
-
     def logits_lrt(
         self,
         mu: tf.Tensor,
@@ -251,16 +245,19 @@ class MLP(Model):
         num_samples: int,
         device_seeds: tf.Tensor,
         mask: tf.Tensor | None = None,
+        noise=device_normal,
     ) -> tf.Tensor:
         """LRT logits ``[K, S, B, C]``; ``mu`` / ``var`` are ``[K, d]`` or shared ``[1, d]``.
 
-        ``mask`` is unused (rows are independent).
+        ``mask`` is unused (rows are independent). ``noise(device_seeds, shape, stream)``
+        draws the pre-activation noise ``[K, *shape]`` (:func:`device_normal`, or
+        :func:`learning.objective.philox_lrt_noise`).
 
         The S samples are folded into the rows of every matmul (``[K, S*B, in] @ [K, in,
         out]``, so the weight gradient comes out as ``[K, in, out]`` directly) and a
         shared operand is one plain GEMM ``[K*S*B, in] @ [in, out]`` (after the folded-
         sample kernel first measured in the round-time benchmark). Layer i's noise is
-        ``device_normal(device_seeds, [S, B, out], stream=i)``.
+        ``noise(device_seeds, [S, B, out], stream=i)``.
         """
         shared_mu, shared_var = mu.shape[0] == 1, var.shape[0] == 1
         mus = self.unflatten(mu[0] if shared_mu else mu)
@@ -272,7 +269,7 @@ class MLP(Model):
             w_mu, b_mu, w_var, b_var = mus[2 * i], mus[2 * i + 1], vars_[2 * i], vars_[2 * i + 1]
             act_mean = _dense(h, w_mu) + (b_mu if shared_mu else b_mu[:, None])
             act_var = _dense(tf.square(h), w_var) + (b_var if shared_var else b_var[:, None])
-            eps = device_normal(device_seeds, [num_samples, batch, n_out], stream=i)
+            eps = noise(device_seeds, [num_samples, batch, n_out], stream=i)
             if i == 0:  # the B input rows are shared by the S samples
                 h = act_mean[:, None] + tf.sqrt(act_var)[:, None] * eps
                 h = tf.reshape(h, [k, num_samples * batch, n_out])

@@ -1,7 +1,9 @@
 """Federated-learning algorithms behind one protocol (``base.FederatedAlgorithm``).
 
 ``ALGORITHMS`` maps a name to its class; :func:`build` constructs one as
-``cls(model, num_devices, **hyper)``.
+``cls(model, num_devices, **hyper)`` with the run's :class:`learning.runtime.Runtime`:
+the proposed method takes it whole; the baselines run on TensorFlow only and take its
+``jit_compile`` (off unless set).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from learning.algorithms.fedprox import FedProx
 from learning.algorithms.fedsmoo import FedSmoo
 from learning.algorithms.scaffold import Scaffold
 from learning.models import Model
+from learning.runtime import Runtime
 
 ALGORITHMS: dict[str, type] = {
     "bayes_aircomp": BayesAirComp,
@@ -28,21 +31,31 @@ ALGORITHMS: dict[str, type] = {
 }
 
 
-def build(name: str, model: Model, num_devices: int, **hyper) -> FederatedAlgorithm:
+def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = None,
+          **hyper) -> FederatedAlgorithm:
     """Construct the algorithm ``name`` for ``model`` and ``num_devices`` devices.
 
-    Unknown names and unknown hyper-parameters raise ``ValueError`` naming them.
+    Unknown names and unknown hyper-parameters raise ``ValueError`` naming them, as does
+    a ``runtime`` a baseline cannot run (the Numba backend, Philox noise).
     """
     if name not in ALGORITHMS:
         close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown algorithm {name!r}{hint}; known: {sorted(ALGORITHMS)}")
     cls = ALGORITHMS[name]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "model", "num_devices"}
+    runtime_args = {"self", "model", "num_devices", "runtime", "jit_compile"}
+    accepted = set(inspect.signature(cls.__init__).parameters) - runtime_args
     unknown = sorted(set(hyper) - accepted)
     if unknown:
         raise ValueError(
             f"unknown hyper-parameter(s) {unknown} for algorithm {name!r}; "
             f"accepted: {sorted(accepted)}"
         )
-    return cls(model, num_devices, **hyper)
+    runtime = runtime or Runtime()
+    if name == "bayes_aircomp":
+        return cls(model, num_devices, runtime=runtime, **hyper)
+    if runtime.backend == "numba" or runtime.noise == "philox":
+        key = "backend" if runtime.backend == "numba" else "noise"
+        raise ValueError(f"runtime.{key} = {getattr(runtime, key)!r}: algorithm {name!r} runs "
+                         "on TensorFlow only (use 'auto' or 'tensorflow')")
+    return cls(model, num_devices, jit_compile=bool(runtime.jit_compile), **hyper)

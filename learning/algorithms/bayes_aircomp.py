@@ -32,12 +32,8 @@ Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 ``estimator``, ``init_std`` (initial posterior std, rho_0 = init_std^-2; default 0.05,
 about bayesian-torch's default softplus(-3) = 0.0486, the library the paper used),
 ``min_precision`` (1.0), ``phase2_prior`` (``"fresh"``), ``nll_reduction`` (``"sum"``),
-``weight_sampler`` (``"fused"``: :mod:`native.sampling`'s noise, and the MLP's steps in
-Numba for both estimators; or ``"tensorflow"``),
-``jit_compile`` and ``device_loop`` (None: per estimator, see
-:class:`learning.local.LocalConfig`), ``device_chunk`` (100: devices per compiled call;
-every device's noise is keyed by its global index, so chunking changes no number and
-bounds the memory of K = 1000 runs).
+``covariance_parameter`` (``"precision"``). How the local steps run (backend, noise,
+XLA, devices per call) is ``runtime`` (:class:`learning.runtime.Runtime`).
 
 Note on ``nll_reduction``: the paper's summed NLL makes the step ~|D_k| times larger than
 with a mean; with eta = 0.1 a small MLP on ten-sample non-i.i.d. devices can collapse
@@ -56,6 +52,7 @@ import tensorflow as tf
 from learning.algorithms.base import DeviceData, PhaseSpec
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import Model
+from learning.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -126,16 +123,10 @@ class BayesAirComp:
         phase2_prior: str = "fresh",
         nll_reduction: str = "sum",
         covariance_parameter: str = "precision",
-        jit_compile: bool | None = None,
-        device_loop: bool | None = None,
-        device_chunk: int | None = 100,
-        weight_sampler: str = "fused",
+        runtime: Runtime | None = None,
     ):
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
-        if device_chunk is not None and int(device_chunk) < 1:
-            raise ValueError(f"device_chunk must be >= 1 or None, got {device_chunk!r}")
-        self.device_chunk = None if device_chunk is None else int(device_chunk)
         if not init_std > 0:
             raise ValueError(f"init_std must be positive, got {init_std!r}")
         self.model = model
@@ -151,11 +142,9 @@ class BayesAirComp:
             phase2_prior=phase2_prior,
             nll_reduction=nll_reduction,
             covariance_parameter=covariance_parameter,
-            jit_compile=jit_compile,
-            device_loop=device_loop,
-            weight_sampler=weight_sampler,
         )
-        self.trainer = LocalTrainer(model, self.config)
+        self.trainer = LocalTrainer(model, self.config, runtime)
+        self.device_chunk = self.trainer.runtime.device_chunk
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)
 
     def phases(self) -> tuple[PhaseSpec, ...]:

@@ -32,9 +32,10 @@ HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "le
 """Top-level packages that no command but `run` may import."""
 TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
-LIGHT = ("phy", "phy.units", "phy.limits")
-"""The standard-library-only modules of `phy` every command may import: the package, its
-dB conversions and the PHY models' limits (both for `cosim.scenario`). (`native`, whose
+LIGHT = ("phy", "phy.units", "phy.limits", "learning", "learning.runtime")
+"""The standard-library-only modules of `phy` and `learning` every command may import:
+the packages, the dB conversions, the PHY models' limits and the local training's
+runtime rules (all for `cosim.scenario`). (`native`, whose
 TensorFlow import filter every package's `__init__` installs, is not in HEAVY: only its `sampling` imports TensorFlow
 and Numba, and that is caught by the two names.)"""
 

@@ -10,6 +10,7 @@ from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.algorithms.bayes_aircomp import BayesCarry
 from learning.models import build_model
 from learning.posterior import conflate
+from learning.runtime import Runtime
 
 
 def blobs_task(rng, num_devices=10, num_classes=4, dim=8, max_size=12, labels_per_device=2):
@@ -153,7 +154,7 @@ def test_device_chunks_change_no_number(rng, estimator):
     results = []
     for chunk in (None, 3):
         algo = build("bayes_aircomp", model, 7, estimator=estimator, learning_rate=0.05,
-                     init_std=0.3, device_chunk=chunk)
+                     init_std=0.3, runtime=Runtime(device_chunk=chunk))
         state = algo.init(tf.constant([0, 1]))
         state, metrics = exact_round(algo, state, data, 0)
         results.append((state.mu.numpy(), state.rho.numpy(), float(metrics["train_loss"])))

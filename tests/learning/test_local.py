@@ -9,13 +9,17 @@ import tensorflow as tf
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import build_model
 from learning.posterior import kl_precision
+from learning.runtime import Runtime
 from native import sampling
 
 K, B, D, C = 3, 5, 4, 3
 ESTIMATORS = ["reparameterization", "local_reparameterization"]
 
 
-def _setup(rng, **config):
+def _setup(rng, runtime=None, **config):
+    """A small MLP, three devices (one padded twice), ``rho_t = 25``; the trainer on
+    ``runtime`` (default: the auto backend, XLA off: XLA is checked once, in
+    test_xla_default_for_lrt_is_batch_independent)."""
     model = build_model("mlp", (D,), C, (6, 5))
     x = tf.constant(rng.normal(size=(K, B, D)), tf.float32)
     y = tf.constant(rng.integers(0, C, size=(K, B)), tf.int32)
@@ -23,14 +27,13 @@ def _setup(rng, **config):
     weights = tf.constant([0.5, 0.3, 0.2], tf.float32)
     mu = model.init_mean(tf.constant([1, 2]))
     rho = tf.fill([model.num_params], 25.0)
-    config.setdefault("jit_compile", False)  # XLA is checked once, in test_xla_matches_graph
-    trainer = LocalTrainer(model, LocalConfig(kl_scale=K, **config))
+    trainer = LocalTrainer(model, LocalConfig(kl_scale=K, **config), runtime or Runtime(jit_compile=False))
     return trainer, mu, rho, (x, y, mask, weights)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_batched_equals_single_device(rng, estimator):
-    trainer, mu, rho, (x, y, mask, w) = _setup(rng, estimator=estimator, device_loop=False)
+    trainer, mu, rho, (x, y, mask, w) = _setup(rng, estimator=estimator)
     seed1, seed2 = tf.constant([3, 4]), tf.constant([5, 6])
     d_rho, loss1, _ = trainer.rho_phase(mu, rho, x, y, mask, w, seed1)
     rho_next = rho + tf.reduce_sum(w[:, None] * d_rho, 0)
@@ -48,9 +51,12 @@ def test_batched_equals_single_device(rng, estimator):
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_device_loop_matches_batched(rng, estimator):
-    """The in-graph loop over devices computes exactly what the [K, ...] batch computes."""
-    batched, mu, rho, data = _setup(rng, estimator=estimator, device_loop=False, local_steps=1)
-    looped = LocalTrainer(batched.model, dataclasses.replace(batched.config, device_loop=True))
+    """The TensorFlow backend's in-graph loop over devices computes exactly what the
+    [K, ...] batch computes."""
+    runtime = Runtime(backend="tensorflow", noise="tensorflow", jit_compile=False, device_loop=False)
+    batched, mu, rho, data = _setup(rng, runtime, estimator=estimator, local_steps=1)
+    looped = LocalTrainer(batched.model, batched.config, dataclasses.replace(runtime, device_loop=True))
+    assert looped.backend.device_loop and not batched.backend.device_loop
     outs = []
     for trainer in (batched, looped):
         d_rho, loss1, _ = trainer.rho_phase(mu, rho, *data, tf.constant([3, 4]))
@@ -64,9 +70,10 @@ def test_device_loop_matches_batched(rng, estimator):
 def test_xla_default_for_lrt_is_batch_independent(rng):
     """The LRT default compiles with XLA (whose normals differ from the TF kernel's, so a
     run replays only under the same setting); device k still sees only its own noise."""
-    graph, mu, rho, (x, y, mask, w) = _setup(rng, estimator="local_reparameterization")
-    xla = LocalTrainer(graph.model, dataclasses.replace(graph.config, jit_compile=None))
-    assert xla.jit_compile and not graph.jit_compile
+    runtime = Runtime(backend="tensorflow", noise="tensorflow", jit_compile=False)
+    graph, mu, rho, (x, y, mask, w) = _setup(rng, runtime, estimator="local_reparameterization")
+    xla = LocalTrainer(graph.model, graph.config, dataclasses.replace(runtime, jit_compile=None))
+    assert xla.runtime.jit_compile and not graph.runtime.jit_compile
     d_rho, _, _ = xla.rho_phase(mu, rho, x, y, mask, w, tf.constant([3, 4]))
     nu_k, _ = xla.nu_phase(mu, rho, rho * 1.01, d_rho, x, y, mask, w, tf.constant([5, 6]))
     sl = slice(2, 3)
@@ -97,15 +104,15 @@ def test_phases_move_their_own_parameter(rng, estimator):
 def test_objective_terms(rng):
     """eq. localLoss: summed masked NLL (MC mean) + lambda pi_k / d KL (eq. KL_div)."""
     trainer, mu, rho, (x, y, mask, w) = _setup(rng, mc_samples=1)
-    seeds = trainer.step_seeds(tf.constant([0, 0]), 0, tf.range(K))
+    seeds = trainer.definition.step_seeds(tf.constant([0, 0]), 0, tf.range(K))
     rho_q = rho * 1.5
-    obj = trainer.objective(mu[None], rho_q[None] * tf.ones([K, 1]), mu, rho, x, y, mask, w, seeds)
-    task = trainer.task_loss(mu[None], tf.math.rsqrt(rho_q)[None], x, y, mask, seeds)
+    obj = trainer.definition.objective(mu[None], rho_q[None] * tf.ones([K, 1]), mu, rho, x, y, mask, w, seeds)
+    task = trainer.definition.task_loss(mu[None], tf.math.rsqrt(rho_q)[None], x, y, mask, seeds)
     kl = kl_precision(mu, rho_q, mu, rho)
     d = trainer.model.num_params
     np.testing.assert_allclose(obj.numpy(), (task + K * w / d * kl).numpy(), rtol=1e-6)
     # with a tiny std the task loss is the deterministic summed NLL over real rows only
-    task0 = trainer.task_loss(mu[None], tf.fill([1, d], 1e-12), x, y, mask, seeds)
+    task0 = trainer.definition.task_loss(mu[None], tf.fill([1, d], 1e-12), x, y, mask, seeds)
     logits = trainer.model.logits(mu[None, None] * tf.ones([K, 1, 1]), x)[:, 0]
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
     np.testing.assert_allclose(task0.numpy(), tf.reduce_sum(nll * mask, 1).numpy(), rtol=1e-5)
@@ -122,9 +129,9 @@ def test_local_training_lowers_objective(rng, estimator):
 
     def objective(mean):
         vals = [
-            trainer.objective(
+            trainer.definition.objective(
                 mean, rho_next[None], mu, rho_next, x, y, mask, w,
-                trainer.step_seeds(tf.constant([9, s]), 0, tf.range(K)),
+                trainer.definition.step_seeds(tf.constant([9, s]), 0, tf.range(K)),
             )
             for s in range(8)
         ]
@@ -151,20 +158,20 @@ def test_config_rejects_bad_values(field, value):
         LocalConfig(kl_scale=1.0, **{field: value})
 
 
-def _weight_noise(config, seed, shape, stream):
+def _weight_noise(noise, seed, shape, stream):
     """The eps the trainer's weight sampler draws for one parameter tensor, float64."""
-    if config.weight_sampler == "fused":
+    if noise == "philox":
         eps = sampling.standard_normal(shape, seed.numpy(), stream)
     else:
         eps = tf.random.stateless_normal(shape, tf.random.experimental.stateless_fold_in(seed, stream))
     return tf.cast(eps, tf.float64)
 
 
-def _lrt_noise(config, seed, num_mc, rows, n_out, stream):
+def _lrt_noise(noise, seed, num_mc, rows, n_out, stream):
     """The pre-activation eps the trainer's LRT path draws for one device and layer,
     [M, B, n_out] float64: the fused generator's on the ``rows`` real (leading) rows
     (``learning.fused_lrt``; padding rows get 0, the loss masks them), or TF's."""
-    if config.weight_sampler == "fused":
+    if noise == "philox":
         eps = np.zeros([num_mc, B, n_out], np.float32)
         eps[:, :rows] = sampling.standard_normal([num_mc, rows, n_out], seed.numpy(), stream)
         return tf.constant(eps, tf.float64)
@@ -183,7 +190,8 @@ def _phase1_reference(trainer, mu, rho, data, seed):
     delta = tf.zeros([K, model.num_params], tf.float64)
     num_mc, last = config.mc_samples, len(model.layer_sizes) - 1
     for step in range(config.local_steps):
-        seeds = trainer.step_seeds(seed, step, tf.range(K))
+        seeds = trainer.definition.step_seeds(seed, step, tf.range(K))
+        noise = trainer.runtime.noise
         with tf.GradientTape() as tape:
             tape.watch(delta)
             rho_q = rho64 + delta
@@ -197,7 +205,7 @@ def _phase1_reference(trainer, mu, rho, data, seed):
                     w_var, b_var = vars_[2 * i][k], vars_[2 * i + 1][k]
                     if config.estimator == "reparameterization":
                         eps = [
-                            _weight_noise(config, seeds[k], [num_mc, *model.param_shapes[j]], j)
+                            _weight_noise(noise, seeds[k], [num_mc, *model.param_shapes[j]], j)
                             for j in (2 * i, 2 * i + 1)
                         ]
                         kernel = w_mu + tf.sqrt(w_var) * eps[0]  # [M, in, out]
@@ -206,7 +214,7 @@ def _phase1_reference(trainer, mu, rho, data, seed):
                     else:  # local reparameterization, noise per (sample, row, unit)
                         n_out = model.layer_sizes[i][1]
                         rows = int(tf.reduce_sum(mask[k]))
-                        eps = _lrt_noise(config, seeds[k], num_mc, rows, n_out, i)
+                        eps = _lrt_noise(noise, seeds[k], num_mc, rows, n_out, i)
                         h = h @ w_mu + b_mu + tf.sqrt(tf.square(h) @ w_var + b_var) * eps
                     if i < last:
                         h = tf.nn.relu(h)
@@ -222,16 +230,16 @@ def _phase1_reference(trainer, mu, rho, data, seed):
 
 
 @pytest.mark.parametrize(
-    "estimator,sampler",
-    [(ESTIMATORS[0], "fused"), (ESTIMATORS[0], "tensorflow"), (ESTIMATORS[1], "fused")],
+    "estimator,backend",
+    [(ESTIMATORS[0], "numba"), (ESTIMATORS[0], "tensorflow"), (ESTIMATORS[1], "numba")],
 )
-def test_phase1_update_survives_float32_at_large_precision(rng, estimator, sampler):
+def test_phase1_update_survives_float32_at_large_precision(rng, estimator, backend):
     """rho_t = 400 (init std 0.05): a step of ~1e-6 is far below float32's spacing at 400
     (3e-5), yet Delta_rho_k is nonzero and matches a float64 run of the same E steps with
     the same noise (the update, not rho_k, is the optimisation variable)."""
-    trainer, mu, _, data = _setup(
-        rng, estimator=estimator, learning_rate=1e-2, weight_sampler=sampler
-    )
+    noise = "tensorflow" if backend == "tensorflow" else "philox"
+    runtime = Runtime(backend=backend, noise=noise, jit_compile=False)
+    trainer, mu, _, data = _setup(rng, runtime, estimator=estimator, learning_rate=1e-2)
     rho = tf.fill([trainer.model.num_params], 0.05**-2)
     seed = tf.constant([7, 8])
     d_rho, _, hits = trainer.rho_phase(mu, rho, *data, seed)
@@ -268,10 +276,10 @@ def test_phase_objectives_equal_lemma1_objective(rng, estimator):
     """The increment-form objectives of both phases equal eq. localLoss with Lemma 1."""
     trainer, mu, rho, (x, y, mask, w) = _setup(rng, estimator=estimator)
     d = trainer.model.num_params
-    seeds = trainer.step_seeds(tf.constant([4, 4]), 0, tf.range(K))
+    seeds = trainer.definition.step_seeds(tf.constant([4, 4]), 0, tf.range(K))
     delta = tf.constant(rng.normal(scale=3.0, size=(K, d)), tf.float32)
-    got = trainer.rho_objective(delta, mu, rho, x, y, mask, w, seeds)
-    ref = trainer.objective(mu[None], rho + delta, mu, rho, x, y, mask, w, seeds)
+    got = trainer.definition.rho_objective(delta, mu, rho, x, y, mask, w, seeds)
+    ref = trainer.definition.objective(mu[None], rho + delta, mu, rho, x, y, mask, w, seeds)
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5)
     z = tf.constant(rng.normal(scale=0.1, size=(K, d)), tf.float32)
     ratio = tf.constant(rng.uniform(0.8, 1.2, size=(K, d)), tf.float32)
@@ -279,8 +287,8 @@ def test_phase_objectives_equal_lemma1_objective(rng, estimator):
     for prior in ("fresh", "previous"):
         tr = LocalTrainer(trainer.model, dataclasses.replace(trainer.config, phase2_prior=prior))
         prior_rho = rho_next if prior == "fresh" else rho
-        got = tr.nu_objective(z, ratio, mu, rho_next, prior_rho, x, y, mask, w, seeds)
-        ref = tr.objective(
+        got = tr.definition.nu_objective(z, ratio, mu, rho_next, prior_rho, x, y, mask, w, seeds)
+        ref = tr.definition.objective(
             mu + ratio * z, rho_next[None], mu, prior_rho, x, y, mask, w, seeds
         )
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5)
@@ -294,7 +302,7 @@ def test_padding_rows_stay_out_of_batch_norm(rng, estimator):
 
     model = ResNet56((4, 4, 3), 3, blocks_per_stage=1)
     trainer = LocalTrainer(
-        model, LocalConfig(kl_scale=2.0, estimator=estimator, mc_samples=2, jit_compile=False)
+        model, LocalConfig(kl_scale=2.0, estimator=estimator, mc_samples=2), Runtime(jit_compile=False)
     )
     x = rng.normal(size=(2, 4, 4, 4, 3)).astype(np.float32)
     x[1, 2:] = 0.0  # device 1: two real rows, two padding rows
@@ -303,9 +311,9 @@ def test_padding_rows_stay_out_of_batch_norm(rng, estimator):
     mean = model.init_mean(tf.constant([3, 3]))[None]
     # LRT noise is per row (its shape follows B): compare at a negligible std there
     std = tf.fill([1, model.num_params], 0.05 if estimator == "reparameterization" else 1e-6)
-    seeds = trainer.step_seeds(tf.constant([1, 2]), 0, tf.range(2))
-    padded = trainer.task_loss(mean, std, tf.constant(x), y, mask, seeds)
-    alone = trainer.task_loss(
+    seeds = trainer.definition.step_seeds(tf.constant([1, 2]), 0, tf.range(2))
+    padded = trainer.definition.task_loss(mean, std, tf.constant(x), y, mask, seeds)
+    alone = trainer.definition.task_loss(
         mean, std, tf.constant(x[1:, :2]), y[1:, :2], mask[1:, :2], seeds[1:]
     )
     np.testing.assert_allclose(padded[1].numpy(), alone[0].numpy(), rtol=1e-4)

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from learning.local import LocalConfig
 from learning.models import build_model
+from learning.runtime import Runtime, resolve
 from native import sampling
 
 BASE_EDGE = 3.6541528853610088  # right edge of the ziggurat's base layer: the tail starts here
@@ -151,12 +151,18 @@ def test_sample_weights_op_values_and_gradients(rng, num_devices, shared):
     np.testing.assert_allclose(g_std.numpy(), want_std, rtol=1e-4, atol=1e-5)
 
 
-def test_fused_sampler_refuses_xla():
-    with pytest.raises(ValueError, match="jit_compile"):
-        LocalConfig(kl_scale=1.0, jit_compile=True)
-    assert not LocalConfig(kl_scale=1.0, jit_compile=True, weight_sampler="tensorflow").uses_fused_sampler
-    with pytest.raises(ValueError, match="weight_sampler"):
-        LocalConfig(kl_scale=1.0, weight_sampler="numpy")
+def test_philox_noise_refuses_xla():
+    """The fused sampler runs outside XLA: XLA with Philox noise (or the Numba steps) is
+    refused naming the key; with TensorFlow's noise it is allowed."""
+    for backend, noise in (("tensorflow", "philox"), ("auto", "auto")):
+        with pytest.raises(ValueError, match=r"runtime\.jit_compile"):
+            resolve(Runtime(backend=backend, noise=noise, jit_compile=True), estimator="reparameterization",
+                    has_numba_steps=True, has_philox_lrt=True)
+    resolved = resolve(Runtime(backend="tensorflow", noise="tensorflow", jit_compile=True),
+                       estimator="reparameterization", has_numba_steps=True, has_philox_lrt=True)
+    assert resolved.jit_compile and resolved.noise == "tensorflow"
+    with pytest.raises(ValueError, match=r"runtime\.noise"):
+        Runtime(noise="numpy")
 
 
 def _philox_reference(counter, key):

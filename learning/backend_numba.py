@@ -1,0 +1,119 @@
+"""The Numba backend of the local training: the MLP's steps with their gradients written out.
+
+The same objectives as :class:`learning.objective.LocalObjective` on the same Philox
+noise, run device by device in Numba: :mod:`learning.fused_local` (the exact estimator:
+:mod:`native.sampling`'s weight sample, :mod:`learning.fused_mlp`'s layers) and
+:mod:`learning.fused_lrt` (the local reparameterization). The conformance suite holds
+both to TensorFlow's autodiff of the definitions. The ``[K, d]`` iterates and results
+live in 64-byte-aligned host arrays that TensorFlow adopts without a copy
+(:mod:`native.host_arrays`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from learning import covariance
+from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
+from learning.fused_lrt import FusedLRTSteps
+from learning.objective import LocalObjective
+from native.host_arrays import BufferPool, as_tensor
+from native.launch import LAUNCH_LOCK
+
+
+def has_numba_steps(model) -> bool:
+    """True when the model is a plain ReLU MLP, the layout the Numba steps run."""
+    return model.dense_layer_sizes is not None
+
+
+class NumbaSteps:
+    """Both phases of the local training in Numba (:class:`learning.local.LocalBackend`).
+
+    Parameters
+    ----------
+    definition : LocalObjective
+        The objectives; its model must be the MLP (:func:`has_numba_steps`) and its noise
+        ``"philox"``.
+    """
+
+    name = "numba"
+
+    def __init__(self, definition: LocalObjective):
+        model, config = definition.model, definition.config
+        if not has_numba_steps(model):
+            raise ValueError(f"the Numba backend runs the MLP only, not {model.name!r}")
+        if definition.noise != "philox":
+            raise ValueError(f"the Numba backend draws Philox noise, not {definition.noise!r}")
+        self.definition = definition
+        hyper = dict(
+            kl_scale=config.kl_scale, learning_rate=config.learning_rate,
+            min_precision=config.min_precision, nll_mean=config.nll_reduction == "mean",
+            covariance_parameter=config.covariance_parameter,
+        )
+        if config.lrt:
+            self.steps = FusedLRTSteps(model.dense_layer_sizes, config.mc_samples, **hyper)
+        else:
+            net = model.fused_network(config.mc_samples)
+            self.steps = FusedSteps(net, num_params=model.num_params, **hyper)
+        self.buffers = BufferPool(max_buffers=6)  # the phases' [K, d] arrays
+
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids):
+        """See :meth:`learning.local.LocalBackend.rho_phase`."""
+        definition = self.definition
+        shape = [int(tf.shape(y)[0]), int(rho_t.shape[0])]
+        if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
+            delta, losses, hits = self.steps.rho_phase(
+                mu_t, rho_t, x, y, mask, weights, definition.phase_seeds(seed, device_ids),
+                out=self.buffers.take(shape),
+            )
+            return as_tensor(delta), tf.constant(losses), tf.constant(hits)
+        delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
+        losses, hits = [], tf.constant(0, tf.int32)
+        for step in range(definition.config.local_steps):
+            seeds = definition.step_seeds(seed, step, device_ids)
+            new, loss, h = self.steps.rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds, out=spare)
+            delta, spare = new, delta
+            losses.append(loss)
+            hits += h
+        reading = definition.reading
+        if reading.code != covariance.PRECISION:
+            sigma_t, anchor, _ = reading.phase_constants(rho_t, definition.config.min_precision)
+            with LAUNCH_LOCK:
+                precision_change(reading.code, delta, sigma_t, anchor,
+                                 np.ascontiguousarray(rho_t, np.float32), delta)
+        return as_tensor(delta), tf.stack(losses), hits
+
+    def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
+                 weights, seed, device_ids):
+        """See :meth:`learning.local.LocalBackend.nu_phase`. ``ratio`` and the result are
+        formed in one pass each (:func:`learning.fused_local.phase2_ratio`,
+        :func:`~learning.fused_local.phase2_update`); no ``[K, d]`` array passes through
+        TensorFlow or is copied."""
+        definition = self.definition
+        vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
+        mu_np, rho_next_np, delta_rho_np = vectors
+        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
+        shape = delta_rho_k.shape
+        if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
+            out, losses = self.steps.nu_phase(
+                delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights,
+                definition.phase_seeds(seed, device_ids), out=self.buffers.take(shape),
+            )
+            return as_tensor(out), tf.constant(losses)
+        ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
+        spare = self.buffers.take(shape)
+        with LAUNCH_LOCK:
+            phase2_ratio(delta_rho_k, delta_rho_np, rho_next_np, ratio)
+        losses = []
+        for step in range(definition.config.local_steps):
+            seeds = definition.step_seeds(seed, step, device_ids)
+            new, loss = self.steps.nu_step(
+                z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=spare
+            )
+            z, spare = new, z
+            losses.append(loss)
+        del spare
+        with LAUNCH_LOCK:
+            phase2_update(delta_rho_k, delta_rho_np, rho_next_np, mu_np, z, ratio)
+        return as_tensor(ratio), tf.stack(losses)

@@ -1,0 +1,81 @@
+"""The scenario's [runtime] table: validated once (learning.runtime.resolve), refused
+combinations name the key, the key it replaced says where it went, and traces written
+before it existed still resume."""
+
+import tomllib
+
+import pytest
+import tomli_w
+
+from cosim.scenario import ScenarioError, migrate_table, parse_scenario
+from cosim.trace import _comparable
+
+
+def _error(table: dict) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(table)
+    assert len(info.value.problems) == 1, info.value.problems
+    return info.value.problems[0]
+
+
+def test_defaults_resolve_to_the_fast_paths():
+    runtime = parse_scenario({}).runtime.runtime()
+    assert (runtime.backend, runtime.noise, runtime.jit_compile, runtime.device_loop) == (
+        "auto", "auto", None, None)
+
+
+@pytest.mark.parametrize(
+    "table,key,words",
+    [
+        ({"runtime": {"backend": "numba"}, "model": {"architecture": "cnn"}},
+         "runtime.backend", "no Numba steps"),
+        ({"runtime": {"backend": "numba"}, "algorithm": {"name": "fedavg"}},
+         "runtime.backend", "TensorFlow only"),
+        ({"runtime": {"noise": "philox"}, "algorithm": {"name": "scaffold"}},
+         "runtime.noise", "TensorFlow only"),
+        ({"runtime": {"noise": "tensorflow"}}, "runtime.noise", "Numba backend draws Philox"),
+        ({"runtime": {"backend": "tensorflow", "noise": "philox"}, "model": {"architecture": "cnn"},
+          "algorithm": {"estimator": "local_reparameterization"}}, "runtime.noise", "TensorFlow"),
+        ({"runtime": {"jit_compile": True}}, "runtime.jit_compile", "XLA"),
+        ({"runtime": {"jit_compile": "yes"}}, "runtime.jit_compile", "'auto', true or false"),
+        ({"runtime": {"device_chunk": 0}}, "runtime.device_chunk", ">= 1"),
+        ({"runtime": {"backend": "gpu"}}, "runtime.backend", "must be one of"),
+    ],
+)
+def test_refused_combinations_name_the_key(table, key, words):
+    problem = _error(table)
+    assert problem.startswith(f"{key}:") and words in problem, problem
+
+
+def test_allowed_combinations():
+    for table in (
+        {"runtime": {"backend": "tensorflow", "noise": "tensorflow", "jit_compile": True}},
+        {"runtime": {"backend": "tensorflow", "noise": "philox"},
+         "algorithm": {"estimator": "local_reparameterization"}},
+        {"model": {"architecture": "cnn"}, "algorithm": {"estimator": "local_reparameterization"}},
+        {"algorithm": {"name": "fedavg"}, "runtime": {"jit_compile": True, "backend": "tensorflow"}},
+    ):
+        parse_scenario(table)
+
+
+def test_the_replaced_key_says_where_it_went():
+    problem = _error({"algorithm": {"weight_sampler": "tensorflow"}})
+    assert problem.startswith("algorithm.weight_sampler: moved to the [runtime] table")
+    assert 'runtime.noise = "tensorflow"' in problem
+
+
+@pytest.mark.parametrize("sampler,backend,noise", [("fused", "auto", "auto"),
+                                                   ("tensorflow", "tensorflow", "tensorflow")])
+def test_a_trace_from_before_runtime_compares_equal_to_its_translation(sampler, backend, noise):
+    """A trace's stored scenario with algorithm.weight_sampler and no [runtime] table is
+    the run that today's scenario with the translated [runtime] keys describes, so
+    ``--resume`` accepts it; any other runtime does not compare equal."""
+    new = parse_scenario({"runtime": {"backend": backend, "noise": noise}}).to_toml()
+    table = tomllib.loads(new)
+    del table["runtime"]
+    table["algorithm"]["weight_sampler"] = sampler
+    old = tomli_w.dumps(table)
+    assert _comparable(old) == _comparable(new)
+    other = parse_scenario({"runtime": {"device_chunk": 7}}).to_toml()
+    assert _comparable(old) != _comparable(other)
+    assert "weight_sampler" not in migrate_table(table)["algorithm"]
