@@ -188,6 +188,93 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
         assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
 
 
+def _processes_naming(mark: str) -> list[int]:
+    """PIDs of the processes (not this one) whose command line contains ``mark``."""
+    import os
+
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if mark in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_path, capsys):
+    """`cosim study run` (6 runs, 2 at a time) is SIGKILLed, driver and its whole process
+    group, as soon as its first run is done. Ray's processes of that study (found by
+    the study's own RAY_TMPDIR) do not outlive it. Run again, it submits exactly the
+    runs whose traces were not complete at the kill (resuming the partial ones) and
+    ends with the table of an uninterrupted study (the `finished` fixture's runs are
+    seeds 1 and 2 of the same points)."""
+    import os
+    import signal
+    import tempfile
+    import time
+
+    study = _study(tmp_path, seeds="[1, 2, 3]")
+    out = tmp_path / "out"
+    ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # short: Ray's socket paths
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+    driver = subprocess.Popen([sys.executable, "-m", "cosim.cli", "study", "run", str(study),
+                               "--out", str(out), "--num-cpus", "2"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and driver.poll() is None:
+            try:
+                if any(r["state"] == "done" for r in _status(out)["runs"].values()):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        assert driver.poll() is None, "the study ended before it could be killed"
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while _processes_naming(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        survivors = _processes_naming(ray_tmp)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        for pid in _processes_naming(ray_tmp):  # stop what the test started, whatever happened
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert survivors == [], f"Ray processes outlived the killed study: {survivors}"
+
+    names = [run_name({AXIS: p}, seed) for p in (10.0, 20.0) for seed in (1, 2, 3)]
+    complete = {n for n in names if (out / "runs" / f"{n}.h5").exists()
+                and read_trace(out / "runs" / f"{n}.h5").completed_rounds == 2}
+    partial = {n for n in names if (out / "runs" / f"{n}.h5").exists()} - complete
+    assert 1 <= len(complete) < len(names)
+
+    capsys.readouterr()
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    state = _status(out)
+    assert state["tasks_submitted"] == len(names) - len(complete)
+    for name, run in state["runs"].items():
+        want = "skipped" if name in complete else "resumed" if name in partial else "started"
+        assert run["action"] == want, (name, run)
+        assert run["state"] == "done"
+    assert main(["study", "report", str(out)]) == 0
+    _, finished_out, _, _ = finished
+    assert main(["study", "report", str(finished_out)]) == 0
+    uninterrupted = pd.read_csv(finished_out / "table.csv").drop(columns="wall_s")
+    table = pd.read_csv(out / "table.csv").drop(columns="wall_s")
+    pd.testing.assert_frame_equal(table[table["seed"] < 3].reset_index(drop=True), uninterrupted)
+    assert (table["seed"] == 3).sum() == len(uninterrupted) // 2
+
+
 def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_path, capsys):
     # 10 training images cannot feed 8 devices of ~20 samples: valid, fails at set-up;
     # a learning rate of 1000 diverges in round 1 (the trace holds it)
