@@ -188,8 +188,9 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
         assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
 
 
-def _processes_naming(mark: str) -> list[int]:
-    """PIDs of the processes (not this one) whose command line contains ``mark``."""
+def _processes_naming(*marks: str, also: str = "") -> list[int]:
+    """PIDs of the processes (not this one) whose command line contains one of ``marks``
+    (and ``also``)."""
     import os
 
     pids = []
@@ -200,7 +201,7 @@ def _processes_naming(mark: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if mark in cmdline:
+        if also in cmdline and any(mark in cmdline for mark in marks):
             pids.append(int(entry.name))
     return pids
 
@@ -393,17 +394,7 @@ def _stop_nodes_of(port: int) -> None:
     marks = (f":{port}", f"--gcs_server_port={port}", f"--port={port}")
 
     def ours() -> list[int]:
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "ray" in cmdline and any(mark in cmdline for mark in marks):
-                pids.append(int(entry.name))
-        return pids
+        return _processes_naming(*marks, also="ray")
 
     for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         for pid in ours():
