@@ -586,7 +586,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--baseline-tree", type=Path, default=None,
                    help="also time the project's rounds (exact, lrt) of another checkout "
                         "(e.g. `git worktree add /tmp/base HEAD~1`), interleaved with these, "
-                        "and print both trees' ratios side by side")
+                        "and print both trees' ratios side by side; the other tree reads "
+                        "this tree's --scenario file and --set items, so they must be "
+                        "valid there too")
     p.add_argument("--worker-spec", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.only is None:

@@ -48,7 +48,14 @@ from typing import Annotated, Any, Literal
 import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from learning.runtime import Runtime, resolve  # stdlib only
+from learning.runtime import (  # stdlib only
+    BACKENDS,
+    DEVICE_CHUNK,
+    NOISE_SOURCES,
+    ResolvedRuntime,
+    Runtime,
+    resolve,
+)
 from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
@@ -454,13 +461,14 @@ class AlgorithmConfig(_Section):
 
 class RuntimeConfig(_Section):
     """How the local training runs (:mod:`learning.runtime`): none of these keys changes the
-    method; ``backend`` and ``noise`` change the random numbers and the float rounding."""
+    method; ``backend``, ``noise`` and ``jit_compile`` change the random numbers or the
+    float rounding."""
 
-    backend: Literal["auto", "numba", "tensorflow"] = "auto"
-    noise: Literal["auto", "philox", "tensorflow"] = "auto"
+    backend: Literal[BACKENDS] = "auto"
+    noise: Literal[NOISE_SOURCES] = "auto"
     jit_compile: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
     device_loop: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
-    device_chunk: int = Field(100, ge=1)
+    device_chunk: int = Field(DEVICE_CHUNK, ge=1)
 
     def runtime(self) -> Runtime:
         """The :class:`learning.runtime.Runtime` of these keys (``"auto"`` -> None)."""
@@ -562,20 +570,7 @@ class Scenario(_Section):
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
                      f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
                      f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
-        if self.algorithm.name == "bayes_aircomp":
-            mlp = self.model.architecture == "mlp"
-            try:
-                resolve(self.runtime.runtime(), estimator=self.algorithm.estimator,
-                        has_numba_steps=mlp, has_philox_lrt=mlp)
-            except ValueError as error:  # "runtime.key: what (got value)"
-                raise ValueError(f"{error}; with model.architecture = "
-                                 f"{self.model.architecture!r}, algorithm.estimator = "
-                                 f"{self.algorithm.estimator!r}") from None
-        else:
-            for key, value in (("backend", "numba"), ("noise", "philox")):
-                _require(getattr(self.runtime, key) != value, f"runtime.{key}",
-                         f"algorithm.name = {self.algorithm.name!r} runs on TensorFlow only; "
-                         f"use 'auto' or 'tensorflow' (got {value!r})")
+        self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
         if self.model.architecture in _CONVNETS:
             h, w, _ = image_shape(self.data.input_shape)
             _require(min(h, w) >= 4, "data.synthetic_shape",
@@ -587,6 +582,12 @@ class Scenario(_Section):
     def trace_path(self) -> Path:
         """``trace.path`` with ``{name}`` and ``{seed}`` filled in."""
         return Path(self.trace.path.format(name=self.name, seed=self.seed))
+
+    def resolved_runtime(self) -> ResolvedRuntime:
+        """``[runtime]`` with every ``"auto"`` decided for this algorithm, architecture and
+        estimator (:func:`learning.runtime.resolve`; ValueError naming the key)."""
+        return resolve(self.runtime.runtime(), algorithm=self.algorithm.name,
+                       architecture=self.model.architecture, estimator=self.algorithm.estimator)
 
     def hyper_parameters(self) -> dict[str, Any]:
         """``algorithm.hyper_parameters(K)`` with K = ``cell.num_devices`` (kl_scale a number)."""
@@ -925,6 +926,8 @@ def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: s
         if model is None or key not in model.model_fields:
             prefix = ".".join(path[:i])
             where = f"{prefix}." if prefix else ""
+            if f"{where}{key}" in MOVED_KEYS:
+                raise ScenarioError([f"{where}{key}: {MOVED_KEYS[where + key]}"], source)
             hint = f"; {_did_you_mean(model, key)}" if model is not None else ""
             raise ScenarioError([f"{where}{key}: unknown key{hint}"], source)
         if i == len(path) - 1:

@@ -44,6 +44,7 @@ flush.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fcntl
 import json
@@ -60,7 +61,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosim.scenario import migrate_table, toml_value
+from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
 
 __all__ = [
     "EVAL_COLUMNS",
@@ -155,29 +156,36 @@ def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
 
 
 def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
-    """The scenario as compared on ``--resume``: without ``trace.path`` (where the trace
-    lies does not change its result, so a moved trace or study directory resumes), and
-    without ``rounds`` when it may grow."""
-    table = migrate_table(tomllib.loads(scenario_text))  # a trace from before [runtime] resumes
+    """The scenario as compared on ``--resume``: in today's keys (a trace from before
+    ``[runtime]`` resumes, :func:`cosim.scenario.migrate_table`), ``[runtime]`` as it
+    resolves (an explicit ``backend = "numba"`` is the run ``"auto"`` made), without
+    ``trace.path`` (where the trace lies does not change its result, so a moved trace or
+    study directory resumes), and without ``rounds`` when it may grow."""
+    table = migrate_table(tomllib.loads(scenario_text))
     table.get("trace", {}).pop("path", None)
+    try:
+        table["runtime"] = dataclasses.asdict(parse_scenario(table).resolved_runtime())
+    except ScenarioError:
+        pass  # compared as written (such a trace cannot be resumed by a valid scenario)
     if without_rounds:
         table.pop("rounds", None)
     return table
 
 
-def _key_lines(scenario_text: str) -> list[str]:
-    """``dotted.key = value`` per key (one line each, arrays included): what a resume's
-    mismatch message diffs, so every changed line names its key."""
+def _key_lines(table: dict) -> list[str]:
+    """``dotted.key = value`` per key of a scenario table (one line each, arrays
+    included): what a resume's mismatch message diffs, so every changed line names its
+    key."""
     lines: list[str] = []
 
     def walk(table: dict, prefix: str) -> None:
         for key, value in table.items():
             if isinstance(value, dict):
                 walk(value, f"{prefix}{key}.")
-            else:
+            elif value is not None:
                 lines.append(f"{prefix}{key} = {toml_value(value)}")
 
-    walk(tomllib.loads(scenario_text), "")
+    walk(table, "")
     return lines
 
 
@@ -379,11 +387,11 @@ class TraceWriter:
             stored = str(file.attrs["scenario"])
             if rounds_may_grow and scenario_text is not None:
                 _check_rounds_grow(path, stored, scenario_text)
-            if scenario_text is not None and (
-                _comparable(stored, without_rounds=rounds_may_grow)
-                != _comparable(scenario_text, without_rounds=rounds_may_grow)
-            ):
-                diff = list(difflib.unified_diff(_key_lines(stored), _key_lines(scenario_text),
+            old, new = (None, None) if scenario_text is None else (
+                _comparable(stored, without_rounds=rounds_may_grow),
+                _comparable(scenario_text, without_rounds=rounds_may_grow))
+            if old != new:
+                diff = list(difflib.unified_diff(_key_lines(old), _key_lines(new),
                                                  "trace", "now", n=0, lineterm=""))
                 diff = [line for line in diff[2:] if not line.startswith("@@")][:10]
                 raise TraceError(f"cannot resume {path}: the scenario differs from the one in the trace "

@@ -4,9 +4,8 @@ The same objectives as :class:`learning.objective.LocalObjective` on the same Ph
 noise, run device by device in Numba: :mod:`learning.fused_local` (the exact estimator:
 :mod:`native.sampling`'s weight sample, :mod:`learning.fused_mlp`'s layers) and
 :mod:`learning.fused_lrt` (the local reparameterization). The conformance suite holds
-both to TensorFlow's autodiff of the definitions. The ``[K, d]`` iterates and results
-live in 64-byte-aligned host arrays that TensorFlow adopts without a copy
-(:mod:`native.host_arrays`).
+both to TensorFlow's autodiff of the definitions. The updates it returns are
+``tf.float32`` tensors over host arrays of its own pool (:mod:`native.host_arrays`).
 """
 
 from __future__ import annotations
@@ -18,13 +17,9 @@ from learning import covariance
 from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
 from learning.fused_lrt import FusedLRTSteps
 from learning.objective import LocalObjective
+from learning.runtime import NUMBA_ARCHITECTURES
 from native.host_arrays import BufferPool, as_tensor
 from native.launch import LAUNCH_LOCK
-
-
-def has_numba_steps(model) -> bool:
-    """True when the model is a plain ReLU MLP, the layout the Numba steps run."""
-    return model.dense_layer_sizes is not None
 
 
 class NumbaSteps:
@@ -33,15 +28,15 @@ class NumbaSteps:
     Parameters
     ----------
     definition : LocalObjective
-        The objectives; its model must be the MLP (:func:`has_numba_steps`) and its noise
-        ``"philox"``.
+        The objectives; its model must be one of
+        :data:`learning.runtime.NUMBA_ARCHITECTURES` (the MLP) and its noise ``"philox"``.
     """
 
     name = "numba"
 
     def __init__(self, definition: LocalObjective):
         model, config = definition.model, definition.config
-        if not has_numba_steps(model):
+        if model.name not in NUMBA_ARCHITECTURES or model.dense_layer_sizes is None:
             raise ValueError(f"the Numba backend runs the MLP only, not {model.name!r}")
         if definition.noise != "philox":
             raise ValueError(f"the Numba backend draws Philox noise, not {definition.noise!r}")
@@ -86,10 +81,8 @@ class NumbaSteps:
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
                  weights, seed, device_ids):
-        """See :meth:`learning.local.LocalBackend.nu_phase`. ``ratio`` and the result are
-        formed in one pass each (:func:`learning.fused_local.phase2_ratio`,
-        :func:`~learning.fused_local.phase2_update`); no ``[K, d]`` array passes through
-        TensorFlow or is copied."""
+        """See :meth:`learning.local.LocalBackend.nu_phase` (eq. ``nu_def``:
+        :func:`learning.fused_local.phase2_ratio`, :func:`~learning.fused_local.phase2_update`)."""
         definition = self.definition
         vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
         mu_np, rho_next_np, delta_rho_np = vectors

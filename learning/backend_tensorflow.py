@@ -102,8 +102,7 @@ class TensorFlowSteps:
                  weights, seed, device_ids):
         """See :meth:`learning.local.LocalBackend.nu_phase`."""
         definition = self.definition
-        # c_k = rho_k / rho_{t+1} - 1 without subtracting two large precisions
-        offset = (delta_rho_k - delta_rho_global) / rho_next
+        offset = definition.phase2_offset(delta_rho_k, delta_rho_global, rho_next)
         ratio = 1.0 / (1.0 + offset)  # rho_{t+1} / rho_k
         z = tf.zeros_like(offset)
         losses = []
@@ -111,4 +110,4 @@ class TensorFlowSteps:
             seeds = definition.step_seeds(seed, step, device_ids)
             z, loss = self._nu_step(z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds)
             losses.append(loss)
-        return offset * mu_t + z, tf.stack(losses)
+        return definition.phase2_update(offset, mu_t, z), tf.stack(losses)

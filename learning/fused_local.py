@@ -1,6 +1,6 @@
 """The exact estimator's local steps for the MLP, device by device, without TensorFlow.
 
-With the fused sampler and the MLP, everything a local step does is either the
+On the Numba backend (the MLP), everything a local step does is either the
 network on the weight sample (:mod:`learning.fused_mlp`) or elementwise algebra on
 ``d``-vectors. Run as a TF graph, that algebra is some 25 passes over ``d`` and 60
 small ops per device and step (about 3 ms of 13 at the paper's size). Here it is one
@@ -355,7 +355,7 @@ class FusedSteps:
     net : FusedMLP
         The network and its sampler layout.
     kl_scale, learning_rate, min_precision : float
-        lambda, eta and the precision floor of :class:`learning.local.LocalConfig`.
+        lambda, eta and the precision floor of :class:`learning.objective.LocalConfig`.
     num_params : int
         d (lambda_k = lambda pi_k / d).
     nll_mean : bool

@@ -401,7 +401,7 @@ class FusedLRTSteps:
     num_mc : int
         M, samples per step.
     kl_scale, learning_rate, min_precision : float
-        lambda, eta and the precision floor of :class:`learning.local.LocalConfig`.
+        lambda, eta and the precision floor of :class:`learning.objective.LocalConfig`.
     nll_mean : bool
         ``nll_reduction == "mean"``.
     covariance_parameter : str

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import tensorflow as tf
 
-from learning.backend_numba import NumbaSteps, has_numba_steps
+from learning.backend_numba import NumbaSteps
 from learning.backend_tensorflow import TensorFlowSteps
 from learning.models import Model
 from learning.objective import (
@@ -31,7 +31,7 @@ from learning.objective import (
     LocalConfig,
     LocalObjective,
 )
-from learning.runtime import ESTIMATORS, ResolvedRuntime, Runtime, resolve
+from learning.runtime import ESTIMATORS, Runtime, resolve
 
 __all__ = [
     "COVARIANCE_PARAMETERS",
@@ -41,7 +41,6 @@ __all__ = [
     "LocalBackend",
     "LocalConfig",
     "LocalTrainer",
-    "resolve_for",
 ]
 
 
@@ -77,12 +76,6 @@ class LocalBackend(Protocol):
         ...
 
 
-def resolve_for(model: Model, config: LocalConfig, runtime: Runtime) -> ResolvedRuntime:
-    """:func:`learning.runtime.resolve` for this model and estimator."""
-    return resolve(runtime, estimator=config.estimator, has_numba_steps=has_numba_steps(model),
-                   has_philox_lrt=has_numba_steps(model))
-
-
 class LocalTrainer:
     """The local training: the definitions (:attr:`definition`) and a backend (:attr:`backend`).
 
@@ -99,7 +92,8 @@ class LocalTrainer:
     def __init__(self, model: Model, config: LocalConfig, runtime: Runtime | None = None):
         self.model = model
         self.config = config
-        self.runtime = resolve_for(model, config, runtime or Runtime())
+        self.runtime = resolve(runtime or Runtime(), architecture=model.name,
+                               estimator=config.estimator)
         self.definition = LocalObjective(model, config, noise=self.runtime.noise)
         self.backend: LocalBackend
         if self.runtime.backend == "numba":
@@ -141,7 +135,7 @@ class LocalTrainer:
         step [E, K]. The KL's prior is N(mu_t, Sigma_{t+1}) (``phase2_prior = "fresh"``)
         or N(mu_t, Sigma_t) (``"previous"``).
         """
-        prior_rho = rho_next if self.config.phase2_prior == "fresh" else rho_t
+        prior_rho = self.definition.phase2_prior_precision(rho_t, rho_next)
         if delta_rho_global is None:
             delta_rho_global = rho_next - rho_t
         return self.backend.nu_phase(mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global,

@@ -84,13 +84,12 @@ import tensorflow as tf
 from learning import covariance
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
-from learning.runtime import ESTIMATORS
-from native.sampling import standard_normal
+from learning.runtime import ESTIMATORS, NOISE_SOURCES, NUMBA_ARCHITECTURES
 
 PHASE2_PRIORS = ("fresh", "previous")
 NLL_REDUCTIONS = ("sum", "mean")
 COVARIANCE_PARAMETERS = covariance.NAMES
-NOISE = ("philox", "tensorflow")
+NOISE = tuple(n for n in NOISE_SOURCES if n != "auto")
 
 
 @dataclass(frozen=True)
@@ -245,8 +244,6 @@ def _kl_gap(q):
     return tf.where(tf.abs(q) <= covariance.KL_SERIES_BOUND, series, exact), grad
 
 
-
-
 def philox_lrt_noise(mask):
     """The LRT's pre-activation noise drawn by :mod:`native.sampling`, as a
     ``noise(device_seeds, shape, stream)`` for :meth:`learning.models.Model.logits_lrt`.
@@ -257,6 +254,8 @@ def philox_lrt_noise(mask):
     function takes ``device_seeds`` [K, 2] tf.int32 and ``shape`` ``[S, B, out]`` and
     gives ``[K, S, B, out]`` tf.float32 (graph mode, ``numpy_function``; no XLA).
     """
+
+    from native.sampling import standard_normal  # Numba: only where Philox noise is asked for
 
     def draw(seeds, mask, dims, stream):
         out = np.zeros((seeds.shape[0], *dims), np.float32)
@@ -286,9 +285,12 @@ class LocalObjective:
         ``"philox"`` or ``"tensorflow"``: the generator of the MC noise (module docstring).
     """
 
-    def __init__(self, model: Model, config: LocalConfig, noise: str = "tensorflow"):
+    def __init__(self, model: Model, config: LocalConfig, *, noise: str):
         if noise not in NOISE:
             raise ValueError(f"noise must be one of {NOISE}, got {noise!r}")
+        if noise == "philox" and config.lrt and model.name not in NUMBA_ARCHITECTURES:
+            raise ValueError(f"noise 'philox': the local-reparameterization graph of "
+                             f"{model.name!r} draws its noise with TensorFlow")
         self.model = model
         self.config = config
         self.noise = noise
@@ -391,6 +393,24 @@ class LocalObjective:
             kl += 0.5 * tf.reduce_sum(_log_precision_gap(rho_next / prior_rho - 1.0))
         return task + self.kl_weights(weights) * kl
 
+    def phase2_prior_precision(self, rho_t, rho_next):
+        """The precision of phase 2's KL prior N(mu_t, diag(prior_rho)^-1): ``rho_next``
+        (``phase2_prior = "fresh"``, Sigma_{t+1}) or ``rho_t`` (``"previous"``), [d]."""
+        return rho_next if self.config.phase2_prior == "fresh" else rho_t
+
+    @staticmethod
+    def phase2_offset(delta_rho_k, delta_rho_global, rho_next):
+        """``c_k = rho_k / rho_{t+1} - 1 = (Delta_rho_k - Delta_rho) / rho_{t+1}`` [K, d]
+        (eq. ``nu_def``'s start ``nu_k = (1 + c_k) mu_t``), with no difference of two large
+        precisions; phase 2's sampling ratio is ``rho_{t+1} / rho_k = 1 / (1 + c_k)``
+        (eq. ``weighting_agg``)."""
+        return (delta_rho_k - delta_rho_global) / rho_next
+
+    @staticmethod
+    def phase2_update(offset, mu_t, z):
+        """The transmitted ``Delta_nu_k = nu_k - mu_t = c_k mu_t + z_k`` [K, d] from the
+        phase-2 iterate ``z_k = nu_k - nu_k(init)``."""
+        return offset * mu_t + z
 
     def step_seeds(self, seed, step, device_ids):
         """Per-device seeds of local step ``step``: ``[K, 2]``."""
@@ -399,5 +419,3 @@ class LocalObjective:
     def phase_seeds(self, seed, device_ids):
         """:meth:`step_seeds` of the E local steps of a phase: ``[E, K, 2]``."""
         return tf.stack([self.step_seeds(seed, step, device_ids) for step in range(self.config.local_steps)])
-
-

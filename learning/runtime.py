@@ -1,26 +1,31 @@
 """Runtime choices of the local training: which backend runs the steps and which
 generator draws the noise. None of them changes the method (the objective, its
-hyper-parameters, the distribution of the noise); ``backend`` and ``noise`` change the
-float rounding and the random numbers, ``jit_compile``, ``device_loop`` and
-``device_chunk`` change neither.
+hyper-parameters, the distribution of the noise). ``backend``, ``noise`` and
+``jit_compile`` change the random numbers or the float rounding (XLA draws other
+TensorFlow normals than TF's CPU kernels); ``device_loop`` and ``device_chunk`` keep
+the maths and the noise and may move the last float bits of the TensorFlow backend.
 
 The scenario's ``[runtime]`` table (``cosim/scenario.py``) holds the same keys; this
-module resolves them for a model and an estimator (:func:`resolve`), with the rules
-written once:
+module resolves them for an algorithm, a model and an estimator (:func:`resolve`), with
+the rules written once. ``"auto"`` (or None) honours the keys that are set:
 
 ============  =========================================================================
 key           ``"auto"`` / ``None`` resolves to
 ============  =========================================================================
-backend       ``"numba"`` where the model has Numba steps (the MLP), else
-              ``"tensorflow"``
-noise         ``"philox"`` (:mod:`native.sampling`), except the TensorFlow backend's
-              local reparameterization on a model whose pre-activation noise only
-              TensorFlow draws (the convnets): ``"tensorflow"``, which XLA compiles
+backend       ``"tensorflow"`` when ``noise = "tensorflow"`` or ``jit_compile = true``
+              is asked for, else ``"numba"`` where the model has Numba steps (the MLP,
+              :data:`NUMBA_ARCHITECTURES`), else ``"tensorflow"``
+noise         ``"tensorflow"`` when ``jit_compile = true``, or for the TensorFlow
+              backend's local reparameterization on a model whose pre-activation noise
+              only TensorFlow draws (the convnets); else ``"philox"`` (:mod:`native.sampling`)
 jit_compile   on for the TensorFlow backend with TensorFlow noise and the local
               reparameterization (XLA fuses its elementwise passes), off otherwise
 device_loop   on for the exact estimator on the TensorFlow backend (one device's
-              samples stay in cache), off for the local reparameterization
+              samples stay in cache), off otherwise (it applies to that backend only)
 ============  =========================================================================
+
+The baselines run on TensorFlow only: of these keys they take ``jit_compile`` (off
+unless true) and refuse the Numba backend and Philox noise (:func:`check_tensorflow_only`).
 
 Standard library only (``cosim validate`` imports it without TensorFlow).
 """
@@ -32,6 +37,13 @@ from dataclasses import dataclass
 BACKENDS = ("auto", "numba", "tensorflow")
 NOISE_SOURCES = ("auto", "philox", "tensorflow")
 ESTIMATORS = ("reparameterization", "local_reparameterization")
+NUMBA_ARCHITECTURES = ("mlp",)
+"""Architectures the Numba backend runs (both estimators), and whose TensorFlow LRT graph
+can draw Philox noise: the plain ReLU MLP."""
+PROPOSED_METHOD = "bayes_aircomp"
+"""The one algorithm with a choice of backend; the others run on TensorFlow only."""
+DEVICE_CHUNK = 100
+"""Default of ``device_chunk``."""
 
 
 @dataclass(frozen=True)
@@ -48,21 +60,20 @@ class Runtime:
         the same numbers on both backends) or ``"tensorflow"``
         (``tf.random.stateless_normal``; TensorFlow backend only).
     jit_compile : bool or None
-        Compile the TensorFlow backend's steps with XLA (not with Philox noise, which
-        runs outside XLA).
+        Compile the TensorFlow backend's steps with XLA (TensorFlow noise only).
     device_loop : bool or None
         Run the TensorFlow backend's steps one device at a time (``tf.map_fn``) instead of
-        as one [K, ...] batch; same numbers.
+        as one [K, ...] batch.
     device_chunk : int or None
         Devices per call of the local training (None: all); every device's noise is keyed
-        by its global index, so the chunking changes no number and bounds the memory.
+        by its global index, so the chunking keeps the noise and bounds the memory.
     """
 
     backend: str = "auto"
     noise: str = "auto"
     jit_compile: bool | None = None
     device_loop: bool | None = None
-    device_chunk: int | None = 100
+    device_chunk: int | None = DEVICE_CHUNK
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -84,33 +95,48 @@ class ResolvedRuntime:
     device_chunk: int | None
 
 
-def resolve(runtime: Runtime, *, estimator: str, has_numba_steps: bool,
-            has_philox_lrt: bool) -> ResolvedRuntime:
-    """Decide ``runtime`` for a model and an estimator; ``ValueError`` naming the
-    ``runtime.`` key for a combination that cannot run.
+def check_tensorflow_only(runtime: Runtime, algorithm: str) -> None:
+    """``ValueError`` naming the key when a baseline (TensorFlow only) is asked for the
+    Numba backend or Philox noise."""
+    for key, value in (("backend", "numba"), ("noise", "philox")):
+        if getattr(runtime, key) == value:
+            raise ValueError(f"runtime.{key}: algorithm.name = {algorithm!r} runs on TensorFlow "
+                             f"only; use 'auto' or 'tensorflow' (got {value!r})")
 
-    Input: ``estimator`` (``"reparameterization"`` or ``"local_reparameterization"``);
-    ``has_numba_steps``: the model has Numba steps for this estimator (the MLP);
-    ``has_philox_lrt``: its TensorFlow LRT graph can draw Philox noise (the MLP).
+
+def resolve(runtime: Runtime, *, algorithm: str = PROPOSED_METHOD, architecture: str,
+            estimator: str = "reparameterization") -> ResolvedRuntime:
+    """Decide ``runtime`` for an algorithm, a model architecture and an estimator;
+    ``ValueError`` naming the ``runtime.`` key for a combination that cannot run.
+
+    A baseline resolves to the TensorFlow backend with TensorFlow noise and its
+    ``jit_compile`` (off unless true); ``device_loop`` and ``device_chunk`` do not apply.
     """
+    if algorithm != PROPOSED_METHOD:
+        check_tensorflow_only(runtime, algorithm)
+        return ResolvedRuntime("tensorflow", "tensorflow", bool(runtime.jit_compile), False, None)
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     lrt = estimator == "local_reparameterization"
+    numba_steps = philox_lrt = architecture in NUMBA_ARCHITECTURES
     backend = runtime.backend
     if backend == "auto":
-        backend = "numba" if has_numba_steps else "tensorflow"
-    elif backend == "numba" and not has_numba_steps:
-        raise ValueError("runtime.backend: this model has no Numba steps (the MLP has); use "
-                         "'tensorflow' or 'auto' (got 'numba')")
+        wants_tf = runtime.noise == "tensorflow" or runtime.jit_compile is True
+        backend = "numba" if numba_steps and not wants_tf else "tensorflow"
+    elif backend == "numba" and not numba_steps:
+        raise ValueError(f"runtime.backend: model.architecture = {architecture!r} has no Numba "
+                         f"steps (the MLP has); use 'tensorflow' or 'auto' (got 'numba')")
     noise = runtime.noise
     if noise == "auto":
-        noise = "tensorflow" if backend == "tensorflow" and lrt and not has_philox_lrt else "philox"
+        tf_lrt_only = backend == "tensorflow" and lrt and not philox_lrt
+        noise = "tensorflow" if runtime.jit_compile is True or tf_lrt_only else "philox"
     elif noise == "tensorflow" and backend == "numba":
         raise ValueError("runtime.noise: the Numba backend draws Philox noise; 'tensorflow' "
-                         "needs runtime.backend = 'tensorflow' (got 'tensorflow')")
-    elif noise == "philox" and backend == "tensorflow" and lrt and not has_philox_lrt:
-        raise ValueError("runtime.noise: this model's local-reparameterization graph draws "
-                         "its noise with TensorFlow; use 'tensorflow' or 'auto' (got 'philox')")
+                         "needs runtime.backend = 'tensorflow' or 'auto' (got 'tensorflow')")
+    elif noise == "philox" and backend == "tensorflow" and lrt and not philox_lrt:
+        raise ValueError(f"runtime.noise: the local-reparameterization graph of "
+                         f"model.architecture = {architecture!r} draws its noise with "
+                         f"TensorFlow; use 'tensorflow' or 'auto' (got 'philox')")
     jit = runtime.jit_compile
     if jit is None:
         jit = backend == "tensorflow" and noise == "tensorflow" and lrt
@@ -118,6 +144,11 @@ def resolve(runtime: Runtime, *, estimator: str, has_numba_steps: bool,
         raise ValueError(f"runtime.jit_compile: XLA needs the TensorFlow backend with "
                          f"TensorFlow noise (Philox noise and the Numba steps run outside XLA; "
                          f"resolved: backend {backend!r}, noise {noise!r}) (got true)")
-    loop = (not lrt) if runtime.device_loop is None else bool(runtime.device_loop)
+    loop = runtime.device_loop
+    if loop is None:
+        loop = backend == "tensorflow" and not lrt
+    elif loop and backend != "tensorflow":
+        raise ValueError("runtime.device_loop: the Numba backend always runs device by device; "
+                         "true needs runtime.backend = 'tensorflow' (got true)")
     chunk = None if runtime.device_chunk is None else int(runtime.device_chunk)
-    return ResolvedRuntime(backend, noise, bool(jit), loop, chunk)
+    return ResolvedRuntime(backend, noise, bool(jit), bool(loop), chunk)

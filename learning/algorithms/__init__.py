@@ -19,7 +19,7 @@ from learning.algorithms.fedprox import FedProx
 from learning.algorithms.fedsmoo import FedSmoo
 from learning.algorithms.scaffold import Scaffold
 from learning.models import Model
-from learning.runtime import Runtime
+from learning.runtime import PROPOSED_METHOD, Runtime, check_tensorflow_only
 
 ALGORITHMS: dict[str, type] = {
     "bayes_aircomp": BayesAirComp,
@@ -52,10 +52,7 @@ def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = N
             f"accepted: {sorted(accepted)}"
         )
     runtime = runtime or Runtime()
-    if name == "bayes_aircomp":
+    if name == PROPOSED_METHOD:
         return cls(model, num_devices, runtime=runtime, **hyper)
-    if runtime.backend == "numba" or runtime.noise == "philox":
-        key = "backend" if runtime.backend == "numba" else "noise"
-        raise ValueError(f"runtime.{key} = {getattr(runtime, key)!r}: algorithm {name!r} runs "
-                         "on TensorFlow only (use 'auto' or 'tensorflow')")
+    check_tensorflow_only(runtime, name)
     return cls(model, num_devices, jit_compile=bool(runtime.jit_compile), **hyper)

@@ -2,13 +2,14 @@
 combinations name the key, the key it replaced says where it went, and traces written
 before it existed still resume."""
 
+import difflib
 import tomllib
 
 import pytest
 import tomli_w
 
-from cosim.scenario import ScenarioError, migrate_table, parse_scenario
-from cosim.trace import _comparable
+from cosim.scenario import ScenarioError, load_scenario, migrate_table, parse_scenario
+from cosim.trace import _comparable, _key_lines
 
 
 def _error(table: dict) -> str:
@@ -33,10 +34,14 @@ def test_defaults_resolve_to_the_fast_paths():
          "runtime.backend", "TensorFlow only"),
         ({"runtime": {"noise": "philox"}, "algorithm": {"name": "scaffold"}},
          "runtime.noise", "TensorFlow only"),
-        ({"runtime": {"noise": "tensorflow"}}, "runtime.noise", "Numba backend draws Philox"),
+        ({"runtime": {"backend": "numba", "noise": "tensorflow"}}, "runtime.noise",
+         "Numba backend draws Philox"),
         ({"runtime": {"backend": "tensorflow", "noise": "philox"}, "model": {"architecture": "cnn"},
           "algorithm": {"estimator": "local_reparameterization"}}, "runtime.noise", "TensorFlow"),
-        ({"runtime": {"jit_compile": True}}, "runtime.jit_compile", "XLA"),
+        ({"runtime": {"jit_compile": True, "noise": "philox"}}, "runtime.jit_compile", "XLA"),
+        ({"runtime": {"jit_compile": True, "backend": "numba"}}, "runtime.jit_compile", "XLA"),
+        ({"runtime": {"device_loop": True, "backend": "numba"}}, "runtime.device_loop",
+         "always runs device by device"),
         ({"runtime": {"jit_compile": "yes"}}, "runtime.jit_compile", "'auto', true or false"),
         ({"runtime": {"device_chunk": 0}}, "runtime.device_chunk", ">= 1"),
         ({"runtime": {"backend": "gpu"}}, "runtime.backend", "must be one of"),
@@ -45,6 +50,20 @@ def test_defaults_resolve_to_the_fast_paths():
 def test_refused_combinations_name_the_key(table, key, words):
     problem = _error(table)
     assert problem.startswith(f"{key}:") and words in problem, problem
+
+
+@pytest.mark.parametrize("runtime,backend,noise,jit", [
+    ({}, "numba", "philox", False),
+    ({"noise": "tensorflow"}, "tensorflow", "tensorflow", True),  # the LRT with TF noise: XLA
+    ({"jit_compile": True}, "tensorflow", "tensorflow", True),
+    ({"backend": "tensorflow"}, "tensorflow", "philox", False),
+])
+def test_auto_honours_the_keys_that_are_set(runtime, backend, noise, jit):
+    """One key is enough: TensorFlow noise or XLA alone takes the TensorFlow backend."""
+    resolved = parse_scenario({"runtime": runtime, "algorithm": {
+        "estimator": "local_reparameterization"}}).resolved_runtime()
+    assert (resolved.backend, resolved.noise, resolved.jit_compile) == (backend, noise, jit)
+    assert not resolved.device_loop
 
 
 def test_allowed_combinations():
@@ -62,6 +81,28 @@ def test_the_replaced_key_says_where_it_went():
     problem = _error({"algorithm": {"weight_sampler": "tensorflow"}})
     assert problem.startswith("algorithm.weight_sampler: moved to the [runtime] table")
     assert 'runtime.noise = "tensorflow"' in problem
+    with pytest.raises(ScenarioError) as info:  # through --set too
+        load_scenario(None, ['algorithm.weight_sampler="fused"'])
+    assert info.value.problems[0].startswith("algorithm.weight_sampler: moved to the [runtime]")
+
+
+def test_resume_compares_the_resolved_runtime_and_names_real_differences():
+    """The same run spelled with explicit keys compares equal to its "auto"; a trace from
+    before [runtime] whose only real difference is the learning rate is reported with
+    that one key (not with the migrated ones)."""
+    auto = parse_scenario({}).to_toml()
+    explicit = parse_scenario({"runtime": {"backend": "numba", "noise": "philox"}}).to_toml()
+    assert _comparable(auto) == _comparable(explicit)
+    assert _comparable(auto) != _comparable(parse_scenario({"runtime": {
+        "backend": "tensorflow"}}).to_toml())
+    table = tomllib.loads(parse_scenario({"algorithm": {"learning_rate": 0.2}}).to_toml())
+    del table["runtime"]
+    table["algorithm"]["weight_sampler"] = "fused"
+    old = _comparable(tomli_w.dumps(table))
+    diff = [line for line in difflib.unified_diff(_key_lines(old), _key_lines(_comparable(auto)),
+                                                  n=0, lineterm="")
+            if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert diff == ["-algorithm.learning_rate = 0.2", "+algorithm.learning_rate = 0.1"], diff
 
 
 @pytest.mark.parametrize("sampler,backend,noise", [("fused", "auto", "auto"),

@@ -154,12 +154,11 @@ def test_sample_weights_op_values_and_gradients(rng, num_devices, shared):
 def test_philox_noise_refuses_xla():
     """The fused sampler runs outside XLA: XLA with Philox noise (or the Numba steps) is
     refused naming the key; with TensorFlow's noise it is allowed."""
-    for backend, noise in (("tensorflow", "philox"), ("auto", "auto")):
+    for backend, noise in (("tensorflow", "philox"), ("numba", "auto")):
         with pytest.raises(ValueError, match=r"runtime\.jit_compile"):
-            resolve(Runtime(backend=backend, noise=noise, jit_compile=True), estimator="reparameterization",
-                    has_numba_steps=True, has_philox_lrt=True)
+            resolve(Runtime(backend=backend, noise=noise, jit_compile=True), architecture="mlp")
     resolved = resolve(Runtime(backend="tensorflow", noise="tensorflow", jit_compile=True),
-                       estimator="reparameterization", has_numba_steps=True, has_philox_lrt=True)
+                       architecture="mlp")
     assert resolved.jit_compile and resolved.noise == "tensorflow"
     with pytest.raises(ValueError, match=r"runtime\.noise"):
         Runtime(noise="numpy")
