@@ -2,7 +2,8 @@
 
 A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
 
-* the global model holds NaN or Inf (``model_finite`` = 0);
+* the global model holds NaN or Inf, or predicts NaN or Inf in an evaluated round
+  (``model_finite`` = 0: finite weights whose logits overflow);
 * a device's update holds NaN or Inf (``nonfinite_update_entries`` > 0): the air
   interface can turn non-finite updates into a finite estimate (a zero-power row,
   the KKT control's clipping), so a finite model alone does not prove a sane round;
@@ -78,7 +79,7 @@ class DivergenceWatch:
         """What diverged in round ``round_index`` (one phrase per finding; [] when sane)."""
         reasons = []
         if scalars.get("model_finite", 1.0) == 0.0:
-            reasons.append("the global model holds NaN/Inf")
+            reasons.append("the global model holds or predicts NaN/Inf")
         bad_updates = scalars.get("nonfinite_update_entries", 0.0)
         if bad_updates:
             reasons.append(f"{int(bad_updates)} non-finite entries in the devices' updates")

@@ -475,14 +475,18 @@ class Engine:
 
         finite = self.algorithm.is_finite(state)
         bins = scenario.eval.ece_bins
+        probs = None
         if finite and self._evaluate_now(t):
-            probs = self.algorithm.predict_probs(
+            probs = np.asarray(self.algorithm.predict_probs(
                 state,
                 self.x_test,
                 scenario.eval.predictive_samples,
                 rngs.stream_seed(seed, t, "eval"),
-            )
-            ev = evaluate_probs(np.asarray(probs), self.y_test, num_bins=bins)
+            ))
+            # finite weights whose logits overflow: the model has diverged all the same
+            finite = bool(np.all(np.isfinite(probs)))
+        if finite and probs is not None:
+            ev = evaluate_probs(probs, self.y_test, num_bins=bins)
             scalars.update(test_accuracy=ev.accuracy, test_nll=ev.nll, ece=ev.ece)
             record.reliability = {
                 name: np.asarray(getattr(ev, name), np.float64) for name in RELIABILITY_SERIES

@@ -80,7 +80,7 @@ def test_watch_findings():
     assert found == ["17 non-finite entries in the devices' updates",
                      "training loss non-finite (train_loss_rho=nan, train_loss=nan)",
                      "non-finite metrics (delta_bar_rho=inf)"]
-    assert watch.check(4, {**sane, "model_finite": 0.0}) == ["the global model holds NaN/Inf"]
+    assert watch.check(4, {**sane, "model_finite": 0.0}) == ["the global model holds or predicts NaN/Inf"]
     # NaN by design: no evaluation this round; no loss reported at all
     assert DivergenceWatch().check(0, {"train_loss": math.nan, "ece": math.nan}) == []
     # an evaluated round (finite accuracy) must have a finite NLL and ECE
@@ -108,6 +108,36 @@ def test_divergence_stops_the_run_with_exit_3_and_says_why(tmp_path, capsys):
     assert err.count(" diverged: ") == 1 and "going on" in err
     with h5py.File(tmp_path / "tiny-seed3.h5", "r") as f:
         assert int(f.attrs["completed_rounds"]) == 6
+
+
+def test_finite_weights_with_overflowing_predictions_stop_the_run(tmp_path, capsys):
+    """Weights finite, logits overflowing (SCAFFOLD at 10 labels per device did this at
+    paper size): the evaluation records NaN and model_finite = 0, and the run stops with
+    exit 3 saying so, instead of an exception out of the metrics."""
+    from cosim.engine import Engine
+    from cosim.run import run_scenario
+    from cosim.scenario import load_scenario
+
+    scenario = load_scenario(write_tiny(tmp_path, rounds=3, every=1))
+    engine = Engine(scenario)
+    predict = engine.algorithm.predict_probs
+    calls = []
+
+    def overflowing(state, x, num_samples, seed):
+        probs = np.array(predict(state, x, num_samples, seed))
+        calls.append(1)
+        if len(calls) == 2:  # round 1's evaluation
+            probs[0, :] = np.nan
+        return probs
+
+    engine.algorithm.predict_probs = overflowing
+    summary = run_scenario(scenario, progress=False, engine=engine)
+    assert summary.diverged
+    assert "round 1 diverged: the global model holds or predicts NaN/Inf" in capsys.readouterr().err
+    with h5py.File(summary.trace_path, "r") as f:
+        assert int(f.attrs["completed_rounds"]) == 2
+        np.testing.assert_array_equal(f["rounds/model_finite"][()], [1.0, 0.0])
+        assert np.isfinite(f["rounds/test_accuracy"][0]) and np.isnan(f["rounds/test_accuracy"][1])
 
 
 # ------------------------------------------------------------------ extend, overwrite, paths
