@@ -18,8 +18,7 @@ environment says otherwise), which hides TensorFlow's C++ log lines while it run
 The command also turns on TensorFlow's BFC allocator for host memory
 (``TF_CPU_ALLOCATOR_USE_BFC=true``, unless the environment already says
 otherwise): without it every large tensor is a fresh ``mmap`` whose page faults
-cost as much as the arithmetic; measured side by side, one paper-size AirComp
-phase took 0.36-0.59 s with it and 0.83-1.25 s without. It changes no number,
+cost as much as the arithmetic (figures in ``benchmarks/README.md``). It changes no number,
 only where buffers come from. Library users set it before importing TensorFlow
 (:func:`cosim.api.run` sets both, as the command does).
 """

@@ -255,8 +255,7 @@ class MLP(Model):
 
         The S samples are folded into the rows of every matmul (``[K, S*B, in] @ [K, in,
         out]``, so the weight gradient comes out as ``[K, in, out]`` directly) and a
-        shared operand is one plain GEMM ``[K*S*B, in] @ [in, out]`` (after the folded-
-        sample kernel first measured in the round-time benchmark). Layer i's noise is
+        shared operand is one plain GEMM ``[K*S*B, in] @ [in, out]``. Layer i's noise is
         ``noise(device_seeds, [S, B, out], stream=i)``.
         """
         shared_mu, shared_var = mu.shape[0] == 1, var.shape[0] == 1

@@ -3,8 +3,7 @@
 The Numba paths of the local training hand ``[K, d]`` update arrays (187 MB each at
 the paper's size, K = 100) to the PHY and the server, which are TensorFlow code.
 ``tf.convert_to_tensor`` copies a NumPy array (TF copies it on purpose, and copies
-again into its own buffer when the copy is not 64-byte aligned): measured 0.46 s
-for one such array here, more than a whole phase of the PHY. :func:`as_tensor`
+again into its own buffer when the copy is not 64-byte aligned). :func:`as_tensor`
 adopts the array instead, through DLPack, when it is C-contiguous and 64-byte
 aligned (what TensorFlow's buffers must be; :func:`aligned_empty` makes such
 arrays). ``np.asarray`` of the tensor gives the same memory back, also without a copy.
@@ -12,8 +11,8 @@ arrays). ``np.asarray`` of the tensor gives the same memory back, also without a
 The caller gives the array away: it must not write it after :func:`as_tensor`.
 
 :class:`BufferPool` hands out such arrays again once nothing refers to them any more
-(no view, no tensor): a fresh 187 MB array costs its page faults on first write,
-measured about 0.1 s here, several times per round.
+(no view, no tensor), so the page faults of a fresh array are paid once.
+The costs these avoid are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations

@@ -45,8 +45,7 @@ float32) stays in the CPU cache during its ~10 Newton passes."""
 def _power_terms(a, u, lam, dtype):
     """S(lambda) = sum_f u a^2/(1+lambda u)^2 and dS/dlambda, in ``dtype``.
 
-    Two reductions of one expression (XLA fuses them into one pass; a stacked
-    reduction was measured 5-10x slower).
+    Two reductions of one expression (XLA fuses them into one pass).
     """
     a = tf.cast(a, dtype)
     u = tf.cast(u, dtype)
