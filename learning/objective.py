@@ -360,8 +360,15 @@ class LocalObjective:
     def floor(self, delta, rho_t):
         """Clamp the phase-1 iterate ``delta`` [K, d] where ``rho_k`` would fall below
         ``min_precision`` (:meth:`learning.covariance.Reading.limit`): (clamped iterate
-        [K, d], clamped entries per device [K] int32)."""
-        limit = self.reading.limit(rho_t, self.config.min_precision, tf.math)
+        [K, d], clamped entries per device [K] int32). The bound is formed as
+        :meth:`learning.covariance.Reading.phase_constants` forms it for the Numba
+        kernels: in float32 for the precision reading, else in float64 (an entry of
+        ``rho_t`` at the floor gives 0), then rounded to float32."""
+        if self.reading.code == covariance.PRECISION:
+            limit = self.reading.limit(rho_t, self.config.min_precision, tf.math)
+        else:
+            wide = self.reading.limit(tf.cast(rho_t, tf.float64), self.config.min_precision, tf.math)
+            limit = tf.cast(tf.where(tf.math.is_nan(wide), tf.zeros_like(wide), wide), tf.float32)
         if self.reading.increasing:
             return tf.minimum(delta, limit), tf.reduce_sum(tf.cast(delta > limit, tf.int32), axis=-1)
         return tf.maximum(delta, limit), tf.reduce_sum(tf.cast(delta < limit, tf.int32), axis=-1)
