@@ -48,6 +48,7 @@ from typing import Annotated, Any, Literal
 import tomli_w
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from learning.catalog import CATALOG, NAMES  # stdlib only
 from learning.runtime import (  # stdlib only
     BACKENDS,
     DEVICE_CHUNK,
@@ -414,7 +415,7 @@ class AlgorithmConfig(_Section):
     keys live in its sub-table (``[algorithm.fedprox]`` ...).
     """
 
-    name: Literal["bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"] = "bayes_aircomp"
+    name: Literal[NAMES] = "bayes_aircomp"
     learning_rate: float = Field(0.1, gt=0)
     local_steps: int = Field(3, ge=1)
     mc_samples: int = Field(5, ge=1)
@@ -1097,17 +1098,6 @@ def scenario_to_toml(scenario: Scenario) -> str:
 
 # --------------------------------------------------------------------------- derived quantities
 
-# Uplink payload per phase and downlink payload per round, as multiples of d (paper
-# Section VI: FedAvg, FedProx, FedGMT-v2 send d values each way; SCAFFOLD, FedSMOO and
-# the proposed method 2d). Indicative: an algorithm's ``phases()`` is authoritative.
-_UPLINK_PHASES = {
-    "bayes_aircomp": (("rho", 1), ("nu", 1)),
-    "fedavg": (("delta", 1),), "fedprox": (("delta", 1),), "fedgmt": (("delta", 1),),
-    "scaffold": (("delta", 2),), "fedsmoo": (("delta", 2),),
-}
-_DOWNLINK_FACTOR = {"bayes_aircomp": 2, "fedavg": 1, "fedprox": 1, "fedgmt": 1, "scaffold": 2, "fedsmoo": 2}
-
-
 def symbols_per_phase(num_values: int, num_subcarriers: int) -> int:
     """OFDM symbols N = ceil(num_values / F) that carry one phase (the grouping rule).
 
@@ -1122,12 +1112,12 @@ def symbols_per_phase(num_values: int, num_subcarriers: int) -> int:
 
 def uplink_phase_values(scenario: Scenario, num_params: int) -> dict[str, int]:
     """Real values each device sends per phase, ``{phase name: values}``, for ``num_params`` = d."""
-    return {name: factor * num_params for name, factor in _UPLINK_PHASES[scenario.algorithm.name]}
+    return CATALOG[scenario.algorithm.name].phase_values(num_params)
 
 
 def downlink_values(scenario: Scenario, num_params: int) -> int:
     """Real values the BS multicasts per round (2d for the proposed method)."""
-    return _DOWNLINK_FACTOR[scenario.algorithm.name] * num_params
+    return CATALOG[scenario.algorithm.name].downlink * num_params
 
 
 def model_num_params(
@@ -1184,7 +1174,7 @@ def _vectors_per_device(scenario: Scenario) -> int:
     alg = scenario.algorithm
     if alg.name == "bayes_aircomp":
         return 4 + 2 * alg.mc_samples if alg.estimator == "reparameterization" else 4
-    return 4 if _DOWNLINK_FACTOR[alg.name] == 2 else 3
+    return 4 if CATALOG[alg.name].downlink == 2 else 3
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:

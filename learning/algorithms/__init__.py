@@ -1,6 +1,7 @@
 """Federated-learning algorithms behind one protocol (``base.FederatedAlgorithm``).
 
-``ALGORITHMS`` maps a name to its class; :func:`build` constructs one as
+``ALGORITHMS`` maps a name to its class, imported from :data:`learning.catalog.CATALOG`
+(the one list of algorithms and their payloads); :func:`build` constructs one as
 ``cls(model, num_devices, **hyper)`` with the run's :class:`learning.runtime.Runtime`:
 the proposed method takes it whole; the baselines run on TensorFlow only and take its
 ``jit_compile`` (off unless set).
@@ -9,26 +10,22 @@ the proposed method takes it whole; the baselines run on TensorFlow only and tak
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 
 from learning.algorithms.base import FederatedAlgorithm
-from learning.algorithms.bayes_aircomp import BayesAirComp
-from learning.algorithms.fedavg import FedAvg
-from learning.algorithms.fedgmt import FedGmt
-from learning.algorithms.fedprox import FedProx
-from learning.algorithms.fedsmoo import FedSmoo
-from learning.algorithms.scaffold import Scaffold
+from learning.catalog import CATALOG
 from learning.models import Model
 from learning.runtime import PROPOSED_METHOD, Runtime, check_tensorflow_only
 
-ALGORITHMS: dict[str, type] = {
-    "bayes_aircomp": BayesAirComp,
-    "fedavg": FedAvg,
-    "fedprox": FedProx,
-    "scaffold": Scaffold,
-    "fedsmoo": FedSmoo,
-    "fedgmt": FedGmt,
-}
+
+def _implementation(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+ALGORITHMS: dict[str, type] = {name: _implementation(entry.implementation)
+                               for name, entry in CATALOG.items()}
 
 
 def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = None,

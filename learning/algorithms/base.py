@@ -26,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import tensorflow as tf
 
+from learning.catalog import CATALOG
+
 
 @dataclass(frozen=True)
 class PhaseSpec:
@@ -67,6 +69,19 @@ class DeviceData:
     @property
     def num_devices(self) -> int:
         return int(self.y.shape[0])
+
+
+def catalog_phases(name: str, num_params: int) -> tuple[PhaseSpec, ...]:
+    """The uplink phases of algorithm ``name`` for ``num_params`` = d, from
+    :data:`learning.catalog.CATALOG` (what ``phases()`` returns)."""
+    return tuple(PhaseSpec(phase, values)
+                 for phase, values in CATALOG[name].phase_values(num_params).items())
+
+
+def catalog_downlink_values(name: str, num_params: int) -> int:
+    """Real values the BS broadcasts per round for algorithm ``name`` (what
+    ``downlink_values()`` returns), from :data:`learning.catalog.CATALOG`."""
+    return CATALOG[name].downlink * int(num_params)
 
 
 @runtime_checkable

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec
+from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import Model
 from learning.runtime import Runtime
@@ -148,11 +148,10 @@ class BayesAirComp:
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
-        d = self.model.num_params
-        return (PhaseSpec("rho", d), PhaseSpec("nu", d))
+        return catalog_phases(self.name, self.model.num_params)
 
     def downlink_values(self) -> int:
-        return 2 * self.model.num_params
+        return catalog_downlink_values(self.name, self.model.num_params)
 
     def init(self, seed: tf.Tensor) -> BayesState:
         mu = self.model.init_mean(seed)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec
+from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
 from learning.models import Model
 
 
@@ -125,10 +125,10 @@ class FedAvg:
         return LocalSGD(self.model, learning_rate, local_steps, jit_compile)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
-        return (PhaseSpec("delta", self.model.num_params),)
+        return catalog_phases(self.name, self.model.num_params)
 
     def downlink_values(self) -> int:
-        return self.model.num_params
+        return catalog_downlink_values(self.name, self.model.num_params)
 
     def init(self, seed: tf.Tensor) -> PointState:
         return PointState(self.model.init_mean(seed))

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec
+from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.models import Model
 
@@ -121,11 +121,10 @@ class Scaffold(FedAvg):
         return CorrectedSGD(self.model, learning_rate, local_steps, jit_compile)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
-        d = self.model.num_params
-        return (PhaseSpec("delta", d), PhaseSpec("control", d))
+        return catalog_phases(self.name, self.model.num_params)
 
     def downlink_values(self) -> int:
-        return 2 * self.model.num_params
+        return catalog_downlink_values(self.name, self.model.num_params)
 
     def init(self, seed: tf.Tensor) -> ScaffoldState:
         w = self.model.init_mean(seed)

@@ -32,10 +32,10 @@ HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "le
 """Top-level packages that no command but `run` may import."""
 TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
-LIGHT = ("phy", "phy.units", "phy.limits", "learning", "learning.runtime")
+LIGHT = ("phy", "phy.units", "phy.limits", "learning", "learning.runtime", "learning.catalog")
 """The standard-library-only modules of `phy` and `learning` every command may import:
-the packages, the dB conversions, the PHY models' limits and the local training's
-runtime rules (all for `cosim.scenario`). (`native`, whose
+the packages, the dB conversions, the PHY models' limits, the local training's
+runtime rules and the algorithm catalog (all for `cosim.scenario`). (`native`, whose
 TensorFlow import filter every package's `__init__` installs, is not in HEAVY: only its `sampling` imports TensorFlow
 and Numba, and that is caught by the two names.)"""
 

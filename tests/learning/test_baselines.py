@@ -14,12 +14,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cosim.scenario import downlink_values, parse_scenario, uplink_phase_values
+from learning.algorithms import build
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.algorithms.fedavg import FedAvg
 from learning.algorithms.fedgmt import FedGmt
 from learning.algorithms.fedprox import FedProx
 from learning.algorithms.fedsmoo import FedSmoo, clip_by_device_norm
 from learning.algorithms.scaffold import Scaffold
+from learning.catalog import NAMES
 from learning.models import build_model
 
 NUM_DEVICES = 10
@@ -228,3 +231,16 @@ def test_bad_hyper_parameters_raise(task, cls, bad):
     name = next(iter(bad))
     with pytest.raises(ValueError, match=name):
         cls(model, NUM_DEVICES, **bad, **COMMON)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_scenario_counts_the_payloads_the_algorithm_sends(name):
+    """cosim.scenario's channel-use arithmetic and the algorithm's own phases read one
+    table (learning.catalog): the same phase names, values and downlink for every
+    algorithm (they once disagreed: SCAFFOLD and FedSMOO as one 2d phase)."""
+    scenario = parse_scenario({"algorithm": {"name": name}})
+    model = build_model("mlp", (4,), 3, (5,))
+    algo = build(name, model, 3)
+    d = model.num_params
+    assert uplink_phase_values(scenario, d) == {p.name: p.num_values for p in algo.phases()}
+    assert downlink_values(scenario, d) == algo.downlink_values()
