@@ -2,9 +2,8 @@
 
 On the Numba backend (the MLP), everything a local step does is either the
 network on the weight sample (:mod:`learning.fused_mlp`) or elementwise algebra on
-``d``-vectors. Run as a TF graph, that algebra is some 25 passes over ``d`` and 60
-small ops per device and step (about 3 ms of 13 at the paper's size). Here it is one
-parallel Numba pass per step and device, with the gradients written out by hand. They
+``d``-vectors, here one parallel Numba pass per step and device with the gradients
+written out by hand (what that saves against the TF graph: ``benchmarks/README.md``). They
 are the gradients TensorFlow's autodiff forms on :class:`learning.objective.LocalObjective`'s
 objectives (the conformance suite compares the two backends phase by phase):
 

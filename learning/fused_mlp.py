@@ -175,9 +175,8 @@ def _bias_backward(b, mean, std, delta, g_mean, g_std):
 class Workspace:
     """Arrays that :meth:`FusedMLP.forward` / :meth:`FusedMLP.backward` write, kept for
     reuse from device to device and step to step (the weight sample alone is 9.3 MB at
-    the paper's size; a fresh array of that size costs a page fault per 4 KB, which
-    measured about a third of the fill). What a call returns lives here until the next
-    call with the same workspace.
+    the paper's size). What a call returns lives here until the next call with the same
+    workspace.
     """
 
     def __init__(self, net: FusedMLP):
