@@ -26,14 +26,21 @@ def _d3d(d2d_m, h_bs_m, h_ut_m):
     return np.hypot(d2d_m, h_bs_m - h_ut_m)
 
 
-def umi_pl_los(d2d_m, fc_hz=FC_HZ, h_bs_m=10.0, h_ut_m=1.5):
-    """UMi-Street Canyon LoS (h_E = 1 m)."""
+def _two_slope_los(d2d_m, fc_hz, h_bs_m, h_ut_m, intercept_db, near_slope, bp_weight):
+    """The LoS formula UMi and UMa share (h_E = 1 m): ``intercept + near_slope log10(d3D)
+    + 20 log10(fc)`` up to the breakpoint, then ``intercept + 40 log10(d3D) + 20 log10(fc)
+    - bp_weight log10(d'_BP^2 + (h_BS - h_UT)^2)``."""
     d3d, fc = _d3d(d2d_m, h_bs_m, h_ut_m), fc_hz / 1e9
     d_bp = 4 * (h_bs_m - 1.0) * (h_ut_m - 1.0) * fc_hz / SPEED_OF_LIGHT_M_S
-    pl1 = 32.4 + 21 * np.log10(d3d) + 20 * np.log10(fc)
-    pl2 = (32.4 + 40 * np.log10(d3d) + 20 * np.log10(fc)
-           - 9.5 * np.log10(d_bp**2 + (h_bs_m - h_ut_m) ** 2))
+    pl1 = intercept_db + near_slope * np.log10(d3d) + 20 * np.log10(fc)
+    pl2 = (intercept_db + 40 * np.log10(d3d) + 20 * np.log10(fc)
+           - bp_weight * np.log10(d_bp**2 + (h_bs_m - h_ut_m) ** 2))
     return np.where(d2d_m <= d_bp, pl1, pl2)
+
+
+def umi_pl_los(d2d_m, fc_hz=FC_HZ, h_bs_m=10.0, h_ut_m=1.5):
+    """UMi-Street Canyon LoS."""
+    return _two_slope_los(d2d_m, fc_hz, h_bs_m, h_ut_m, 32.4, 21, 9.5)
 
 
 def umi_pl_nlos(d2d_m, fc_hz=FC_HZ, h_bs_m=10.0, h_ut_m=1.5):
@@ -45,12 +52,7 @@ def umi_pl_nlos(d2d_m, fc_hz=FC_HZ, h_bs_m=10.0, h_ut_m=1.5):
 
 def uma_pl_los(d2d_m, fc_hz=FC_HZ, h_bs_m=25.0, h_ut_m=1.5):
     """UMa LoS, h_UT < 13 m so h_E = 1 m."""
-    d3d, fc = _d3d(d2d_m, h_bs_m, h_ut_m), fc_hz / 1e9
-    d_bp = 4 * (h_bs_m - 1.0) * (h_ut_m - 1.0) * fc_hz / SPEED_OF_LIGHT_M_S
-    pl1 = 28.0 + 22 * np.log10(d3d) + 20 * np.log10(fc)
-    pl2 = (28.0 + 40 * np.log10(d3d) + 20 * np.log10(fc)
-           - 9 * np.log10(d_bp**2 + (h_bs_m - h_ut_m) ** 2))
-    return np.where(d2d_m <= d_bp, pl1, pl2)
+    return _two_slope_los(d2d_m, fc_hz, h_bs_m, h_ut_m, 28.0, 22, 9)
 
 
 def uma_pl_nlos(d2d_m, fc_hz=FC_HZ, h_bs_m=25.0, h_ut_m=1.5):
