@@ -286,8 +286,8 @@ def run_scenario(
         else:
             print(text, file=sys.stderr, flush=True)
 
-    resolved = getattr(getattr(engine.algorithm, "trainer", None), "runtime", None)
-    if resolved is not None and progress:  # what [runtime]'s "auto" became
+    if progress:  # what [runtime]'s "auto" became
+        resolved = scenario.resolved_runtime()
         say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
             + (", XLA" if resolved.jit_compile else ""))
     last_acc, last_ece, diverged = math.nan, math.nan, False

@@ -24,24 +24,10 @@ import tensorflow as tf
 from learning.backend_numba import NumbaSteps
 from learning.backend_tensorflow import TensorFlowSteps
 from learning.models import Model
-from learning.objective import (
-    COVARIANCE_PARAMETERS,
-    NLL_REDUCTIONS,
-    PHASE2_PRIORS,
-    LocalConfig,
-    LocalObjective,
-)
-from learning.runtime import ESTIMATORS, Runtime, resolve
+from learning.objective import LocalConfig, LocalObjective
+from learning.runtime import Runtime, resolve
 
-__all__ = [
-    "COVARIANCE_PARAMETERS",
-    "ESTIMATORS",
-    "NLL_REDUCTIONS",
-    "PHASE2_PRIORS",
-    "LocalBackend",
-    "LocalConfig",
-    "LocalTrainer",
-]
+__all__ = ["LocalBackend", "LocalConfig", "LocalTrainer"]
 
 
 class LocalBackend(Protocol):

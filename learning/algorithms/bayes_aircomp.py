@@ -144,7 +144,6 @@ class BayesAirComp:
             covariance_parameter=covariance_parameter,
         )
         self.trainer = LocalTrainer(model, self.config, runtime)
-        self.device_chunk = self.trainer.runtime.device_chunk
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
@@ -160,7 +159,7 @@ class BayesAirComp:
         return BayesState(tf.cast(mu, tf.float64), tf.cast(rho, tf.float64))
 
     def _chunks(self, num_devices: int) -> list[tuple[int, int]]:
-        size = self.device_chunk or num_devices
+        size = self.trainer.runtime.device_chunk or num_devices
         return [(lo, min(lo + size, num_devices)) for lo in range(0, num_devices, size)]
 
     def local_update(self, phase: int, state: BayesState, carry, data: DeviceData, seed):
