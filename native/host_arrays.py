@@ -11,13 +11,14 @@ arrays). ``np.asarray`` of the tensor gives the same memory back, also without a
 The caller gives the array away: it must not write it after :func:`as_tensor`.
 
 :class:`BufferPool` hands out such arrays again once nothing refers to them any more
-(no view, no tensor), so the page faults of a fresh array are paid once.
+(no view, no tensor): it learns that from a finalizer on the memory's owner, so the
+page faults of a fresh array are paid once.
 The costs these avoid are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
-import sys
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -67,45 +68,64 @@ def as_tensor(array) -> tf.Tensor:
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
 
 
+class _Block:
+    """The owner of one pooled allocation: the arrays handed out are made from its
+    ``__array_interface__``, so they, their views and the DLPack capsules of their
+    tensors all keep it alive, and it is collected only when none of them is left."""
+
+    __slots__ = ("raw", "__array_interface__", "__weakref__")
+
+    def __init__(self, raw: np.ndarray):
+        self.raw = raw
+        self.__array_interface__ = {
+            "shape": raw.shape, "typestr": raw.dtype.str, "data": (raw.ctypes.data, False),
+            "version": 3,
+        }
+
+
 class BufferPool:
     """Aligned arrays reused once nothing else refers to them.
 
-    :meth:`take` returns an array of the asked shape and dtype that is free (referred
-    to by the pool alone: no caller, no view of it, no tensor made by
-    :func:`as_tensor` still alive), else a new one, which the pool keeps while it
-    holds fewer than ``max_buffers``. Contents are not cleared unless ``zero``.
+    :meth:`take` returns an array of the asked shape and dtype. Its memory goes back to
+    the pool when the last thing that refers to it is gone: the array, every view of
+    it, every tensor made by :func:`as_tensor` and every array NumPy made of such a
+    tensor. The pool learns it from a finalizer on the memory's owner (the arrays'
+    ``base``), not by counting references, so it cannot hand out memory that is still
+    read. At most ``max_buffers`` free buffers are kept; contents are not cleared
+    unless ``zero``.
     """
 
     def __init__(self, max_buffers: int = 8):
         self.max_buffers = int(max_buffers)
-        self._buffers: list[np.ndarray] = []
+        self._free: dict[tuple, list[np.ndarray]] = {}
 
-    @staticmethod
-    def _is_free(array: np.ndarray) -> bool:
-        # references to a free array: the pool's list, this parameter and
-        # getrefcount's argument; to its memory's owner (``base``): the array and the
-        # argument. A view of the array or a DLPack capsule (a tensor) adds one to
-        # either count.
-        return sys.getrefcount(array) == 3 and sys.getrefcount(array.base) == 2
+    def _release(self, key: tuple, raw: np.ndarray) -> None:
+        # called by the finalizer of raw's owner, in whichever thread dropped the last
+        # reference; list.append and list.pop are atomic under the GIL
+        if self.num_free < self.max_buffers:
+            self._free.setdefault(key, []).append(raw)
+
+    @property
+    def num_free(self) -> int:
+        """How many buffers the pool holds ready."""
+        return sum(len(free) for free in self._free.values())
 
     def take(self, shape, dtype=np.float32, zero: bool = False) -> np.ndarray:
         """A C-contiguous, 64-byte-aligned array of ``shape`` and ``dtype``."""
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
         dtype = np.dtype(dtype)
-        found = None
-        for index in range(len(self._buffers)):
-            if (self._buffers[index].shape == shape and self._buffers[index].dtype == dtype
-                    and self._is_free(self._buffers[index])):
-                found = self._buffers[index]
-                break
-        if found is None:
-            found = aligned_empty(shape, dtype)
-            if len(self._buffers) < self.max_buffers:
-                self._buffers.append(found)
+        key = (shape, dtype.str)
+        try:
+            raw = self._free.get(key, []).pop()
+        except IndexError:
+            raw = aligned_empty(shape, dtype)
+        block = _Block(raw)
+        weakref.finalize(block, self._release, key, raw)
+        found = np.asarray(block)
         if zero:
             found.fill(0)
         return found
 
     def clear(self) -> None:
-        """Forget every buffer (those still in use stay valid for their users)."""
-        self._buffers.clear()
+        """Forget the free buffers (those in use come back when their users let go)."""
+        self._free.clear()

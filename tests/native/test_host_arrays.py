@@ -92,6 +92,23 @@ def test_pool_reuses_a_buffer_only_once_nothing_refers_to_it():
     tensor = as_tensor(pool.take((3, 64)))  # so does a tensor over its memory
     assert np.asarray(tensor).ctypes.data == address
     assert pool.take((3, 64)).ctypes.data != address
+    read_back = np.asarray(tensor)  # and an array NumPy made of that tensor
     del tensor
+    assert pool.take((3, 64)).ctypes.data != address
+    del read_back
     assert pool.take((3, 64)).ctypes.data == address
     assert pool.take((2, 64)).shape == (2, 64)  # other shapes get their own buffers
+
+
+def test_pool_keeps_at_most_max_buffers_free():
+    from native.host_arrays import BufferPool
+
+    pool = BufferPool(max_buffers=2)
+    held = [pool.take(16) for _ in range(4)]
+    assert pool.num_free == 0
+    del held
+    assert pool.num_free == 2
+    again = pool.take(16)
+    assert pool.num_free == 1
+    del again
+    assert pool.num_free == 2
