@@ -290,3 +290,41 @@ def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequenc
         distances = umi.world.deployment.distances_m
         assert not np.allclose(umi.world.path_gain, distances ** -4.0)
         assert np.all(umi.world.path_gain < 1e-5) and np.all(umi.world.path_gain > 1e-16)
+
+
+@pytest.mark.parametrize("estimator", ["reparameterization", "local_reparameterization"])
+def test_a_round_makes_no_host_copy_of_the_updates(tmp_path, estimator):
+    """Issue 18's one array boundary per round: after the first round (which fills the
+    Numba backend's buffer pool) a round allocates no NumPy array of the [K, d] updates'
+    size: each phase's updates go from the kernels to TensorFlow and the PHY without a
+    copy, on the host (NumPy's allocations, which tracemalloc sees) or in TensorFlow
+    (its CPU allocator's statistics, kept with the BFC allocator that conftest.py
+    and the `cosim` command select). 64 devices, so that the [d] vectors of the
+    state and metrics stay small beside [K, d]."""
+    import tracemalloc
+
+    num_devices = 64
+    scenario = load_scenario(
+        write_tiny(tmp_path, rounds=5, every=100, hidden=512),
+        [f"cell.num_devices={num_devices}", "data.synthetic_train_size=3000",
+         f'algorithm.estimator="{estimator}"'],
+    )
+    engine = Engine(scenario)
+    assert engine.algorithm.trainer.backend.name == "numba"
+    updates_bytes = num_devices * engine.num_params * 4
+    state = engine.initial_state()
+    state, _ = engine.run_round(0, state)
+    tracemalloc.start()
+    try:
+        for t in (1, 2):
+            tracemalloc.reset_peak()
+            tf.config.experimental.reset_memory_stats("CPU:0")
+            start = tracemalloc.get_traced_memory()[0]
+            start_tf = tf.config.experimental.get_memory_info("CPU:0")["current"]
+            state, _ = engine.run_round(t, state)
+            host_peak = tracemalloc.get_traced_memory()[1] - start
+            tf_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - start_tf
+            assert host_peak < 0.5 * updates_bytes, (t, host_peak / updates_bytes)
+            assert tf_peak < 0.5 * updates_bytes, (t, tf_peak / updates_bytes)
+    finally:
+        tracemalloc.stop()
