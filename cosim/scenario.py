@@ -46,9 +46,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
-from learning.catalog import CATALOG, NAMES  # stdlib only
+from learning.catalog import CATALOG, NAMES  # no TensorFlow
+from learning.hyperparameters import AlgorithmParameters, positive_or_keyword
 from learning.runtime import (  # stdlib only
     BACKENDS,
     DEVICE_CHUNK,
@@ -116,18 +125,6 @@ def _bool_or_keyword(keyword: str):
         if value == keyword or isinstance(value, bool):
             return value
         raise ValueError(f"must be {keyword!r}, true or false")
-
-    return BeforeValidator(check)
-
-
-def _positive_or_keyword(keyword: str):
-    def check(value: Any) -> Any:
-        if value == keyword:
-            return value
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value) and value > 0):
-            return float(value)
-        raise ValueError(f"must be {keyword!r} or a positive finite number")
 
     return BeforeValidator(check)
 
@@ -276,7 +273,7 @@ class PowerConfig(_Section):
     control: Literal["optimal", "truncated_inversion", "full_inversion", "ideal"] = "optimal"
     tx_power_dbm: float = Field(20.0, ge=-DB_LIMIT, le=DB_LIMIT)
     noise_power_dbm: float = Field(-74.0, ge=-DB_LIMIT, le=DB_LIMIT)
-    gamma: Annotated[str | float, _positive_or_keyword("noise_power")] = "noise_power"
+    gamma: Annotated[str | float, positive_or_keyword("noise_power")] = "noise_power"
     tci_gain_threshold: float = Field(TCI_GAIN_THRESHOLD, gt=0)
 
     @property
@@ -373,91 +370,61 @@ class ModelConfig(_Section):
         return self
 
 
-# Baseline hyper-parameters: one sub-table per algorithm, [algorithm.<name>]. Adding an
-# algorithm's knobs = one small model here + one field in AlgorithmConfig.
+# The algorithms' hyper-parameters are declared once, in learning.hyperparameters, one
+# model per algorithm named by the catalog; [algorithm] is built from them below.
 
 
-class FedProxConfig(_Section):
-    """[algorithm.fedprox]: proximal term mu/2 ||w - w_t||^2 (Li et al., MLSys 2020)."""
-
-    proximal_mu: float = Field(0.01, ge=0)
-
-
-class ScaffoldConfig(_Section):
-    """[algorithm.scaffold]: server step size eta_g (Karimireddy et al., ICML 2020; 1.0 there)."""
-
-    global_learning_rate: float = Field(1.0, gt=0)
+def _fields(model: type[BaseModel], keys: Sequence[str]) -> dict[str, Any]:
+    """``create_model`` field definitions copied from ``model`` (bounds, validators, defaults)."""
+    return {key: (model.model_fields[key].annotation, model.model_fields[key]) for key in keys}
 
 
-class FedSmooConfig(_Section):
-    """[algorithm.fedsmoo]: SAM radius and dynamic-regulariser weight (Sun et al., ICML 2023).
-
-    Defaults follow the FedSMOO authors' FL-Simulator (``--rho 0.1``, ``--lamb 0.1``).
-    """
-
-    sam_rho: float = Field(0.1, ge=0)
-    dynamic_alpha: float = Field(0.1, ge=0)
+def _sub_table(name: str, parameters: type[AlgorithmParameters]) -> type[_Section]:
+    """``[algorithm.<name>]``: the algorithm's own keys, as its model declares them."""
+    return create_model(f"{parameters.__name__}Table", __base__=_Section,
+                        __doc__=f"[algorithm.{name}]: {parameters.__doc__}",
+                        **_fields(parameters, parameters.own_keys()))
 
 
-class FedGmtConfig(_Section):
-    """FedGMT-v2 (Li et al. 2025): EMA of the global trajectory as a KL teacher, dual regulariser."""
-
-    ema_decay: float = Field(0.95, ge=0, lt=1)
-    sharpness_gamma: float = Field(1.0, ge=0)
-    temperature: float = Field(3.0, gt=0)
-    dynamic_alpha: float = Field(0.1, ge=0)
-
-
-class AlgorithmConfig(_Section):
+class _AlgorithmTable(_Section):
     """The FL algorithm and its local training (paper MNIST: eta = 0.1, E = 3, M = 5, lambda = K).
 
-    The proposed method's keys sit directly in ``[algorithm]``; a baseline's own
-    keys live in its sub-table (``[algorithm.fedprox]`` ...).
+    The common keys and the proposed method's sit directly in ``[algorithm]``; a
+    baseline's own keys live in its sub-table (``[algorithm.fedprox]`` ...). Every key is
+    declared by its algorithm's model in :mod:`learning.hyperparameters`.
     """
-
-    name: Literal[NAMES] = "bayes_aircomp"
-    learning_rate: float = Field(0.1, gt=0)
-    local_steps: int = Field(3, ge=1)
-    mc_samples: int = Field(5, ge=1)
-    kl_scale: Annotated[str | float, _positive_or_keyword("num_devices")] = "num_devices"
-    estimator: Literal["reparameterization", "local_reparameterization"] = "reparameterization"
-    init_std: float = Field(0.048587, gt=0)
-    min_precision: float = Field(1.0, gt=0)
-    phase2_prior: Literal["fresh", "previous"] = "fresh"
-    nll_reduction: Literal["sum", "mean"] = "sum"
-    covariance_parameter: Literal["precision", "softplus_std", "log_std", "log_precision"] = "precision"
-    fedprox: FedProxConfig = FedProxConfig()
-    scaffold: ScaffoldConfig = ScaffoldConfig()
-    fedsmoo: FedSmooConfig = FedSmooConfig()
-    fedgmt: FedGmtConfig = FedGmtConfig()
 
     def kl_scale_value(self, num_devices: int) -> float:
         """lambda in lambda_k = lambda pi_k / d (eq. ``localLoss``): K for ``"num_devices"``."""
         return float(num_devices) if self.kl_scale == "num_devices" else float(self.kl_scale)
 
     def hyper_parameters(self, num_devices: int | None = None) -> dict[str, Any]:
-        """Keyword arguments for ``learning.algorithms.build(name, model, K, **hyper)``.
-
-        Common keys (``learning_rate``, ``local_steps``) for every algorithm; the
-        proposed method's keys for ``bayes_aircomp`` (``kl_scale`` resolved to a
-        number when ``num_devices`` is given; :meth:`Scenario.hyper_parameters`
-        does that); the algorithm's own sub-table for a baseline.
-        """
-        hyper: dict[str, Any] = {"learning_rate": self.learning_rate, "local_steps": self.local_steps}
-        if self.name == "bayes_aircomp":
-            hyper |= {
-                "mc_samples": self.mc_samples,
-                "kl_scale": self.kl_scale if num_devices is None else self.kl_scale_value(num_devices),
-                "estimator": self.estimator,
-                "init_std": self.init_std,
-                "min_precision": self.min_precision,
-                "phase2_prior": self.phase2_prior,
-                "nll_reduction": self.nll_reduction,
-                "covariance_parameter": self.covariance_parameter,
-            }
-        elif self.name in type(self).model_fields:
-            hyper |= getattr(self, self.name).model_dump()
+        """Keyword arguments for ``learning.algorithms.build(name, model, K, **hyper)``:
+        the keys of the algorithm's model (:mod:`learning.hyperparameters`), read from
+        ``[algorithm]`` and its sub-table; ``kl_scale`` resolved to a number when
+        ``num_devices`` is given (:meth:`Scenario.hyper_parameters` does that)."""
+        entry = CATALOG[self.name]
+        hyper: dict[str, Any] = {key: getattr(self, key) for key in AlgorithmParameters.model_fields}
+        own = getattr(self, self.name, None) if entry.own_table else self
+        hyper |= {key: getattr(own, key) for key in entry.parameters.own_keys()}
+        if "kl_scale" in hyper and num_devices is not None:
+            hyper["kl_scale"] = self.kl_scale_value(num_devices)
         return hyper
+
+
+_FLAT = [entry.parameters for entry in CATALOG.values() if not entry.own_table]
+AlgorithmConfig = create_model(
+    "AlgorithmConfig",
+    __base__=_AlgorithmTable,
+    __doc__=_AlgorithmTable.__doc__,
+    name=(Literal[NAMES], "bayes_aircomp"),
+    **_fields(AlgorithmParameters, list(AlgorithmParameters.model_fields)),
+    **{key: value for parameters in _FLAT for key, value in
+       _fields(parameters, parameters.own_keys()).items()},
+    **{name: (table, table()) for name, entry in CATALOG.items()
+       if entry.own_table and entry.parameters.own_keys()
+       for table in [_sub_table(name, entry.parameters)]},
+)
 
 
 class RuntimeConfig(_Section):

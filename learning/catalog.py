@@ -8,25 +8,44 @@ values each way; SCAFFOLD, FedSMOO and the proposed method 2d). The algorithms' 
 derived quantities (``cosim/scenario.py``: channel uses, memory) both read this table;
 :data:`learning.algorithms.ALGORITHMS` imports each ``implementation``.
 
-Adding an algorithm: its module under ``learning/algorithms/`` and one line here (its
-hyper-parameters, if it has its own, are a sub-table model in ``cosim/scenario.py``).
+Each line also names the algorithm's hyper-parameter model
+(:mod:`learning.hyperparameters`), which the scenario's ``[algorithm]`` table and the
+algorithm's constructor both validate with, and where its own keys sit in a scenario:
+``[algorithm]`` itself (the proposed method) or the sub-table ``[algorithm.<name>]``.
 
-Standard library only (``cosim validate`` imports it without TensorFlow).
+Adding an algorithm: its module under ``learning/algorithms/``, its hyper-parameter
+model, and one line here.
+
+No TensorFlow (``cosim validate`` imports it without).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from learning.hyperparameters import (
+    AlgorithmParameters,
+    BayesAirCompParameters,
+    FedAvgParameters,
+    FedGmtParameters,
+    FedProxParameters,
+    FedSmooParameters,
+    ScaffoldParameters,
+)
+
 
 @dataclass(frozen=True)
 class Entry:
     """One algorithm: ``uplink`` phase names (d values each, in order), ``downlink``
-    values per round as a multiple of d, ``implementation`` as ``"module:Class"``."""
+    values per round as a multiple of d, ``implementation`` as ``"module:Class"``, its
+    hyper-parameter model, and whether its own keys sit in a sub-table
+    ``[algorithm.<name>]`` (``own_table``) or in ``[algorithm]``."""
 
     uplink: tuple[str, ...]
     downlink: int
     implementation: str
+    parameters: type[AlgorithmParameters]
+    own_table: bool = True
 
     def phase_values(self, num_params: int) -> dict[str, int]:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
@@ -34,12 +53,15 @@ class Entry:
 
 
 CATALOG = {
-    "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp"),
-    "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg"),
-    "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx"),
-    "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold"),
-    "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo"),
-    "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt"),
+    "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",
+                           BayesAirCompParameters, own_table=False),
+    "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters),
+    "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters),
+    "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
+                      ScaffoldParameters),
+    "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
+                     FedSmooParameters),
+    "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

@@ -59,8 +59,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from learning.hyperparameters import COVARIANCE_PARAMETERS
+
 PRECISION, SOFTPLUS_STD, LOG_STD, LOG_PRECISION = 0, 1, 2, 3
-NAMES = ("precision", "softplus_std", "log_std", "log_precision")
+NAMES = COVARIANCE_PARAMETERS
 """The readings, indexed by their kernel code (``NAMES[code]``)."""
 
 xp = math  # the math namespace the formulas below are written over (rebound per backend)

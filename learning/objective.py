@@ -82,13 +82,11 @@ import numpy as np
 import tensorflow as tf
 
 from learning import covariance
+from learning.hyperparameters import BayesAirCompParameters
 from learning.models import Model
 from learning.posterior import device_seeds, kl_precision
-from learning.runtime import ESTIMATORS, NOISE_SOURCES, NUMBA_ARCHITECTURES
+from learning.runtime import NOISE_SOURCES, NUMBA_ARCHITECTURES
 
-PHASE2_PRIORS = ("fresh", "previous")
-NLL_REDUCTIONS = ("sum", "mean")
-COVARIANCE_PARAMETERS = covariance.NAMES
 NOISE = tuple(n for n in NOISE_SOURCES if n != "auto")
 
 
@@ -134,20 +132,13 @@ class LocalConfig:
     covariance_parameter: str = "precision"
 
     def __post_init__(self):
-        checks = {
-            "kl_scale": self.kl_scale >= 0,
-            "learning_rate": self.learning_rate > 0,
-            "local_steps": self.local_steps >= 1,
-            "mc_samples": self.mc_samples >= 1,
-            "estimator": self.estimator in ESTIMATORS,
-            "min_precision": self.min_precision > 0,
-            "phase2_prior": self.phase2_prior in PHASE2_PRIORS,
-            "nll_reduction": self.nll_reduction in NLL_REDUCTIONS,
-            "covariance_parameter": self.covariance_parameter in COVARIANCE_PARAMETERS,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(f"invalid {name}: {getattr(self, name)!r}")
+        # the keys' rules are the proposed method's model (learning.hyperparameters);
+        # kl_scale is here the resolved number lambda, which may be 0 (no KL term)
+        BayesAirCompParameters.check(**{key: getattr(self, key) for key in (
+            "learning_rate", "local_steps", "mc_samples", "estimator", "min_precision",
+            "phase2_prior", "nll_reduction", "covariance_parameter")})
+        if not self.kl_scale >= 0:
+            raise ValueError(f"kl_scale: must be >= 0 (got {self.kl_scale!r})")
 
     @property
     def lrt(self) -> bool:

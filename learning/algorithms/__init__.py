@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 
 from learning.algorithms.base import FederatedAlgorithm
 from learning.catalog import CATALOG
@@ -40,8 +39,7 @@ def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = N
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown algorithm {name!r}{hint}; known: {sorted(ALGORITHMS)}")
     cls = ALGORITHMS[name]
-    runtime_args = {"self", "model", "num_devices", "runtime", "jit_compile"}
-    accepted = set(inspect.signature(cls.__init__).parameters) - runtime_args
+    accepted = set(CATALOG[name].parameters.model_fields)  # learning.hyperparameters
     unknown = sorted(set(hyper) - accepted)
     if unknown:
         raise ValueError(

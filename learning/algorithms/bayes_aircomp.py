@@ -50,9 +50,12 @@ import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.hyperparameters import BayesAirCompParameters, defaults
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import Model
 from learning.runtime import Runtime
+
+DEFAULTS = defaults(BayesAirCompParameters)
 
 
 @dataclass(frozen=True)
@@ -113,22 +116,25 @@ class BayesAirComp:
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
-        mc_samples: int = 5,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
+        mc_samples: int = DEFAULTS["mc_samples"],
         kl_scale: float | None = None,
-        estimator: str = "reparameterization",
-        init_std: float = 0.05,
-        min_precision: float = 1.0,
-        phase2_prior: str = "fresh",
-        nll_reduction: str = "sum",
-        covariance_parameter: str = "precision",
+        estimator: str = DEFAULTS["estimator"],
+        init_std: float = DEFAULTS["init_std"],
+        min_precision: float = DEFAULTS["min_precision"],
+        phase2_prior: str = DEFAULTS["phase2_prior"],
+        nll_reduction: str = DEFAULTS["nll_reduction"],
+        covariance_parameter: str = DEFAULTS["covariance_parameter"],
         runtime: Runtime | None = None,
     ):
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
-        if not init_std > 0:
-            raise ValueError(f"init_std must be positive, got {init_std!r}")
+        BayesAirCompParameters.check(
+            learning_rate=learning_rate, local_steps=local_steps, mc_samples=mc_samples,
+            kl_scale="num_devices" if kl_scale is None else kl_scale, estimator=estimator,
+            init_std=init_std, min_precision=min_precision, phase2_prior=phase2_prior,
+            nll_reduction=nll_reduction, covariance_parameter=covariance_parameter)
         self.model = model
         self.num_devices = int(num_devices)
         self.init_std = float(init_std)

@@ -21,7 +21,10 @@ import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.hyperparameters import FedAvgParameters, defaults
 from learning.models import Model
+
+DEFAULTS = defaults(FedAvgParameters)
 
 
 def masked_mean_nll(logits: tf.Tensor, y: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -34,7 +37,8 @@ def masked_mean_nll(logits: tf.Tensor, y: tf.Tensor, mask: tf.Tensor) -> tf.Tens
 
 
 class LocalSGD:
-    """E full-batch gradient steps for all K devices, one compiled call per step.
+    """E full-batch gradient steps for all K devices, one compiled call per step
+    (``learning_rate`` and ``local_steps`` as the algorithm validated them).
 
     Parameters
     ----------
@@ -45,10 +49,6 @@ class LocalSGD:
     """
 
     def __init__(self, model: Model, learning_rate: float, local_steps: int, jit_compile: bool):
-        if not learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {learning_rate!r}")
-        if int(local_steps) < 1:
-            raise ValueError(f"local_steps must be >= 1, got {local_steps!r}")
         self.model = model
         self.learning_rate = float(learning_rate)
         self.local_steps = int(local_steps)
@@ -107,12 +107,13 @@ class FedAvg:
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
         jit_compile: bool = False,
     ):
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
+        FedAvgParameters.check(learning_rate=learning_rate, local_steps=local_steps)
         self.model = model
         self.num_devices = int(num_devices)
         self.solver = self._make_solver(learning_rate, local_steps, jit_compile)

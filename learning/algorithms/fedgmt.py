@@ -46,7 +46,10 @@ import tensorflow as tf
 
 from learning.algorithms.base import DeviceData
 from learning.algorithms.fedavg import FedAvg, LocalSGD, masked_mean_nll
+from learning.hyperparameters import FedGmtParameters, defaults
 from learning.models import Model
+
+DEFAULTS = defaults(FedGmtParameters)
 
 
 class TrajectorySGD(LocalSGD):
@@ -143,26 +146,21 @@ class FedGmt(FedAvg):
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
         jit_compile: bool = False,
-        ema_decay: float = 0.95,
-        sharpness_gamma: float = 1.0,
-        temperature: float = 3.0,
-        dynamic_alpha: float = 0.1,
+        ema_decay: float = DEFAULTS["ema_decay"],
+        sharpness_gamma: float = DEFAULTS["sharpness_gamma"],
+        temperature: float = DEFAULTS["temperature"],
+        dynamic_alpha: float = DEFAULTS["dynamic_alpha"],
     ):
-        if not 0.0 <= ema_decay < 1.0:
-            raise ValueError(f"ema_decay must be in [0, 1), got {ema_decay!r}")
-        if not sharpness_gamma >= 0.0:
-            raise ValueError(f"sharpness_gamma must be >= 0, got {sharpness_gamma!r}")
-        if not temperature > 0.0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
-        if not dynamic_alpha >= 0.0:
-            raise ValueError(f"dynamic_alpha must be >= 0, got {dynamic_alpha!r}")
-        self.ema_decay = float(ema_decay)
-        self.sharpness_gamma = float(sharpness_gamma)
-        self.temperature = float(temperature)
-        self.dynamic_alpha = float(dynamic_alpha)
+        hyper = FedGmtParameters.check(
+            learning_rate=learning_rate, local_steps=local_steps, ema_decay=ema_decay,
+            sharpness_gamma=sharpness_gamma, temperature=temperature, dynamic_alpha=dynamic_alpha)
+        self.ema_decay = hyper.ema_decay
+        self.sharpness_gamma = hyper.sharpness_gamma
+        self.temperature = hyper.temperature
+        self.dynamic_alpha = hyper.dynamic_alpha
         super().__init__(
             model,
             num_devices,

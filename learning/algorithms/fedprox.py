@@ -23,7 +23,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.hyperparameters import FedProxParameters, defaults
 from learning.models import Model
+
+DEFAULTS = defaults(FedProxParameters)
 
 
 class ProximalSGD(LocalSGD):
@@ -60,14 +63,13 @@ class FedProx(FedAvg):
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
         jit_compile: bool = False,
-        proximal_mu: float = 0.01,
+        proximal_mu: float = DEFAULTS["proximal_mu"],
     ):
-        if not proximal_mu >= 0.0:
-            raise ValueError(f"proximal_mu must be >= 0, got {proximal_mu!r}")
-        self.proximal_mu = float(proximal_mu)
+        self.proximal_mu = FedProxParameters.check(
+            learning_rate=learning_rate, local_steps=local_steps, proximal_mu=proximal_mu).proximal_mu
         super().__init__(
             model,
             num_devices,

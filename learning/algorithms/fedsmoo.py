@@ -52,7 +52,10 @@ import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
 from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.hyperparameters import FedSmooParameters, defaults
 from learning.models import Model
+
+DEFAULTS = defaults(FedSmooParameters)
 
 _TINY = 1e-12
 
@@ -166,22 +169,19 @@ class FedSmoo(FedAvg):
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
         jit_compile: bool = False,
-        sam_rho: float = 0.1,
-        dynamic_alpha: float = 0.1,
-        max_grad_norm: float | None = 10.0,
+        sam_rho: float = DEFAULTS["sam_rho"],
+        dynamic_alpha: float = DEFAULTS["dynamic_alpha"],
+        max_grad_norm: float | None = DEFAULTS["max_grad_norm"],
     ):
-        if not sam_rho >= 0.0:
-            raise ValueError(f"sam_rho must be >= 0, got {sam_rho!r}")
-        if not dynamic_alpha >= 0.0:
-            raise ValueError(f"dynamic_alpha must be >= 0, got {dynamic_alpha!r}")
-        if max_grad_norm is not None and not max_grad_norm > 0.0:
-            raise ValueError(f"max_grad_norm must be > 0 or None, got {max_grad_norm!r}")
-        self.sam_rho = float(sam_rho)
-        self.dynamic_alpha = float(dynamic_alpha)
-        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
+        hyper = FedSmooParameters.check(
+            learning_rate=learning_rate, local_steps=local_steps, sam_rho=sam_rho,
+            dynamic_alpha=dynamic_alpha, max_grad_norm=max_grad_norm)
+        self.sam_rho = hyper.sam_rho
+        self.dynamic_alpha = hyper.dynamic_alpha
+        self.max_grad_norm = hyper.max_grad_norm
         super().__init__(
             model,
             num_devices,

@@ -35,7 +35,10 @@ import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
 from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.hyperparameters import ScaffoldParameters, defaults
 from learning.models import Model
+
+DEFAULTS = defaults(ScaffoldParameters)
 
 
 class CorrectedSGD(LocalSGD):
@@ -101,14 +104,14 @@ class Scaffold(FedAvg):
         model: Model,
         num_devices: int,
         *,
-        learning_rate: float = 0.1,
-        local_steps: int = 3,
+        learning_rate: float = DEFAULTS["learning_rate"],
+        local_steps: int = DEFAULTS["local_steps"],
         jit_compile: bool = False,
-        global_learning_rate: float = 1.0,
+        global_learning_rate: float = DEFAULTS["global_learning_rate"],
     ):
-        if not global_learning_rate > 0.0:
-            raise ValueError(f"global_learning_rate must be > 0, got {global_learning_rate!r}")
-        self.global_learning_rate = float(global_learning_rate)
+        self.global_learning_rate = ScaffoldParameters.check(
+            learning_rate=learning_rate, local_steps=local_steps,
+            global_learning_rate=global_learning_rate).global_learning_rate
         super().__init__(
             model,
             num_devices,

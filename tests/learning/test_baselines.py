@@ -244,3 +244,23 @@ def test_the_scenario_counts_the_payloads_the_algorithm_sends(name):
     d = model.num_params
     assert uplink_phase_values(scenario, d) == {p.name: p.num_values for p in algo.phases()}
     assert downlink_values(scenario, d) == algo.downlink_values()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_constructor_takes_its_models_keys_with_its_defaults(name):
+    """learning.hyperparameters declares every algorithm's keys once: the class's keyword
+    arguments are exactly its model's fields, with the model's defaults (``kl_scale``'s
+    None is the model's "num_devices"), so the scenario, build() and the class agree."""
+    import inspect
+
+    from learning.algorithms import ALGORITHMS
+    from learning.catalog import CATALOG
+    from learning.hyperparameters import defaults
+
+    runtime_args = {"self", "model", "num_devices", "runtime", "jit_compile"}
+    signature = inspect.signature(ALGORITHMS[name].__init__).parameters
+    taken = {key: p.default for key, p in signature.items() if key not in runtime_args}
+    declared = defaults(CATALOG[name].parameters)
+    if "kl_scale" in declared:
+        assert taken.pop("kl_scale") is None and declared.pop("kl_scale") == "num_devices"
+    assert taken == declared

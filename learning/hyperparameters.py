@@ -1,0 +1,128 @@
+"""Every algorithm's hyper-parameters, each declared and validated once.
+
+One pydantic model per algorithm (the registry, :data:`learning.catalog.CATALOG`, names
+it): its fields are the hyper-parameters with their defaults, their bounds and their
+meaning. The same model validates them wherever they come from:
+
+- the scenario's ``[algorithm]`` table (``cosim/scenario.py`` builds that table's model
+  from these: the common keys and the proposed method's in ``[algorithm]``, a
+  baseline's own keys in its sub-table ``[algorithm.<name>]``);
+- the algorithm's constructor (``FedProx(model, K, proximal_mu=...)`` calls
+  :meth:`HyperParameters.check`).
+
+Adding an algorithm's knobs is a model here and its ``parameters`` in the catalog line;
+the scenario, its docs test and the constructor follow.
+
+No TensorFlow (``cosim validate`` imports it without).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from learning.runtime import ESTIMATORS  # stdlib only
+
+PHASE2_PRIORS = ("fresh", "previous")
+NLL_REDUCTIONS = ("sum", "mean")
+COVARIANCE_PARAMETERS = ("precision", "softplus_std", "log_std", "log_precision")
+"""The readings of phase 1's parameter (:mod:`learning.covariance`, whose ``NAMES`` these are)."""
+
+
+def positive_or_keyword(keyword: str):
+    """A field that is ``keyword`` or a positive finite number (ints become floats)."""
+
+    def check(value: Any) -> Any:
+        if value == keyword:
+            return value
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and value > 0):
+            return float(value)
+        raise ValueError(f"must be {keyword!r} or a positive finite number")
+
+    return BeforeValidator(check)
+
+
+class HyperParameters(BaseModel):
+    """Base of the hyper-parameter models: frozen, no unknown keys, no NaN or infinity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @classmethod
+    def check(cls, **values: Any) -> HyperParameters:
+        """The validated parameters (numbers of any numeric type accepted); ValueError
+        naming the first bad key, its rule and the value otherwise."""
+        try:
+            return cls.model_validate(values, strict=False)
+        except ValidationError as error:
+            first = error.errors()[0]
+            key = ".".join(str(part) for part in first["loc"])
+            message = first["msg"].replace("Value error, ", "")
+            raise ValueError(f"{key}: {message} (got {first.get('input')!r})") from None
+
+    @classmethod
+    def own_keys(cls) -> tuple[str, ...]:
+        """The keys this model adds to :class:`AlgorithmParameters`'."""
+        return tuple(k for k in cls.model_fields if k not in AlgorithmParameters.model_fields)
+
+
+def defaults(parameters: type[HyperParameters]) -> dict[str, Any]:
+    """``{key: default}`` of a model (for the constructors' signatures)."""
+    return {key: field.default for key, field in parameters.model_fields.items()}
+
+
+class AlgorithmParameters(HyperParameters):
+    """What every algorithm's local training reads (``[algorithm]``)."""
+
+    learning_rate: float = Field(0.1, gt=0, description="eta, the local step size")
+    local_steps: int = Field(3, ge=1, description="E, full-batch gradient steps per phase")
+
+
+class BayesAirCompParameters(AlgorithmParameters):
+    """The proposed method (paper Tables I-II; its keys sit directly in ``[algorithm]``)."""
+
+    mc_samples: int = Field(5, ge=1, description="M, Monte-Carlo samples per step (eq. task_loss)")
+    kl_scale: Annotated[str | float, positive_or_keyword("num_devices")] = Field(
+        "num_devices", description="lambda in lambda_k = lambda pi_k / d (eq. localLoss); 'num_devices' = K")
+    estimator: Literal[ESTIMATORS] = "reparameterization"
+    init_std: float = Field(0.048587, gt=0, description="initial posterior std (softplus(-3))")
+    min_precision: float = Field(1.0, gt=0, description="floor on every precision entry")
+    phase2_prior: Literal[PHASE2_PRIORS] = "fresh"
+    nll_reduction: Literal[NLL_REDUCTIONS] = "sum"
+    covariance_parameter: Literal[COVARIANCE_PARAMETERS] = "precision"
+
+
+class FedAvgParameters(AlgorithmParameters):
+    """FedAvg (McMahan et al., AISTATS 2017): nothing of its own."""
+
+
+class FedProxParameters(AlgorithmParameters):
+    """FedProx (Li et al., MLSys 2020): proximal term mu/2 ||w - w_t||^2."""
+
+    proximal_mu: float = Field(0.01, ge=0, description="mu, the proximal weight")
+
+
+class ScaffoldParameters(AlgorithmParameters):
+    """SCAFFOLD (Karimireddy et al., ICML 2020)."""
+
+    global_learning_rate: float = Field(1.0, gt=0, description="eta_g, the server step (1.0 there)")
+
+
+class FedSmooParameters(AlgorithmParameters):
+    """FedSMOO (Sun et al., ICML 2023); defaults from the authors' FL-Simulator
+    (``--rho 0.1``, ``--lamb 0.1``, gradient clip 10)."""
+
+    sam_rho: float = Field(0.1, ge=0, description="SAM radius rho")
+    dynamic_alpha: float = Field(0.1, ge=0, description="alpha = 1/beta, the dynamic regulariser's weight")
+    max_grad_norm: float | None = Field(10.0, gt=0, description="per-device gradient-norm clip")
+
+
+class FedGmtParameters(AlgorithmParameters):
+    """FedGMT-v2 (Li et al. 2025): EMA of the global trajectory as a KL teacher, dual regulariser."""
+
+    ema_decay: float = Field(0.95, ge=0, lt=1, description="EMA decay of the teacher")
+    sharpness_gamma: float = Field(1.0, ge=0, description="weight of the teacher's KL")
+    temperature: float = Field(3.0, gt=0, description="distillation temperature")
+    dynamic_alpha: float = Field(0.1, ge=0, description="alpha = 1/beta, the ADMM dual's weight")
