@@ -73,7 +73,7 @@ class _Block:
     ``__array_interface__``, so they, their views and the DLPack capsules of their
     tensors all keep it alive, and it is collected only when none of them is left."""
 
-    __slots__ = ("raw", "__array_interface__", "__weakref__")
+    __slots__ = ("__array_interface__", "__weakref__", "raw")
 
     def __init__(self, raw: np.ndarray):
         self.raw = raw
