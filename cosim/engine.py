@@ -64,11 +64,10 @@ from learning.partition import Partition, PoolExhausted, partition, to_device_da
 from phy import aircomp, geometry
 from phy.cells import CELL_MODELS, SystemLevelCell
 from phy.channel import make_channel
-from phy.csi import make_csi
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import make_power_control
+from phy.parameters import CSI_MODELS, POWER_CONTROLS
 from phy.sync import UniformOffsets
 
 BUDGET_TOLERANCE = 1e-4
@@ -323,18 +322,10 @@ class Engine:
             scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
             scenario.sync.precompensate,
         )
-        self.csi = make_csi(
-            scenario.csi.model,
-            nmse_db=scenario.csi.nmse_db,
-            pilot_snr_db=scenario.csi.pilot_snr_db,
-            correlation=scenario.csi.correlation,
-        )
+        self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
         self._path_gain = tf.constant(self.world.path_gain, tf.float32)
-        power = scenario.power
-        tci = {} if power.control != "truncated_inversion" else {
-            "gain_threshold": power.tci_gain_threshold
-        }
-        self.power_control = make_power_control(power.control, **tci)
+        self.power_control = POWER_CONTROLS[scenario.power.control].build(
+            scenario.power.variant_values())
         self.grids = {
             phase.name: GroupingRule(phase.num_values, ofdm.num_subcarriers)
             for phase in self.algorithm.phases()

@@ -43,7 +43,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import tomli_w
 from pydantic import (
@@ -55,9 +55,10 @@ from pydantic import (
     create_model,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
-from learning.hyperparameters import AlgorithmParameters, positive_or_keyword
+from learning.hyperparameters import AlgorithmParameters
 from learning.runtime import (  # stdlib only
     BACKENDS,
     DEVICE_CHUNK,
@@ -66,6 +67,7 @@ from learning.runtime import (  # stdlib only
     Runtime,
     resolve,
 )
+from native.parameters import Variant, positive_or_keyword
 from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
@@ -73,6 +75,7 @@ from phy.limits import (  # stdlib only
     check_cell_parameters,
     last_tap_lag,
 )
+from phy.parameters import CSI_MODELS, DB_LIMIT, POWER_CONTROLS  # pydantic only
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
 __all__ = [
@@ -115,11 +118,6 @@ def _deep_tuple(value: Any) -> Any:
     return value
 
 
-DB_LIMIT = 300.0
-"""Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
-is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""
-
-
 def _bool_or_keyword(keyword: str):
     def check(value: Any) -> Any:
         if value == keyword or isinstance(value, bool):
@@ -139,6 +137,48 @@ def _require(condition: bool, field: str, message: str) -> None:
     """Cross-field check; the ``field: `` prefix lets errors name the field path."""
     if not condition:
         raise ValueError(f"{field}: {message}")
+
+
+class _VariantTable(_Section):
+    """A table whose ``_key`` picks one variant of ``_registry`` (:func:`variant_table`)."""
+
+    _registry: ClassVar[Mapping[str, Variant]] = {}
+    _table: ClassVar[str] = ""
+    _key: ClassVar[str] = ""
+
+    @model_validator(mode="after")
+    def _check_variant(self) -> _VariantTable:
+        name = getattr(self, self._key)
+        for key in self._registry[name].parameters.required_keys():
+            _require(getattr(self, key) is not None, key,
+                     f"required by {self._table}.{self._key} = {name!r}")
+        return self
+
+    def variant_values(self) -> dict[str, Any]:
+        """The chosen variant's keys and values (for :meth:`native.parameters.Variant.build`)."""
+        keys = self._registry[getattr(self, self._key)].parameters.model_fields
+        return {key: getattr(self, key) for key in keys}
+
+
+def variant_table(registry: Mapping[str, Variant], *, table: str, key: str,
+                  default: str) -> type[_VariantTable]:
+    """The base model of a table whose ``key`` picks one of ``registry``'s variants
+    (:mod:`phy.parameters`): ``key`` and every variant's keys, as the variant's model
+    declares them (bounds, defaults). A key the chosen variant requires must be set
+    (``"csi.nmse_db: required by csi.model = 'gaussian'"``); the other variants' keys
+    are accepted and validated but not used, so one file can sweep ``key``."""
+    fields: dict[str, Any] = {key: (Literal[tuple(registry)], default)}
+    for variant in registry.values():
+        for name, info in variant.parameters.model_fields.items():
+            if name in fields:
+                continue
+            if info.is_required():  # optional in the table; required by the variant
+                fields[name] = (info.annotation | None, FieldInfo.merge_field_infos(info, default=None))
+            else:
+                fields[name] = (info.annotation, info)
+    model = create_model(f"_{table.title()}Table", __base__=_VariantTable, **fields)
+    model._registry, model._table, model._key = registry, table, key
+    return model
 
 
 # --------------------------------------------------------------------------- sections
@@ -242,39 +282,18 @@ class SyncConfig(_Section):
     precompensate: Literal["none", "timing", "cfo", "both"] = "none"
 
 
-class CsiConfig(_Section):
-    """What each device knows of its own channel (paper: perfect local CSI)."""
-
-    model: Literal["perfect", "gaussian", "ls_pilots", "outdated"] = "perfect"
-    nmse_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
-    pilot_snr_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
-    correlation: float | None = Field(None, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _check(self) -> CsiConfig:
-        needs = {"gaussian": "nmse_db", "ls_pilots": "pilot_snr_db", "outdated": "correlation"}
-        if self.model in needs:
-            key = needs[self.model]
-            _require(getattr(self, key) is not None, key, f"required by csi.model = {self.model!r}")
-        return self
+class CsiConfig(variant_table(CSI_MODELS, table="csi", key="model", default="perfect")):
+    """What each device knows of its own channel (paper: perfect local CSI); each model's
+    keys are declared by its parameters in :mod:`phy.parameters`."""
 
 
-TCI_GAIN_THRESHOLD = 0.1
-"""Default of ``power.tci_gain_threshold`` (relative to the path gain; 1 - e^-0.1 = 9.5 %
-of i.i.d. Rayleigh subcarriers silent). The paper gives none; measured on the quickstart
-with TCI (study ``tci_threshold``, 2 seeds, 60 rounds): final accuracy averaged over
-0 and 20 dBm 0.757 (t = 0.01), 0.776 (t = 0.1), 0.774 (t = 1), ECE 0.05 at t = 0.1
-against 0.09 at t = 1 (docs/choices.md)."""
+class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", default="optimal")):
+    """Uplink power control and the receiver's scaling (paper: P = 20 dBm, sigma_z^2 = -74 dBm,
+    gamma = sigma_z^2); each control's own keys are declared in :mod:`phy.parameters`."""
 
-
-class PowerConfig(_Section):
-    """Uplink power control and the receiver's scaling (paper: P = 20 dBm, sigma_z^2 = -74 dBm, gamma = sigma_z^2)."""
-
-    control: Literal["optimal", "truncated_inversion", "full_inversion", "ideal"] = "optimal"
     tx_power_dbm: float = Field(20.0, ge=-DB_LIMIT, le=DB_LIMIT)
     noise_power_dbm: float = Field(-74.0, ge=-DB_LIMIT, le=DB_LIMIT)
     gamma: Annotated[str | float, positive_or_keyword("noise_power")] = "noise_power"
-    tci_gain_threshold: float = Field(TCI_GAIN_THRESHOLD, gt=0)
 
     @property
     def tx_power_w(self) -> float:

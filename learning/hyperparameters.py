@@ -18,12 +18,18 @@ No TensorFlow (``cosim validate`` imports it without).
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from learning.runtime import ESTIMATORS  # stdlib only
+from native.parameters import Parameters, defaults, positive_or_keyword
+
+__all__ = [
+    "AlgorithmParameters", "BayesAirCompParameters", "FedAvgParameters", "FedGmtParameters",
+    "FedProxParameters", "FedSmooParameters", "HyperParameters", "ScaffoldParameters",
+    "defaults", "positive_or_keyword",
+]
 
 PHASE2_PRIORS = ("fresh", "previous")
 NLL_REDUCTIONS = ("sum", "mean")
@@ -31,46 +37,13 @@ COVARIANCE_PARAMETERS = ("precision", "softplus_std", "log_std", "log_precision"
 """The readings of phase 1's parameter (:mod:`learning.covariance`, whose ``NAMES`` these are)."""
 
 
-def positive_or_keyword(keyword: str):
-    """A field that is ``keyword`` or a positive finite number (ints become floats)."""
-
-    def check(value: Any) -> Any:
-        if value == keyword:
-            return value
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value) and value > 0):
-            return float(value)
-        raise ValueError(f"must be {keyword!r} or a positive finite number")
-
-    return BeforeValidator(check)
-
-
-class HyperParameters(BaseModel):
-    """Base of the hyper-parameter models: frozen, no unknown keys, no NaN or infinity."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-    @classmethod
-    def check(cls, **values: Any) -> HyperParameters:
-        """The validated parameters (numbers of any numeric type accepted); ValueError
-        naming the first bad key, its rule and the value otherwise."""
-        try:
-            return cls.model_validate(values, strict=False)
-        except ValidationError as error:
-            first = error.errors()[0]
-            key = ".".join(str(part) for part in first["loc"])
-            message = first["msg"].replace("Value error, ", "")
-            raise ValueError(f"{key}: {message} (got {first.get('input')!r})") from None
+class HyperParameters(Parameters):
+    """Base of the algorithms' models (:class:`native.parameters.Parameters`)."""
 
     @classmethod
     def own_keys(cls) -> tuple[str, ...]:
         """The keys this model adds to :class:`AlgorithmParameters`'."""
         return tuple(k for k in cls.model_fields if k not in AlgorithmParameters.model_fields)
-
-
-def defaults(parameters: type[HyperParameters]) -> dict[str, Any]:
-    """``{key: default}`` of a model (for the constructors' signatures)."""
-    return {key: field.default for key, field in parameters.model_fields.items()}
 
 
 class AlgorithmParameters(HyperParameters):

@@ -25,9 +25,10 @@ import numpy as np
 import tensorflow as tf
 from sionna.phy.ofdm import LSChannelEstimator, PilotPattern, ResourceGrid, ResourceGridMapper
 
+from phy.parameters import CSI_MODELS, GaussianCsi, LsPilotCsi, OutdatedCsi
 from phy.units import db_to_linear
 
-CSI_NAMES = ("perfect", "gaussian", "ls_pilots", "outdated")
+CSI_NAMES = tuple(CSI_MODELS)
 _AGING_STREAM = 1
 
 
@@ -41,13 +42,6 @@ def _check_inputs(h: tf.Tensor, path_gain: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
     return h, path_gain
 
 
-def _check_finite(name: str, value: float) -> float:
-    if value is None or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-@tf.function
 def _complex_normal(shape: tf.Tensor, variance: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """``CN(0, variance)`` samples; ``variance`` [K] broadcast along the last axis."""
     parts = tf.random.stateless_normal(tf.concat([[2], shape], 0), seed, dtype=tf.float32)
@@ -77,7 +71,7 @@ class GaussianCSI:
     """
 
     def __init__(self, nmse_db: float):
-        self.nmse_db = _check_finite("nmse_db", nmse_db)
+        self.nmse_db = GaussianCsi.check(nmse_db=nmse_db).nmse_db
         self.nmse = db_to_linear(self.nmse_db)
 
     def __call__(self, h: tf.Tensor, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
@@ -124,7 +118,7 @@ class LSPilotCSI:
     """
 
     def __init__(self, pilot_snr_db: float, pilot_subcarrier_spacing: int = 1):
-        self.pilot_snr_db = _check_finite("pilot_snr_db", pilot_snr_db)
+        self.pilot_snr_db = LsPilotCsi.check(pilot_snr_db=pilot_snr_db).pilot_snr_db
         self.pilot_snr = db_to_linear(self.pilot_snr_db)
         if (
             isinstance(pilot_subcarrier_spacing, bool)
@@ -214,10 +208,7 @@ class OutdatedCSI:
     """
 
     def __init__(self, correlation: float, channel=None):
-        rho = _check_finite("correlation", correlation)
-        if not -1.0 <= rho <= 1.0:
-            raise ValueError(f"correlation must be in [-1, 1], got {correlation!r}")
-        self.correlation = rho
+        self.correlation = OutdatedCsi.check(correlation=correlation).correlation
         self.channel = channel
 
     def __call__(self, h: tf.Tensor, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
@@ -234,27 +225,13 @@ class OutdatedCSI:
         return tf.cast(rho, tf.complex64) * h + tf.cast(np.sqrt(1.0 - rho**2), tf.complex64) * w
 
 
-def make_csi(
-    name: str,
-    *,
-    nmse_db: float | None = None,
-    pilot_snr_db: float | None = None,
-    correlation: float | None = None,
-    pilot_subcarrier_spacing: int = 1,
-    channel=None,
-) -> PerfectCSI | GaussianCSI | LSPilotCSI | OutdatedCSI:
-    """Build a CSI model by name: "perfect", "gaussian", "ls_pilots" or "outdated".
-
-    "gaussian" needs ``nmse_db``, "ls_pilots" needs ``pilot_snr_db`` (and takes
-    ``pilot_subcarrier_spacing``), "outdated" needs ``correlation`` (and takes
-    ``channel``); the other arguments are ignored.
-    """
-    if name == "perfect":
-        return PerfectCSI()
-    if name == "gaussian":
-        return GaussianCSI(nmse_db)
-    if name == "ls_pilots":
-        return LSPilotCSI(pilot_snr_db, pilot_subcarrier_spacing)
-    if name == "outdated":
-        return OutdatedCSI(correlation, channel)
-    raise ValueError(f"csi name must be one of {CSI_NAMES}, got {name!r}")
+def make_csi(name: str, *, pilot_subcarrier_spacing: int = 1, channel=None,
+             **parameters) -> PerfectCSI | GaussianCSI | LSPilotCSI | OutdatedCSI:
+    """Build a CSI model by name (:data:`phy.parameters.CSI_MODELS`): "perfect",
+    "gaussian" (``nmse_db``), "ls_pilots" (``pilot_snr_db``; takes
+    ``pilot_subcarrier_spacing``) or "outdated" (``correlation``; takes ``channel``).
+    Parameters of the other models (``None`` or not) are ignored."""
+    if name not in CSI_MODELS:
+        raise ValueError(f"csi name must be one of {CSI_NAMES}, got {name!r}")
+    return CSI_MODELS[name].build(parameters, pilot_subcarrier_spacing=pilot_subcarrier_spacing,
+                                  channel=channel)

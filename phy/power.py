@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from phy.grid_sums import gather_rows
 from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
+from phy.parameters import POWER_CONTROLS, TruncatedInversionControl
 
 _MAX_NEWTON_ITERATIONS = 60
 ATTENUATION_TOLERANCE = 1e-6
@@ -403,9 +404,8 @@ class TruncatedInversion(PowerControl):
     name = "truncated_inversion"
 
     def __init__(self, gain_threshold: float, *, absolute: bool = False) -> None:
-        if not gain_threshold >= 0.0:
-            raise ValueError(f"gain_threshold must be >= 0, got {gain_threshold!r}")
-        self.gain_threshold = float(gain_threshold)
+        self.gain_threshold = TruncatedInversionControl.check(
+            tci_gain_threshold=gain_threshold).tci_gain_threshold
         self.absolute = bool(absolute)
 
     def _on(self, channel_gain, reference_gain):
@@ -522,16 +522,8 @@ def _amplitude_kernel_of(control: PowerControl):
     return _compiled_for(control, "amplitudes", build)
 
 
-_REGISTRY = {
-    "optimal": OptimalPower,
-    "truncated_inversion": TruncatedInversion,
-    "full_inversion": FullInversion,
-    "ideal": IdealAggregation,
-}
-
-
 def make_power_control(name: str, **kwargs) -> PowerControl:
-    """Build a power control by name.
+    """Build a power control by name (:data:`phy.parameters.POWER_CONTROLS`).
 
     Parameters
     ----------
@@ -539,6 +531,6 @@ def make_power_control(name: str, **kwargs) -> PowerControl:
     **kwargs
         Constructor arguments (``gain_threshold``, ``absolute`` for TCI).
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"power control name must be one of {sorted(_REGISTRY)}, got {name!r}")
-    return _REGISTRY[name](**kwargs)
+    if name not in POWER_CONTROLS:
+        raise ValueError(f"power control name must be one of {sorted(POWER_CONTROLS)}, got {name!r}")
+    return POWER_CONTROLS[name].target()(**kwargs)

@@ -1,0 +1,99 @@
+"""The base of every component's parameter model, and the registries' entries.
+
+A component (an algorithm, a CSI model, a power control, ...) declares its parameters
+once, as a :class:`Parameters` model: their types, bounds, defaults and meaning. The
+scenario builds its tables from these models (``cosim/scenario.py``) and the
+component's constructor validates its arguments with the same model
+(:meth:`Parameters.check`), so every bound is written in one place. A registry maps a
+name (``csi.model = "gaussian"``) to a :class:`Variant`: the model and the
+implementation, imported only when it is built (the models import no TensorFlow, so
+``cosim validate`` starts without it).
+
+pydantic only: no NumPy, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+
+class Parameters(BaseModel):
+    """Base of the parameter models: frozen, no unknown keys, no NaN or infinity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @classmethod
+    def check(cls, **values: Any) -> Parameters:
+        """The validated parameters (numbers of any numeric type accepted); ValueError
+        naming the first bad key, its rule and the value otherwise."""
+        try:
+            return cls.model_validate(values, strict=False)
+        except ValidationError as error:
+            raise ValueError(first_problem(error)) from None
+
+    @classmethod
+    def required_keys(cls) -> tuple[str, ...]:
+        """The keys without a default."""
+        return tuple(k for k, f in cls.model_fields.items() if f.is_required())
+
+
+def first_problem(error: ValidationError) -> str:
+    """``"key: rule (got value)"`` of a validation error's first problem."""
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].replace("Value error, ", "")
+    if first["type"] == "value_error" and not key:  # a model validator's "key: rule"
+        return message
+    return f"{key}: {message} (got {first.get('input')!r})"
+
+
+def defaults(parameters: type[BaseModel]) -> dict[str, Any]:
+    """``{key: default}`` of a model's keys that have one (for constructors' signatures)."""
+    return {key: f.default for key, f in parameters.model_fields.items() if not f.is_required()}
+
+
+def positive_or_keyword(keyword: str):
+    """A field that is ``keyword`` or a positive finite number (ints become floats)."""
+
+    def check(value: Any) -> Any:
+        if value == keyword:
+            return value
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and value > 0):
+            return float(value)
+        raise ValueError(f"must be {keyword!r} or a positive finite number")
+
+    return BeforeValidator(check)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One registered component: its ``parameters`` model and its ``implementation``
+    (``"module:callable"``), called with the parameters as keyword arguments (each
+    renamed by ``arguments`` where the constructor calls it otherwise) and with those
+    of the caller's other arguments it names in ``extras`` (objects, not parameters:
+    a channel model, a pilot spacing)."""
+
+    parameters: type[Parameters]
+    implementation: str
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    extras: tuple[str, ...] = ()
+
+    def target(self) -> Any:
+        """The implementation (imported now)."""
+        module, _, name = self.implementation.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
+        """The component for ``values`` (the model's keys; other keys are ignored, so a
+        table that also holds other variants' keys can be passed whole)."""
+        own = {key: value for key, value in values.items() if key in self.parameters.model_fields}
+        checked = self.parameters.check(**own)
+        kwargs = {self.arguments.get(key, key): value for key, value in checked}
+        return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})
