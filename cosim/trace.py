@@ -156,17 +156,22 @@ def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
 
 
 def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
-    """The scenario as compared on ``--resume``: in today's keys (a trace from before
-    ``[runtime]`` resumes, :func:`cosim.scenario.migrate_table`), ``[runtime]`` as it
-    resolves (an explicit ``backend = "numba"`` is the run ``"auto"`` made), without
-    ``trace.path`` (where the trace lies does not change its result, so a moved trace or
-    study directory resumes), and without ``rounds`` when it may grow."""
+    """The scenario as compared on ``--resume``: as this version reads it, in today's keys
+    (a trace from before ``[runtime]`` resumes, :func:`cosim.scenario.migrate_table`),
+    with every key, so a key added since the trace was written takes its default on
+    both sides (``algorithm.fedsmoo.max_grad_norm``, the clip the code applied before);
+    ``[runtime]`` as it resolves (an explicit ``backend = "numba"`` is the run
+    ``"auto"`` made); without ``trace.path`` (where the trace lies does not change its
+    result, so a moved trace or study directory resumes), and without ``rounds`` when it
+    may grow."""
     table = migrate_table(tomllib.loads(scenario_text))
-    table.get("trace", {}).pop("path", None)
     try:
-        table["runtime"] = dataclasses.asdict(parse_scenario(table).resolved_runtime())
+        scenario = parse_scenario(table)
+        table = tomllib.loads(scenario.to_toml())
+        table["runtime"] = dataclasses.asdict(scenario.resolved_runtime())
     except ScenarioError:
         pass  # compared as written (such a trace cannot be resumed by a valid scenario)
+    table.get("trace", {}).pop("path", None)
     if without_rounds:
         table.pop("rounds", None)
     return table

@@ -120,3 +120,16 @@ def test_a_trace_from_before_runtime_compares_equal_to_its_translation(sampler, 
     other = parse_scenario({"runtime": {"device_chunk": 7}}).to_toml()
     assert _comparable(old) != _comparable(other)
     assert "weight_sampler" not in migrate_table(table)["algorithm"]
+
+
+def test_a_trace_from_before_a_key_existed_compares_equal_with_its_default():
+    """algorithm.fedsmoo.max_grad_norm became a key (its default, 10, is the clip the code
+    applied before): a trace whose stored scenario lacks it resumes, one whose value
+    differs does not, and the key order of the stored table does not matter."""
+    new = parse_scenario({"algorithm": {"name": "fedsmoo"}}).to_toml()
+    table = tomllib.loads(new)
+    del table["algorithm"]["fedsmoo"]["max_grad_norm"]
+    table["power"] = dict(reversed(list(table["power"].items())))
+    assert _comparable(tomli_w.dumps(table)) == _comparable(new)
+    other = parse_scenario({"algorithm": {"name": "fedsmoo", "fedsmoo": {"max_grad_norm": 5.0}}})
+    assert _comparable(tomli_w.dumps(table)) != _comparable(other.to_toml())
