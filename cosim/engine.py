@@ -67,7 +67,7 @@ from phy.channel import make_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
-from phy.parameters import CSI_MODELS, POWER_CONTROLS
+from phy.parameters import CELL_LAYOUTS, CSI_MODELS, POWER_CONTROLS
 from phy.sync import UniformOffsets
 
 BUDGET_TOLERANCE = 1e-4
@@ -203,23 +203,7 @@ def build_world(scenario: Scenario) -> StaticWorld:
     """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
     cell = scenario.cell
     geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "geometry")
-    if cell.layout == "uniform_disk":
-        deployment = geometry.uniform_disk(
-            cell.num_devices, cell.radius_m, cell.min_distance_m, geo_rng
-        )
-    elif cell.layout == "annulus":
-        deployment = geometry.annulus(cell.num_devices, cell.inner_radius_m, cell.radius_m, geo_rng)
-    elif cell.layout == "clusters":
-        deployment = geometry.clusters(
-            cell.num_devices,
-            cell.num_clusters,
-            cell.cluster_std_m,
-            cell.radius_m,
-            cell.min_distance_m,
-            geo_rng,
-        )
-    else:  # "explicit"
-        deployment = geometry.explicit(np.asarray(cell.positions_m, float), cell.min_distance_m)
+    deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
     if scenario.channel.model in CELL_MODELS:
         path_gain = _cell_of(scenario, deployment).path_gain
     else:

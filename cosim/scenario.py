@@ -75,7 +75,7 @@ from phy.limits import (  # stdlib only
     check_cell_parameters,
     last_tap_lag,
 )
-from phy.parameters import CSI_MODELS, DB_LIMIT, POWER_CONTROLS  # pydantic only
+from phy.parameters import CELL_LAYOUTS, CSI_MODELS, DB_LIMIT, POWER_CONTROLS  # pydantic only
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
 __all__ = [
@@ -152,6 +152,13 @@ class _VariantTable(_Section):
         for key in self._registry[name].parameters.required_keys():
             _require(getattr(self, key) is not None, key,
                      f"required by {self._table}.{self._key} = {name!r}")
+        try:  # the variant's own rules across its keys, named in full ("cell.radius_m")
+            self._registry[name].parameters.check(**self.variant_values())
+        except ValueError as error:
+            key, _, rule = str(error).partition(": ")
+            for other in self.variant_values():
+                rule = re.sub(rf"(?<![\w.]){other}\b", f"{self._table}.{other}", rule)
+            raise ValueError(f"{key}: {rule}") from None
         return self
 
     def variant_values(self) -> dict[str, Any]:
@@ -184,38 +191,20 @@ def variant_table(registry: Mapping[str, Variant], *, table: str, key: str,
 # --------------------------------------------------------------------------- sections
 
 
-class CellConfig(_Section):
-    """Device drop around the BS at the origin (paper: uniform in a 300 m disk, K = 100)."""
-
-    layout: Literal["uniform_disk", "annulus", "clusters", "explicit"] = "uniform_disk"
-    num_devices: int = Field(100, ge=1)
-    radius_m: float = Field(300.0, gt=0)
-    min_distance_m: float = Field(10.0, ge=0)
-    inner_radius_m: float | None = Field(None, ge=0)
-    num_clusters: int | None = Field(None, ge=1)
-    cluster_std_m: float | None = Field(None, gt=0)
-    positions_m: Annotated[tuple[tuple[float, float], ...] | None, BeforeValidator(_deep_tuple)] = None
+class CellConfig(variant_table(CELL_LAYOUTS, table="cell", key="layout", default="uniform_disk")):
+    """Device drop around the BS at the origin (paper: uniform in a 300 m disk, K = 100); each
+    layout's keys and rules are declared by its parameters in :mod:`phy.parameters`."""
 
     @model_validator(mode="after")
     def _check(self) -> CellConfig:
         _require(self.min_distance_m < self.radius_m, "min_distance_m",
                  f"must be < cell.radius_m = {self.radius_m} (got {self.min_distance_m})")
-        layout = f"required by cell.layout = {self.layout!r}"
-        if self.layout == "annulus":
-            _require(self.inner_radius_m is not None, "inner_radius_m", layout)
-            _require(self.inner_radius_m < self.radius_m, "inner_radius_m",
-                     f"must be < cell.radius_m = {self.radius_m} (got {self.inner_radius_m})")
-        if self.layout == "clusters":
-            _require(self.num_clusters is not None, "num_clusters", layout)
-            _require(self.cluster_std_m is not None, "cluster_std_m", layout)
-        if self.layout == "explicit":
-            _require(self.positions_m is not None, "positions_m",
-                     f"{layout} (a list of [x, y] in metres)")
+        if self.layout == "explicit":  # what the positions must satisfy beyond their layout's own rules
             _require(len(self.positions_m) == self.num_devices, "positions_m",
                      f"must have cell.num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
             for i, (x, y) in enumerate(self.positions_m):
                 r = math.hypot(x, y)
-                _require(self.min_distance_m <= r <= self.radius_m, "positions_m",
+                _require(r <= self.radius_m, "positions_m",
                          f"row {i} [{x}, {y}] is {r:.2f} m from the BS, outside "
                          f"[cell.min_distance_m, cell.radius_m] = [{self.min_distance_m}, {self.radius_m}]")
         return self

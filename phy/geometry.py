@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from phy.parameters import Annulus, Clusters, Explicit, UniformDisk
+
 _MAX_RESAMPLING_ROUNDS = 100
 
 
@@ -59,21 +61,6 @@ def _from_positions(positions_m: np.ndarray) -> Deployment:
     return Deployment(positions_m, np.hypot(positions_m[:, 0], positions_m[:, 1]))
 
 
-def _check_num(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _check_radii(inner_name: str, inner_m: float, radius_m: float) -> None:
-    if not np.isfinite(radius_m) or radius_m <= 0:
-        raise ValueError(f"radius_m must be a positive finite number, got {radius_m!r}")
-    if not np.isfinite(inner_m) or inner_m < 0 or inner_m >= radius_m:
-        raise ValueError(
-            f"{inner_name} must satisfy 0 <= {inner_name} < radius_m = {radius_m!r}, "
-            f"got {inner_m!r}"
-        )
-
-
 def _ring_points(num: int, inner_m: float, radius_m: float, rng: np.random.Generator) -> np.ndarray:
     """``[num, 2]`` points uniform over the area of the ring inner_m <= r <= radius_m."""
     u = rng.random(num)
@@ -107,8 +94,7 @@ def uniform_disk(
     Deployment
         positions ``[K, 2]`` and distances ``[K]`` in [r0, R].
     """
-    _check_num("num_devices", num_devices)
-    _check_radii("min_distance_m", min_distance_m, radius_m)
+    UniformDisk.check(num_devices=num_devices, radius_m=radius_m, min_distance_m=min_distance_m)
     return _from_positions(_ring_points(int(num_devices), min_distance_m, radius_m, rng))
 
 
@@ -120,8 +106,7 @@ def annulus(
     Same sampling as :func:`uniform_disk`; useful to place all devices at the cell edge
     or in a distance ring.
     """
-    _check_num("num_devices", num_devices)
-    _check_radii("inner_radius_m", inner_radius_m, radius_m)
+    Annulus.check(num_devices=num_devices, inner_radius_m=inner_radius_m, radius_m=radius_m)
     return _from_positions(_ring_points(int(num_devices), inner_radius_m, radius_m, rng))
 
 
@@ -161,15 +146,8 @@ def clusters(
     -------
     Deployment
     """
-    _check_num("num_devices", num_devices)
-    _check_num("num_clusters", num_clusters)
-    if num_clusters > num_devices:
-        raise ValueError(
-            f"num_clusters must be <= num_devices = {num_devices}, got {num_clusters}"
-        )
-    if not np.isfinite(cluster_std_m) or cluster_std_m < 0:
-        raise ValueError(f"cluster_std_m must be a finite number >= 0, got {cluster_std_m!r}")
-    _check_radii("min_distance_m", min_distance_m, radius_m)
+    Clusters.check(num_devices=num_devices, num_clusters=num_clusters, cluster_std_m=cluster_std_m,
+                   radius_m=radius_m, min_distance_m=min_distance_m)
     k, c = int(num_devices), int(num_clusters)
     centres = _ring_points(c, min_distance_m, radius_m, rng)
     owner = np.arange(k) % c
@@ -208,18 +186,8 @@ def explicit(positions_m: np.ndarray, min_distance_m: float = 0.0) -> Deployment
     positions = np.array(positions_m, dtype=np.float64)
     if positions.ndim != 2 or positions.shape[1] != 2 or positions.shape[0] < 1:
         raise ValueError(f"positions_m must have shape [K, 2] with K >= 1, got {positions.shape}")
-    if not np.all(np.isfinite(positions)):
-        raise ValueError("positions_m must be finite, got non-finite entries")
-    if not np.isfinite(min_distance_m) or min_distance_m < 0:
-        raise ValueError(f"min_distance_m must be a finite number >= 0, got {min_distance_m!r}")
-    deployment = _from_positions(positions)
-    too_close = np.flatnonzero(deployment.distances_m < min_distance_m)
-    if too_close.size:
-        raise ValueError(
-            f"positions_m: devices {too_close.tolist()} are closer than "
-            f"min_distance_m = {min_distance_m!r} to the BS"
-        )
-    return deployment
+    Explicit.check(positions_m=positions.tolist(), min_distance_m=min_distance_m)
+    return _from_positions(positions)
 
 
 def path_gain(distances_m: np.ndarray, path_loss_exponent: float) -> np.ndarray:

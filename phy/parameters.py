@@ -1,26 +1,114 @@
 """The PHY components' parameters, each declared once, and their registries.
 
-One :class:`native.parameters.Parameters` model per CSI model and per power control:
+One :class:`native.parameters.Parameters` model per cell layout, CSI model and power
+control:
 its keys with their types, bounds, defaults and meaning. The registries map the
-scenario's names (``csi.model``, ``power.control``) to a
+scenario's names (``cell.layout``, ``csi.model``, ``power.control``) to a
 :class:`native.parameters.Variant`: the model and the class that implements it. The
-scenario builds its ``[csi]`` and ``[power]`` tables from them (``cosim/scenario.py``),
-the engine builds the components with :meth:`~native.parameters.Variant.build`, and the
-classes (:mod:`phy.csi`, :mod:`phy.power`) validate their arguments with the same
-models.
+scenario builds its ``[cell]``, ``[csi]`` and ``[power]`` tables from them
+(``cosim/scenario.py``), the engine builds the components with
+:meth:`~native.parameters.Variant.build`, and the implementations (:mod:`phy.geometry`,
+:mod:`phy.csi`, :mod:`phy.power`) validate their arguments with the same models.
 
 No NumPy, no TensorFlow (``cosim validate`` imports it without).
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+import math
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, model_validator
 
 from native.parameters import Parameters, Variant
 
 DB_LIMIT = 300.0
 """Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
 is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""
+
+
+# --------------------------------------------------------------------------- cell layouts
+
+
+def _tuples(value):
+    """TOML arrays (lists) -> tuples, recursively (the models are frozen)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+class _Devices(Parameters):
+    num_devices: int = Field(100, ge=1, description="K")
+
+
+class _Disk(Parameters):
+    radius_m: float = Field(300.0, gt=0, description="cell radius R [m]")
+
+
+class _Exclusion(Parameters):
+    min_distance_m: float = Field(10.0, ge=0, description="no device closer to the BS [m]")
+
+
+def _inside(inner_key: str, inner_m: float, radius_m: float) -> None:
+    if not inner_m < radius_m:
+        raise ValueError(f"{inner_key}: must be < radius_m = {radius_m} (got {inner_m})")
+
+
+class UniformDisk(_Exclusion, _Disk, _Devices):
+    """Uniform over the area of the disk, outside the exclusion radius (the paper's drop)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> UniformDisk:
+        _inside("min_distance_m", self.min_distance_m, self.radius_m)
+        return self
+
+
+class Annulus(_Disk, _Devices):
+    """Uniform over the area of the annulus inner_radius_m <= r <= radius_m."""
+
+    inner_radius_m: float = Field(ge=0, description="inner radius [m]")
+
+    @model_validator(mode="after")
+    def _check(self) -> Annulus:
+        _inside("inner_radius_m", self.inner_radius_m, self.radius_m)
+        return self
+
+
+class Clusters(_Exclusion, _Disk, _Devices):
+    """Gaussian hot spots whose centres are uniform in the cell."""
+
+    num_clusters: int = Field(ge=1, description="number of clusters, at most K")
+    cluster_std_m: float = Field(ge=0, description="std of the offsets per coordinate [m]")
+
+    @model_validator(mode="after")
+    def _check(self) -> Clusters:
+        _inside("min_distance_m", self.min_distance_m, self.radius_m)
+        if self.num_clusters > self.num_devices:
+            raise ValueError(f"num_clusters: must be <= num_devices = {self.num_devices} "
+                             f"(got {self.num_clusters})")
+        return self
+
+
+class Explicit(_Exclusion):
+    """Devices at given [x, y] positions."""
+
+    positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(_tuples)] = Field(
+        min_length=1, description="[x, y] per device [m]")
+
+    @model_validator(mode="after")
+    def _check(self) -> Explicit:
+        for i, (x, y) in enumerate(self.positions_m):
+            if math.hypot(x, y) < self.min_distance_m:
+                raise ValueError(f"positions_m: row {i} [{x}, {y}] is {math.hypot(x, y):.2f} m "
+                                 f"from the BS, closer than min_distance_m = {self.min_distance_m:g}")
+        return self
+
+
+CELL_LAYOUTS = {
+    "uniform_disk": Variant(UniformDisk, "phy.geometry:uniform_disk", extras=("rng",)),
+    "annulus": Variant(Annulus, "phy.geometry:annulus", extras=("rng",)),
+    "clusters": Variant(Clusters, "phy.geometry:clusters", extras=("rng",)),
+    "explicit": Variant(Explicit, "phy.geometry:explicit"),
+}
+"""``cell.layout`` -> its parameters and the function that drops the devices."""
 
 
 # --------------------------------------------------------------------------- CSI models
