@@ -62,12 +62,11 @@ from learning.metrics import evaluate_probs
 from learning.models import build_model
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
 from phy import aircomp, geometry
-from phy.cells import CELL_MODELS, SystemLevelCell
-from phy.channel import make_channel
+from phy.cells import CELL_MODELS
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
-from phy.parameters import CELL_LAYOUTS, CSI_MODELS, POWER_CONTROLS
+from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
 from phy.sync import UniformOffsets
 
 BUDGET_TOLERANCE = 1e-4
@@ -185,17 +184,17 @@ class StaticWorld:
     label_histogram: np.ndarray
 
 
-def _cell_of(scenario: Scenario, deployment: geometry.Deployment):
-    """The 3GPP cell of a ``channel.model = "umi" | "uma" | "rma"`` scenario: its large-scale
-    state (LoS, path loss, shadow fading) drawn once from the static "cell" stream."""
-    channel, ofdm = scenario.channel, scenario.ofdm
-    return SystemLevelCell(
-        channel.model, np.asarray(deployment.positions_m, np.float64),
-        carrier_frequency_hz=channel.carrier_frequency_hz,
-        subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz, num_subcarriers=ofdm.num_subcarriers,
+def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
+    """The scenario's channel model (:data:`phy.parameters.CHANNEL_MODELS`) on its grid; a
+    3GPP cell (``channel.model = "umi" | "uma" | "rma"``) draws its large-scale state
+    (LoS, path loss, shadow fading) once, from the static "cell" stream."""
+    ofdm = scenario.ofdm
+    return CHANNEL_MODELS[scenario.channel.model].build(
+        scenario.channel.variant_values(), model=scenario.channel.model,
+        positions_m=np.asarray(deployment.positions_m, np.float64),
+        num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
+        sample_period_s=1.0 / ofdm.bandwidth_hz,
         seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
-        bs_height_m=channel.bs_height_m, ut_height_m=channel.ut_height_m,
-        indoor_probability=channel.indoor_probability,
     )
 
 
@@ -205,7 +204,7 @@ def build_world(scenario: Scenario) -> StaticWorld:
     geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "geometry")
     deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
     if scenario.channel.model in CELL_MODELS:
-        path_gain = _cell_of(scenario, deployment).path_gain
+        path_gain = _channel_of(scenario, deployment).path_gain
     else:
         path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
 
@@ -290,18 +289,7 @@ class Engine:
             **scenario.hyper_parameters(),
         )
         ofdm = scenario.ofdm
-        if scenario.channel.model in CELL_MODELS:
-            self.channel = _cell_of(scenario, self.world.deployment)
-        else:
-            self.channel = make_channel(
-                scenario.channel.model,
-                num_subcarriers=ofdm.num_subcarriers,
-                subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
-                tdl_profile=scenario.channel.tdl_profile,
-                delay_spread_s=scenario.channel.delay_spread_s,
-                carrier_frequency_hz=scenario.channel.carrier_frequency_hz,
-                num_taps=scenario.channel.num_taps,
-            )
+        self.channel = _channel_of(scenario, self.world.deployment)
         self.sync = UniformOffsets(
             scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
             scenario.sync.precompensate,

@@ -72,10 +72,15 @@ from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
     MIN_DISTANCE_M,
-    check_cell_parameters,
     last_tap_lag,
 )
-from phy.parameters import CELL_LAYOUTS, CSI_MODELS, DB_LIMIT, POWER_CONTROLS  # pydantic only
+from phy.parameters import (  # pydantic only
+    CELL_LAYOUTS,
+    CHANNEL_MODELS,
+    CSI_MODELS,
+    DB_LIMIT,
+    POWER_CONTROLS,
+)
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
 __all__ = [
@@ -210,19 +215,10 @@ class CellConfig(variant_table(CELL_LAYOUTS, table="cell", key="layout", default
         return self
 
 
-class ChannelConfig(_Section):
-    """Block-fading small-scale channel with path loss r^-alpha (paper: i.i.d. Rayleigh, alpha = 4),
-    or a 3GPP TR 38.901 cell (UMi, UMa, RMa) with its own path loss and shadow fading."""
-
-    model: Literal["iid_rayleigh", "flat_rayleigh", "tdl", "umi", "uma", "rma"] = "iid_rayleigh"
-    path_loss_exponent: float = Field(4.0, gt=0)
-    tdl_profile: Literal["A", "B", "C", "D", "E"] = "A"
-    delay_spread_s: float = Field(100e-9, gt=0)
-    carrier_frequency_hz: float = Field(3.5e9, gt=0)
-    num_taps: int = Field(16, ge=1)
-    bs_height_m: float | None = Field(None, gt=0)
-    ut_height_m: float = Field(1.5, gt=0)
-    indoor_probability: float = Field(0.0, ge=0, le=1)
+class ChannelConfig(variant_table(CHANNEL_MODELS, table="channel", key="model", default="iid_rayleigh")):
+    """Block-fading small-scale channel with path loss r^-alpha (paper: i.i.d. Rayleigh,
+    alpha = 4), or a 3GPP TR 38.901 cell (UMi, UMa, RMa) with its own path loss and shadow
+    fading; each model's keys and rules are declared by its parameters in :mod:`phy.parameters`."""
 
 
 NR_NORMAL_CP_FRACTION = 144 / 2048
@@ -537,12 +533,6 @@ class Scenario(_Section):
                      f"cyclic_prefix = {period} samples")
         if self.channel.model in CELL_MODELS:
             channel = self.channel
-            try:
-                check_cell_parameters(channel.model, carrier_frequency_hz=channel.carrier_frequency_hz,
-                                      bs_height_m=channel.bs_height_m, ut_height_m=channel.ut_height_m)
-            except ValueError as error:
-                key, _, rest = str(error).partition(" ")
-                raise ValueError(f"channel.{key}: {rest}") from None
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
                      f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
                      f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")

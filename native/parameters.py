@@ -76,7 +76,8 @@ def positive_or_keyword(keyword: str):
 class Variant:
     """One registered component: its ``parameters`` model and its ``implementation``
     (``"module:callable"``), called with the parameters as keyword arguments (each
-    renamed by ``arguments`` where the constructor calls it otherwise) and with those
+    renamed by ``arguments`` where the constructor calls it otherwise, left out where
+    ``arguments`` maps it to None: a key used by another part) and with those
     of the caller's other arguments it names in ``extras`` (objects, not parameters:
     a channel model, a pilot spacing)."""
 
@@ -95,5 +96,6 @@ class Variant:
         table that also holds other variants' keys can be passed whole)."""
         own = {key: value for key, value in values.items() if key in self.parameters.model_fields}
         checked = self.parameters.check(**own)
-        kwargs = {self.arguments.get(key, key): value for key, value in checked}
+        kwargs = {self.arguments.get(key, key): value for key, value in checked
+                  if self.arguments.get(key, key) is not None}
         return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})

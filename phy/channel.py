@@ -36,8 +36,10 @@ from sionna.phy import config as sionna_config
 from sionna.phy.channel import RayleighBlockFading, cir_to_ofdm_channel, subcarrier_frequencies
 from sionna.phy.channel.tr38901 import TDL as SionnaTDL
 
+from phy.parameters import CHANNEL_MODELS, IidRayleighChannel, TdlChannel
+
 CHANNEL_NAMES = ("iid_rayleigh", "flat_rayleigh", "tdl")
-TDL_PROFILES = ("A", "B", "C", "D", "E")
+"""The models of this module (the 3GPP cells are :mod:`phy.cells`)."""
 
 
 @contextlib.contextmanager
@@ -131,9 +133,7 @@ class IidRayleigh:
 
     def __init__(self, num_subcarriers: int, num_taps: int = 1, sample_period_s: float | None = None):
         self.num_subcarriers = _check_num_subcarriers(num_subcarriers)
-        if isinstance(num_taps, bool) or not isinstance(num_taps, int | np.integer) or num_taps < 1:
-            raise ValueError(f"num_taps must be an integer >= 1, got {num_taps!r}")
-        self.num_taps = int(num_taps)
+        self.num_taps = IidRayleighChannel.check(num_taps=num_taps).num_taps
         self.sample_period_s = sample_period_s
 
     def __call__(self, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
@@ -253,15 +253,11 @@ class TDL:
         num_subcarriers: int,
         carrier_frequency_hz: float = 3.5e9,
     ):
-        if profile not in TDL_PROFILES:
-            raise ValueError(f"profile must be one of {TDL_PROFILES}, got {profile!r}")
-        for name, value in (
-            ("delay_spread_s", delay_spread_s),
-            ("subcarrier_spacing_hz", subcarrier_spacing_hz),
-            ("carrier_frequency_hz", carrier_frequency_hz),
-        ):
-            if value is None or not np.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        TdlChannel.check(tdl_profile=profile, delay_spread_s=delay_spread_s,
+                         carrier_frequency_hz=carrier_frequency_hz)
+        if subcarrier_spacing_hz is None or not np.isfinite(subcarrier_spacing_hz) or subcarrier_spacing_hz <= 0:
+            raise ValueError(f"subcarrier_spacing_hz must be a positive finite number, got "
+                             f"{subcarrier_spacing_hz!r}")
         self.num_subcarriers = _check_num_subcarriers(num_subcarriers)
         self.profile = profile
         self.delay_spread_s = float(delay_spread_s)
@@ -327,26 +323,17 @@ def make_channel(
     *,
     num_subcarriers: int,
     subcarrier_spacing_hz: float | None = None,
-    tdl_profile: str = "A",
-    delay_spread_s: float | None = None,
-    carrier_frequency_hz: float = 3.5e9,
-    num_taps: int = 1,
+    **parameters,
 ) -> IidRayleigh | FlatRayleigh | TDL:
-    """Build a channel model by name: "iid_rayleigh", "flat_rayleigh" or "tdl".
-
-    ``subcarrier_spacing_hz`` and ``delay_spread_s`` are required for "tdl" and
-    ignored otherwise, as are ``tdl_profile`` and ``carrier_frequency_hz``;
-    ``num_taps`` is the i.i.d. model's tapped delay line in the time domain.
-    """
-    if name == "iid_rayleigh":
-        sample_period_s = (None if subcarrier_spacing_hz is None
-                           else 1.0 / (num_subcarriers * subcarrier_spacing_hz))
-        return IidRayleigh(num_subcarriers, num_taps, sample_period_s)
-    if name == "flat_rayleigh":
-        return FlatRayleigh(num_subcarriers)
-    if name == "tdl":
-        return TDL(
-            tdl_profile, delay_spread_s, subcarrier_spacing_hz, num_subcarriers,
-            carrier_frequency_hz,
-        )
-    raise ValueError(f"channel name must be one of {CHANNEL_NAMES}, got {name!r}")
+    """Build a channel model by name (:data:`phy.parameters.CHANNEL_MODELS`):
+    "iid_rayleigh" (``num_taps``, the time-domain delay line), "flat_rayleigh" or "tdl"
+    (``tdl_profile``, ``delay_spread_s``, ``carrier_frequency_hz``; needs
+    ``subcarrier_spacing_hz``). Parameters of the other models are ignored; the 3GPP
+    cells are :class:`phy.cells.SystemLevelCell`."""
+    if name not in CHANNEL_NAMES:
+        raise ValueError(f"channel name must be one of {CHANNEL_NAMES}, got {name!r}")
+    sample_period_s = (None if subcarrier_spacing_hz is None
+                       else 1.0 / (num_subcarriers * subcarrier_spacing_hz))
+    return CHANNEL_MODELS[name].build(
+        parameters, num_subcarriers=num_subcarriers, subcarrier_spacing_hz=subcarrier_spacing_hz,
+        sample_period_s=sample_period_s)

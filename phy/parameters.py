@@ -1,14 +1,15 @@
 """The PHY components' parameters, each declared once, and their registries.
 
-One :class:`native.parameters.Parameters` model per cell layout, CSI model and power
-control:
+One :class:`native.parameters.Parameters` model per cell layout, channel model, CSI
+model and power control:
 its keys with their types, bounds, defaults and meaning. The registries map the
-scenario's names (``cell.layout``, ``csi.model``, ``power.control``) to a
+scenario's names (``cell.layout``, ``channel.model``, ``csi.model``, ``power.control``) to a
 :class:`native.parameters.Variant`: the model and the class that implements it. The
-scenario builds its ``[cell]``, ``[csi]`` and ``[power]`` tables from them
-(``cosim/scenario.py``), the engine builds the components with
+scenario builds its ``[cell]``, ``[channel]``, ``[csi]`` and ``[power]`` tables from
+them (``cosim/scenario.py``), the engine builds the components with
 :meth:`~native.parameters.Variant.build`, and the implementations (:mod:`phy.geometry`,
-:mod:`phy.csi`, :mod:`phy.power`) validate their arguments with the same models.
+:mod:`phy.channel`, :mod:`phy.cells`, :mod:`phy.csi`, :mod:`phy.power`) validate their
+arguments with the same models.
 
 No NumPy, no TensorFlow (``cosim validate`` imports it without).
 """
@@ -16,11 +17,12 @@ No NumPy, no TensorFlow (``cosim validate`` imports it without).
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
 from native.parameters import Parameters, Variant
+from phy.limits import check_cell_parameters  # stdlib only
 
 DB_LIMIT = 300.0
 """Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
@@ -109,6 +111,92 @@ CELL_LAYOUTS = {
     "explicit": Variant(Explicit, "phy.geometry:explicit"),
 }
 """``cell.layout`` -> its parameters and the function that drops the devices."""
+
+
+# --------------------------------------------------------------------------- channel models
+
+TDL_PROFILES = ("A", "B", "C", "D", "E")
+"""3GPP TR 38.901's TDL profiles (Sionna's ``TDL``)."""
+
+
+class _PathLoss(Parameters):
+    path_loss_exponent: float = Field(4.0, gt=0, description="alpha of the path gain r^-alpha")
+
+
+class _Carrier(Parameters):
+    carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
+
+
+class IidRayleighChannel(_PathLoss):
+    """i.i.d. Rayleigh per subcarrier (the paper's model); an L-tap delay line in the time domain."""
+
+    num_taps: int = Field(16, ge=1, description="L, taps of the time-domain delay line")
+
+
+class FlatRayleighChannel(_PathLoss):
+    """One Rayleigh coefficient per device, flat over the subcarriers."""
+
+
+class TdlChannel(_Carrier, _PathLoss):
+    """3GPP TR 38.901 tapped delay line (Sionna's TDL), path loss r^-alpha."""
+
+    tdl_profile: Literal[TDL_PROFILES] = "A"
+    delay_spread_s: float = Field(100e-9, gt=0, description="RMS delay spread [s]")
+
+
+class _Cell3gpp(_Carrier):
+    """A TR 38.901 cell (Sionna's system-level model): its own path loss and shadowing."""
+
+    model: ClassVar[str] = ""
+    bs_height_m: float | None = Field(None, gt=0, description="BS height [m] (the model's default when unset)")
+    ut_height_m: float = Field(1.5, gt=0, description="device height [m]")
+    indoor_probability: float = Field(0.0, ge=0, le=1, description="share of indoor devices (O2I loss)")
+
+    @model_validator(mode="after")
+    def _check(self) -> _Cell3gpp:
+        try:  # Table 7.4.1-1's frequency and height ranges (phy.limits)
+            check_cell_parameters(self.model, carrier_frequency_hz=self.carrier_frequency_hz,
+                                  bs_height_m=self.bs_height_m, ut_height_m=self.ut_height_m)
+        except ValueError as error:
+            key, _, rule = str(error).partition(" ")
+            raise ValueError(f"{key}: {rule}") from None
+        return self
+
+
+class UmiChannel(_Cell3gpp):
+    """Urban micro (UMi street canyon)."""
+
+    model: ClassVar[str] = "umi"
+
+
+class UmaChannel(_Cell3gpp):
+    """Urban macro."""
+
+    model: ClassVar[str] = "uma"
+
+
+class RmaChannel(_Cell3gpp):
+    """Rural macro."""
+
+    model: ClassVar[str] = "rma"
+
+
+_GRID = ("num_subcarriers",)
+_CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcarriers", "seed")}
+CHANNEL_MODELS = {
+    "iid_rayleigh": Variant(IidRayleighChannel, "phy.channel:IidRayleigh", {"path_loss_exponent": None},
+                            extras=(*_GRID, "sample_period_s")),
+    "flat_rayleigh": Variant(FlatRayleighChannel, "phy.channel:FlatRayleigh",
+                             {"path_loss_exponent": None}, extras=_GRID),
+    "tdl": Variant(TdlChannel, "phy.channel:TDL", {"path_loss_exponent": None, "tdl_profile": "profile"},
+                   extras=(*_GRID, "subcarrier_spacing_hz")),
+    "umi": Variant(UmiChannel, "phy.cells:SystemLevelCell", **_CELL),
+    "uma": Variant(UmaChannel, "phy.cells:SystemLevelCell", **_CELL),
+    "rma": Variant(RmaChannel, "phy.cells:SystemLevelCell", **_CELL),
+}
+"""``channel.model`` -> its parameters and class (called with the grid, and for the 3GPP
+cells the devices' positions and the static seed, as extras). ``path_loss_exponent`` goes
+to :func:`phy.geometry.path_gain`, not to the channel."""
 
 
 # --------------------------------------------------------------------------- CSI models

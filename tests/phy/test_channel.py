@@ -166,8 +166,10 @@ def test_make_channel():
     assert tdl.profile == "E"
     with pytest.raises(ValueError, match="iid_rayleigh"):
         make_channel("rician", num_subcarriers=4)
+    # the defaults are the scenario's, declared once in phy.parameters
+    assert make_channel("tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3).delay_spread_s == 100e-9
     with pytest.raises(ValueError, match="delay_spread_s"):
-        make_channel("tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3)
+        make_channel("tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3, delay_spread_s=-1.0)
     with pytest.raises(ValueError, match="subcarrier_spacing_hz"):
         make_channel("tdl", num_subcarriers=4, delay_spread_s=1e-7)
 
