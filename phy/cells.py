@@ -86,6 +86,7 @@ from phy.limits import (
     MIN_DISTANCE_M,
     check_cell_parameters,
 )
+from phy.parameters import CHANNEL_MODELS
 
 
 def _with_3d_distance(scenario_class: type) -> type:
@@ -254,20 +255,16 @@ class SystemLevelCell:
     ):
         if not isinstance(model, str) or model not in CELL_MODELS:
             raise ValueError(f"model must be one of {CELL_MODELS}, got {model!r}")
-        carrier_frequency_hz = _check_positive("carrier_frequency_hz", carrier_frequency_hz)
+        # the model's parameters and Table 7.4.1-1's ranges (phy.parameters, phy.limits)
+        checked = CHANNEL_MODELS[model].parameters.check(
+            carrier_frequency_hz=carrier_frequency_hz, bs_height_m=bs_height_m,
+            ut_height_m=ut_height_m, indoor_probability=indoor_probability)
+        carrier_frequency_hz, ut_height_m = checked.carrier_frequency_hz, checked.ut_height_m
+        indoor_probability = checked.indoor_probability
+        bs_height_m = check_cell_parameters(model, carrier_frequency_hz=carrier_frequency_hz,
+                                            bs_height_m=checked.bs_height_m, ut_height_m=ut_height_m)
         subcarrier_spacing_hz = _check_positive("subcarrier_spacing_hz", subcarrier_spacing_hz)
         self.num_subcarriers = _check_num_subcarriers(num_subcarriers)
-        if bs_height_m is not None:
-            bs_height_m = _check_positive("bs_height_m", bs_height_m)
-        ut_height_m = _check_positive("ut_height_m", ut_height_m)
-        bs_height_m = check_cell_parameters(model, carrier_frequency_hz=carrier_frequency_hz,
-                                            bs_height_m=bs_height_m, ut_height_m=ut_height_m)
-        if (
-            isinstance(indoor_probability, bool)
-            or not isinstance(indoor_probability, int | float | np.integer | np.floating)
-            or not 0.0 <= indoor_probability <= 1.0
-        ):
-            raise ValueError(f"indoor_probability must be in [0, 1], got {indoor_probability!r}")
         if force_los is not None and not isinstance(force_los, bool | np.bool_):
             raise ValueError(f"force_los must be None, True or False, got {force_los!r}")
         positions = _check_positions(positions_m)
