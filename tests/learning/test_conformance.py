@@ -36,7 +36,7 @@ buffers. E = 2 steps, M = 3 samples, eta = 0.01 (steps that change rho by up to 
 factor of a few without the phase-2 iterates blowing up); ``rho_t`` within 1% of
 ``min_precision``, about half of it below, so the floor clamps some entries, not all.
 
-Tolerance policy (one, :func:`assert_conforms`). An array ``got`` conforms to
+Tolerance policy (one, :func:`conformance.assert_conforms`, shared with the PHY's suite). An array ``got`` conforms to
 ``want`` when, elementwise,
 
     |got - want| <= rtol |want| + atol max|want|,
@@ -67,6 +67,7 @@ import functools
 import numpy as np
 import pytest
 import tensorflow as tf
+from conformance import assert_conforms
 
 from learning import covariance, runtime
 from learning.local import LocalConfig, LocalTrainer
@@ -81,9 +82,6 @@ DEFINITIONS = tuple(
     for prior, reduction in (("fresh", "sum"), ("previous", "mean"))
 )
 
-TOLERANCE = {"array": (1e-4, 5e-5), "objective": (1e-5, 1e-6)}
-"""(rtol, atol) of :func:`assert_conforms` per kind of value (the module docstring)."""
-
 INPUT_SHAPE, NUM_CLASSES, HIDDEN = (3, 11), 5, (131, 9)
 ROWS = (7, 0, 5)  # real rows per device: full, without data (pi_k = 0), padded
 BATCH = 7
@@ -97,26 +95,6 @@ differ, and this suite holds the counts equal away from that. (Both backends for
 bound itself the same way, in float64 for the readings other than the precision:
 ``LocalObjective.floor``; measured with 1/7 of the entries at 1.99999988 against a
 floor of 2: equal counts for all four readings.)"""
-
-
-def assert_conforms(got, want, kind: str, what: str = ""):
-    """The suite's tolerance policy: ``|got - want| <= rtol |want| + atol max|want|``
-    elementwise, ``(rtol, atol) = TOLERANCE[kind]``; equal shapes, a finite ``want``."""
-    rtol, atol = TOLERANCE[kind]
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert np.isfinite(want).all(), f"{what}: the reference is not finite"
-    scale = np.abs(want).max()
-    err = np.abs(got - want)
-    bound = rtol * np.abs(want) + atol * scale
-    bad = ~(err <= bound)  # NaN in got fails too
-    if bad.any():
-        worst = np.unravel_index(np.argmax(np.where(bad, err / np.maximum(bound, 1e-300), 0)), err.shape)
-        raise AssertionError(
-            f"{what}: {bad.sum()} of {bad.size} entries off by more than {rtol} |want| + {atol} "
-            f"max|want| (max|want| = {scale:.4g}); worst at {worst}: got {got[worst]:.8g}, "
-            f"want {want[worst]:.8g}"
-        )
 
 
 def _model():

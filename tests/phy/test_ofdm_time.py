@@ -184,9 +184,10 @@ def test_the_time_domain_aggregate_equals_the_frequency_domain_one_without_offse
         assert float(tf.reduce_max(frequency.attenuated_fraction)) > 0.0
 
 
-def test_the_time_domain_aggregate_with_offsets_equals_its_sionna_reference():
-    """Fast path against ``keep_signals=True`` (x materialised, Sionna's blocks) with timing
-    offsets beyond the prefix and CFOs: the same estimate, and the offsets do change it."""
+def test_timing_offsets_and_cfo_change_the_time_domain_aggregate():
+    """With timing offsets beyond the prefix and CFOs the estimate moves away from the
+    aligned one (the fast path's conformance to Sionna's blocks, with these offsets, is
+    tests/phy/test_conformance.py)."""
     rng = np.random.default_rng(10)
     a, tau, updates, weights, path_gain = _aggregate_inputs(rng)
     uplink = _uplink(a, tau, timing=rng.uniform(0, 25, 6), cfo=rng.uniform(-0.05, 0.05, 6))
@@ -196,9 +197,7 @@ def test_the_time_domain_aggregate_with_offsets_equals_its_sionna_reference():
                   noise_power_w=noise_w, gamma_w=noise_w, seed=tf.constant([1, 2]),
                   path_gain=path_gain, uplink=uplink)
     fast = aggregate(updates, weights, h, h, **common).estimate.numpy()
-    reference = aggregate(updates, weights, h, h, keep_signals=True, **common)
-    scale = np.abs(reference.estimate.numpy()).max()
-    np.testing.assert_allclose(fast, reference.estimate.numpy(), rtol=0, atol=1e-5 * scale)
+    scale = np.abs(fast).max()
     aligned = aggregate(updates, weights, h, h, **{**common, "uplink": None}).estimate.numpy()
     assert np.abs(fast - aligned).max() > 0.05 * scale
 
