@@ -37,11 +37,8 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-class _Devices(Parameters):
-    num_devices: int = Field(100, ge=1, description="K")
-
-
 class _Disk(Parameters):
+    num_devices: int = Field(100, ge=1, description="K")
     radius_m: float = Field(300.0, gt=0, description="cell radius R [m]")
 
 
@@ -54,7 +51,7 @@ def _inside(inner_key: str, inner_m: float, radius_m: float) -> None:
         raise ValueError(f"{inner_key}: must be < radius_m = {radius_m} (got {inner_m})")
 
 
-class UniformDisk(_Exclusion, _Disk, _Devices):
+class UniformDisk(_Exclusion, _Disk):
     """Uniform over the area of the disk, outside the exclusion radius (the paper's drop)."""
 
     @model_validator(mode="after")
@@ -63,7 +60,7 @@ class UniformDisk(_Exclusion, _Disk, _Devices):
         return self
 
 
-class Annulus(_Disk, _Devices):
+class Annulus(_Disk):
     """Uniform over the area of the annulus inner_radius_m <= r <= radius_m."""
 
     inner_radius_m: float = Field(ge=0, description="inner radius [m]")
@@ -74,7 +71,7 @@ class Annulus(_Disk, _Devices):
         return self
 
 
-class Clusters(_Exclusion, _Disk, _Devices):
+class Clusters(_Exclusion, _Disk):
     """Gaussian hot spots whose centres are uniform in the cell."""
 
     num_clusters: int = Field(ge=1, description="number of clusters, at most K")
