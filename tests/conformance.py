@@ -1,5 +1,5 @@
 """The one tolerance policy of the conformance suites (tests/learning/test_conformance.py,
-tests/phy/test_conformance.py): a fast path conforms to the reference definition when,
+tests/phy/test_phy_conformance.py): a fast path conforms to the reference definition when,
 elementwise,
 
     |got - want| <= rtol |want| + atol max|want|,

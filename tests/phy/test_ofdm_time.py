@@ -187,7 +187,7 @@ def test_the_time_domain_aggregate_equals_the_frequency_domain_one_without_offse
 def test_timing_offsets_and_cfo_change_the_time_domain_aggregate():
     """With timing offsets beyond the prefix and CFOs the estimate moves away from the
     aligned one (the fast path's conformance to Sionna's blocks, with these offsets, is
-    tests/phy/test_conformance.py)."""
+    tests/phy/test_phy_conformance.py)."""
     rng = np.random.default_rng(10)
     a, tau, updates, weights, path_gain = _aggregate_inputs(rng)
     uplink = _uplink(a, tau, timing=rng.uniform(0, 25, 6), cfo=rng.uniform(-0.05, 0.05, 6))
