@@ -232,8 +232,9 @@ def test_to_pandas_imports_no_tensorflow(tmp_path):
              f"frames = to_pandas({str(trace)!r})\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('tensorflow', 'sionna', 'learning', 'numba') or m in ('cosim.engine', 'cosim.run'))\n"
-             # the stdlib-only modules cosim.scenario imports (tests/cosim/test_cli_startup.py's LIGHT)
-             "heavy = [m for m in heavy if m not in ('learning', 'learning.runtime', 'learning.catalog')]\n"
+             # the light modules cosim.scenario imports (tests/cosim/test_cli_startup.py's LIGHT)
+             "heavy = [m for m in heavy if m not in ('learning', 'learning.runtime', 'learning.catalog',"
+             " 'learning.hyperparameters')]\n"
              "print(json.dumps([len(frames.rounds), heavy]))")
     result = _python(probe, tmp_path)
     assert result.returncode == 0 and result.stderr == "", result.stderr
