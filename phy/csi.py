@@ -42,6 +42,7 @@ def _check_inputs(h: tf.Tensor, path_gain: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
     return h, path_gain
 
 
+@tf.function
 def _complex_normal(shape: tf.Tensor, variance: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """``CN(0, variance)`` samples; ``variance`` [K] broadcast along the last axis."""
     parts = tf.random.stateless_normal(tf.concat([[2], shape], 0), seed, dtype=tf.float32)
