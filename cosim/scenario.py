@@ -67,7 +67,7 @@ from learning.runtime import (  # stdlib only
     Runtime,
     resolve,
 )
-from native.parameters import Variant, positive_or_keyword
+from native.parameters import Variant, deep_tuple, positive_or_keyword
 from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
@@ -114,13 +114,6 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _deep_tuple(value: Any) -> Any:
-    """TOML arrays (lists) -> tuples, recursively, so frozen models stay immutable."""
-    if isinstance(value, list):
-        return tuple(_deep_tuple(v) for v in value)
-    return value
 
 
 def _bool_or_keyword(keyword: str):
@@ -329,7 +322,7 @@ class DataConfig(_Section):
     mean_samples_per_device: float = Field(10.0, gt=0)
     size_distribution: Literal["poisson", "shifted_poisson"] = "poisson"
     synthetic_classes: int = Field(10, ge=2)
-    synthetic_shape: Annotated[tuple[int, ...], BeforeValidator(_deep_tuple)] = (28, 28, 1)
+    synthetic_shape: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (28, 28, 1)
     synthetic_train_size: int = Field(10000, ge=1)
     synthetic_test_size: int = Field(2000, ge=1)
     test_subset: int | None = Field(None, ge=1)
@@ -365,7 +358,7 @@ class ModelConfig(_Section):
     """Network (paper MNIST: 784-256x5-10 MLP, d = 466,698; CIFAR-100: ResNet-56)."""
 
     architecture: Literal["mlp", "cnn", "resnet56"] = "mlp"
-    hidden_units: Annotated[tuple[int, ...], BeforeValidator(_deep_tuple)] = (256, 256, 256, 256, 256)
+    hidden_units: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (256, 256, 256, 256, 256)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -466,7 +459,7 @@ class TraceConfig(_Section):
     path: str = "runs/{name}-seed{seed}.h5"
     per_device: bool = True
     signals: bool = False
-    signal_rounds: Annotated[tuple[int, ...], BeforeValidator(_deep_tuple)] = ()
+    signal_rounds: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = ()
     checkpoint_every: int = Field(1, ge=1)
 
     @model_validator(mode="after")
@@ -1082,7 +1075,7 @@ def uplink_phase_values(scenario: Scenario, num_params: int) -> dict[str, int]:
 
 def downlink_values(scenario: Scenario, num_params: int) -> int:
     """Real values the BS multicasts per round (2d for the proposed method)."""
-    return CATALOG[scenario.algorithm.name].downlink * num_params
+    return CATALOG[scenario.algorithm.name].downlink_values(num_params)
 
 
 def model_num_params(

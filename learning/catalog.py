@@ -51,6 +51,10 @@ class Entry:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
         return {name: int(num_params) for name in self.uplink}
 
+    def downlink_values(self, num_params: int) -> int:
+        """Real values the BS broadcasts per round for ``num_params`` = d."""
+        return self.downlink * int(num_params)
+
 
 CATALOG = {
     "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",

@@ -58,6 +58,17 @@ def defaults(parameters: type[BaseModel]) -> dict[str, Any]:
     return {key: f.default for key, f in parameters.model_fields.items() if not f.is_required()}
 
 
+def load(path: str) -> Any:
+    """The object named ``"module:name"`` (imported now)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def deep_tuple(value: Any) -> Any:
+    """TOML arrays (lists) -> tuples, recursively, so frozen models stay immutable."""
+    return tuple(deep_tuple(v) for v in value) if isinstance(value, list) else value
+
+
 def positive_or_keyword(keyword: str):
     """A field that is ``keyword`` or a positive finite number (ints become floats)."""
 
@@ -83,13 +94,12 @@ class Variant:
 
     parameters: type[Parameters]
     implementation: str
-    arguments: Mapping[str, str] = field(default_factory=dict)
+    arguments: Mapping[str, str | None] = field(default_factory=dict)
     extras: tuple[str, ...] = ()
 
     def target(self) -> Any:
         """The implementation (imported now)."""
-        module, _, name = self.implementation.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return load(self.implementation)
 
     def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
         """The component for ``values`` (the model's keys; other keys are ignored, so a

@@ -21,7 +21,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from native.parameters import Parameters, Variant
+from native.parameters import Parameters, Variant, deep_tuple
 from phy.limits import check_cell_parameters  # stdlib only
 
 DB_LIMIT = 300.0
@@ -30,11 +30,6 @@ is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)
 
 
 # --------------------------------------------------------------------------- cell layouts
-
-
-def _tuples(value):
-    """TOML arrays (lists) -> tuples, recursively (the models are frozen)."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 class _Disk(Parameters):
@@ -89,7 +84,7 @@ class Clusters(_Exclusion, _Disk):
 class Explicit(_Exclusion):
     """Devices at given [x, y] positions."""
 
-    positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(_tuples)] = Field(
+    positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(deep_tuple)] = Field(
         min_length=1, description="[x, y] per device [m]")
 
     @model_validator(mode="after")

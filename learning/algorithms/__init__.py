@@ -10,21 +10,14 @@ the proposed method takes it whole; the baselines run on TensorFlow only and tak
 from __future__ import annotations
 
 import difflib
-import importlib
 
 from learning.algorithms.base import FederatedAlgorithm
 from learning.catalog import CATALOG
 from learning.models import Model
 from learning.runtime import PROPOSED_METHOD, Runtime, check_tensorflow_only
+from native.parameters import load
 
-
-def _implementation(path: str) -> type:
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-ALGORITHMS: dict[str, type] = {name: _implementation(entry.implementation)
-                               for name, entry in CATALOG.items()}
+ALGORITHMS: dict[str, type] = {name: load(entry.implementation) for name, entry in CATALOG.items()}
 
 
 def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = None,

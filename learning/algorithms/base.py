@@ -81,7 +81,7 @@ def catalog_phases(name: str, num_params: int) -> tuple[PhaseSpec, ...]:
 def catalog_downlink_values(name: str, num_params: int) -> int:
     """Real values the BS broadcasts per round for algorithm ``name`` (what
     ``downlink_values()`` returns), from :data:`learning.catalog.CATALOG`."""
-    return CATALOG[name].downlink * int(num_params)
+    return CATALOG[name].downlink_values(num_params)
 
 
 @runtime_checkable
