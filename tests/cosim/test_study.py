@@ -190,7 +190,11 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
 
 def _processes_naming(*marks: str, also: str = "") -> list[int]:
     """PIDs of the processes (not this one) whose command line contains one of ``marks``
-    (and ``also``)."""
+    (and ``also``), or that hold open a file whose path contains one of ``marks``.
+
+    The second test matters: a Ray worker renames itself (``ray::_run_task``, so its
+    command line names nothing) and runs in a process group of its own, but keeps its
+    log files open in the session directory under ``RAY_TMPDIR``."""
     import os
 
     pids = []
@@ -201,7 +205,16 @@ def _processes_naming(*marks: str, also: str = "") -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if also in cmdline and any(mark in cmdline for mark in marks):
+        if also not in cmdline:
+            continue
+        if any(mark in cmdline for mark in marks):
+            pids.append(int(entry.name))
+            continue
+        try:
+            opened = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:  # gone, or not ours to read
+            continue
+        if any(mark in path for path in opened for mark in marks):
             pids.append(int(entry.name))
     return pids
 
@@ -358,6 +371,10 @@ def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch):
     # token authentication on for a head when ~/.ray/auth_token exists but not for a
     # node joining it, which then fails to connect
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    import tempfile
+
+    ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)  # every process of this cluster writes there
     port = _free_port()
     address = f"127.0.0.1:{port}"
     env_cmd = {"capture_output": True, "text": True, "timeout": 180}
@@ -379,18 +396,20 @@ def test_a_study_runs_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch):
         for power in (10.0, 20.0):
             assert read_trace(out / "runs" / f"{run_name({AXIS: power}, 1)}.h5").completed_rounds == 2
     finally:
-        _stop_nodes_of(port)
+        _stop_nodes_of(port, ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def _stop_nodes_of(port: int) -> None:
+def _stop_nodes_of(port: int, ray_tmp: str) -> None:
     """Stop the Ray processes of the cluster at ``port`` only (``ray stop`` would stop
     every Ray on the machine, a user's too): every process whose command line names the
-    cluster's GCS port, SIGTERM, then SIGKILL after 10 s."""
+    cluster's GCS port or its ``RAY_TMPDIR`` (or that holds a file open there: its
+    workers), SIGTERM, then SIGKILL after 10 s."""
     import os
     import signal
     import time
 
-    marks = (f":{port}", f"--gcs_server_port={port}", f"--port={port}")
+    marks = (f":{port}", f"--gcs_server_port={port}", f"--port={port}", ray_tmp)
 
     def ours() -> list[int]:
         return _processes_naming(*marks, also="ray")
