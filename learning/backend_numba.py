@@ -10,7 +10,6 @@ both to TensorFlow's autodiff of the definitions. The updates it returns are
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from learning import covariance
@@ -19,7 +18,7 @@ from learning.fused_lrt import FusedLRTSteps
 from learning.objective import LocalObjective
 from learning.runtime import NUMBA_ARCHITECTURES
 from native.host_arrays import BufferPool, as_tensor
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 
 class NumbaSteps:
@@ -75,8 +74,7 @@ class NumbaSteps:
         if reading.code != covariance.PRECISION:
             sigma_t, anchor, _ = reading.phase_constants(rho_t, definition.config.min_precision)
             with LAUNCH_LOCK:
-                precision_change(reading.code, delta, sigma_t, anchor,
-                                 np.ascontiguousarray(rho_t, np.float32), delta)
+                precision_change(reading.code, delta, sigma_t, anchor, read_only(rho_t), delta)
         return as_tensor(delta), tf.stack(losses), hits
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
@@ -84,9 +82,8 @@ class NumbaSteps:
         """See :meth:`learning.local.LocalBackend.nu_phase` (eq. ``nu_def``:
         :func:`learning.fused_local.phase2_ratio`, :func:`~learning.fused_local.phase2_update`)."""
         definition = self.definition
-        vectors = [np.ascontiguousarray(v, np.float32) for v in (mu_t, rho_next, delta_rho_global)]
-        mu_np, rho_next_np, delta_rho_np = vectors
-        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)  # no copy of a tensor's memory
+        mu_np, rho_next_np, delta_rho_np = (read_only(v) for v in (mu_t, rho_next, delta_rho_global))
+        delta_rho_k = read_only(delta_rho_k)  # no copy of a tensor's memory
         shape = delta_rho_k.shape
         if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
             out, losses = self.steps.nu_phase(

@@ -60,6 +60,7 @@ import numpy as np
 from numba import njit
 
 from learning.hyperparameters import COVARIANCE_PARAMETERS
+from native.launch import read_only
 
 PRECISION, SOFTPLUS_STD, LOG_STD, LOG_PRECISION = 0, 1, 2, 3
 NAMES = COVARIANCE_PARAMETERS
@@ -184,14 +185,16 @@ class Reading:
     def phase_constants(self, rho_t, min_precision: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What a backend's phase-1 kernels need, once per phase: ``sigma_t``, the anchor
         ``b`` and :meth:`limit`, each float32 [d] from ``rho_t`` [d] (in float64, except
-        for the precision reading, whose kernels work in float32 on ``rho_t`` itself)."""
+        for the precision reading, whose kernels work in float32 on ``rho_t`` itself),
+        read-only (:func:`native.launch.read_only`)."""
         if self.code == PRECISION:  # float32 throughout, as the kernels' precision loops use them
             rho32 = np.ascontiguousarray(rho_t, np.float32)
-            return (np.float32(1.0) / np.sqrt(rho32), rho32, np.float32(min_precision) - rho32)
-        rho = np.asarray(rho_t, np.float64)
-        sigma = 1.0 / np.sqrt(rho)
-        return (sigma.astype(np.float32), self.anchor(rho, sigma).astype(np.float32),
-                self.limit(rho, min_precision))
+            constants = (np.float32(1.0) / np.sqrt(rho32), rho32, np.float32(min_precision) - rho32)
+        else:
+            rho = np.asarray(rho_t, np.float64)
+            sigma = 1.0 / np.sqrt(rho)
+            constants = (sigma, self.anchor(rho, sigma), self.limit(rho, min_precision))
+        return tuple(read_only(c) for c in constants)
 
 
 READINGS = {name: Reading(name, code, increasing=code in (SOFTPLUS_STD, LOG_STD))

@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from learning import covariance
 from learning.fused_mlp import FusedMLP, Workspace
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
@@ -387,7 +387,7 @@ class FusedSteps:
         (:func:`step_output`)."""
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
         delta = np.asarray(delta, np.float32)
-        mu_t = np.ascontiguousarray(mu_t, np.float32)
+        mu_t = read_only(mu_t)
         reading = self.reading
         sigma_t, anchor, limit = reading.phase_constants(rho_t, self.min_precision)
         new = step_output(delta, out)
@@ -417,9 +417,7 @@ class FusedSteps:
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)
         z = np.asarray(z, np.float32)
         ratio = np.asarray(ratio, np.float32)
-        mu_t = np.ascontiguousarray(mu_t, np.float32)
-        rho_next = np.ascontiguousarray(rho_next, np.float32)
-        prior_rho = np.ascontiguousarray(prior_rho, np.float32)
+        mu_t, rho_next, prior_rho = read_only(mu_t), read_only(rho_next), read_only(prior_rho)
         std = (np.float32(1.0) / np.sqrt(rho_next)).astype(np.float32)
         gap = rho_next.astype(np.float64) / prior_rho - 1.0  # 0 when the prior is the fresh one
         prior_term = 0.5 * float(np.sum(np.log1p(gap) - gap / (1.0 + gap)))

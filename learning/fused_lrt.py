@@ -62,7 +62,7 @@ from learning.fused_local import (
     rho_update_serial,
 )
 from native import sampling
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 _WORKER_VECTORS = 5
 """``d``-vectors per worker: the device's own parameters and gradient, then (whole
@@ -468,11 +468,11 @@ class FusedLRTSteps:
         _check_phase_output(out, (x.shape[0], self.num_params))
         losses = np.empty((2, *keys.shape[:2]), np.float64)
         hits = np.empty(x.shape[0], np.int64)
-        rho_t = np.ascontiguousarray(rho_t, np.float32)
+        rho_t = read_only(rho_t)
         sigma_t, anchor, limit = self.reading.phase_constants(rho_t, self.min_precision)
         with LAUNCH_LOCK, _single_threaded_blas():
             _rho_phase(
-                self.reading.code, np.ascontiguousarray(mu_t, np.float32), rho_t, sigma_t, anchor, limit,
+                self.reading.code, read_only(mu_t), rho_t, sigma_t, anchor, limit,
                 self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
                 self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses, hits,
             )
@@ -490,7 +490,7 @@ class FusedLRTSteps:
         objective before each step [E, K] float32).
         """
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
-        delta_rho_k = np.ascontiguousarray(delta_rho_k, np.float32)
+        delta_rho_k = read_only(delta_rho_k)
         _check_phase_output(out, delta_rho_k.shape)
         if np.shares_memory(out, delta_rho_k):
             raise ValueError("out must not share memory with delta_rho_k")
@@ -498,9 +498,8 @@ class FusedLRTSteps:
         losses = np.empty((2, *keys.shape[:2]), np.float64)
         with LAUNCH_LOCK, _single_threaded_blas():
             _nu_phase(
-                delta_rho_k, np.ascontiguousarray(delta_rho, np.float32),
-                np.ascontiguousarray(rho_next, np.float32), np.ascontiguousarray(mu_t, np.float32),
-                var, prior_rho, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
+                delta_rho_k, read_only(delta_rho), read_only(rho_next), read_only(mu_t),
+                read_only(var), read_only(prior_rho), x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
                 self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses,
             )
         return out, _objective(losses, kl_weights, prior_term)

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from native.host_arrays import aligned_empty
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 from native.sampling import Layout
 
 _ROW_BLOCK = 16
@@ -251,7 +251,7 @@ class FusedMLP:
         outs.append(np.empty((self.num_mc, rows.size, self.layer_sizes[-1][1]), np.float32))
         with LAUNCH_LOCK:
             for i, out in enumerate(outs):
-                _dense_forward(h, weights[2 * i], weights[2 * i + 1], i < len(outs) - 1, out)
+                _dense_forward(read_only(h), weights[2 * i], weights[2 * i + 1], i < len(outs) - 1, out)
                 h = out
         logits = np.zeros((self.num_mc, x.shape[0], self.layer_sizes[-1][1]), np.float32)
         logits[:, rows] = outs[-1]
@@ -270,8 +270,7 @@ class FusedMLP:
         first = np.ascontiguousarray(x[rows] if rows.size < x.shape[0] else x)[None]
         inputs = [first, *self._hidden(hidden, x.shape[0], rows.size)]
         weights = self.layout.views(buffer)
-        mean = np.ascontiguousarray(mean, np.float32).ravel()
-        std = np.ascontiguousarray(std, np.float32).ravel()
+        mean, std = read_only(mean).ravel(), read_only(std).ravel()
         if workspace is None:
             g_mean, g_std = aligned_empty(self.num_params), aligned_empty(self.num_params)
         else:
@@ -285,7 +284,7 @@ class FusedMLP:
                 _bias_backward(weights[2 * i + 1], mean[k1:b1], std[k1:b1], delta,
                                g_mean[k1:b1], g_std[k1:b1])
                 below = np.empty((self.num_mc, rows.size, n_in) if i else (1, 1, 1), np.float32)
-                _dense_backward(inputs[i], weights[2 * i], mean[k0:k1], std[k0:k1], delta,
+                _dense_backward(read_only(inputs[i]), weights[2 * i], mean[k0:k1], std[k0:k1], delta,
                                 i > 0, below, want_mean, want_std, g_mean[k0:k1], g_std[k0:k1])
                 delta = below
         return g_mean, g_std

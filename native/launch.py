@@ -1,16 +1,39 @@
-"""The process-wide lock around parallel Numba launches.
+"""How ``phy/`` and ``learning/`` launch their Numba kernels.
 
-Numba runs one parallel region at a time per process well; TensorFlow may call a
-kernel from several of its threads at once (``tf.numpy_function`` in the PHY's graph,
-the local training's steps). Every parallel Numba launch of ``phy/`` and ``learning/``
-holds :data:`LAUNCH_LOCK`.
+* **One parallel launch at a time.** Numba runs one parallel region at a time per
+  process well; TensorFlow may call a kernel from several of its threads at once
+  (``tf.numpy_function`` in the PHY's graph, the local training's steps). Every
+  parallel Numba launch of ``phy/`` and ``learning/`` holds :data:`LAUNCH_LOCK`.
+* **Inputs read-only.** Numba compiles one specialisation of a kernel per tuple of
+  argument types, and an array's writeable flag is part of its type. A kernel input
+  that arrives read-only on one path (memory of a TensorFlow tensor) and writeable on
+  another would compile the kernel twice. Every array a kernel only reads is passed
+  through :func:`read_only`, so each kernel compiles once.
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["LAUNCH_LOCK"]
+import numpy as np
+
+__all__ = ["LAUNCH_LOCK", "read_only"]
 
 LAUNCH_LOCK = threading.Lock()
 """Held around every parallel Numba launch: one at a time per process."""
+
+
+def read_only(array, dtype=np.float32) -> np.ndarray:
+    """``array`` as a C-contiguous ``dtype`` array that cannot be written: a read-only
+    view of the same memory when it is C-contiguous ``dtype`` already (no copy), else a
+    read-only copy.
+
+    Input: an array-like. Output: ``np.ndarray`` of ``dtype``, ``flags.writeable`` False,
+    at least 1-d (as :func:`numpy.ascontiguousarray`).
+    """
+    contiguous = np.ascontiguousarray(array, dtype)
+    if not contiguous.flags.writeable:
+        return contiguous
+    view = contiguous.view()
+    view.flags.writeable = False
+    return view

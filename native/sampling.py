@@ -45,7 +45,7 @@ import tensorflow as tf
 from numba import njit, prange, uint32, uint64
 
 from native.host_arrays import aligned_empty
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 CHUNK = 2048
 """Normals per work item; also fixes which Philox word feeds which element."""
@@ -380,8 +380,7 @@ class Layout:
     def fill_buffer(self, mean: np.ndarray, std: np.ndarray, seed, out=None) -> np.ndarray:
         """:meth:`fill` as the one 64-byte-aligned float32 buffer behind its views
         (length ``buffer_size``; see :meth:`views`), written into ``out`` if given."""
-        mean = np.ascontiguousarray(mean, np.float32).ravel()
-        std = np.ascontiguousarray(std, np.float32).ravel()
+        mean, std = read_only(mean).ravel(), read_only(std).ravel()
         if mean.size != self.mean_at[-1] or std.size != mean.size:
             raise ValueError(
                 f"mean and std must have {self.mean_at[-1]} elements, got {mean.size} and {std.size}"
@@ -417,8 +416,7 @@ class Layout:
         samples = tuple(
             np.ascontiguousarray(w, np.float32).reshape(self.num_mc, -1) for w in samples
         )
-        mean = np.ascontiguousarray(mean, np.float32).ravel()
-        std = np.ascontiguousarray(std, np.float32).ravel()
+        mean, std = read_only(mean).ravel(), read_only(std).ravel()
         g_mean = np.empty(mean.size, np.float32)
         g_std = np.empty(mean.size, np.float32)
         with LAUNCH_LOCK:

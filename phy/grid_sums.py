@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 LANES = 16
 """Partial sums per row energy, one per lane ``f mod LANES``, added up in lane order at
@@ -82,8 +82,8 @@ def grid_sums(updates, scale, mask, coeff):
     float32 ``= sum_k coeff_kf Delta_knf``, N = ceil(d / F) (the last symbol's padding
     counts as zeros).
     """
-    updates = np.ascontiguousarray(updates, np.float32)
-    scale, mask, coeff = (np.ascontiguousarray(a, np.float32) for a in (scale, mask, coeff))
+    updates = read_only(updates)
+    scale, mask, coeff = (read_only(a) for a in (scale, mask, coeff))
     num_devices, num_values = updates.shape
     num_subcarriers = scale.shape[1]
     num_symbols = -(-num_values // num_subcarriers)
@@ -111,7 +111,7 @@ def _gather(updates, devices, symbols, out):
 def gather_rows(updates, devices, symbols, num_subcarriers):
     """Rows ``(devices[r], symbols[r])`` of the ``[K, N, F]`` grid of ``updates`` [K, d]:
     ``[R, F]`` float32 (zeros past d), without forming the grid."""
-    updates = np.ascontiguousarray(updates, np.float32)
+    updates = read_only(updates)
     devices = np.asarray(devices, np.int64)
     out = np.empty((devices.size, int(num_subcarriers)), np.float32)
     _gather(updates, devices, np.asarray(symbols, np.int64), out)

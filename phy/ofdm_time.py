@@ -60,7 +60,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 from phy.limits import first_tap_lag, last_tap_lag, latest_kept_delay_samples
 
 _CHUNK_DEVICES = 8
@@ -404,7 +404,7 @@ class TimeDomainUplink:
     def _receive(self, x, updates, mask, row_of, row_amplitudes, precoder, num_symbols):
         num_subcarriers = self.num_subcarriers
         cp, l_min = self.cyclic_prefix_length, self.l_min
-        source = (x, updates, mask, row_of, row_amplitudes, precoder)
+        source = tuple(read_only(a, a.dtype) for a in (x, updates, mask, row_of, row_amplitudes, precoder))
         isi = ~self.isi_free()
         impaired_mask = isi | (self.cfo_subcarriers != 0.0)
         # with a CFO, the taps act on the rotated stream: g[l] exp(-j 2 pi eps l / F)

@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK
+from native.launch import LAUNCH_LOCK, read_only
 
 _MAX_ITERATIONS = 100
 _TOLERANCE = 1e-13
@@ -173,7 +173,7 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     (for :func:`optimal_row_amplitudes` on the same rows).
     """
     updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
-    est_gain = np.ascontiguousarray(est_gain, np.float32)
+    est_gain = read_only(est_gain)
     weights = np.asarray(weights, np.float32)
     num_subcarriers = u.shape[1]
     num_symbols = -(-updates.shape[1] // num_subcarriers)
@@ -224,7 +224,7 @@ def optimal_row_amplitudes(updates, devices, symbols, u, budget_w, multipliers=N
         if multipliers is None or np.shape(multipliers) != devices.shape:
             multipliers = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
         _amplitudes(updates, devices, symbols, u_live, live,
-                    np.asarray(multipliers, np.float64), out)
+                    read_only(multipliers, np.float64), out)
     return out
 
 
@@ -233,7 +233,7 @@ def _rows_in(updates, devices, symbols, u) -> tuple:
     ``u_live`` (u, 0 where dead) and ``live`` (1.0 where u is finite, f32)."""
     u = np.asarray(u, np.float64)
     dead = np.isinf(u)
-    return (np.ascontiguousarray(updates, np.float32), np.asarray(devices, np.int64),
+    return (read_only(updates), np.asarray(devices, np.int64),
             np.asarray(symbols, np.int64), u, np.where(dead, 0.0, u),
             (~dead).astype(np.float32))
 

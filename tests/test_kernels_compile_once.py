@@ -1,0 +1,78 @@
+"""Every Numba kernel that Python launches compiles once (native/launch.py).
+
+Numba compiles a kernel once per tuple of argument types, and an array's writeable
+flag is part of its type; a kernel that one path reaches with a TensorFlow tensor's
+read-only memory and another with a writeable array compiles twice (20 s for the
+largest). This test runs a few rounds of the main paths in a fresh process (the exact
+and the local reparameterization estimator on the Numba backend, the TensorFlow
+backend with Philox noise, the time-domain uplink, two covariance readings, the KKT
+power control and a generic one in both domains) and counts
+the specialisations of the kernels launched from Python.
+
+It lives at the root of tests/ so that it runs after the other tests, with Numba's
+cache of every kernel written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "cosim"))
+from tiny_scenario import write_tiny
+
+KERNELS = {  # the kernels launched from Python, by module
+    "native.sampling": ["_fill", "_grad"],
+    "learning.fused_local": ["phase1_std", "_rho_update", "_shifted_mean", "_nu_update",
+                             "precision_change", "phase2_ratio", "phase2_update"],
+    "learning.fused_lrt": ["_rho_phase", "_nu_phase"],
+    "learning.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
+    "phy.grid_sums": ["_grid_sums", "_gather"],
+    "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
+    "phy.ofdm_time": ["_clean_sum", "_precode", "_combine"],
+}
+
+TIME_DOMAIN = ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
+               "sync.timing_offset_max_samples=20.0", "sync.cfo_max_subcarriers=0.02"]
+
+PATHS = [
+    ['algorithm.estimator="reparameterization"'],
+    ['algorithm.estimator="reparameterization"', 'algorithm.covariance_parameter="softplus_std"'],
+    ['algorithm.estimator="local_reparameterization"'],
+    ['algorithm.estimator="local_reparameterization"',
+     'algorithm.covariance_parameter="softplus_std"', *TIME_DOMAIN],
+    ['algorithm.estimator="reparameterization"', 'runtime.backend="tensorflow"',
+     'runtime.noise="philox"', 'power.control="truncated_inversion"'],
+    ['algorithm.estimator="local_reparameterization"', 'power.control="truncated_inversion"',
+     *TIME_DOMAIN],
+]
+
+SCRIPT = """
+import importlib, json, sys
+from cosim.engine import Engine
+from cosim.scenario import load_scenario
+
+path, paths, kernels = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+for overrides in paths:
+    engine = Engine(load_scenario(path, overrides))
+    state = engine.initial_state()
+    for t in range(2):
+        state, _ = engine.run_round(t, state)
+counts = {f"{module}.{name}": [str(s) for s in getattr(importlib.import_module(module), name).signatures]
+          for module, names in kernels.items() for name in names}
+print(json.dumps(counts))
+"""
+
+
+def test_every_kernel_launched_from_python_compiles_once(tmp_path):
+    scenario = write_tiny(tmp_path, rounds=2, every=100, hidden=8)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(scenario), json.dumps(PATHS),
+                           json.dumps(KERNELS)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    signatures = json.loads(done.stdout.strip().splitlines()[-1])
+    unused = [name for name, found in signatures.items() if not found]
+    assert not unused, f"not launched by these paths (the list is stale?): {unused}"
+    twice = {name: found for name, found in signatures.items() if len(found) > 1}
+    assert not twice, f"compiled more than once (an input not passed read_only?): {twice}"
