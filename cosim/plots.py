@@ -981,6 +981,22 @@ def _draw(traces: Sequence[TraceData], names: Sequence[str], out_dir: Path, axes
     return written
 
 
+def fold_offsets_into_labels(fig: Figure) -> bool:
+    """Move every axis's offset or scale text (Matplotlib's "1e8" at the end of an axis,
+    where a long label runs into it) into the axis label, as "label [1e8]"; the ticks keep
+    their scaled values. Call after a draw (the text is set when the ticks are formatted);
+    returns whether a label changed, so that the caller lays the figure out again."""
+    folded = False
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            offset = axis.get_offset_text()
+            if offset.get_visible() and offset.get_text() and axis.get_label_text():
+                offset.set_visible(False)
+                axis.set_label_text(f"{axis.get_label_text()} [{offset.get_text()}]")
+                folded = True
+    return folded
+
+
 def save_figure(fig: Figure, stem: Path, options: FigureOptions = FigureOptions()) -> list[Path]:
     """Write ``fig`` as ``stem.<format>`` for every format of ``options`` (PNG at
     ``options.dpi``; PDF and SVG without a creation date, so equal figures give equal
@@ -991,6 +1007,8 @@ def save_figure(fig: Figure, stem: Path, options: FigureOptions = FigureOptions(
             # lay the figure out once and keep that layout for every format: the
             # constrained layout otherwise starts from the previous format's result
             fig.draw_without_rendering()
+            if fold_offsets_into_labels(fig):
+                fig.draw_without_rendering()
             fig.set_layout_engine("none")
             for fmt in options.formats:
                 path = stem.with_name(f"{stem.name}.{fmt}")

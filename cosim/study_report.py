@@ -228,12 +228,14 @@ def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = Fa
     yielded as ``(fig, panels [rows, cols])``, then saved to ``path`` and closed."""
     import matplotlib.pyplot as plt
 
-    from cosim.plots import FigureOptions, _figure, style
+    from cosim.plots import FigureOptions, _figure, fold_offsets_into_labels, style
 
     with style():  # constrained layout: room for a legend below the panels
         fig, panels = _figure(FigureOptions(), rows, cols, square=square)
         try:
             yield fig, panels
+            fig.draw_without_rendering()
+            fold_offsets_into_labels(fig)
             fig.savefig(path, dpi=200, bbox_inches="tight")
         finally:
             plt.close(fig)

@@ -309,3 +309,34 @@ def test_figure_options_are_checked():
                        ({"panel_size_in": (3.0, math.inf)}, "panel_size_in")):
         with pytest.raises(ValueError, match=match):
             FigureOptions(**bad)
+
+
+def test_an_axis_offset_goes_into_the_label_not_over_it(tmp_path, monkeypatch):
+    """Channel uses reach 1e8: Matplotlib's offset text ("1e8"), drawn at the axis end
+    where the long x label ran into it, is folded into the label, in `cosim plot`'s
+    figures and in the study report's."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from cosim.plots import save_figure
+    from cosim.study_report import _plot
+
+    fig, ax = plt.subplots()
+    ax.plot([2e7, 1e8], [0.4, 0.8])
+    ax.set_xlabel("cumulative channel uses")
+    ax.set_ylabel("accuracy")
+    (path,) = save_figure(fig, tmp_path / "uses")
+    assert path.exists()
+    assert ax.get_xlabel() == "cumulative channel uses [1e8]"
+    assert not ax.xaxis.get_offset_text().get_visible()
+    assert ax.get_ylabel() == "accuracy"  # no offset there: unchanged
+
+    summary = pd.DataFrame({"metric": "test_accuracy", "x_kind": "total", "x": [2e7, 1e8],
+                            "mean": [0.4, 0.8], "ci95_low": [0.3, 0.7], "ci95_high": [0.5, 0.9]})
+    figures = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the report's figure to look at
+    assert _plot(summary, [], "test_accuracy", "total", tmp_path / "report.png")
+    (report,) = figures
+    assert report.axes[0].get_xlabel().endswith("[1e8]")
+    real_close(report)
