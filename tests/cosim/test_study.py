@@ -3,6 +3,7 @@ report's statistics, bad study files, and a two-node Ray cluster (`--address`)."
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -220,12 +221,16 @@ def _processes_naming(*marks: str, also: str = "") -> list[int]:
 
 
 def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_path, capsys):
-    """`cosim study run` (4 runs, 2 at a time) is SIGKILLed, driver and its whole process
-    group, as soon as its first run is done. Ray's processes of that study (found by
-    the study's own RAY_TMPDIR) do not outlive it. Run again, it submits exactly the
-    runs whose traces were not complete at the kill (resuming the partial ones) and
-    ends with the table of the uninterrupted study (the `finished` fixture: the same
-    study run once)."""
+    """`cosim study run` (4 runs, 2 at a time) is SIGKILLed as soon as its first run is
+    done, all of it at one instant, as when its machine goes down: the driver with its
+    whole process group (the embedded Ray's head processes) and the Ray workers, which
+    sit in process groups of their own (found by the files they hold open under the
+    study's RAY_TMPDIR). Killed with the driver alone, a worker finishes the tasks it
+    holds before it notices its raylet gone (docs/studies.md), and a tiny study's runs
+    take 0.1 s: it may complete every run. Nothing of the study survives the kill. Run
+    again, the study submits exactly the runs whose traces were not complete (resuming
+    the partial ones) and ends with the table of the uninterrupted study (the
+    `finished` fixture: the same study run once)."""
     import os
     import signal
     import tempfile
@@ -249,11 +254,16 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_pat
                 pass
             time.sleep(0.05)
         assert driver.poll() is None, "the study ended before it could be killed"
+        workers = _processes_naming(ray_tmp)
         os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while _processes_naming(ray_tmp) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        while workers and time.monotonic() < deadline:  # and any worker started meanwhile
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+            workers = _processes_naming(ray_tmp)
+        driver.wait(timeout=30)
         survivors = _processes_naming(ray_tmp)
     finally:
         if driver.poll() is None:
