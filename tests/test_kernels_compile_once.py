@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "cosim"))
-from tiny_scenario import write_tiny
+from tiny_scenario import time_domain, write_tiny
 
 KERNELS = {  # the kernels launched from Python, by module
     "native.sampling": ["_fill", "_grad"],
@@ -34,8 +34,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine"],
 }
 
-TIME_DOMAIN = ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
-               "sync.timing_offset_max_samples=20.0", "sync.cfo_max_subcarriers=0.02"]
+TIME_DOMAIN = time_domain(20.0, 0.02)  # offsets beyond the prefix, and CFOs
 
 PATHS = [
     ['algorithm.estimator="reparameterization"'],

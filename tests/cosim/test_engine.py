@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
-from tiny_scenario import write_tiny
+from tiny_scenario import time_domain, write_tiny
 
 from cosim.engine import Engine
 from cosim.run import run_scenario
@@ -216,8 +216,7 @@ def test_no_round_metrics_without_the_hook(tmp_path):
                 and k != "precision_floor_hits"]
 
 
-TIME_DOMAIN = ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
-               "sync.timing_offset_max_samples=20.0", "sync.cfo_max_subcarriers=0.02"]
+TIME_DOMAIN = time_domain(20.0, 0.02)
 
 
 def test_a_time_domain_run_with_offsets_resumes_to_the_uninterrupted_trace(tmp_path):

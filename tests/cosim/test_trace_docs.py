@@ -14,7 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from tiny_scenario import write_tiny
+from tiny_scenario import time_domain, write_tiny
 
 from cosim.engine import Engine
 from cosim.run import run_scenario
@@ -79,8 +79,7 @@ def test_the_convention_parses():
         "local_precision_floor_hits_rho")
 
 
-TIME_DOMAIN = ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
-               "sync.timing_offset_max_samples=4.0", "sync.cfo_max_subcarriers=0.01"]
+TIME_DOMAIN = time_domain(4.0, 0.01)
 
 
 @pytest.mark.parametrize(("algorithm", "learning_rate", "overrides"),

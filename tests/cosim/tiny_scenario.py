@@ -68,3 +68,12 @@ def write_tiny(
         )
     )
     return path
+
+
+def time_domain(timing_offset_max_samples: float, cfo_max_subcarriers: float) -> list[str]:
+    """``--set`` overrides for the time-domain uplink of the tiny scenario: a 16-sample
+    cyclic prefix, 4-tap channels, timing offsets U[0, max] samples (beyond the prefix
+    above 16) and CFOs U[-max, max] subcarriers."""
+    return ['ofdm.domain="time"', "ofdm.cyclic_prefix_length=16", "channel.num_taps=4",
+            f"sync.timing_offset_max_samples={timing_offset_max_samples}",
+            f"sync.cfo_max_subcarriers={cfo_max_subcarriers}"]
