@@ -10,8 +10,10 @@ machine's drift hits all alike), medians printed side by side:
    ``frequency`` (eq. ``ReceivedSignal`` on the taps' response), and the time-domain
    uplink ``time aligned`` (no offsets: every device is summed on the subcarriers),
    ``time in CP + CFO`` (timing offsets U[0, 40] samples, inside the prefix, and CFO
-   U[-0.02, 0.02]: every device through its own IFFT), ``time beyond CP + CFO`` (offsets
-   U[0, 120]: inter-symbol taps, a second IFFT per device).
+   U[-0.02, 0.02]: the CFO series, 5 IFFTs per OFDM symbol), ``time in CP + CFO per
+   device`` (the same offsets, every device through its own IFFT: the direct map the
+   series replaces), ``time beyond CP + CFO`` (offsets U[0, 120]: inter-symbol taps, two
+   IFFTs per device).
 2. **Per round**, :meth:`cosim.engine.Engine.run_round` of ``scenarios/paper_mnist.toml``
    with the local reparameterization (``lrt``) on the scenario's own data (MNIST; on
    synthetic data the paper's learning rate diverges within rounds and the rounds would
@@ -37,6 +39,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -84,6 +87,8 @@ def _phy_inputs(num_devices, num_values, num_subcarriers, cyclic_prefix, num_tap
         uplinks[name] = TimeDomainUplink.from_paths(
             a, tau, **geometry_, timing_offset_samples=rng.uniform(0, timing_max, num_devices),
             cfo_subcarriers=rng.uniform(-cfo_max, cfo_max, num_devices))
+    uplinks["time in CP + CFO per device"] = dataclasses.replace(  # the same offsets
+        uplinks["time in CP + CFO"], max_series_terms=0)
     scale = np.exp(rng.normal(0.0, 0.5, (num_devices, 1))).astype(np.float32) * 1e-3
     updates = tf.constant(rng.standard_normal((num_devices, num_values), np.float32) * scale)
     sizes = rng.poisson(10.0, num_devices).astype(np.float64) + 1.0

@@ -46,7 +46,20 @@ Two implementations of the same map, held to each other by the tests:
   subcarriers, the samples a tap beyond the cyclic prefix reads from the previous symbol
   added back, the CFO applied to the window samples, and one FFT per OFDM
   symbol of the sum. Devices without CFO or inter-symbol taps are summed on the
-  subcarriers first (the transforms are linear). Its cost: ``benchmarks/README.md``.
+  subcarriers first (the transforms are linear). Devices with a CFO and no inter-symbol
+  taps are summed through a series instead of one IFFT each: with ``w`` the window
+  sample,
+
+  ``exp(j 2 pi eps w / F) = exp(j pi eps) sum_p (2 pi eps)^p / p! (j (w / F - 1/2))^p``,
+
+  so the sum over devices ``sum_i exp(j 2 pi eps_i w / F) IFFT(Z_i)[w]`` is
+  ``sum_p (j (w / F - 1/2))^p IFFT(sum_i c_ip Z_i)[w]`` with
+  ``c_ip = exp(j pi eps_i) (2 pi eps_i)^p / p!`` (times the symbol's start phase): P
+  IFFTs per OFDM symbol whatever the number of devices, P the first order whose Taylor
+  remainder ``(pi max|eps|)^P / P!`` is at most 1e-8 (:func:`series_terms`; 5 terms
+  for ``|eps| <= 0.02``, 16 for 0.68; beyond 16 the devices take their own IFFTs). The
+  series agrees with the per-device transforms to float32 rounding (a test). Its cost:
+  ``benchmarks/README.md``.
 
 Units: samples at the rate ``B = F Delta_f``; CFO in subcarrier spacings.
 """
@@ -244,6 +257,59 @@ def _combine(a_time, b_time, isi_slot, cfo_start, cfo_step, isi_taps, isi_lags, 
                 row[m] += start * cfo_step[i, m] * values[m]
 
 
+_SERIES_TOLERANCE = 1e-8
+"""Truncation bound of the CFO series, relative to a device's received amplitude (a sixth
+of float32's unit roundoff, 6e-8)."""
+
+_MAX_SERIES_TERMS = 16
+"""Above this many terms a CFO device goes through its own IFFT instead (16 terms cover
+``|epsilon| <= 0.68``)."""
+
+
+def series_terms(max_abs_cfo_subcarriers: float, tolerance: float = _SERIES_TOLERANCE) -> int:
+    """Terms P of the CFO series for ``|epsilon| <= max_abs_cfo_subcarriers``: the smallest P
+    with ``(pi max|epsilon|)^P / P! <= tolerance`` (the Taylor remainder of
+    ``exp(j 2 pi epsilon (w / F - 1/2))``, whose argument is at most ``pi |epsilon|``)."""
+    x = np.pi * abs(float(max_abs_cfo_subcarriers))
+    terms, bound = 1, x
+    while bound > tolerance:
+        terms += 1
+        bound *= x / terms
+    return terms
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _cfo_series(x, updates, mask, row_of, row_amplitudes, precoder, response, devices, weight,
+                rate, half, out):
+    """The CFO series' coefficients: ``out[p, n] = ifftshift(sum_i weight[i, n]
+    rate[i]^p / p! G_k X_k[n])`` for ``k = devices[i]``, ``p < out.shape[0]`` (FFT order as
+    :func:`_precode`; one symbol per work item)."""
+    num_terms, num_symbols, num_subcarriers = out.shape
+    upper = num_subcarriers - half
+    for n in prange(num_symbols):
+        row = np.empty(num_subcarriers, np.complex64)
+        term = np.empty(num_subcarriers, np.complex64)
+        total = np.zeros((num_terms, num_subcarriers), np.complex64)
+        for i in range(devices.size):
+            k = devices[i]
+            _symbol_row(x, updates, mask, row_of, row_amplitudes, precoder, k, n, row)
+            w = weight[i, n]
+            for f in range(num_subcarriers):
+                term[f] = w * response[k, f] * row[f]
+                total[0, f] += term[f]
+            for p in range(1, num_terms):
+                step = np.float32(rate[i] / p)
+                for f in range(num_subcarriers):
+                    term[f] *= step
+                    total[p, f] += term[f]
+        for p in range(num_terms):
+            target = out[p, n]
+            for f in range(upper):
+                target[f] = total[p, half + f]
+            for f in range(half):
+                target[upper + f] = total[p, f]
+
+
 @dataclass(frozen=True)
 class TimeDomainUplink:
     """The uplink of one round in the time domain: K devices' channels, offsets and the CP.
@@ -284,6 +350,9 @@ class TimeDomainUplink:
     cut_power_fraction: np.ndarray | None = None
     """[K]: the share of each device's path power :meth:`from_paths` cut (paths more than a
     symbol late); None when built from taps."""
+    max_series_terms: int = _MAX_SERIES_TERMS
+    """The most terms of the CFO series (:meth:`__call__`) before the devices with a CFO
+    go through their own IFFTs instead; 0: always their own IFFTs."""
 
     def __post_init__(self):
         taps = np.array(self.taps, np.complex128)
@@ -406,7 +475,11 @@ class TimeDomainUplink:
         cp, l_min = self.cyclic_prefix_length, self.l_min
         source = tuple(read_only(a, a.dtype) for a in (x, updates, mask, row_of, row_amplitudes, precoder))
         isi = ~self.isi_free()
-        impaired_mask = isi | (self.cfo_subcarriers != 0.0)
+        has_cfo = self.cfo_subcarriers != 0.0
+        series = has_cfo & ~isi
+        terms = series_terms(np.max(np.abs(self.cfo_subcarriers[series]))) if series.any() else 0
+        if terms > int(self.max_series_terms):
+            series[:] = False
         # with a CFO, the taps act on the rotated stream: g[l] exp(-j 2 pi eps l / F)
         lags = self.lags()
         rotated = self.taps * np.exp(
@@ -414,18 +487,21 @@ class TimeDomainUplink:
         response = frequency_response(rotated, l_min, num_subcarriers).astype(np.complex64)
         y = np.empty((num_symbols, num_subcarriers), np.complex64)
         with LAUNCH_LOCK:
-            _clean_sum(*source, response, np.flatnonzero(~impaired_mask).astype(np.int64), y)
-        impaired = np.flatnonzero(impaired_mask).astype(np.int64)
-        if impaired.size == 0:
+            _clean_sum(*source, response, np.flatnonzero(~(isi | has_cfo)).astype(np.int64), y)
+        impaired = np.flatnonzero((isi | has_cfo) & ~series).astype(np.int64)
+        if impaired.size == 0 and not series.any():
             return y
-        outside = lags > l_min + cp
-        width = max(int(outside.sum()), 1)
         # CFO phase at window sample w of symbol n: exp(j 2 pi eps (n (F + C) + C + l_min + w) / F);
         # the circular convolution's index m holds window sample w = (m - l_min) mod F
         symbol_start = np.arange(num_symbols) * (num_subcarriers + cp) + cp + l_min
         window_sample = (np.arange(num_subcarriers) - l_min) % num_subcarriers
         window = np.zeros((num_symbols, num_subcarriers), np.complex64)
-        chunk = min(impaired.size, _CHUNK_DEVICES)
+        if series.any():
+            window = self._series_window(source, response, np.flatnonzero(series), terms,
+                                          symbol_start, window_sample, num_symbols)
+        outside = lags > l_min + cp
+        width = max(int(outside.sum()), 1)
+        chunk = max(min(impaired.size, _CHUNK_DEVICES), 1)
         a_freq = np.empty((chunk, num_symbols, num_subcarriers), np.complex64)
         b_freq = np.empty((chunk, num_symbols, num_subcarriers), np.complex64)
         for first in range(0, impaired.size, chunk):  # chunks of devices: buffers stay warm
@@ -453,6 +529,28 @@ class TimeDomainUplink:
                          cfo_step.astype(np.complex64), isi_taps, isi_lags, l_min, cp, window)
         order = _natural_index(num_subcarriers)
         return y + scipy.fft.fft(window, axis=-1, norm="ortho", workers=_workers())[:, order]
+
+    def _series_window(self, source, response, devices, terms, symbol_start, window_sample,
+                       num_symbols):
+        """The window samples ``sum_i cfo_i(n, w) IFFT(G_i X_i[n])[m]`` of the devices with a
+        CFO and no inter-symbol taps, from ``terms`` IFFTs per OFDM symbol instead of one per
+        device: ``exp(j 2 pi eps w / F) = exp(j pi eps) sum_p (2 pi eps)^p / p! (j (w / F -
+        1/2))^p``, truncated where :func:`series_terms` bounds the remainder."""
+        num_subcarriers = self.num_subcarriers
+        eps = self.cfo_subcarriers[devices]
+        weight = (np.exp(2j * np.pi * np.outer(eps, symbol_start) / num_subcarriers)
+                  * np.exp(1j * np.pi * eps)[:, None]).astype(np.complex64)
+        coefficients = np.empty((terms, num_symbols, num_subcarriers), np.complex64)
+        with LAUNCH_LOCK:
+            _cfo_series(*source, response, devices.astype(np.int64), weight,
+                        2.0 * np.pi * eps, num_subcarriers // 2, coefficients)
+        powers = scipy.fft.ifft(coefficients, axis=-1, norm="ortho", workers=_workers(),
+                                overwrite_x=True)
+        offset = 1j * (window_sample / num_subcarriers - 0.5)
+        window = np.zeros((num_symbols, num_subcarriers), np.complex64)
+        for p in range(terms):
+            window += powers[p] * (offset ** p).astype(np.complex64)
+        return window
 
     # ------------------------------------------------------------------ the reference
     def reference(self, x) -> np.ndarray:

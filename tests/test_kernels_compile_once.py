@@ -31,10 +31,12 @@ KERNELS = {  # the kernels launched from Python, by module
     "learning.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
     "phy.grid_sums": ["_grid_sums", "_gather"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
-    "phy.ofdm_time": ["_clean_sum", "_precode", "_combine"],
+    "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
 }
 
 TIME_DOMAIN = time_domain(20.0, 0.02)  # offsets beyond the prefix, and CFOs
+# offsets whose taps (4 taps, sinc tails of 6) stay inside the prefix: the CFO series
+TIME_DOMAIN_IN_PREFIX = time_domain(1.0, 0.02)
 
 PATHS = [
     ['algorithm.estimator="reparameterization"'],
@@ -45,7 +47,7 @@ PATHS = [
     ['algorithm.estimator="reparameterization"', 'runtime.backend="tensorflow"',
      'runtime.noise="philox"', 'power.control="truncated_inversion"'],
     ['algorithm.estimator="local_reparameterization"', 'power.control="truncated_inversion"',
-     *TIME_DOMAIN],
+     *TIME_DOMAIN_IN_PREFIX],
 ]
 
 SCRIPT = """
