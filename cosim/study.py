@@ -28,6 +28,7 @@ the driver never does).
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import math
@@ -295,8 +296,27 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
 # --------------------------------------------------------------------------- running
 
 
+def _run_and_release(scenario: Scenario):
+    """``run_scenario(scenario, resume=True, progress=False)``, then a full garbage
+    collection, whether the run returned or raised.
+
+    A run's algorithm and trainer objects hold ``tf.function`` s of their own methods
+    (reference cycles), and with them the run's host buffers (``BufferPool``,
+    ``Workspace``). Freed only by the cyclic collector's full passes, which a worker that
+    runs one task after another seldom makes, they piled up: +0.55 GB per paper-size run
+    of the proposed method, a worker killed by Ray's memory monitor at 14.87 GB in its
+    24th run (docs/studies.md).
+    """
+    from cosim.run import run_scenario
+
+    try:
+        return run_scenario(scenario, resume=True, progress=False)
+    finally:
+        gc.collect()
+
+
 def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
-    """One run inside a Ray worker: ``run_scenario(resume=True, progress=False)``.
+    """One run inside a Ray worker: :func:`_run_and_release`.
 
     Never raises: returns ``{"state": "done" | "failed", "error", "completed_rounds",
     "wall_s", "node"}`` (``node``: the Ray node id it ran on). A diverged run is failed. TensorFlow and Numba are held to
@@ -325,9 +345,7 @@ def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         except (ImportError, ValueError):
             pass
-        from cosim.run import run_scenario
-
-        summary = run_scenario(scenario, resume=True, progress=False)
+        summary = _run_and_release(scenario)
     except Exception as error:  # reported in status.json; the other runs go on
         return {"state": "failed", "error": f"{type(error).__name__}: {error}",
                 "completed_rounds": None, "wall_s": time.perf_counter() - started, "node": node}

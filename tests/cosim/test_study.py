@@ -332,6 +332,36 @@ def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_pat
     assert "1 done, 3 failed of 4" in printed
 
 
+def test_a_worker_releases_each_runs_memory_before_the_next(tmp_path):
+    """A run's objects sit in reference cycles (tf.functions of their own methods) that
+    hold its host buffers; a worker runs one task after another, so each task ends with
+    a full collection (:func:`cosim.study._run_and_release`). With the automatic collector
+    off, no run's ``BufferPool`` outlives its task (without the collection, one per run
+    stayed: +0.55 GB per paper-size run, measured)."""
+    import gc
+
+    from cosim.scenario import load_scenario
+    from cosim.study import _run_and_release
+    from native.host_arrays import BufferPool
+
+    def pools():
+        return sum(isinstance(o, BufferPool) for o in gc.get_objects())
+
+    gc.collect()
+    alive = pools()
+    gc.disable()
+    try:
+        for seed in (1, 2):
+            (tmp_path / str(seed)).mkdir()
+            scenario = load_scenario(write_tiny(tmp_path / str(seed), rounds=1, every=100,
+                                                hidden=8), [f"seed={seed}"])
+            summary = _run_and_release(scenario)
+            assert summary.completed_rounds == 1
+            assert pools() == alive
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ('scenario = "tiny.toml"\nseeds = [1]\ncolour = 1\n', "colour: unknown key"),
     ('scenario = "nope.toml"\nseeds = [1]\n', "scenario: 'nope.toml' is neither a file"),
