@@ -300,7 +300,7 @@ def _run_and_release(scenario: Scenario):
     """``run_scenario(scenario, resume=True, progress=False)``, then a full garbage
     collection, whether the run returned or raised.
 
-    A run's algorithm and trainer objects hold ``tf.function`` s of their own methods
+    A run's algorithm and trainer objects hold tf.functions of their own methods
     (reference cycles), and with them the run's host buffers (``BufferPool``,
     ``Workspace``). Freed only by the cyclic collector's full passes, which a worker that
     runs one task after another seldom makes, they piled up: +0.55 GB per paper-size run
