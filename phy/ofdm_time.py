@@ -166,6 +166,17 @@ def _symbol_row(x, updates, mask, row_of, row_amplitudes, precoder, k, n, out):
         out[f] = 0.0
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _to_fft_order(values, half, target):
+    """``target = ifftshift(values)``: subcarrier f (Sionna's order) to FFT bin
+    ``(f - half) mod F``, ``half = floor(F/2)``."""
+    upper = values.size - half
+    for f in range(upper):
+        target[f] = values[half + f]
+    for f in range(half):
+        target[upper + f] = values[f]
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _precode(x, updates, mask, row_of, row_amplitudes, precoder, response, devices, isi_slot,
              half, a_out, b_out):
@@ -188,11 +199,7 @@ def _precode(x, updates, mask, row_of, row_amplitudes, precoder, response, devic
             for f in range(half):
                 target[upper + f] = response[k, f] * row[f]
             if slot >= 0:
-                target = b_out[slot, n]
-                for f in range(upper):
-                    target[f] = row[half + f]
-                for f in range(half):
-                    target[upper + f] = row[f]
+                _to_fft_order(row, half, b_out[slot, n])
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -285,7 +292,6 @@ def _cfo_series(x, updates, mask, row_of, row_amplitudes, precoder, response, de
     rate[i]^p / p! G_k X_k[n])`` for ``k = devices[i]``, ``p < out.shape[0]`` (FFT order as
     :func:`_precode`; one symbol per work item)."""
     num_terms, num_symbols, num_subcarriers = out.shape
-    upper = num_subcarriers - half
     for n in prange(num_symbols):
         row = np.empty(num_subcarriers, np.complex64)
         term = np.empty(num_subcarriers, np.complex64)
@@ -303,11 +309,7 @@ def _cfo_series(x, updates, mask, row_of, row_amplitudes, precoder, response, de
                     term[f] *= step
                     total[p, f] += term[f]
         for p in range(num_terms):
-            target = out[p, n]
-            for f in range(upper):
-                target[f] = total[p, half + f]
-            for f in range(half):
-                target[upper + f] = total[p, f]
+            _to_fft_order(total[p], half, out[p, n])
 
 
 @dataclass(frozen=True)
