@@ -168,6 +168,7 @@ EXAMPLES_STUDY = """examples:
   cosim study run study.toml --out studies/power          # a local Ray on this machine
   cosim study run study.toml --out studies/power --address auto   # the cluster of `ray start`
   cosim study report studies/power --x uplink
+  cosim study compact studies/power   # drop the finished runs' resume checkpoints
 
 exit status of `study run`: 0 every run done, 1 some run failed or diverged (the others
 complete; DIR/status.json says which and why), 2 bad input (nothing run). Run it again
@@ -304,6 +305,11 @@ def _parser() -> argparse.ArgumentParser:
     study_report.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
     study_report.add_argument("--x", choices=("rounds", "uplink", "total"), default="rounds",
                               help="x of the figures (default: rounds)")
+    study_compact = _command(
+        study_sub, "compact",
+        "drop the resume checkpoint of every finished run of a study directory (frees most "
+        "of its disk; those runs can be reported, no longer extended)", EXAMPLES_STUDY)
+    study_compact.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
 
     _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
              EXAMPLES_SCENARIOS)
@@ -425,8 +431,8 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
 
 
 def study_command(args: argparse.Namespace) -> int:
-    """``cosim study run | report``: :func:`cosim.study.run_study` (0 / 1) or
-    :func:`cosim.study_report.report` (0); a bad study raises
+    """``cosim study run | report | compact``: :func:`cosim.study.run_study` (0 / 1),
+    :func:`cosim.study_report.report` (0) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
     :class:`cosim.study.StudyError` (exit 2). Neither imports TensorFlow here."""
     if args.study_command == "run":
         from cosim.study import run_study
@@ -440,7 +446,11 @@ def study_command(args: argparse.Namespace) -> int:
         for path in report(args.out, x=args.x):
             print(path)
         return EXIT_OK
-    raise UsageError("give a subcommand: run or report (`cosim study --help`)")
+    if args.study_command == "compact":
+        from cosim.study import compact_study
+
+        return compact_study(args.out)
+    raise UsageError("give a subcommand: run, report or compact (`cosim study --help`)")
 
 
 def scenarios_command() -> int:

@@ -382,6 +382,52 @@ def _trace_state(path: Path) -> tuple[int | None, str | None]:
     return trace.completed_rounds, None
 
 
+def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
+    """Drop the model checkpoint (:func:`cosim.trace.drop_checkpoint`) of every finished
+    trace under ``out_dir/runs/``: complete (``completed_rounds`` equal to its scenario's
+    ``rounds``) or diverged. The exit status (0; 1 when a trace could not be compacted).
+
+    What a report reads stays; a compacted run can no longer be resumed or extended.
+    Unfinished traces (a run still going, or to be resumed) are kept as they are, and so
+    is a trace a run is writing. Prints a line per compacted trace and the bytes freed.
+    """
+    import tomllib
+
+    from cosim.trace import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
+
+    stream = stream or sys.stdout
+    runs = Path(out_dir) / RUNS_DIR
+    if not runs.is_dir():
+        raise StudyError([f"{runs}: no such directory (give the --out of `cosim study run`)"],
+                         str(out_dir))
+    freed, compacted, kept, failed = 0, 0, 0, 0
+    for path in sorted(runs.glob("[!.]*.h5")):
+        try:
+            trace = read_trace(path)
+        except TraceError as error:
+            print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
+            failed += 1
+            continue
+        done, diverged = _trace_state(path)
+        rounds = tomllib.loads(trace.scenario_text)["rounds"]
+        if trace.attrs.get(CHECKPOINT_DROPPED) or not (diverged or done >= rounds):
+            kept += 1
+            continue
+        try:
+            saved = drop_checkpoint(path)
+        except TraceError as error:
+            print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
+            failed += 1
+            continue
+        freed += saved
+        compacted += 1
+        print(f"{path.name}: {saved / 1e6:,.1f} MB freed", file=stream, flush=True)
+    print(f"{runs}: compacted {compacted} ({freed / 1e6:,.1f} MB freed), kept {kept} as they "
+          f"were (unfinished, or compacted before), could not compact {failed}", file=stream,
+          flush=True)
+    return EXIT_OK if failed == 0 else EXIT_FAILED
+
+
 def _committed_rounds(path: Path) -> tuple[int, float]:
     """``(completed_rounds, mtime)`` of the trace at ``path`` (``(0, 0.0)`` when there is
     none or it does not open now): the root attribute only, safe while its run writes."""

@@ -88,6 +88,8 @@ RELIABILITY_SERIES = ("bin_confidence", "bin_accuracy", "bin_count")
 LIBVER = ("v108", "v108")
 PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
 _SLOTS = ("slot_0", "slot_1")
+CHECKPOINT_DROPPED = "checkpoint_dropped"
+"""Root attribute (1) of a trace whose checkpoint :func:`drop_checkpoint` removed."""
 
 
 class TraceError(Exception):
@@ -209,6 +211,45 @@ def partial_path(path: str | Path) -> Path:
     behind, which the next creation overwrites)."""
     path = Path(path)
     return path.with_name(f".{path.name}.partial")
+
+
+def drop_checkpoint(path: str | Path) -> int:
+    """Rewrite the trace at ``path`` without ``/checkpoint`` (the model state kept for
+    resume); the bytes freed.
+
+    Everything a reader uses (the root attributes, ``/devices``, ``/rounds``,
+    ``/signals``) is copied unchanged into a hidden sibling (``.NAME.compact``), which
+    then replaces the trace: a kill at any moment leaves the trace whole, with or
+    without its checkpoint. The root attribute ``checkpoint_dropped = 1`` marks the
+    result, and :meth:`TraceWriter.resume` refuses it (it could only start again from
+    round 0). A trace without ``/checkpoint`` is left as it is (0). Raises
+    :class:`TraceError` for a file that is not a readable trace, or one another process
+    is writing.
+    """
+    path = Path(path)
+    fd = TraceWriter._lock(path)  # refuse a trace a run is writing
+    compact = path.with_name(f".{path.name}.compact")
+    before = path.stat().st_size
+    try:
+        with _open_for_reading(path) as source:
+            if "schema_version" not in source.attrs:
+                raise TraceError(f"{path} is not an aircomp-cosim trace")
+            if "checkpoint" not in source:
+                return 0
+            with h5py.File(compact, "w", libver=LIBVER, locking=False) as target:
+                for key, value in source.attrs.items():
+                    target.attrs[key] = value
+                target.attrs[CHECKPOINT_DROPPED] = 1
+                for name in source:
+                    if name != "checkpoint":
+                        source.copy(source[name], target, name=name)
+        os.replace(compact, path)
+    except (OSError, RuntimeError) as exc:
+        compact.unlink(missing_ok=True)
+        raise TraceError(f"cannot compact trace {path}: {_one_line(exc)}") from None
+    finally:
+        os.close(fd)
+    return before - path.stat().st_size
 
 
 def is_trace(path: str | Path) -> bool:
@@ -389,6 +430,10 @@ class TraceWriter:
             version = file.attrs.get("schema_version")
             if version != SCHEMA_VERSION:
                 raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
+            if file.attrs.get(CHECKPOINT_DROPPED):
+                raise TraceError(f"cannot resume {path}: its model state was dropped (`cosim study "
+                                 "compact`); it can be read and reported, not continued (start it "
+                                 "again with --overwrite)")
             stored = str(file.attrs["scenario"])
             if rounds_may_grow and scenario_text is not None:
                 _check_rounds_grow(path, stored, scenario_text)
@@ -410,9 +455,13 @@ class TraceWriter:
             if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
                 file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
             file.flush()
-        except BaseException:
+        except BaseException as exc:
             file.close()
             os.close(fd)
+            if isinstance(exc, (RuntimeError, OSError, KeyError)):  # h5py's faults of a damaged file
+                raise TraceError(f"cannot resume {path}: damaged HDF5 file ({_one_line(exc)}; a full "
+                                 "disk while it was written can do this); start it again with "
+                                 "--overwrite") from None
             raise
         return cls(file, path, fd), checkpoint, restart
 

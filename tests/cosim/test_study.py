@@ -189,6 +189,40 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
         assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
 
 
+def test_compact_drops_finished_runs_checkpoints_and_the_study_still_completes(finished, tmp_path,
+                                                                              capsys):
+    study, finished_out, _, _ = finished
+    assert main(["study", "report", str(finished_out)]) == 0
+    uninterrupted = pd.read_csv(finished_out / "table.csv").drop(columns="wall_s")
+    out = tmp_path / "copy"
+    shutil.copytree(finished_out, out)
+    partial = run_name({AXIS: 20.0}, 2)
+    with h5py.File(out / "runs" / f"{partial}.h5", "r+") as f:  # killed before round 1's commit
+        f.attrs["completed_rounds"] = 1
+    sizes = {p.name: p.stat().st_size for p in (out / "runs").glob("*.h5")}
+    status, printed, heavy = _probe("study", "compact", str(out), cwd=tmp_path)
+    assert status == 0 and heavy == [], (printed, heavy)  # no TensorFlow
+    assert "compacted 3 (" in printed and "kept 1 as they were" in printed, printed
+    for path in (out / "runs").glob("*.h5"):
+        with h5py.File(path, "r") as f:
+            assert ("checkpoint" in f) == (path.stem == partial), path.name
+            if path.stem != partial:
+                assert path.stat().st_size < sizes[path.name] and f.attrs["checkpoint_dropped"] == 1
+                assert f"{path.name}: " in printed
+    assert not list((out / "runs").glob(".*"))
+
+    # the unfinished run resumes from its checkpoint; the compacted ones are skipped
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    assert "4 runs, 3 complete already, 0 diverged already, 1 to run" in capsys.readouterr().out
+    assert main(["study", "report", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv").drop(columns="wall_s"),
+                                  uninterrupted)
+    assert main(["study", "compact", str(out)]) == 0
+    printed = capsys.readouterr().out  # now the resumed one, complete
+    assert "compacted 1 (" in printed and "kept 3 as they were" in printed, printed
+    assert f"{partial}.h5: " in printed
+
+
 def _processes_naming(*marks: str, also: str = "") -> list[int]:
     """PIDs of the processes (not this one) whose command line contains one of ``marks``
     (and ``also``), or that hold open a file whose path contains one of ``marks``.

@@ -17,6 +17,7 @@ from cosim.trace import (
     TraceError,
     TraceExistsError,
     TraceWriter,
+    drop_checkpoint,
     read_trace,
     summarize,
 )
@@ -321,3 +322,59 @@ def test_summarize_posterior_and_channel_split(tmp_path):
     assert ("posterior (round 1) precision_rel_change 0, precision_changed_fraction 0, "
             "posterior_std_p50 0.04") in text
     assert "channel  1.32018e+07 OFDM symbols: uplink 1824 (0.0138 %), downlink 1.32e+07 (100 %)" in text
+
+
+def test_resume_of_a_trace_damaged_by_a_full_disk_names_the_file(tmp_path):
+    """``data/full_disk_trace.h5``: a real FedAvg trace at the paper's size whose first
+    round was being written when the disk filled up (22,688 bytes; it opens, its groups
+    point past its end)."""
+    path = tmp_path / "t.h5"
+    damaged = (ROOT / "tests" / "cosim" / "data" / "full_disk_trace.h5").read_bytes()
+    path.write_bytes(damaged)
+    with pytest.raises(TraceError, match=rf"cannot resume {path}: damaged HDF5 file .*--overwrite"):
+        TraceWriter.resume(path)
+    with pytest.raises(TraceError, match=rf"cannot compact trace {path}: "):
+        drop_checkpoint(path)
+    assert path.read_bytes() == damaged
+    assert not list(tmp_path.glob(".*"))  # no .compact sibling left behind
+
+
+def test_a_trace_without_its_checkpoint_reads_the_same_and_refuses_resume(tmp_path):
+    path = tmp_path / "t.h5"
+    new_trace(path, 4, name="run").close()
+    before = read_trace(path)
+    size = path.stat().st_size
+    freed = drop_checkpoint(path)
+    assert freed == size - path.stat().st_size > 0
+    after = read_trace(path)
+    assert after.completed_rounds == 4 and after.checkpoint_round is None
+    assert after.attrs.pop("checkpoint_dropped") == 1 and after.attrs == before.attrs
+    for name in before.rounds:
+        np.testing.assert_array_equal(after.rounds[name], before.rounds[name], err_msg=name)
+    for group, columns in before.series.items():
+        for name, values in columns.items():
+            np.testing.assert_array_equal(after.series[group][name], values, err_msg=name)
+    for name, values in before.devices.items():
+        np.testing.assert_array_equal(after.devices[name], values, err_msg=name)
+    with h5py.File(path, "r") as f:
+        assert "checkpoint" not in f
+    assert not list(tmp_path.glob(".*"))
+    with pytest.raises(TraceError, match="model state was dropped"):
+        TraceWriter.resume(path)
+    assert drop_checkpoint(path) == 0  # nothing left to drop
+
+
+def test_a_trace_another_process_writes_is_not_compacted(tmp_path):
+    path = tmp_path / "t.h5"
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(ROOT)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "mid-round"
+        before = path.read_bytes()
+        with pytest.raises(TraceError, match="being written by another process"):
+            drop_checkpoint(path)
+        assert path.read_bytes() == before
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert drop_checkpoint(path) > 0  # its writer gone, it is compacted
