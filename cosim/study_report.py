@@ -278,13 +278,14 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
 
 def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:
     """Per run, ``metric`` at its last round where it is finite (the last evaluation):
-    columns ``run``, ``seed``, the axes, ``round`` and ``metric``."""
+    columns ``run``, ``seed``, the axes, ``round`` and ``metric``, the runs in the table's
+    order (the study's: figures give each axis value the same colour as the curves)."""
     columns = ["run", "seed", *axes, "round", metric]
     if metric not in table:
         return pd.DataFrame(columns=columns)
     rows = table[np.isfinite(table[metric].astype(float))]
-    last = rows.sort_values("round").groupby("run", sort=False).tail(1)
-    return last[columns].reset_index(drop=True)
+    last = rows.sort_values("round", kind="stable").groupby("run", sort=False).tail(1)
+    return last.sort_index()[columns].reset_index(drop=True)  # the table's run order
 
 
 def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str,

@@ -23,6 +23,7 @@ from tiny_scenario import write_tiny
 
 from cosim.cli import main
 from cosim.study import StudyError, load_study, run_name, run_study
+from cosim.study_report import final_values
 from cosim.trace import read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -520,3 +521,21 @@ def test_the_report_groups_list_valued_axes(tmp_path):
     rows = summary[(summary["x_kind"] == "round") & (summary["model.hidden_units"] == (8,))]
     assert list(rows["n"]) == [2, 2, 2]
     np.testing.assert_allclose(rows["mean"], [0.3, 0.4, 0.5])
+
+
+def test_final_values_keep_the_studys_run_order():
+    """Runs in the table's (the study file's) order, whatever round each ended at: the
+    final-value figures then list and colour the axis values as the curves do (an
+    unstable sort by round once scrambled them)."""
+    runs = [("z", 1), ("z", 2), ("y", 1), ("y", 2), ("x", 1), ("x", 2)]
+    rows = []
+    for name, seed in runs:
+        for r in range(4):
+            ended = name == "y" and seed == 1 and r > 1  # diverged: NaN evaluations after round 1
+            rows.append({"run": f"{name}-seed{seed}", "seed": seed, "algorithm.name": name,
+                         "round": r, "test_accuracy": np.nan if ended else 0.1 * r + seed})
+    table = pd.DataFrame(rows)  # the study's order, as study_table builds it
+    final = final_values(table, ["algorithm.name"], "test_accuracy")
+    assert final["run"].tolist() == [f"{n}-seed{s}" for n, s in runs]
+    assert final.set_index("run").loc["y-seed1", "round"] == 1
+    assert final.set_index("run").loc["x-seed2", "test_accuracy"] == pytest.approx(2.3)
