@@ -404,16 +404,11 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
     for path in sorted(runs.glob("[!.]*.h5")):
         try:
             trace = read_trace(path)
-        except TraceError as error:
-            print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
-            failed += 1
-            continue
-        done, diverged = _trace_state(path)
-        rounds = tomllib.loads(trace.scenario_text)["rounds"]
-        if trace.attrs.get(CHECKPOINT_DROPPED) or not (diverged or done >= rounds):
-            kept += 1
-            continue
-        try:
+            done, diverged = _trace_state(path)
+            finished = diverged or done >= tomllib.loads(trace.scenario_text)["rounds"]
+            if trace.attrs.get(CHECKPOINT_DROPPED) or not finished:
+                kept += 1
+                continue
             saved = drop_checkpoint(path)
         except TraceError as error:
             print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
