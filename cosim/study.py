@@ -363,9 +363,7 @@ def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
 def _trace_state(path: Path) -> tuple[int | None, str | None]:
     """``(completed_rounds, divergence)`` of the trace at ``path``: ``(None, None)`` if
     there is none or it does not read (the task then starts, resumes or reports it);
-    ``divergence`` names the first committed round that diverged
-    (:class:`cosim.divergence.DivergenceWatch` replayed over the trace), else None."""
-    from cosim.divergence import DivergenceWatch
+    ``divergence`` as :func:`_first_divergence`."""
     from cosim.trace import TraceError, read_trace
 
     if not path.is_file():
@@ -374,26 +372,34 @@ def _trace_state(path: Path) -> tuple[int | None, str | None]:
         trace = read_trace(path)
     except TraceError:
         return None, None
+    return trace.completed_rounds, _first_divergence(trace)
+
+
+def _first_divergence(trace: Any) -> str | None:
+    """The first committed round of ``trace`` (:class:`cosim.trace.TraceData`) that
+    diverged (:class:`cosim.divergence.DivergenceWatch` replayed over it), named, or None."""
+    from cosim.divergence import DivergenceWatch
+
     watch = DivergenceWatch()
     for t in range(trace.completed_rounds):
         reasons = watch.check(t, {k: float(v[t]) for k, v in trace.rounds.items() if np.ndim(v) == 1})
         if reasons:
-            return trace.completed_rounds, f"diverged: round {t}: {'; '.join(reasons)}"
-    return trace.completed_rounds, None
+            return f"diverged: round {t}: {'; '.join(reasons)}"
+    return None
 
 
 def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
     """Drop the model checkpoint (:func:`cosim.trace.drop_checkpoint`) of every finished
-    trace under ``out_dir/runs/``: complete (``completed_rounds`` equal to its scenario's
-    ``rounds``) or diverged. The exit status (0; 1 when a trace could not be compacted).
+    trace under ``out_dir/runs/``: complete (``completed_rounds`` equal to the ``rounds``
+    of the scenario it was run with, the study's at its last ``cosim study run``) or
+    diverged. The exit status: 0, or 1 when a trace could not be compacted (it does not
+    read, or a run is writing it; run the command again later).
 
     What a report reads stays; a compacted run can no longer be resumed or extended.
-    Unfinished traces (a run still going, or to be resumed) are kept as they are, and so
-    is a trace a run is writing. Prints a line per compacted trace and the bytes freed.
+    Unfinished traces (to be resumed) are kept as they are. Prints a line per compacted
+    or failed trace and one with the counts and the bytes freed.
     """
-    import tomllib
-
-    from cosim.trace import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
+    from cosim.trace import TraceError
 
     stream = stream or sys.stdout
     runs = Path(out_dir) / RUNS_DIR
@@ -403,16 +409,14 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
     freed, compacted, kept, failed = 0, 0, 0, 0
     for path in sorted(runs.glob("[!.]*.h5")):
         try:
-            trace = read_trace(path)
-            done, diverged = _trace_state(path)
-            finished = diverged or done >= tomllib.loads(trace.scenario_text)["rounds"]
-            if trace.attrs.get(CHECKPOINT_DROPPED) or not finished:
-                kept += 1
-                continue
-            saved = drop_checkpoint(path)
-        except TraceError as error:
-            print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
+            saved = _compact_if_finished(path)
+        except (TraceError, KeyError, TypeError, ValueError) as error:  # the others go on
+            print(f"{path.name}: not compacted: {type(error).__name__}: {error}", file=stream,
+                  flush=True)
             failed += 1
+            continue
+        if saved is None:
+            kept += 1
             continue
         freed += saved
         compacted += 1
@@ -421,6 +425,21 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
           f"were (unfinished, or compacted before), could not compact {failed}", file=stream,
           flush=True)
     return EXIT_OK if failed == 0 else EXIT_FAILED
+
+
+def _compact_if_finished(path: Path) -> int | None:
+    """The bytes :func:`cosim.trace.drop_checkpoint` freed of the trace at ``path`` if it
+    is finished (complete or diverged); None if it is not, or was compacted before."""
+    import tomllib
+
+    from cosim.trace import CHECKPOINT_DROPPED, drop_checkpoint, read_trace
+
+    trace = read_trace(path)
+    rounds = int(tomllib.loads(trace.scenario_text)["rounds"])
+    finished = trace.completed_rounds >= rounds or _first_divergence(trace) is not None
+    if trace.attrs.get(CHECKPOINT_DROPPED) or not finished:
+        return None
+    return drop_checkpoint(path)
 
 
 def _committed_rounds(path: Path) -> tuple[int, float]:

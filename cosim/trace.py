@@ -215,26 +215,28 @@ def partial_path(path: str | Path) -> Path:
 
 def drop_checkpoint(path: str | Path) -> int:
     """Rewrite the trace at ``path`` without ``/checkpoint`` (the model state kept for
-    resume); the bytes freed.
+    resume) and mark it ``checkpoint_dropped = 1``; the bytes freed.
 
     Everything a reader uses (the root attributes, ``/devices``, ``/rounds``,
     ``/signals``) is copied unchanged into a hidden sibling (``.NAME.compact``), which
-    then replaces the trace: a kill at any moment leaves the trace whole, with or
-    without its checkpoint. The root attribute ``checkpoint_dropped = 1`` marks the
-    result, and :meth:`TraceWriter.resume` refuses it (it could only start again from
-    round 0). A trace without ``/checkpoint`` is left as it is (0). Raises
+    then replaces the trace while this process still holds the trace's writer lock: a
+    kill at any moment leaves the trace whole, with or without its checkpoint, and no
+    run can start writing to it in between. :meth:`TraceWriter.resume` refuses a marked
+    trace (it could only start again from round 0). A trace without ``/checkpoint`` is
+    marked too (0 bytes freed); one marked already is left as it is. Raises
     :class:`TraceError` for a file that is not a readable trace, or one another process
-    is writing.
+    is writing; the sibling is removed whatever stops the rewrite.
     """
     path = Path(path)
     fd = TraceWriter._lock(path)  # refuse a trace a run is writing
     compact = path.with_name(f".{path.name}.compact")
     before = path.stat().st_size
     try:
+        # the lock lasts while HDF5's own descriptor of the file is open: replace inside
         with _open_for_reading(path) as source:
             if "schema_version" not in source.attrs:
                 raise TraceError(f"{path} is not an aircomp-cosim trace")
-            if "checkpoint" not in source:
+            if source.attrs.get(CHECKPOINT_DROPPED):
                 return 0
             with h5py.File(compact, "w", libver=LIBVER, locking=False) as target:
                 for key, value in source.attrs.items():
@@ -243,10 +245,13 @@ def drop_checkpoint(path: str | Path) -> int:
                 for name in source:
                     if name != "checkpoint":
                         source.copy(source[name], target, name=name)
-        os.replace(compact, path)
-    except (OSError, RuntimeError) as exc:
+            os.replace(compact, path)
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
         compact.unlink(missing_ok=True)
         raise TraceError(f"cannot compact trace {path}: {_one_line(exc)}") from None
+    except BaseException:
+        compact.unlink(missing_ok=True)
+        raise
     finally:
         os.close(fd)
     return before - path.stat().st_size
@@ -431,9 +436,11 @@ class TraceWriter:
             if version != SCHEMA_VERSION:
                 raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
             if file.attrs.get(CHECKPOINT_DROPPED):
-                raise TraceError(f"cannot resume {path}: its model state was dropped (`cosim study "
-                                 "compact`); it can be read and reported, not continued (start it "
-                                 "again with --overwrite)")
+                raise TraceError(
+                    f"cannot resume {path}: its model state was dropped after round "
+                    f"{int(file.attrs['completed_rounds'])} (`cosim study compact`); it can be read "
+                    "and reported, not continued: delete it to run it again in a study, or use "
+                    "`cosim run --overwrite`")
             stored = str(file.attrs["scenario"])
             if rounds_may_grow and scenario_text is not None:
                 _check_rounds_grow(path, stored, scenario_text)
@@ -458,10 +465,12 @@ class TraceWriter:
         except BaseException as exc:
             file.close()
             os.close(fd)
+            if isinstance(exc, OSError) and exc.errno:  # the system's fault now, not the file's
+                raise TraceError(f"cannot resume {path}: {_os_reason(exc)}") from None
             if isinstance(exc, (RuntimeError, OSError, KeyError)):  # h5py's faults of a damaged file
                 raise TraceError(f"cannot resume {path}: damaged HDF5 file ({_one_line(exc)}; a full "
-                                 "disk while it was written can do this); start it again with "
-                                 "--overwrite") from None
+                                 "disk while it was written can do this): delete it to run it "
+                                 "again in a study, or use `cosim run --overwrite`") from None
             raise
         return cls(file, path, fd), checkpoint, restart
 
@@ -896,7 +905,8 @@ def summarize(path: str | Path) -> str:
         f"schema {data.attrs.get('schema_version')}, started {data.attrs.get('started_at')}, "
         f"resumed {data.attrs.get('resume_count', 0)} time(s)",
         f"  rounds   {data.completed_rounds} of {planned} completed; "
-        f"checkpoint at round {data.checkpoint_round if data.checkpoint_round is not None else '-'}",
+        f"checkpoint at round {data.checkpoint_round if data.checkpoint_round is not None else '-'}"
+        + (" (dropped by `cosim study compact`)" if data.attrs.get(CHECKPOINT_DROPPED) else ""),
     ]
     if data.devices:
         lines.append("  devices  " + ", ".join(f"{k} {list(v.shape)}" for k, v in data.devices.items()))

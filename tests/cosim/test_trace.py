@@ -362,6 +362,12 @@ def test_a_trace_without_its_checkpoint_reads_the_same_and_refuses_resume(tmp_pa
     with pytest.raises(TraceError, match="model state was dropped"):
         TraceWriter.resume(path)
     assert drop_checkpoint(path) == 0  # nothing left to drop
+    bare = tmp_path / "bare.h5"  # no checkpoint ever written: marked all the same
+    TraceWriter.create(bare, SCENARIO, seed=3).close()
+    assert drop_checkpoint(bare) >= 0 and read_trace(bare).attrs["checkpoint_dropped"] == 1
+    with pytest.raises(TraceError, match="model state was dropped after round 0"):
+        TraceWriter.resume(bare)
+    assert "(dropped by `cosim study compact`)" in summarize(path)
 
 
 def test_a_trace_another_process_writes_is_not_compacted(tmp_path):
