@@ -157,27 +157,35 @@ def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
                           check=True).stdout.strip() == "[]"
 
 
-def _copy_with_a_partial_run(finished_out: Path, out: Path,
-                             partial: tuple[float, int]) -> tuple[Path, pd.DataFrame]:
-    """A copy of the finished study at ``out`` in which the run ``(tx power, seed)`` looks
-    killed before round 1's commit; ``(out, the finished study's table without wall_s)``."""
+def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished, tmp_path, capsys):
+    """In a moved copy of the study directory (where a trace lies is not part of the
+    comparison on resume, so the copy resumes; docs/studies.md), after `cosim study
+    compact` dropped the finished runs' checkpoints: they are skipped as done, the
+    partial run resumes from its own checkpoint, the missing one starts."""
+    study, finished_out, _, _ = finished
     assert main(["study", "report", str(finished_out)]) == 0
     uninterrupted = pd.read_csv(finished_out / "table.csv").drop(columns="wall_s")
+    out = tmp_path / "moved"
     shutil.copytree(finished_out, out)
-    with h5py.File(out / "runs" / f"{run_name({AXIS: partial[0]}, partial[1])}.h5", "r+") as f:
-        f.attrs["completed_rounds"] = 1
-    return out, uninterrupted
-
-
-def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished, tmp_path, capsys):
-    """In a moved copy of the study directory: where a trace lies is not part of the
-    comparison on resume, so the copy resumes (docs/studies.md)."""
-    study, finished_out, _, _ = finished
-    out, uninterrupted = _copy_with_a_partial_run(finished_out, tmp_path / "moved", (20.0, 1))
     missing = run_name({AXIS: 10.0}, 2)
     partial = run_name({AXIS: 20.0}, 1)
     (out / "runs" / f"{missing}.h5").unlink()
+    with h5py.File(out / "runs" / f"{partial}.h5", "r+") as f:  # killed before round 1's commit
+        f.attrs["completed_rounds"] = 1
     assert read_trace(out / "runs" / f"{partial}.h5").completed_rounds == 1
+
+    sizes = {p.name: p.stat().st_size for p in (out / "runs").glob("*.h5")}
+    status, printed, heavy = _probe("study", "compact", str(out), cwd=tmp_path)
+    assert status == 0 and heavy == [], (printed, heavy)  # no TensorFlow
+    assert "compacted 2 (" in printed and "kept 1 as they were" in printed, printed
+    for path in (out / "runs").glob("*.h5"):
+        with h5py.File(path, "r") as f:
+            assert ("checkpoint" in f) == (path.stem == partial), path.name
+            if path.stem != partial:
+                assert path.stat().st_size < sizes[path.name] and f.attrs["checkpoint_dropped"] == 1
+                assert f"{path.name}: " in printed
+    assert not list((out / "runs").glob(".*"))
+
     capsys.readouterr()
     assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
     printed = capsys.readouterr().out
@@ -195,35 +203,10 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
                                   uninterrupted)
     for name in (missing, partial):  # the resumed runs' stored scenarios name where they are now
         assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
-
-
-def test_compact_drops_finished_runs_checkpoints_and_the_study_still_completes(finished, tmp_path,
-                                                                              capsys):
-    study, finished_out, _, _ = finished
-    out, uninterrupted = _copy_with_a_partial_run(finished_out, tmp_path / "copy", (20.0, 2))
-    partial = run_name({AXIS: 20.0}, 2)
-    sizes = {p.name: p.stat().st_size for p in (out / "runs").glob("*.h5")}
-    status, printed, heavy = _probe("study", "compact", str(out), cwd=tmp_path)
-    assert status == 0 and heavy == [], (printed, heavy)  # no TensorFlow
-    assert "compacted 3 (" in printed and "kept 1 as they were" in printed, printed
-    for path in (out / "runs").glob("*.h5"):
-        with h5py.File(path, "r") as f:
-            assert ("checkpoint" in f) == (path.stem == partial), path.name
-            if path.stem != partial:
-                assert path.stat().st_size < sizes[path.name] and f.attrs["checkpoint_dropped"] == 1
-                assert f"{path.name}: " in printed
-    assert not list((out / "runs").glob(".*"))
-
-    # the unfinished run resumes from its checkpoint; the compacted ones are skipped
-    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
-    assert "4 runs, 3 complete already, 0 diverged already, 1 to run" in capsys.readouterr().out
-    assert main(["study", "report", str(out)]) == 0
-    pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv").drop(columns="wall_s"),
-                                  uninterrupted)
     assert main(["study", "compact", str(out)]) == 0
-    printed = capsys.readouterr().out  # now the resumed one, complete
-    assert "compacted 1 (" in printed and "kept 3 as they were" in printed, printed
-    assert f"{partial}.h5: " in printed
+    printed = capsys.readouterr().out  # now the two runs just completed
+    assert "compacted 2 (" in printed and "kept 2 as they were" in printed, printed
+    assert f"{partial}.h5: " in printed and f"{missing}.h5: " in printed
 
 
 def _processes_naming(*marks: str, also: str = "") -> list[int]:
