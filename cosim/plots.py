@@ -72,7 +72,6 @@ import math
 import os
 import shutil
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,18 +296,9 @@ def trace_labels(traces: Sequence[TraceData]) -> list[str]:
             for lab, t in zip(labels, traces)]
 
 
-def _scenario(trace: TraceData) -> dict:
-    """The trace's resolved scenario (the ``scenario`` attribute) as a dict; {} when absent
-    or not TOML."""
-    try:
-        return tomllib.loads(trace.scenario_text)
-    except (tomllib.TOMLDecodeError, TypeError):
-        return {}
-
-
 def _scenario_value(trace: TraceData, section: str, key: str) -> float | None:
     """The finite number ``[section] key`` of the trace's scenario, else None."""
-    table = _scenario(trace).get(section)
+    table = trace.scenario.get(section)
     value = table.get(key) if isinstance(table, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None

@@ -410,9 +410,8 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
     for path in sorted(runs.glob("[!.]*.h5")):
         try:
             saved = _compact_if_finished(path)
-        except (TraceError, KeyError, TypeError, ValueError) as error:  # the others go on
-            print(f"{path.name}: not compacted: {type(error).__name__}: {error}", file=stream,
-                  flush=True)
+        except TraceError as error:  # the others go on
+            print(f"{path.name}: not compacted: {error}", file=stream, flush=True)
             failed += 1
             continue
         if saved is None:
@@ -430,12 +429,12 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
 def _compact_if_finished(path: Path) -> int | None:
     """The bytes :func:`cosim.trace.drop_checkpoint` freed of the trace at ``path`` if it
     is finished (complete or diverged); None if it is not, or was compacted before."""
-    import tomllib
-
-    from cosim.trace import CHECKPOINT_DROPPED, drop_checkpoint, read_trace
+    from cosim.trace import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
 
     trace = read_trace(path)
-    rounds = int(tomllib.loads(trace.scenario_text)["rounds"])
+    rounds = trace.scenario.get("rounds")
+    if not isinstance(rounds, int):
+        raise TraceError(f"{path}: its stored scenario has no `rounds` (got {rounds!r})")
     finished = trace.completed_rounds >= rounds or _first_divergence(trace) is not None
     if trace.attrs.get(CHECKPOINT_DROPPED) or not finished:
         return None

@@ -284,7 +284,7 @@ def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.Da
     if metric not in table:
         return pd.DataFrame(columns=columns)
     rows = table[np.isfinite(table[metric].astype(float))]
-    last = rows.sort_values("round", kind="stable").groupby("run", sort=False).tail(1)
+    last = rows.loc[rows.groupby("run", sort=False)["round"].idxmax()]
     return last.sort_index()[columns].reset_index(drop=True)  # the table's run order
 
 

@@ -705,6 +705,14 @@ class TraceData:
         return str(self.attrs.get("scenario", ""))
 
     @property
+    def scenario(self) -> dict:
+        """The stored scenario (``scenario_text``) as a dict; {} when absent or not TOML."""
+        try:
+            return tomllib.loads(self.scenario_text)
+        except tomllib.TOMLDecodeError:
+            return {}
+
+    @property
     def per_device(self) -> dict[str, np.ndarray]:
         return self.series.get("per_device", {})
 
@@ -891,13 +899,8 @@ def summarize(path: str | Path) -> str:
     ``posterior_std_p50``), and every trace with symbol counts a ``channel`` line
     (cumulative uplink and downlink OFDM symbols and their shares of the total).
     """
-    import tomllib
-
     data = read_trace(path)
-    try:
-        scenario = tomllib.loads(data.scenario_text)
-    except tomllib.TOMLDecodeError:
-        scenario = {}
+    scenario = data.scenario
     planned = scenario.get("rounds", "?")
     lines = [
         f"trace {data.path}",
