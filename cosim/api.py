@@ -57,7 +57,7 @@ from cosim.scenario import (
     load_scenario,
     with_overrides,
 )
-from cosim.trace import EVAL_COLUMNS, TraceData, read_trace
+from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS, TraceData, read_trace
 
 __all__ = [
     "ROUND_COLUMNS_FIRST",
@@ -79,6 +79,7 @@ ROUND_COLUMNS_FIRST = (
     "cumulative_downlink_symbols",
     "cumulative_channel_uses",
     *EVAL_COLUMNS,
+    *POSTERIOR_MEAN_COLUMNS,
     "train_loss",
 )
 """The leading columns of :attr:`TraceFrames.rounds` (those the trace has, in this
@@ -102,7 +103,9 @@ class TraceFrames:
         ``cumulative_downlink_symbols``, ``cumulative_channel_uses`` (up to and
         including the round), ``test_accuracy``, ``test_nll``, ``ece`` (NaN in rounds
         without evaluation: ``rounds.dropna(subset=["test_accuracy"])`` keeps the
-        evaluated ones), ``train_loss``; the other columns (per-phase air-interface
+        evaluated ones), ``posterior_mean_accuracy``, ``posterior_mean_nll``,
+        ``posterior_mean_ece`` (the posterior mean's prediction; NaN also for
+        algorithms without a posterior), ``train_loss``; the other columns (per-phase air-interface
         diagnostics, ``wall_s``, ...) by name. The index is a RangeIndex equal to
         ``round``.
     per_device : pandas.DataFrame

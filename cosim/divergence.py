@@ -10,7 +10,9 @@ A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
 * a local training loss (``train_loss_<phase>``) or any other round metric is NaN
   or Inf. NaN by design, and so not checked: the evaluation columns in rounds without
   evaluation (a round is evaluated when its ``test_accuracy`` is finite; then a NaN
-  ``test_nll`` or ``ece`` counts), ``train_loss`` of an algorithm that reports none,
+  ``test_nll`` or ``ece`` counts), the posterior-mean columns (NaN for algorithms
+  without a posterior; the engine turns a non-finite posterior-mean prediction into
+  ``model_finite`` = 0), ``train_loss`` of an algorithm that reports none,
   and the run's ``cumulative_*`` totals (NaN in the rows of traces written before
   they existed);
 * the round's ``train_loss`` exceeds :data:`LOSS_EXPLOSION_FACTOR` times the
@@ -31,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from cosim.trace import EVAL_COLUMNS
+from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS
 
 LOSS_EXPLOSION_FACTOR = 1e3
 """A round whose ``train_loss`` exceeds this times round 0's has diverged."""
@@ -89,6 +91,7 @@ class DivergenceWatch:
         for key, value in scalars.items():
             by_design = (
                 (key in EVAL_COLUMNS and not evaluated)
+                or key in POSTERIOR_MEAN_COLUMNS
                 or (key == "train_loss" and not reports_loss)
                 or key.startswith("cumulative_")
             )

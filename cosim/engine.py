@@ -15,7 +15,12 @@ partition, model, algorithm, channel and CSI models) and then, for every round
    reference when ``power.control = "ideal"``) and applies the server update;
 4. if the algorithm has the optional hook ``round_metrics`` (below), records the
    round-level metrics it returns;
-5. evaluates the global model every ``eval.every`` rounds (and after the last);
+5. evaluates the global model every ``eval.every`` rounds (and after the last): the
+   algorithm's ``predict_probs`` (the S-sample posterior predictive for the proposed
+   method) gives ``test_accuracy``, ``test_nll``, ``ece``; an algorithm with the
+   optional hook ``predict_mean_probs(state, x)`` (the proposed method: the posterior
+   mean's softmax) also gives ``posterior_mean_accuracy``, ``posterior_mean_nll``,
+   ``posterior_mean_ece`` (NaN for the others and in rounds without evaluation);
 6. hands one :class:`RoundRecord` to the caller (the trace writer).
 
 Optional algorithm hook (not part of the :class:`FederatedAlgorithm` protocol, so
@@ -54,7 +59,13 @@ import tensorflow as tf
 from cosim import rng as rngs
 from cosim.divergence import DivergenceWatch
 from cosim.scenario import Scenario
-from cosim.trace import EVAL_COLUMNS, RELIABILITY_SERIES, TraceWriter, channel_use_split
+from cosim.trace import (
+    EVAL_COLUMNS,
+    POSTERIOR_MEAN_COLUMNS,
+    RELIABILITY_SERIES,
+    TraceWriter,
+    channel_use_split,
+)
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.datasets import Dataset, load_dataset
@@ -448,12 +459,22 @@ class Engine:
             ))
             # finite weights whose logits overflow: the model has diverged all the same
             finite = bool(np.all(np.isfinite(probs)))
+        mean_probs = None
+        predict_mean = getattr(self.algorithm, "predict_mean_probs", None)
+        if finite and probs is not None and predict_mean is not None:
+            mean_probs = np.asarray(predict_mean(state, self.x_test))
+            finite = bool(np.all(np.isfinite(mean_probs)))
+        scalars.update(dict.fromkeys(POSTERIOR_MEAN_COLUMNS, math.nan))
         if finite and probs is not None:
             ev = evaluate_probs(probs, self.y_test, num_bins=bins)
             scalars.update(test_accuracy=ev.accuracy, test_nll=ev.nll, ece=ev.ece)
             record.reliability = {
                 name: np.asarray(getattr(ev, name), np.float64) for name in RELIABILITY_SERIES
             }
+            if mean_probs is not None:
+                mean = evaluate_probs(mean_probs, self.y_test, num_bins=bins)
+                scalars.update(posterior_mean_accuracy=mean.accuracy, posterior_mean_nll=mean.nll,
+                               posterior_mean_ece=mean.ece)
         else:
             scalars.update(dict.fromkeys(EVAL_COLUMNS, math.nan))
             record.reliability = dict.fromkeys(RELIABILITY_SERIES, np.full(bins, np.nan))

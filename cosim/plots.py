@@ -405,10 +405,21 @@ def _evaluated(trace: TraceData) -> np.ndarray:
 # --------------------------------------------------------------------------- figures
 
 
+COMPANIONS = {
+    "test_accuracy": "posterior_mean_accuracy",
+    "test_nll": "posterior_mean_nll",
+    "ece": "posterior_mean_ece",
+}
+"""The posterior mean's prediction drawn beside each predictive metric (dashed, the
+trace's colour, no marker) in :func:`metric_figure`."""
+
+
 def metric_figure(traces: Sequence[TraceData], labels: Sequence[str], metric: str, ylabel: str,
                   x: str, options: FigureOptions = FigureOptions()) -> Figure:
     """``/rounds/<metric>`` of every evaluated round (finite value) against ``x``
-    (:func:`accuracy_x`), one curve per trace holding it.
+    (:func:`accuracy_x`), one curve per trace holding it; a trace that also holds the
+    metric's posterior-mean counterpart (:data:`COMPANIONS`) gets it as a dashed curve
+    of the same colour, labelled ``<label>, posterior mean``.
 
     Raises
     ------
@@ -428,6 +439,11 @@ def metric_figure(traces: Sequence[TraceData], labels: Sequence[str], metric: st
             ok = np.isfinite(trace.rounds[metric])
             xs.append(accuracy_x(trace, x)[ok])
             ax.plot(xs[-1], trace.rounds[metric][ok], label=label, **_trace_style(i))
+            companion = trace.rounds.get(COMPANIONS.get(metric, ""))
+            if companion is not None and np.isfinite(companion).any():
+                shown = np.isfinite(companion)
+                ax.plot(accuracy_x(trace, x)[shown], companion[shown], linestyle="--",
+                        color=_trace_style(i)["color"], label=f"{label}, posterior mean")
         _count_axis(ax, ACCURACY_AXES[x][1], xs)
         ax.set_ylabel(ylabel)
         ax.legend(loc="best")

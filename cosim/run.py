@@ -32,6 +32,7 @@ from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import (
     EVAL_COLUMNS,
+    POSTERIOR_MEAN_COLUMNS,
     RELIABILITY_SERIES,
     TraceError,
     TraceWriter,
@@ -358,7 +359,8 @@ def _extend_rounds(writer: TraceWriter, scenario: Scenario, scenario_text: str) 
         return
     last = old_rounds - 1
     if last < writer.completed_rounds and (last + 1) % scenario.eval.every != 0:
-        writer.reset_cells(last, [*EVAL_COLUMNS, *(f"reliability/{n}" for n in RELIABILITY_SERIES)])
+        writer.reset_cells(last, [*EVAL_COLUMNS, *POSTERIOR_MEAN_COLUMNS,
+                                  *(f"reliability/{n}" for n in RELIABILITY_SERIES)])
     writer.set_attrs(scenario=scenario_text)
     writer.flush()
 

@@ -5,7 +5,8 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 - :func:`study_table`: one row per (run, round) of every run that has a trace, with
   columns ``run, seed, <each axis key>, round, <every scalar /rounds column>``
   (``cumulative_uplink_symbols``, ``cumulative_channel_uses``, ``test_accuracy``, ``ece``,
-  ...; NaN where a round was not evaluated). Only committed rounds.
+  ``posterior_mean_accuracy``, ...; NaN where a round was not evaluated, and the
+  posterior-mean columns NaN for runs without a posterior). Only committed rounds.
 - :func:`summarize_over_seeds`: per axis-value combination, per x and per metric: the
   number of seeds ``n``, ``mean``, ``std`` (ddof 1) and the 95 % Student-t confidence
   interval of the mean, ``mean -/+ t_{0.975, n-1} * std / sqrt(n)`` (NaN for n < 2).
@@ -39,6 +40,9 @@ GRID_POINTS = 50
 X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "total": "cumulative_channel_uses"}
 """The trace column behind each channel-use x."""
 CONFIDENCE = 0.95
+FIGURE_METRICS = ("test_accuracy", "ece", "posterior_mean_accuracy", "posterior_mean_ece")
+"""The metrics :func:`report` draws (a posterior-mean figure only when some run has a
+posterior; :func:`summarize_over_seeds` summarises every numeric column)."""
 
 
 def _runs(out_dir: str | Path) -> tuple[list[str], list[tuple]]:
@@ -373,9 +377,11 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
 
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``,
-    ``figures/{test_accuracy,ece}_vs_<x>.png`` and, for every numeric axis,
-    ``figures/final_{test_accuracy,ece}_vs_<axis>.png`` (the last evaluation against the
-    axis value) into the study's ``out_dir``; the files.
+    ``figures/<metric>_vs_<x>.png`` and, for every numeric axis,
+    ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
+    value) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
+    ``ece`` and the posterior mean's ``posterior_mean_accuracy``,
+    ``posterior_mean_ece``) into the study's ``out_dir``; the files.
 
     ``x``: ``rounds``, ``uplink`` or ``total`` (the figures' x; the summary holds all).
     """
@@ -392,13 +398,13 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     figures = out / "figures"
     figures.mkdir(exist_ok=True)
     kind = "round" if x == "rounds" else x
-    for metric in ("test_accuracy", "ece"):
+    for metric in FIGURE_METRICS:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
         if path is not None:
             written.append(path)
     for axis in axes:  # the last evaluation against every numeric axis
         if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
-            for metric in ("test_accuracy", "ece"):
+            for metric in FIGURE_METRICS:
                 path = _plot_final(table, axes, axis, metric,
                                    figures / f"final_{metric}_vs_{axis}.png")
                 if path is not None:

@@ -65,6 +65,7 @@ from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_va
 
 __all__ = [
     "EVAL_COLUMNS",
+    "POSTERIOR_MEAN_COLUMNS",
     "RELIABILITY_SERIES",
     "SCHEMA_VERSION",
     "Checkpoint",
@@ -83,6 +84,10 @@ __all__ = [
 SCHEMA_VERSION = 1
 EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
 """``/rounds`` columns of an evaluation (NaN in rounds without one)."""
+POSTERIOR_MEAN_COLUMNS = ("posterior_mean_accuracy", "posterior_mean_nll", "posterior_mean_ece")
+"""``/rounds`` columns of the posterior mean's prediction (the proposed method's
+``predict_mean_probs``): NaN in rounds without evaluation and for algorithms without a
+posterior."""
 RELIABILITY_SERIES = ("bin_confidence", "bin_accuracy", "bin_count")
 """``/rounds/reliability/<name>`` rows of an evaluation (NaN rows without one)."""
 LIBVER = ("v108", "v108")
@@ -894,7 +899,9 @@ def _share(part: float, total: float) -> str:
 def summarize(path: str | Path) -> str:
     """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
 
-    Traces with the proposed method's round metrics get a ``posterior`` line (the
+    Traces with posterior-mean evaluations get a ``post. mean`` line (the last one's
+    ``posterior_mean_accuracy``, ``_nll``, ``_ece``). Traces with the proposed method's
+    round metrics get a ``posterior`` line (the
     last round's ``precision_rel_change``, ``precision_changed_fraction`` and
     ``posterior_std_p50``), and every trace with symbol counts a ``channel`` line
     (cumulative uplink and downlink OFDM symbols and their shares of the total).
@@ -932,6 +939,11 @@ def summarize(path: str | Path) -> str:
                             for k in (*EVAL_COLUMNS, "cumulative_channel_uses")
                             if k in data.rounds)
         lines.extend(["", f"  final    (round {last}) {metrics}"])
+    last_mean = data.last_evaluated_round("posterior_mean_accuracy")
+    if last_mean is not None:
+        metrics = ", ".join(f"{k.removeprefix('posterior_mean_')} {_fmt(data.rounds[k][last_mean])}"
+                            for k in POSTERIOR_MEAN_COLUMNS if k in data.rounds)
+        lines.append(f"  post. mean (round {last_mean}) {metrics} (prediction with the posterior mean)")
     present = [k for k in POSTERIOR_COLUMNS if k in data.rounds and data.rounds[k].size]
     if present:
         values = ", ".join(f"{k} {_fmt(data.rounds[k][-1])}" for k in present)

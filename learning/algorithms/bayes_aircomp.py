@@ -151,6 +151,7 @@ class BayesAirComp:
         )
         self.trainer = LocalTrainer(model, self.config, runtime)
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)
+        self._predict_mean = tf.function(self._predict_mean_impl, reduce_retracing=True)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
         return catalog_phases(self.name, self.model.num_params)
@@ -254,6 +255,21 @@ class BayesAirComp:
             self._predict(state.mu32, state.rho32, x[i : i + chunk], int(num_samples), seed)
             for i in range(0, int(x.shape[0]), chunk)
         ]
+        return tf.concat(parts, axis=0)
+
+    def _predict_mean_impl(self, mu, x):
+        return tf.nn.softmax(self.model.logits(mu[None, None], x[None]))[0, 0]  # [N, C]
+
+    def predict_mean_probs(self, state: BayesState, x, chunk: int = 1000):
+        """The posterior mean's prediction ``softmax(f(x; mu))`` (no weight sampling): the
+        other way to predict with the posterior (the paper does not say which it uses).
+
+        Input: ``x`` [N, ...]. Output: [N, C] tf.float32 (the float32 ``mu`` the devices
+        see, in chunks of ``chunk`` rows).
+        """
+        x = tf.convert_to_tensor(x, tf.float32)
+        mu = state.mu32
+        parts = [self._predict_mean(mu, x[i : i + chunk]) for i in range(0, int(x.shape[0]), chunk)]
         return tf.concat(parts, axis=0)
 
     def state_to_arrays(self, state: BayesState) -> dict[str, np.ndarray]:

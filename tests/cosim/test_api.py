@@ -100,7 +100,8 @@ def test_run_returns_the_trace_frames_in_a_fresh_temporary_directory(tmp_path, m
     assert result.completed_rounds == 3 and result.wall_s > 0
 
     rounds = result.rounds
-    assert list(rounds.columns[:11]) == list(api.ROUND_COLUMNS_FIRST)
+    assert list(rounds.columns[:len(api.ROUND_COLUMNS_FIRST)]) == list(api.ROUND_COLUMNS_FIRST)
+    assert rounds.loc[2, "posterior_mean_accuracy"] > 0  # the posterior mean's prediction
     assert rounds["round"].tolist() == [0, 1, 2] and list(rounds.index) == [0, 1, 2]
     np.testing.assert_array_equal(rounds["channel_uses"], rounds["uplink_symbols"] + rounds["downlink_symbols"])
     np.testing.assert_array_equal(rounds["cumulative_channel_uses"], np.cumsum(rounds["channel_uses"]))

@@ -57,6 +57,9 @@ def test_run_writes_documented_trace(tmp_path):
         # evaluated every 2 rounds: rounds 2 and 4 (1-based) hold numbers, the others NaN
         assert np.isnan(acc[0]) and np.isnan(acc[2])
         assert np.isfinite(acc[1]) and np.isfinite(acc[3])
+        for column in ("posterior_mean_accuracy", "posterior_mean_nll", "posterior_mean_ece"):
+            # the posterior mean's prediction: evaluated in the same rounds
+            np.testing.assert_array_equal(np.isfinite(rounds[column][()]), np.isfinite(acc))
         # two phases of ceil(d / F) symbols each, every round
         engine_symbols = rounds["uplink_symbols"][()]
         assert np.all(engine_symbols == engine_symbols[0])
@@ -150,6 +153,8 @@ def test_every_baseline_runs_over_the_air_and_resumes(tmp_path, algorithm):
         uplink = f["rounds/uplink_symbols"][()]
         for phase in phases:
             assert f[f"rounds/distortion_{phase.name}"].shape == (2,)
+        assert np.isfinite(f["rounds/test_accuracy"][1])
+        assert np.all(np.isnan(f["rounds/posterior_mean_accuracy"][()]))  # no posterior
     # d = 660 values per phase over F = 64 subcarriers -> 11 OFDM symbols each
     assert np.all(uplink == 11 * len(phases))
     assert np.isfinite(summary.final_accuracy)

@@ -90,7 +90,7 @@ def test_the_report_equals_a_hand_computation(finished):
                                   check_dtype=False)
     summary = pd.read_csv(out / "summary.csv")
     for power in (10.0, 20.0):
-        for metric in ("test_accuracy", "ece"):
+        for metric in ("test_accuracy", "ece", "posterior_mean_accuracy", "posterior_mean_nll"):
             for r in (0, 1):
                 values = np.array([read_trace(out / "runs" / f"{run_name({AXIS: power}, s)}.h5")
                                    .rounds[metric][r] for s in (1, 2)])
@@ -111,6 +111,7 @@ def test_the_report_equals_a_hand_computation(finished):
         assert main(["study", "report", str(out), "--x", x]) == 0
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
+        assert (out / "figures" / f"posterior_mean_accuracy_vs_{x}.png").stat().st_size > 1000
 
 
 def test_the_report_pools_reliability_and_groups_distortion_by_distance(finished):

@@ -162,3 +162,36 @@ def test_device_chunks_change_no_number(rng, estimator):
     np.testing.assert_allclose(mu_b, mu_a, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(rho_b, rho_a, rtol=1e-6, atol=1e-9)
     assert loss_b == pytest.approx(loss_a, rel=1e-6)
+
+
+def test_posterior_mean_prediction_of_a_hand_built_posterior(rng):
+    """predict_mean_probs is softmax(f(x; mu)) of the float32 mean, whatever the std: its
+    accuracy, NLL and ECE equal a direct computation (a NumPy forward pass of mu, argmax
+    against the labels)."""
+    from learning.algorithms.bayes_aircomp import BayesState
+    from learning.metrics import evaluate_probs  # what the engine evaluates with
+
+    model = build_model("mlp", (6,), 3, (5,))
+    algo = build("bayes_aircomp", model, 4)
+    d = model.num_params
+    mu = rng.normal(0.0, 0.7, d)
+    rho = rng.uniform(1.0, 50.0, d)  # a large, uneven std: samples would differ from mu
+    state = BayesState(tf.constant(mu, tf.float64), tf.constant(rho, tf.float64))
+    x = rng.normal(size=(300, 6)).astype(np.float32)
+    labels = rng.integers(0, 3, 300)
+
+    w = mu.astype(np.float32)
+    w1, b1 = w[:30].reshape(6, 5), w[30:35]
+    w2, b2 = w[35:50].reshape(5, 3), w[50:53]
+    assert d == 53
+    logits = np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+    direct = np.exp(logits - logits.max(1, keepdims=True))
+    direct /= direct.sum(1, keepdims=True)
+
+    probs = algo.predict_mean_probs(state, x, chunk=128).numpy()
+    np.testing.assert_allclose(probs, direct, rtol=1e-4, atol=1e-6)
+    ev = evaluate_probs(probs, labels)
+    assert ev.accuracy == np.mean(logits.argmax(1) == labels)
+    np.testing.assert_allclose(ev.nll, np.mean(-np.log(direct[np.arange(300), labels])), rtol=1e-5)
+    sampled = algo.predict_probs(state, x, 4, tf.constant([1, 2])).numpy()
+    assert np.abs(sampled - probs).max() > 0.05  # the S-sample predictive is another thing
