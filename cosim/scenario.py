@@ -58,7 +58,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
-from learning.hyperparameters import AlgorithmParameters
+from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.runtime import (  # stdlib only
     BACKENDS,
     DEVICE_CHUNK,
@@ -390,6 +390,12 @@ class _AlgorithmTable(_Section):
     baseline's own keys live in its sub-table (``[algorithm.fedprox]`` ...). Every key is
     declared by its algorithm's model in :mod:`learning.hyperparameters`.
     """
+
+    @model_validator(mode="after")
+    def _check_init(self) -> _AlgorithmTable:
+        if hasattr(self, "init"):
+            check_init(self.init, self.init_std)
+        return self
 
     def kl_scale_value(self, num_devices: int) -> float:
         """lambda in lambda_k = lambda pi_k / d (eq. ``localLoss``): K for ``"num_devices"``."""

@@ -20,21 +20,45 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from learning.runtime import ESTIMATORS  # stdlib only
 from native.parameters import Parameters, defaults, positive_or_keyword
 
 __all__ = [
-    "AlgorithmParameters", "BayesAirCompParameters", "FedAvgParameters", "FedGmtParameters",
-    "FedProxParameters", "FedSmooParameters", "HyperParameters", "ScaffoldParameters",
-    "defaults", "positive_or_keyword",
+    "INITS",
+    "LIBRARY_INIT_SPREAD",
+    "LIBRARY_RHO_INIT",
+    "AlgorithmParameters",
+    "BayesAirCompParameters",
+    "FedAvgParameters",
+    "FedGmtParameters",
+    "FedProxParameters",
+    "FedSmooParameters",
+    "HyperParameters",
+    "ScaffoldParameters",
+    "check_init",
+    "defaults",
+    "positive_or_keyword",
 ]
 
 PHASE2_PRIORS = ("fresh", "previous")
 NLL_REDUCTIONS = ("sum", "mean")
 COVARIANCE_PARAMETERS = ("precision", "softplus_std", "log_std", "log_precision")
 """The readings of phase 1's parameter (:mod:`learning.covariance`, whose ``NAMES`` these are)."""
+
+
+INITS = ("he", "bayesian_torch", "blitz", "blitz_0.2.3")
+"""The initial posteriors (:data:`LIBRARY_RHO_INIT`; ``"he"``: He-normal means, zero biases,
+every std ``init_std``)."""
+LIBRARY_RHO_INIT = {"bayesian_torch": -3.0, "blitz": -7.0, "blitz_0.2.3": -6.0}
+"""``posterior_rho_init`` of the libraries the paper names (bayesian-torch 0.5.0's
+``LinearReparameterization``; Blitz 0.2.5-0.2.8's ``BayesianLinear``, and -6 in Blitz
+0.2.3): both draw every mean, biases included, from N(0, 0.1^2) and every rho from
+N(posterior_rho_init, 0.1^2), std = softplus(rho) (docs/choices.md cites the lines)."""
+LIBRARY_INIT_SPREAD = 0.1
+"""The std of both libraries' normal draws of the means and of rho."""
+INIT_STD_DEFAULT = 0.048587
 
 
 class HyperParameters(Parameters):
@@ -60,11 +84,28 @@ class BayesAirCompParameters(AlgorithmParameters):
     kl_scale: Annotated[str | float, positive_or_keyword("num_devices")] = Field(
         "num_devices", description="lambda in lambda_k = lambda pi_k / d (eq. localLoss); 'num_devices' = K")
     estimator: Literal[ESTIMATORS] = "reparameterization"
-    init_std: float = Field(0.048587, gt=0, description="initial posterior std (softplus(-3))")
+    init_std: float = Field(INIT_STD_DEFAULT, gt=0, description="initial posterior std (softplus(-3)) of init = 'he'")
+    init: Literal[INITS] = "he"
     min_precision: float = Field(1.0, gt=0, description="floor on every precision entry")
     phase2_prior: Literal[PHASE2_PRIORS] = "fresh"
     nll_reduction: Literal[NLL_REDUCTIONS] = "sum"
     covariance_parameter: Literal[COVARIANCE_PARAMETERS] = "precision"
+
+
+    @model_validator(mode="after")
+    def _check_init(self) -> BayesAirCompParameters:
+        check_init(self.init, self.init_std)
+        return self
+
+
+def check_init(init: str, init_std: float) -> None:
+    """ValueError unless ``init_std`` is left at its default under a library ``init`` (whose
+    stds are the library's draws, :data:`LIBRARY_RHO_INIT`)."""
+    if init != "he" and init_std != INIT_STD_DEFAULT:
+        raise ValueError(
+            f'init_std: is the std of init = "he" only; init = "{init}" draws its stds as the '
+            f"library does (softplus of N({LIBRARY_RHO_INIT[init]:g}, {LIBRARY_INIT_SPREAD:g}^2)), "
+            f'so leave init_std at {INIT_STD_DEFAULT} or use init = "he" (got {init_std:g})')
 
 
 class FedAvgParameters(AlgorithmParameters):

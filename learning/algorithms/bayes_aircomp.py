@@ -29,8 +29,10 @@ BS's update (eq. ``precisionUpdate``) and the conflation identity do not depend 
 
 Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 ``local_steps`` E = 3, ``mc_samples`` M = 5, ``kl_scale`` lambda (None -> K),
-``estimator``, ``init_std`` (initial posterior std, rho_0 = init_std^-2; default 0.05,
-about bayesian-torch's default softplus(-3) = 0.0486, the library the paper used),
+``estimator``, ``init_std`` (initial posterior std, rho_0 = init_std^-2; default
+0.048587 = bayesian-torch's default softplus(-3), the library the paper used), ``init``
+(``"he"``: He-normal means with ``init_std``; ``"bayesian_torch"``, ``"blitz"``,
+``"blitz_0.2.3"``: the libraries' own initial means and stds, :meth:`BayesAirComp.init`),
 ``min_precision`` (1.0), ``phase2_prior`` (``"fresh"``), ``nll_reduction`` (``"sum"``),
 ``covariance_parameter`` (``"precision"``). How the local steps run (backend, noise,
 XLA, devices per call) is ``runtime`` (:class:`learning.runtime.Runtime`).
@@ -50,7 +52,12 @@ import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
-from learning.hyperparameters import BayesAirCompParameters, defaults
+from learning.hyperparameters import (
+    LIBRARY_INIT_SPREAD,
+    LIBRARY_RHO_INIT,
+    BayesAirCompParameters,
+    defaults,
+)
 from learning.local import LocalConfig, LocalTrainer
 from learning.models import Model
 from learning.runtime import Runtime
@@ -126,6 +133,7 @@ class BayesAirComp:
         phase2_prior: str = DEFAULTS["phase2_prior"],
         nll_reduction: str = DEFAULTS["nll_reduction"],
         covariance_parameter: str = DEFAULTS["covariance_parameter"],
+        init: str = DEFAULTS["init"],
         runtime: Runtime | None = None,
     ):
         if int(num_devices) < 1:
@@ -134,10 +142,11 @@ class BayesAirComp:
             learning_rate=learning_rate, local_steps=local_steps, mc_samples=mc_samples,
             kl_scale="num_devices" if kl_scale is None else kl_scale, estimator=estimator,
             init_std=init_std, min_precision=min_precision, phase2_prior=phase2_prior,
-            nll_reduction=nll_reduction, covariance_parameter=covariance_parameter)
+            nll_reduction=nll_reduction, covariance_parameter=covariance_parameter, init=init)
         self.model = model
         self.num_devices = int(num_devices)
         self.init_std = float(init_std)
+        self.init_name = init
         self.config = LocalConfig(
             kl_scale=float(self.num_devices if kl_scale is None else kl_scale),
             learning_rate=float(learning_rate),
@@ -160,10 +169,30 @@ class BayesAirComp:
         return catalog_downlink_values(self.name, self.model.num_params)
 
     def init(self, seed: tf.Tensor) -> BayesState:
-        mu = self.model.init_mean(seed)
-        rho = tf.fill(tf.shape(mu), tf.constant(self.init_std**-2, tf.float32))
-        rho = tf.maximum(rho, self.config.min_precision)
-        return BayesState(tf.cast(mu, tf.float64), tf.cast(rho, tf.float64))
+        """The initial posterior (``init``): ``"he"``: the model's He-normal means and zero
+        biases, every std ``init_std``; a library (``"bayesian_torch"``, ``"blitz"``,
+        ``"blitz_0.2.3"``): every mean, biases included, N(0, 0.1^2) and every std
+        softplus(r), r ~ N(posterior_rho_init, 0.1^2), as that library's Bayesian layers
+        initialise (:data:`learning.hyperparameters.LIBRARY_RHO_INIT`). The precision is
+        std^-2 (computed in float64), floored at ``min_precision``.
+        """
+        if self.init_name == "he":
+            mu = tf.cast(self.model.init_mean(seed), tf.float64)
+            rho = tf.fill(tf.shape(mu), tf.constant(self.init_std**-2, tf.float32))
+            rho = tf.cast(tf.maximum(rho, self.config.min_precision), tf.float64)
+            return BayesState(mu, rho)
+        seed = tf.convert_to_tensor(seed, tf.int32)
+        d = [self.model.num_params]
+        fold = tf.random.experimental.stateless_fold_in
+        mu = LIBRARY_INIT_SPREAD * tf.random.stateless_normal(d, fold(seed, 1), dtype=tf.float64)
+        r = LIBRARY_RHO_INIT[self.init_name] + LIBRARY_INIT_SPREAD * tf.random.stateless_normal(
+            d, fold(seed, 2), dtype=tf.float64)
+        std = tf.math.softplus(r)
+        rho = tf.maximum(1.0 / tf.square(std), tf.constant(self.config.min_precision, tf.float64))
+        # the devices see float32 values: keep the state on float32's grid as "he" does
+        mu = tf.cast(tf.cast(mu, tf.float32), tf.float64)
+        rho = tf.cast(tf.cast(rho, tf.float32), tf.float64)
+        return BayesState(mu, rho)
 
     def _chunks(self, num_devices: int) -> list[tuple[int, int]]:
         size = self.trainer.runtime.device_chunk or num_devices

@@ -195,3 +195,33 @@ def test_posterior_mean_prediction_of_a_hand_built_posterior(rng):
     np.testing.assert_allclose(ev.nll, np.mean(-np.log(direct[np.arange(300), labels])), rtol=1e-5)
     sampled = algo.predict_probs(state, x, 4, tf.constant([1, 2])).numpy()
     assert np.abs(sampled - probs).max() > 0.05  # the S-sample predictive is another thing
+
+
+@pytest.mark.parametrize(("init", "rho_init"), [("bayesian_torch", -3.0), ("blitz", -7.0),
+                                                 ("blitz_0.2.3", -6.0)])
+def test_library_inits_draw_the_libraries_means_and_stds(init, rho_init):
+    """init = <library>: every mean (biases too) ~ N(0, 0.1^2); every std softplus(r),
+    r ~ N(posterior_rho_init, 0.1^2) (bayesian-torch 0.5.0, Blitz 0.2.8 / 0.2.3)."""
+    from scipy import stats
+
+    model = build_model("mlp", (30,), 10, (200,))  # d = 8,210
+    state = build("bayes_aircomp", model, 4, init=init).init(tf.constant([4, 2]))
+    mu, rho = state.mu.numpy(), state.rho.numpy()
+    assert mu.shape == rho.shape == (model.num_params,)
+    assert abs(mu.mean()) < 0.005 and abs(mu.std() - 0.1) < 0.003
+    r = np.log(np.expm1(rho**-0.5))  # softplus^-1 of the std
+    assert abs(r.mean() - rho_init) < 0.005 and abs(r.std() - 0.1) < 0.003
+    assert stats.kstest(mu / 0.1, "norm").pvalue > 1e-3
+    assert stats.kstest((r - rho_init) / 0.1, "norm").pvalue > 1e-3
+    biases = mu[30 * 200 : 30 * 200 + 200]
+    assert np.all(biases != 0.0)  # unlike He's zero biases
+    np.testing.assert_allclose(np.median(rho**-0.5), np.log1p(np.exp(rho_init)), rtol=0.02)
+
+
+def test_he_init_is_unchanged_and_library_init_refuses_an_init_std():
+    model = build_model("mlp", (30,), 10, (200,))
+    state = build("bayes_aircomp", model, 4, init_std=0.0025).init(tf.constant([4, 2]))
+    np.testing.assert_array_equal(state.rho.numpy(), np.float32(0.0025**-2))
+    np.testing.assert_array_equal(state.mu.numpy(), model.init_mean(tf.constant([4, 2])).numpy())
+    with pytest.raises(ValueError, match='init_std: is the std of init = "he" only'):
+        build("bayes_aircomp", model, 4, init="blitz", init_std=0.0025)
