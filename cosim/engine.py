@@ -12,7 +12,9 @@ partition, model, algorithm, channel and CSI models) and then, for every round
 3. for each phase the algorithm declares (the proposed method: ``rho`` then ``nu``;
    FedAvg: ``delta``), runs the local step of all K devices at once, sends the
    [K, n] update vectors through :func:`phy.aircomp.aggregate` (or the error-free
-   reference when ``power.control = "ideal"``) and applies the server update;
+   reference when ``power.control = "ideal"``), measures the estimate's error against
+   the error-free weighted sum (:mod:`phy.aggregate_error`: ``aggregate_error_<phase>``,
+   ``aggregate_nmse_<phase>``) and applies the server update;
 4. if the algorithm has the optional hook ``round_metrics`` (below), records the
    round-level metrics it returns;
 5. evaluates the global model every ``eval.every`` rounds (and after the last): the
@@ -73,6 +75,7 @@ from learning.metrics import evaluate_probs
 from learning.models import build_model
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
 from phy import aircomp, geometry
+from phy.aggregate_error import aggregate_error, normalised_error
 from phy.cells import CELL_MODELS
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
@@ -408,6 +411,7 @@ class Engine:
                 path_gain=self._path_gain,
                 uplink=uplink,
             )
+            error, power_sum = aggregate_error(updates, data.weights, result.estimate)
             state, carry, server_metrics = self.algorithm.server_update(
                 index, state, carry, result.estimate
             )
@@ -416,6 +420,8 @@ class Engine:
             scalars[f"delta_bar_{name}"] = float(result.delta_bar)
             scalars[f"distortion_{name}"] = float(result.aggregated_distortion)
             scalars[f"noise_power_{name}"] = float(result.noise_power)
+            scalars[f"aggregate_error_{name}"] = error
+            scalars[f"aggregate_nmse_{name}"] = normalised_error(error, power_sum)
             over = result.tx_power_max_w > power.tx_power_w * (1.0 + BUDGET_TOLERANCE)
             if power.control in ("optimal", "truncated_inversion"):
                 scalars[f"power_over_budget_{name}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))

@@ -30,6 +30,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "learning.fused_lrt": ["_rho_phase", "_nu_phase"],
     "learning.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
     "phy.grid_sums": ["_grid_sums", "_gather"],
+    "phy.aggregate_error": ["_aggregate_error"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
 }

@@ -332,3 +332,29 @@ def test_a_round_makes_no_host_copy_of_the_updates(tmp_path, estimator):
             assert tf_peak < 0.5 * updates_bytes, (t, tf_peak / updates_bytes)
     finally:
         tracemalloc.stop()
+
+
+def test_aggregate_nmse_is_zero_without_a_channel_and_grows_with_the_noise_power(tmp_path):
+    """aggregate_error_<phase> = ||estimate - sum_k pi_k Delta_k||^2: float32 rounding alone
+    under the ideal control; over the air with the budget slack (a fixed gamma, so that
+    the power control never binds) it is the receiver noise, n values of variance
+    noise_power_<phase> each, so it grows with power.noise_power_dbm (x100 for +20 dB)."""
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    ideal = Engine(load_scenario(path, ['power.control="ideal"']))
+    _, record = ideal.run_round(0, ideal.initial_state())
+    phases = [phase.name for phase in ideal.algorithm.phases()]
+    for phase in phases:
+        assert 0.0 <= record.scalars[f"aggregate_nmse_{phase}"] < 1e-12, record.scalars
+        assert record.scalars[f"aggregate_error_{phase}"] >= 0.0
+    nmse = {}
+    for dbm in (-100.0, -80.0):
+        engine = Engine(load_scenario(path, ["power.gamma=1e-13", f"power.noise_power_dbm={dbm}"]))
+        _, record = engine.run_round(0, engine.initial_state())
+        nmse[dbm] = [record.scalars[f"aggregate_nmse_{phase}"] for phase in phases]
+        for phase, spec in zip(phases, engine.algorithm.phases(), strict=True):
+            assert record.scalars[f"distortion_{phase}"] == 0.0  # the budget never binds
+            expected = spec.num_values * record.scalars[f"noise_power_{phase}"]
+            np.testing.assert_allclose(record.scalars[f"aggregate_error_{phase}"], expected,
+                                       rtol=0.3)
+    for quiet, loud in zip(nmse[-100.0], nmse[-80.0], strict=True):
+        assert 0.0 < quiet and 30.0 < loud / quiet < 300.0, nmse
