@@ -44,6 +44,7 @@ class NumbaSteps:
             kl_scale=config.kl_scale, learning_rate=config.learning_rate,
             min_precision=config.min_precision, nll_mean=config.nll_reduction == "mean",
             covariance_parameter=config.covariance_parameter,
+            phase1_learning_rate=config.phase1_learning_rate,
         )
         if config.lrt:
             self.steps = FusedLRTSteps(model.dense_layer_sizes, config.mc_samples, **hyper)

@@ -43,7 +43,7 @@ class TensorFlowSteps:
             tape.watch(delta_rho)
             loss = self.definition.rho_objective(delta_rho, mu_t, rho_t, x, y, mask, weights, seeds)
         grad = tape.gradient(loss, delta_rho)  # each row depends on its own device only
-        rate = self.definition.config.learning_rate
+        rate = self.definition.config.phase1_learning_rate
         new, hits = self.definition.floor(delta_rho - rate * grad, rho_t)
         return new, loss, hits
 

@@ -361,14 +361,18 @@ class FusedSteps:
         ``nll_reduction == "mean"``.
     covariance_parameter : str
         The phase-1 parameter (:mod:`learning.covariance`).
+    phase1_learning_rate : float, optional
+        Phase 1's step size (``LocalConfig.phase1_learning_rate``); None: ``learning_rate``.
     """
 
     def __init__(self, net: FusedMLP, *, kl_scale, learning_rate, min_precision, num_params, nll_mean,
-                 covariance_parameter: str = "precision"):
+                 covariance_parameter: str = "precision", phase1_learning_rate=None):
         self.net = net
         self.reading = covariance.reading(covariance_parameter)
         self.kl_scale = float(kl_scale)
         self.learning_rate = float(learning_rate)
+        self.phase1_learning_rate = float(
+            learning_rate if phase1_learning_rate is None else phase1_learning_rate)
         self.min_precision = float(min_precision)
         self.num_params = int(num_params)
         self.nll_mean = bool(nll_mean)
@@ -404,8 +408,8 @@ class FusedSteps:
             )
             with LAUNCH_LOCK:
                 kl, floored = _rho_update(
-                    reading.code, own, sigma_t, anchor, limit, g_std, kl_weights[k], self.learning_rate,
-                    reading.increasing, new[k],
+                    reading.code, own, sigma_t, anchor, limit, g_std, kl_weights[k],
+                    self.phase1_learning_rate, reading.increasing, new[k],
                 )
             losses[k] = task + kl_weights[k] * kl
             hits += floored

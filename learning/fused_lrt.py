@@ -406,10 +406,12 @@ class FusedLRTSteps:
         ``nll_reduction == "mean"``.
     covariance_parameter : str
         The phase-1 parameter (:mod:`learning.covariance`).
+    phase1_learning_rate : float, optional
+        Phase 1's step size (``LocalConfig.phase1_learning_rate``); None: ``learning_rate``.
     """
 
     def __init__(self, layer_sizes, num_mc: int, *, kl_scale, learning_rate, min_precision, nll_mean,
-                 covariance_parameter: str = "precision"):
+                 covariance_parameter: str = "precision", phase1_learning_rate=None):
         self.reading = covariance.reading(covariance_parameter)
         self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
         self.num_mc = int(num_mc)
@@ -421,6 +423,8 @@ class FusedLRTSteps:
         self.num_params = at
         self.kl_scale = float(kl_scale)
         self.learning_rate = float(learning_rate)
+        self.phase1_learning_rate = float(
+            learning_rate if phase1_learning_rate is None else phase1_learning_rate)
         self.min_precision = float(min_precision)
         self.nll_mean = bool(nll_mean)
         self._workspace: tuple | None = None
@@ -474,7 +478,7 @@ class FusedLRTSteps:
             _rho_phase(
                 self.reading.code, read_only(mu_t), rho_t, sigma_t, anchor, limit,
                 self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
-                self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses, hits,
+                self.phase1_learning_rate, self.layers, *sampling.tables(), *buffers, out, losses, hits,
             )
         return out, _objective(losses, kl_weights), np.int32(hits.sum())
 

@@ -117,6 +117,9 @@ class LocalConfig:
         ``"precision"`` (the paper's text), ``"softplus_std"`` (bayesian-torch's),
         ``"log_std"`` or ``"log_precision"``. The transmitted update is the change of the
         precision whatever the reading.
+    covariance_learning_rate : float or None
+        Phase 1's step size (beyond the paper: the covariance parameter's own step);
+        None: ``learning_rate``, the paper's single eta (:attr:`phase1_learning_rate`).
 
     How the steps run (backend, noise, XLA) is :class:`learning.runtime.Runtime`.
     """
@@ -130,15 +133,24 @@ class LocalConfig:
     phase2_prior: str = "fresh"
     nll_reduction: str = "sum"
     covariance_parameter: str = "precision"
+    covariance_learning_rate: float | None = None
 
     def __post_init__(self):
         # the keys' rules are the proposed method's model (learning.hyperparameters);
         # kl_scale is here the resolved number lambda, which may be 0 (no KL term)
         BayesAirCompParameters.check(**{key: getattr(self, key) for key in (
             "learning_rate", "local_steps", "mc_samples", "estimator", "min_precision",
-            "phase2_prior", "nll_reduction", "covariance_parameter")})
+            "phase2_prior", "nll_reduction", "covariance_parameter", "covariance_learning_rate")})
         if not self.kl_scale >= 0:
             raise ValueError(f"kl_scale: must be >= 0 (got {self.kl_scale!r})")
+
+    @property
+    def phase1_learning_rate(self) -> float:
+        """The step size of phase 1 (eq. ``update_phase1``): ``covariance_learning_rate``,
+        or ``learning_rate`` when that is None (the paper)."""
+        if self.covariance_learning_rate is None:
+            return self.learning_rate
+        return float(self.covariance_learning_rate)
 
     @property
     def lrt(self) -> bool:

@@ -134,6 +134,7 @@ class BayesAirComp:
         nll_reduction: str = DEFAULTS["nll_reduction"],
         covariance_parameter: str = DEFAULTS["covariance_parameter"],
         init: str = DEFAULTS["init"],
+        covariance_learning_rate: float | None = DEFAULTS["covariance_learning_rate"],
         runtime: Runtime | None = None,
     ):
         if int(num_devices) < 1:
@@ -142,7 +143,8 @@ class BayesAirComp:
             learning_rate=learning_rate, local_steps=local_steps, mc_samples=mc_samples,
             kl_scale="num_devices" if kl_scale is None else kl_scale, estimator=estimator,
             init_std=init_std, min_precision=min_precision, phase2_prior=phase2_prior,
-            nll_reduction=nll_reduction, covariance_parameter=covariance_parameter, init=init)
+            nll_reduction=nll_reduction, covariance_parameter=covariance_parameter, init=init,
+            covariance_learning_rate=covariance_learning_rate)
         self.model = model
         self.num_devices = int(num_devices)
         self.init_std = float(init_std)
@@ -157,6 +159,8 @@ class BayesAirComp:
             phase2_prior=phase2_prior,
             nll_reduction=nll_reduction,
             covariance_parameter=covariance_parameter,
+            covariance_learning_rate=(None if covariance_learning_rate is None
+                                      else float(covariance_learning_rate)),
         )
         self.trainer = LocalTrainer(model, self.config, runtime)
         self._predict = tf.function(self._predict_impl, reduce_retracing=True)

@@ -119,12 +119,13 @@ def _inputs():
     return data, mu_t, rho_t, tf.constant([4, 5])
 
 
-def _trainer(definition, estimator, backend_runtime):
+def _trainer(definition, estimator, backend_runtime, covariance_learning_rate=None):
     reading, prior, reduction = definition
     config = LocalConfig(
         kl_scale=20.0 * _model().num_params,  # lambda_k ~ 10: the KL's gradient counts
         learning_rate=0.01, local_steps=STEPS, mc_samples=SAMPLES, min_precision=MIN_PRECISION,
         estimator=estimator, phase2_prior=prior, nll_reduction=reduction, covariance_parameter=reading,
+        covariance_learning_rate=covariance_learning_rate,
     )
     trainer = LocalTrainer(_model(), config, backend_runtime)
     assert trainer.runtime.backend == trainer.backend.name == backend_runtime.backend
@@ -229,3 +230,30 @@ def _tf_layers(model, mean, std, seed, x, weight):
         loss = tf.reduce_sum(weight * logits)
     g_mean, g_std = tape.gradient(loss, [mean, std])
     return logits.numpy(), g_mean.numpy()[0], g_std.numpy()[0]
+
+
+@pytest.mark.parametrize("estimator", runtime.ESTIMATORS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_covariance_step_of_its_own_conforms_and_leaves_phase_2_alone(backend, estimator):
+    """``covariance_learning_rate`` (0.004, against eta = 0.01) is phase 1's step size on
+    every backend: phase 1 conforms to the reference with the same option and differs from
+    the eta-only update; phase 2 (eta) conforms and, from the same phase-1 update, equals
+    the eta-only trainer's exactly."""
+    definition = ("softplus_std", "fresh", "sum")
+    reference = _trainer(definition, estimator, REFERENCE, covariance_learning_rate=0.004)
+    trainer = _trainer(definition, estimator, runtime.Runtime(backend=backend),
+                       covariance_learning_rate=0.004)
+    ref_update, ref_objective, ref_hits = _phase1(reference)
+    update, objective, hits = _phase1(trainer)
+    assert hits == ref_hits
+    assert_conforms(update, ref_update, "array", "phase 1 update [K, d]")
+    assert_conforms(objective, ref_objective, "objective", "phase 1 objective [E, K]")
+    plain, (plain_update, _, _) = _reference(definition, estimator)
+    scale = np.abs(plain_update).max()
+    assert np.abs(ref_update - plain_update).max() > 0.1 * scale  # a different step
+    want = _phase2(reference, ref_update)
+    got = _phase2(trainer, ref_update)
+    assert_conforms(got[0], want[0], "array", "phase 2 update [K, d]")
+    assert_conforms(got[1], want[1], "objective", "phase 2 objective [E, K]")
+    for mine, eta_only in zip(want, _phase2(plain, ref_update), strict=True):
+        np.testing.assert_array_equal(mine, eta_only)
