@@ -86,8 +86,9 @@ class BayesAirCompParameters(AlgorithmParameters):
     estimator: Literal[ESTIMATORS] = "reparameterization"
     init_std: float = Field(INIT_STD_DEFAULT, gt=0, description="initial posterior std (softplus(-3)) of init = 'he'")
     init: Literal[INITS] = "he"
-    covariance_learning_rate: float | None = Field(
-        None, gt=0, description="phase 1's step size (beyond the paper); None: learning_rate, as the paper")
+    covariance_learning_rate: Annotated[str | float, positive_or_keyword("learning_rate")] = Field(
+        "learning_rate",
+        description="phase 1's step size (beyond the paper); 'learning_rate': eta, as the paper")
     min_precision: float = Field(1.0, gt=0, description="floor on every precision entry")
     phase2_prior: Literal[PHASE2_PRIORS] = "fresh"
     nll_reduction: Literal[NLL_REDUCTIONS] = "sum"

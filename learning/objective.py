@@ -140,7 +140,10 @@ class LocalConfig:
         # kl_scale is here the resolved number lambda, which may be 0 (no KL term)
         BayesAirCompParameters.check(**{key: getattr(self, key) for key in (
             "learning_rate", "local_steps", "mc_samples", "estimator", "min_precision",
-            "phase2_prior", "nll_reduction", "covariance_parameter", "covariance_learning_rate")})
+            "phase2_prior", "nll_reduction", "covariance_parameter")})
+        rate = self.covariance_learning_rate
+        if rate is not None and not (isinstance(rate, (int, float)) and rate > 0):
+            raise ValueError(f"covariance_learning_rate: must be > 0 or None (got {rate!r})")
         if not self.kl_scale >= 0:
             raise ValueError(f"kl_scale: must be >= 0 (got {self.kl_scale!r})")
 

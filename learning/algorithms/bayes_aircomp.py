@@ -33,6 +33,8 @@ Hyper-parameters (Table II defaults for MNIST): ``learning_rate`` 0.1,
 0.048587 = bayesian-torch's default softplus(-3), the library the paper used), ``init``
 (``"he"``: He-normal means with ``init_std``; ``"bayesian_torch"``, ``"blitz"``,
 ``"blitz_0.2.3"``: the libraries' own initial means and stds, :meth:`BayesAirComp.init`),
+``covariance_learning_rate`` (beyond the paper: phase 1's own step size; the default
+``"learning_rate"`` steps with eta, as the paper),
 ``min_precision`` (1.0), ``phase2_prior`` (``"fresh"``), ``nll_reduction`` (``"sum"``),
 ``covariance_parameter`` (``"precision"``). How the local steps run (backend, noise,
 XLA, devices per call) is ``runtime`` (:class:`learning.runtime.Runtime`).
@@ -134,7 +136,7 @@ class BayesAirComp:
         nll_reduction: str = DEFAULTS["nll_reduction"],
         covariance_parameter: str = DEFAULTS["covariance_parameter"],
         init: str = DEFAULTS["init"],
-        covariance_learning_rate: float | None = DEFAULTS["covariance_learning_rate"],
+        covariance_learning_rate: float | str = DEFAULTS["covariance_learning_rate"],
         runtime: Runtime | None = None,
     ):
         if int(num_devices) < 1:
@@ -159,7 +161,7 @@ class BayesAirComp:
             phase2_prior=phase2_prior,
             nll_reduction=nll_reduction,
             covariance_parameter=covariance_parameter,
-            covariance_learning_rate=(None if covariance_learning_rate is None
+            covariance_learning_rate=(None if covariance_learning_rate == "learning_rate"
                                       else float(covariance_learning_rate)),
         )
         self.trainer = LocalTrainer(model, self.config, runtime)
