@@ -567,4 +567,7 @@ class Engine:
                 "the step on the means by |D_k|)"
             )
             knobs.append(f"algorithm.init_std (now {algorithm.init_std:g})")
+            if algorithm.covariance_learning_rate != "learning_rate":
+                knobs.append(f"algorithm.covariance_learning_rate (now "
+                             f"{algorithm.covariance_learning_rate:g}; phase 1's own step)")
         return "Likely knobs: " + ", ".join(knobs)

@@ -22,6 +22,8 @@ thread count.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -81,7 +83,9 @@ def aggregate_error(updates, weights, estimate) -> tuple[float, float]:
 
 def normalised_error(error: float, power: float) -> float:
     """``error / power`` (the NMSE); 0 when both are 0 (all updates zero, zero estimate),
-    inf for a nonzero error against an exactly zero sum."""
+    inf for a nonzero error against an exactly zero sum, NaN when either is NaN."""
+    if math.isnan(error) or math.isnan(power):
+        return math.nan
     if power > 0.0:
         return error / power
     return 0.0 if error == 0.0 else float("inf")

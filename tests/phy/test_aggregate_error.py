@@ -33,6 +33,7 @@ def test_an_estimate_equal_to_the_sum_up_to_float32_rounding_gives_rounding_only
 def test_edge_cases():
     assert normalised_error(0.0, 0.0) == 0.0
     assert normalised_error(1.0, 0.0) == np.inf
+    assert np.isnan(normalised_error(np.nan, np.nan)) and np.isnan(normalised_error(1.0, np.nan))
     zeros = np.zeros((3, 10), np.float32)
     assert aggregate_error(zeros, np.ones(3) / 3, np.zeros(10, np.float32)) == (0.0, 0.0)
     with pytest.raises(ValueError, match="estimate"):
