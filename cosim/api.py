@@ -48,7 +48,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cosim.cli import _import_tensorflow_quietly
 from cosim.scenario import (
     Overrides,
     Scenario,
@@ -58,6 +57,7 @@ from cosim.scenario import (
     with_overrides,
 )
 from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS, TraceData, read_trace
+from native.tensorflow_import import import_for_command
 
 __all__ = [
     "ROUND_COLUMNS_FIRST",
@@ -258,7 +258,7 @@ def run(
     scenario = with_overrides(scenario, {"trace.path": template})
     check_resources(scenario, source=repr(scenario.name))
 
-    _import_tensorflow_quietly()  # the command's environment, unless TensorFlow is loaded
+    import_for_command()  # the command's environment, unless TensorFlow is loaded
     from cosim.run import run_scenario  # the engine: TensorFlow, learning, phy
 
     summary = run_scenario(scenario, resume=resume, overwrite=overwrite, progress=progress,

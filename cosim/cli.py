@@ -31,25 +31,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-"""Some runs of a study failed (``cosim study run``)."""
-EXIT_USAGE = 2
-"""Bad input or a file fault; nothing written."""
-EXIT_DIVERGED = 3
-"""``cosim run`` stopped at a diverged round (:mod:`cosim.divergence`)."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C; completed rounds are in the trace."""
-
-
-def _import_tensorflow_quietly() -> None:
-    """Import TensorFlow with the command's environment (``TF_CPP_MIN_LOG_LEVEL=3``,
-    ``TF_CPU_ALLOCATOR_USE_BFC=true``, each unless already set); its import-time noise is
-    filtered by :mod:`native.tensorflow_import` (installed by ``cosim/__init__``)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
-    import tensorflow  # noqa: F401
-
+from cosim.exit_codes import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+from native.tensorflow_import import import_for_command
 
 DISTRIBUTION = "aircomp-cosim"
 
@@ -328,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     errors: tuple[type[Exception], ...] = (UsageError,)
     if args.command == "run":
-        _import_tensorflow_quietly()
+        import_for_command()
     if args.command in ("run", "validate", "study"):
         from cosim.scenario import ScenarioError
 

@@ -23,7 +23,7 @@ A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
   minimum is ordinary.
 
 The run writes the diverged round (so the trace shows it), then stops with exit
-status 3 (``cosim.run.EXIT_DIVERGED``) and a message naming the round, what went
+status 3 (``cosim.exit_codes.EXIT_DIVERGED``) and a message naming the round, what went
 non-finite and the scenario keys most likely at fault; ``cosim run
 --continue-on-divergence`` prints the message once and goes on.
 """

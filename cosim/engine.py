@@ -70,9 +70,9 @@ from cosim.trace import (
 )
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
+from learning.architectures import build_model
 from learning.datasets import Dataset, load_dataset
 from learning.metrics import evaluate_probs
-from learning.models import build_model
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
 from phy import aircomp, geometry
 from phy.aggregate_error import aggregate_error, normalised_error

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosim.cli import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
 from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.engine import ChannelUses, Engine, RoundRecord
+from cosim.exit_codes import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import (
     EVAL_COLUMNS,

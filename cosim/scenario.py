@@ -1090,7 +1090,7 @@ def model_num_params(
     num_classes: int,
     hidden_units: Sequence[int] = (256,) * 5,
 ) -> int:
-    """d, the number of weights of ``learning.models.build_model(...)`` with the same
+    """d, the number of weights of ``learning.architectures.build_model(...)`` with the same
     arguments, by arithmetic alone: no TensorFlow, no allocation, any size (a hidden
     layer of 10^8 units gives d = 7.9e10 without touching memory).
 

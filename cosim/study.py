@@ -44,7 +44,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from cosim.cli import EXIT_FAILED, EXIT_OK
+from cosim.exit_codes import EXIT_FAILED, EXIT_OK
 from cosim.scenario import (
     Scenario,
     ScenarioError,
@@ -328,10 +328,10 @@ def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
         import ray
 
         node = ray.get_runtime_context().get_node_id()
-        from cosim.cli import _import_tensorflow_quietly
+        from native.tensorflow_import import import_for_command
 
         threads = max(1, math.ceil(cpus))
-        _import_tensorflow_quietly()
+        import_for_command()
         import tensorflow as tf
 
         try:

@@ -364,12 +364,3 @@ class ResNet56(_ConvNet):
                 h = tf.nn.relu(out + short)
                 i, c_in = i + 6, width
         return run.output(run.dense(run.global_pool(h), i, i + 1))
-
-
-def build_convnet(architecture: str, input_shape, num_classes: int) -> Model:
-    """``"cnn"`` -> :class:`CNN`, ``"resnet56"`` -> :class:`ResNet56`."""
-    if architecture == "cnn":
-        return CNN(input_shape, num_classes)
-    if architecture == "resnet56":
-        return ResNet56(input_shape, num_classes)
-    raise ValueError(f"architecture must be 'cnn' or 'resnet56', got {architecture!r}")

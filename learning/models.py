@@ -33,8 +33,7 @@ initialisation: He-normal kernels (std ``sqrt(2 / fan_in)``), zero biases.
 
 Other architectures (``learning/convnets.py``) subclass :class:`Model` and implement
 ``param_shapes``, ``init_mean``, ``logits_from_params`` and ``logits_lrt``;
-:func:`build_model` reaches them through ``learning.convnets.build_convnet(architecture,
-input_shape, num_classes)``. Per-device noise is drawn with
+:func:`learning.architectures.build_model` builds every architecture by name. Per-device noise is drawn with
 :func:`learning.posterior.device_normal` (one stream per device and layer).
 """
 
@@ -286,24 +285,3 @@ def _dense(h: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
         out = tf.linalg.matmul(tf.reshape(h, [k * r, -1]), w)
         return tf.reshape(out, [k, r, w.shape[-1]])
     return tf.linalg.matmul(h, w)
-
-
-def build_model(
-    architecture: str,
-    input_shape: tuple[int, ...],
-    num_classes: int,
-    hidden_units: tuple[int, ...] = (256,) * 5,
-) -> Model:
-    """Build a model by name: ``"mlp"`` here, ``"cnn"`` / ``"resnet56"`` in ``learning.convnets``.
-
-    ``hidden_units`` is used by the MLP only.
-    """
-    if architecture == "mlp":
-        return MLP(input_shape, num_classes, hidden_units)
-    if architecture in ("cnn", "resnet56"):
-        from learning import convnets
-
-        return convnets.build_convnet(architecture, input_shape, num_classes)
-    raise ValueError(
-        f"architecture must be one of 'mlp', 'cnn', 'resnet56', got {architecture!r}"
-    )

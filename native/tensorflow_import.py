@@ -15,8 +15,8 @@ before :func:`install`.
 
 ``phy``, ``learning`` and ``cosim`` call :func:`install` from their ``__init__`` (the
 module is standard library only, so ``phy.units`` and ``cosim.scenario`` stay free of
-TensorFlow). The ``cosim`` command also sets ``TF_CPP_MIN_LOG_LEVEL`` (``cosim.cli``); a
-library import changes no environment variable.
+TensorFlow). The ``cosim`` commands also set ``TF_CPP_MIN_LOG_LEVEL`` (:func:`import_for_command`); a
+plain library import changes no environment variable.
 
 Caveat: while TensorFlow is being imported, file descriptor 2 is process-wide
 redirected, so another thread's stderr output of that moment is printed after the
@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-__all__ = ["IMPORT_NOISE", "filtered_stderr", "install"]
+__all__ = ["IMPORT_NOISE", "filtered_stderr", "import_for_command", "install"]
 
 IMPORT_NOISE = re.compile(
     r"(All log messages before absl::InitializeLog\(\) is called"
@@ -127,3 +127,13 @@ def install() -> None:
     if "tensorflow" in sys.modules or any(isinstance(f, _QuietFinder) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _QuietFinder())
+
+
+def import_for_command() -> None:
+    """Import TensorFlow with a command's environment: ``TF_CPP_MIN_LOG_LEVEL=3`` and
+    ``TF_CPU_ALLOCATOR_USE_BFC=true``, each unless already set (the ``cosim`` commands
+    and :mod:`cosim.api` call it before their first TensorFlow import; its import-time
+    noise is filtered by :func:`install`). Nothing happens once TensorFlow is loaded."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+    import tensorflow  # noqa: F401

@@ -8,7 +8,7 @@ from learning import covariance
 from learning.algorithms import ALGORITHMS, build
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.algorithms.bayes_aircomp import BayesCarry
-from learning.models import build_model
+from learning.architectures import build_model
 from learning.posterior import conflate
 from learning.runtime import Runtime
 

@@ -70,8 +70,8 @@ import tensorflow as tf
 from conformance import assert_conforms
 
 from learning import covariance, runtime
+from learning.architectures import build_model
 from learning.local import LocalConfig, LocalTrainer
-from learning.models import build_model
 from native.sampling import sample_weights
 
 REFERENCE = runtime.Runtime(backend="tensorflow", noise="philox", jit_compile=False)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.convnets import CNN, ResNet56, build_convnet
-from learning.models import build_model
+from learning.architectures import build_model
+from learning.convnets import CNN, ResNet56
 from learning.posterior import device_seeds
 
 PAD1 = [[0, 0], [1, 1], [1, 1], [0, 0]]
@@ -41,9 +41,9 @@ def test_parameter_counts():
 
 def test_build_dispatch_and_bad_input():
     assert isinstance(build_model("cnn", (8, 8, 1), 3), CNN)
-    assert isinstance(build_convnet("resnet56", (32, 32, 3), 100), ResNet56)
-    with pytest.raises(ValueError, match="architecture"):
-        build_convnet("vgg", (8, 8, 1), 3)
+    assert isinstance(build_model("resnet56", (32, 32, 3), 100), ResNet56)
+    with pytest.raises(ValueError, match="architecture must be one of 'mlp', 'cnn', 'resnet56'"):
+        build_model("vgg", (8, 8, 1), 3)
     with pytest.raises(ValueError, match="input_shape"):
         CNN((784,), 10)
     with pytest.raises(ValueError, match="num_classes"):

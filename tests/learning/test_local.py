@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from learning.architectures import build_model
 from learning.local import LocalConfig, LocalTrainer
-from learning.models import build_model
 from learning.posterior import kl_precision
 from learning.runtime import Runtime
 from native import sampling

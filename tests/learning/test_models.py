@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.models import MLP, build_model
+from learning.architectures import build_model
+from learning.models import MLP
 
 
 def test_paper_mlp_parameter_count():

@@ -1,0 +1,20 @@
+"""The exit statuses of the ``cosim`` commands, owned by the library that returns them.
+
+:mod:`cosim.run` and :mod:`cosim.study` return these; :mod:`cosim.cli` passes them to
+the shell. Nothing under ``cosim/`` imports :mod:`cosim.cli`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE"]
+
+EXIT_OK = 0
+"""Everything asked for was done."""
+EXIT_FAILED = 1
+"""Some runs of a study failed (``cosim study run``)."""
+EXIT_USAGE = 2
+"""Bad input or a file fault; nothing written."""
+EXIT_DIVERGED = 3
+"""``cosim run`` stopped at a diverged round (:mod:`cosim.divergence`)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C; completed rounds are in the trace."""
