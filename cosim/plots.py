@@ -91,6 +91,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from cosim.display_names import VALUES
 from cosim.trace import TraceData, read_trace
 
 RINGS = (("near", 0.0, 1 / 3), ("mid", 1 / 3, 2 / 3), ("far", 2 / 3, math.inf))
@@ -287,13 +288,26 @@ def _has_uplink(trace: TraceData) -> bool:
 
 
 def trace_labels(traces: Sequence[TraceData]) -> list[str]:
-    """One legend label per trace: its ``name`` attribute (else the file stem), with
-    ``seed N`` added to names two traces share, and the file stem to labels still shared."""
+    """One legend label per trace, in the reader's words: the algorithm's display name
+    (:data:`cosim.display_names.VALUES`, "Proposed", "FedAvg"; the trace's ``name``
+    attribute, else its file stem, when the scenario names none), then, for labels two
+    traces still share, whichever of the trace's name, ``seed N`` and the file stem tells
+    them apart, in that order."""
+    def algorithm(trace: TraceData) -> str | None:
+        name = trace.scenario.get("algorithm", {}).get("name")
+        return VALUES["algorithm.name"].get(name, name) if isinstance(name, str) else None
+
     names = [str(t.attrs.get("name") or t.path.stem) for t in traces]
-    labels = [f"{n}, seed {t.attrs['seed']}" if names.count(n) > 1 and "seed" in t.attrs else n
-              for n, t in zip(names, traces)]
-    return [f"{lab} ({t.path.stem})" if labels.count(lab) > 1 else lab
-            for lab, t in zip(labels, traces)]
+    labels = [algorithm(t) or n for t, n in zip(traces, names)]
+    parts = [names, [f"seed {t.attrs['seed']}" if "seed" in t.attrs else "" for t in traces],
+             [t.path.stem for t in traces]]
+    for part in parts:
+        for label in {lab for lab in labels if labels.count(lab) > 1}:
+            group = [i for i, lab in enumerate(labels) if lab == label]
+            if len({part[i] for i in group}) > 1:
+                for i in group:
+                    labels[i] = f"{label}, {part[i]}" if part[i] and part[i] != label else label
+    return labels
 
 
 def _scenario_value(trace: TraceData, section: str, key: str) -> float | None:

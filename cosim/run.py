@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cosim.display_names import metric_label
 from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.exit_codes import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
@@ -171,7 +172,8 @@ class Progress:
 
 class TensorBoardScalars:
     """Every finite scalar of a committed round as a TensorBoard summary
-    (``tf.summary.scalar``): the tag is the trace's ``/rounds`` column name, the step
+    (``tf.summary.scalar``): the tag is the trace's ``/rounds`` column name (its
+    description the display name, :func:`cosim.display_names.metric_label`), the step
     is the round (from 0). Rounds redone after a resume are written again with the same
     step (the same values: a resumed run equals an uninterrupted one)."""
 
@@ -186,7 +188,7 @@ class TensorBoardScalars:
             for name, value in record.scalars.items():
                 value = float(value)
                 if math.isfinite(value):
-                    self._tf.summary.scalar(name, value)
+                    self._tf.summary.scalar(name, value, description=metric_label(name))
         self._writer.flush()
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from cosim.display_names import value_key
 from cosim.exit_codes import EXIT_FAILED, EXIT_OK
 from cosim.scenario import (
     Scenario,
@@ -76,7 +77,7 @@ RUNS_DIR = "runs"
 SUMMARY_EVERY_S = 30.0
 """Seconds between two periodic summary lines while runs are going on."""
 
-_TOP_KEYS = ("scenario", "seeds", "set", "axes", "resources")
+_TOP_KEYS = ("scenario", "seeds", "set", "axes", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 
@@ -131,6 +132,9 @@ class Study:
         Swept keys (dotted key -> values), in file order.
     cpus_per_run : float
         Ray's ``num_cpus`` of each task.
+    labels : dict[str, str]
+        The figures' labels the study overrides: an axis key -> its axis label, or
+        ``"key=value"`` -> that value's legend label (:mod:`cosim.display_names`).
     """
 
     source: Path
@@ -139,6 +143,7 @@ class Study:
     set: dict[str, Any]
     axes: dict[str, list]
     cpus_per_run: float = 1.0
+    labels: dict[str, str] = field(default_factory=dict)
     text: str = field(default="", repr=False)
 
     def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
@@ -269,6 +274,20 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         if key in overrides:
             problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
 
+    labels = data.get("labels", {})
+    if not isinstance(labels, dict):
+        problems.append(f"labels: must be a table of axis keys or \"key=value\" -> labels "
+                        f"(got {labels!r})")
+        labels = {}
+    named = {*axes, *(value_key(k, v) for k, values in axes.items() if isinstance(values, list)
+                      for v in values)}
+    for key, label in labels.items():
+        if not isinstance(label, str) or not label.strip():
+            problems.append(f"labels.{key}: must be a non-empty string (got {label!r})")
+        elif key not in named:
+            problems.append(f"labels.{key}: names no axis and no axis value "
+                            f"(an axis key, or \"key=value\" as in the run names; got {key!r})")
+
     resources = data.get("resources", {})
     cpus = 1.0
     if not isinstance(resources, dict):
@@ -287,7 +306,7 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         raise StudyError(problems, source)
     study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
                   set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
-                  cpus_per_run=cpus, text=text)
+                  cpus_per_run=cpus, labels=dict(labels), text=text)
     if validate:
         study.points()
     return study

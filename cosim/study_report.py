@@ -21,12 +21,13 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plots import RINGS, _legend_below
 from cosim.scenario import read_toml
 from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
@@ -161,7 +162,8 @@ def _axes_only(copy: Path) -> Study:
     its relative ``scenario`` need not resolve from ``DIR``)."""
     data = read_toml(copy, str(copy), error=StudyError)
     return Study(source=copy, scenario="", seeds=tuple(data.get("seeds", ())),
-                 set=dict(data.get("set", {})), axes=dict(data.get("axes", {})))
+                 set=dict(data.get("set", {})), axes=dict(data.get("axes", {})),
+                 labels=dict(data.get("labels", {})))
 
 
 def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
@@ -254,12 +256,15 @@ def _groups(frame: pd.DataFrame, axes: Sequence[str]) -> list[tuple[tuple, pd.Da
             for key, rows in frame.groupby(list(axes), sort=False, dropna=False)]
 
 
-def _combination_label(axes: Sequence[str], key: tuple) -> str:
-    return ", ".join(f"{k}={v}" for k, v in zip(axes, key, strict=True)) or "all runs"
+def _combination_label(axes: Sequence[str], key: tuple,
+                       labels: Mapping[str, str] | None = None) -> str:
+    """The legend label of one combination of axis values, in the reader's words
+    (:func:`cosim.display_names.value_label`; a study's ``[labels]`` win)."""
+    return ", ".join(value_label(k, v, labels) for k, v in zip(axes, key, strict=True)) or "all runs"
 
 
 def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
-          path: Path) -> Path | None:
+          path: Path, labels: Mapping[str, str] | None = None) -> Path | None:
     """``metric`` against ``x_kind``: the mean over seeds with its 95 % CI band, one curve
     per combination."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
@@ -269,13 +274,14 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         ax = panels[0, 0]
         for key, curve in _groups(data, axes):
             curve = curve.sort_values("x")
-            (line,) = ax.plot(curve["x"], curve["mean"], label=_combination_label(axes, key))
+            (line,) = ax.plot(curve["x"], curve["mean"],
+                              label=_combination_label(axes, key, labels))
             ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
                             color=line.get_color(), linewidth=0)
         ax.set_xlabel({"round": "round", "uplink": "cumulative uplink OFDM symbols",
                        "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}[x_kind])
-        ax.set_ylabel(metric.replace("_", " "))
-        ax.set_title(f"{metric} vs {x_kind}: mean over seeds, 95 % CI")
+        ax.set_ylabel(metric_label(metric))
+        ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI")
         _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
 
@@ -293,7 +299,7 @@ def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.Da
 
 
 def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str,
-                path: Path) -> Path | None:
+                path: Path, labels: Mapping[str, str] | None = None) -> Path | None:
     """``metric`` at each run's last evaluation against the numeric ``axis``: the mean over
     seeds, one line per combination of the other axes, every seed as a dot."""
     final = final_values(table, axes, metric)
@@ -305,19 +311,21 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
         for key, runs in _groups(final, others):
             mean = runs.groupby(axis)[metric].mean().sort_index()
             (line,) = ax.plot(mean.index, mean.values, marker="o",
-                              label=_combination_label(others, key))
+                              label=_combination_label(others, key, labels))
             ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
-        ax.set_xlabel(axis)
-        ax.set_ylabel(f"{metric.replace('_', ' ')} at the last evaluation")
+        ax.set_xlabel(axis_label(axis, labels))
+        ax.set_ylabel(f"{metric_label(metric)} at the last evaluation")
         rounds = sorted(set(final["round"]))
         span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
-        ax.set_title(f"{metric} vs {axis}\nmean over seeds (line), seeds (dots); round {span}")
+        ax.set_title(f"{metric_label(metric)} vs {axis_label(axis, labels)}\n"
+                     f"mean over seeds (line), seeds (dots); round {span}")
         if others:
             _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
 
 
-def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path) -> Path | None:
+def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
+                      labels: Mapping[str, str] | None = None) -> Path | None:
     """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
     from cosim.plots import _grid, reliability_panel
 
@@ -336,13 +344,15 @@ def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path) -> 
                    else f"ECE {first['ece_mean']:.3f}")
             reliability_panel(ax, bins["accuracy"].to_numpy(), bins["confidence"].to_numpy(),
                               bins["count"].to_numpy(),
-                              f"{_combination_label(axes, key)}\n{ece} ({int(first['n'])} seeds)")
+                              f"{_combination_label(axes, key, labels)}\n{ece} "
+                              f"({int(first['n'])} seeds)")
         for row in panels:
             row[0].set_ylabel("accuracy")
     return path
 
 
-def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Path) -> Path | None:
+def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Path,
+                labels: Mapping[str, str] | None = None) -> Path | None:
     """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
     band) against the cumulative uplink OFDM symbols, one panel per combination."""
     from cosim.plots import RING_COLORS, _grid
@@ -367,7 +377,7 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
                 # the interval reaches 0, as with few seeds)
                 ax.fill_between(curve["x"], curve["ci95_low"].where(curve["ci95_low"] > 0),
                                 curve["ci95_high"], color=color, alpha=0.2, lw=0)
-            ax.set_title(_combination_label(axes, key))
+            ax.set_title(_combination_label(axes, key, labels))
             ax.set_xlabel("cumulative uplink OFDM symbols")
             ax.legend(loc="best")
         for row in panels:
@@ -389,6 +399,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         raise StudyError([f"--x: must be rounds, uplink or total (got {x!r})"], str(out_dir))
     out = Path(out_dir)
     axes, runs = _runs(out)
+    labels = _axes_only(out / STUDY_COPY).labels
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
@@ -399,28 +410,29 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     figures.mkdir(exist_ok=True)
     kind = "round" if x == "rounds" else x
     for metric in FIGURE_METRICS:
-        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png")
+        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels)
         if path is not None:
             written.append(path)
     for axis in axes:  # the last evaluation against every numeric axis
         if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
             for metric in FIGURE_METRICS:
                 path = _plot_final(table, axes, axis, metric,
-                                   figures / f"final_{metric}_vs_{axis}.png")
+                                   figures / f"final_{metric}_vs_{axis}.png", labels)
                 if path is not None:
                     written.append(path)
     pooled = _pooled(axes, runs)
     if not pooled.empty:
         written.append(out / "reliability.csv")
         pooled.to_csv(written[-1], index=False)
-        path = _plot_reliability(pooled, axes, figures / "reliability.png")
+        path = _plot_reliability(pooled, axes, figures / "reliability.png", labels)
         if path is not None:
             written.append(path)
     rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
     phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
                      if m.startswith("distortion_") and m.endswith(rings)})
     for phase in phases:
-        path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png")
+        path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
+                           labels)
         if path is not None:
             written.append(path)
     return written

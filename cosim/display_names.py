@@ -1,0 +1,175 @@
+"""The reader's words: one table of display names and units for what the figures show.
+
+Traces, CSV and Parquet keep the raw keys (``algorithm.name = "bayes_aircomp"``,
+``test_nll``); legends, axis labels, titles and TensorBoard descriptions use the names
+here ("Proposed", "test NLL (nats)", "P = 10 dBm"). ``cosim plot``
+(:mod:`cosim.plots`), the study report (:mod:`cosim.study_report`) and ``cosim run
+--tensorboard`` (:mod:`cosim.run`) read this one table; a study file overrides a label
+in its ``[labels]`` table (``docs/studies.md``). Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+__all__ = [
+    "KEYS",
+    "METRICS",
+    "VALUES",
+    "axis_label",
+    "metric_label",
+    "value_key",
+    "value_label",
+]
+
+VALUES: dict[str, dict[str, str]] = {
+    "algorithm.name": {
+        "bayes_aircomp": "Proposed",
+        "fedavg": "FedAvg",
+        "fedprox": "FedProx",
+        "scaffold": "SCAFFOLD",
+        "fedsmoo": "FedSMOO",
+        "fedgmt": "FedGMT-v2",
+    },
+    "power.control": {
+        "optimal": "KKT power control",
+        "truncated_inversion": "truncated inversion",
+        "full_inversion": "full inversion",
+        "ideal": "error-free aggregation",
+    },
+    "channel.model": {
+        "iid_rayleigh": "i.i.d. Rayleigh",
+        "flat_rayleigh": "flat Rayleigh",
+        "tdl": "3GPP TDL",
+        "umi": "3GPP UMi",
+        "uma": "3GPP UMa",
+        "rma": "3GPP RMa",
+    },
+    "csi.model": {
+        "perfect": "perfect CSI",
+        "gaussian": "Gaussian CSI error",
+        "ls_pilots": "LS pilot estimate",
+        "outdated": "outdated CSI",
+    },
+    "algorithm.estimator": {
+        "reparameterization": "exact reparameterization",
+        "local_reparameterization": "local reparameterization",
+    },
+    "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
+}
+"""Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
+label by itself ("Proposed"); other keys' values are labelled as they stand here."""
+
+KEYS: dict[str, tuple[str, str | None]] = {
+    "algorithm.name": ("algorithm", None),
+    "algorithm.learning_rate": ("η", None),
+    "algorithm.covariance_learning_rate": ("covariance step size", None),
+    "algorithm.init_std": ("initial posterior std", None),
+    "algorithm.init": ("initial posterior", None),
+    "algorithm.local_steps": ("local steps E", None),
+    "algorithm.mc_samples": ("samples M", None),
+    "algorithm.estimator": ("estimator", None),
+    "algorithm.covariance_parameter": ("covariance parameter", None),
+    "power.control": ("power control", None),
+    "power.tx_power_dbm": ("P", "dBm"),
+    "power.noise_power_dbm": ("noise power", "dBm"),
+    "power.tci_gain_threshold": ("TCI gain threshold", None),
+    "channel.model": ("channel", None),
+    "channel.num_taps": ("channel taps", None),
+    "channel.path_loss_exponent": ("path-loss exponent", None),
+    "csi.model": ("CSI", None),
+    "csi.nmse_db": ("CSI NMSE", "dB"),
+    "cell.num_devices": ("K", "devices"),
+    "cell.radius_m": ("R", "m"),
+    "data.mean_samples_per_device": ("mean samples per device", None),
+    "data.labels_per_device": ("labels per device", None),
+    "data.dataset": ("dataset", None),
+    "ofdm.domain": ("OFDM", None),
+    "ofdm.num_subcarriers": ("subcarriers F", None),
+    "sync.timing_offset_max_samples": ("max timing offset", "samples"),
+    "sync.cfo_max_subcarriers": ("max CFO", "subcarrier spacings"),
+    "sync.precompensate": ("pre-compensation", None),
+    "seed": ("seed", None),
+}
+"""Scenario key -> (display name, unit or None)."""
+
+METRICS: dict[str, tuple[str, str | None]] = {
+    "test_accuracy": ("test accuracy", None),
+    "test_nll": ("test NLL", "nats"),
+    "ece": ("ECE", None),
+    "posterior_mean_accuracy": ("test accuracy, posterior mean", None),
+    "posterior_mean_nll": ("test NLL, posterior mean", "nats"),
+    "posterior_mean_ece": ("ECE, posterior mean", None),
+    "train_loss": ("training loss", None),
+    "posterior_std_p50": ("posterior std, median", None),
+    "precision_rel_change": ("relative precision change per round", None),
+    "cumulative_channel_uses": ("cumulative channel uses", "OFDM symbols"),
+    "cumulative_uplink_symbols": ("cumulative uplink", "OFDM symbols"),
+    "round": ("round", None),
+}
+"""Trace column -> (display name, unit or None); ``aggregate_nmse_<phase>`` and
+``aggregate_error_<phase>`` are named by :func:`metric_label` for any phase."""
+
+
+def _with_unit(name: str, unit: str | None) -> str:
+    return f"{name} ({unit})" if unit else name
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if math.isfinite(value) else str(value)
+
+
+def value_key(key: str, value) -> str:
+    """``"key=value"``, the name a study's ``[labels]`` gives one axis value: strings
+    bare, integral floats as integers (``"power.tx_power_dbm=10"``), as in run names."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{key}={value}"
+
+
+def axis_label(key: str, overrides: Mapping[str, str] | None = None) -> str:
+    """``"P (dBm)"`` for ``"power.tx_power_dbm"``: the key's display name with its unit;
+    the raw key when the table does not know it. ``overrides`` (a study's ``[labels]``)
+    maps a key to its label and wins."""
+    if overrides and key in overrides:
+        return overrides[key]
+    if key in KEYS:
+        return _with_unit(*KEYS[key])
+    return key
+
+
+def metric_label(metric: str) -> str:
+    """``"test NLL (nats)"`` for ``"test_nll"``; ``aggregate_nmse_rho`` reads
+    ``"aggregate NMSE, rho phase"``; an unknown column reads with spaces for underscores."""
+    if metric in METRICS:
+        return _with_unit(*METRICS[metric])
+    for prefix, name in (("aggregate_nmse_", "aggregate NMSE"),
+                         ("aggregate_error_", "aggregate squared error")):
+        if metric.startswith(prefix):
+            return f"{name}, {metric[len(prefix):]} phase"
+    return metric.replace("_", " ")
+
+
+def value_label(key: str, value, overrides: Mapping[str, str] | None = None) -> str:
+    """One axis value in the reader's words: ``"Proposed"`` for ``algorithm.name =
+    "bayes_aircomp"``, ``"P = 10 dBm"`` for ``power.tx_power_dbm = 10.0``, ``"power
+    control: truncated inversion"``; ``key=value`` for a key the table does not know.
+    ``overrides`` (a study's ``[labels]``) maps ``"key=value"`` (or the key alone, for
+    its name) to a label and wins."""
+    raw = value_key(key, value)
+    if overrides and raw in overrides:
+        return overrides[raw]
+    if key == "algorithm.name" and isinstance(value, str):
+        return VALUES[key].get(value, value)
+    if key not in KEYS and not (overrides and key in overrides):
+        return f"{key}={value}"
+    name, unit = KEYS.get(key, (key, None))
+    if overrides and key in overrides:
+        name = overrides[key]
+    if isinstance(value, str):
+        return f"{name}: {VALUES.get(key, {}).get(value, value)}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{name} = {value}"
+    shown = _number(float(value))
+    return f"{name} = {shown} {unit}" if unit else f"{name} = {shown}"

@@ -1,0 +1,137 @@
+"""The reader's words (cosim/display_names.py): one table, used by `cosim plot`, the study
+report and TensorBoard; raw keys stay in the CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.figure
+import numpy as np
+import pandas as pd
+import pytest
+from small_trace import write_small_trace
+
+from cosim import display_names
+from cosim.cli import main
+from cosim.display_names import axis_label, metric_label, value_label
+from cosim.scenario import parse_scenario
+from cosim.study import RUNS_DIR, STUDY_COPY, run_name
+from cosim.trace import TraceWriter
+from learning.catalog import NAMES
+from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
+
+
+def test_every_registered_name_has_a_display_name():
+    assert set(display_names.VALUES["algorithm.name"]) == set(NAMES)
+    assert set(display_names.VALUES["power.control"]) == set(POWER_CONTROLS)
+    assert set(display_names.VALUES["channel.model"]) == set(CHANNEL_MODELS)
+    assert set(display_names.VALUES["csi.model"]) == set(CSI_MODELS)
+
+
+def test_every_named_key_is_a_scenario_key():
+    known = {f"{table}.{key}" for table, keys in parse_scenario({}).model_dump().items()
+             if isinstance(keys, dict) for key in keys}
+    for table, registry in (("channel", CHANNEL_MODELS), ("csi", CSI_MODELS),
+                            ("power", POWER_CONTROLS)):
+        known |= {f"{table}.{key}" for variant in registry.values()
+                  for key in variant.parameters.model_fields}
+    assert sorted(set(display_names.KEYS) - known - {"seed"}) == []
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("algorithm.name", "bayes_aircomp", "Proposed"),
+    ("algorithm.name", "fedgmt", "FedGMT-v2"),
+    ("power.tx_power_dbm", 10.0, "P = 10 dBm"),
+    ("power.control", "optimal", "power control: KKT power control"),
+    ("algorithm.init_std", 0.002476, "initial posterior std = 0.002476"),
+    ("data.shuffle", True, "data.shuffle=True"),  # a key the table does not know: raw
+])
+def test_value_labels(key, value, expected):
+    assert value_label(key, value) == expected
+
+
+def test_a_studys_labels_win():
+    labels = {"algorithm.name=fedavg": "FedAvg (baseline)", "power.tx_power_dbm": "budget",
+              "power.tx_power_dbm=20": "loud"}
+    assert value_label("algorithm.name", "fedavg", labels) == "FedAvg (baseline)"
+    assert value_label("power.tx_power_dbm", 10.0, labels) == "budget = 10 dBm"
+    assert value_label("power.tx_power_dbm", 20.0, labels) == "loud"
+    assert axis_label("power.tx_power_dbm", labels) == "budget"
+    assert axis_label("power.tx_power_dbm") == "P (dBm)"
+    assert metric_label("test_nll") == "test NLL (nats)"
+    assert metric_label("aggregate_nmse_rho") == "aggregate NMSE, rho phase"
+
+
+class _Drawn:
+    """Every saved figure's legend texts and axis labels (Figure.savefig wrapped)."""
+
+    def __init__(self, monkeypatch):
+        self.legends: list[str] = []
+        self.axis_labels: list[str] = []
+        original = matplotlib.figure.Figure.savefig
+
+        def savefig(fig, *args, **kwargs):
+            for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+                if legend is not None:
+                    self.legends += [t.get_text() for t in legend.get_texts()]
+            for ax in fig.axes:
+                self.axis_labels += [ax.get_xlabel(), ax.get_ylabel()]
+            return original(fig, *args, **kwargs)
+
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+
+
+def _trace(path: Path, algorithm: str) -> Path:
+    scenario = f'name = "runs"\nseed = 3\nrounds = 2\n[algorithm]\nname = "{algorithm}"\n'
+    with TraceWriter.create(path, scenario, seed=3, name="runs") as writer:
+        for t in range(2):
+            writer.append_round({"uplink_symbols": 10.0, "downlink_symbols": 100.0,
+                                 "cumulative_channel_uses": 110.0 * (t + 1),
+                                 "cumulative_uplink_symbols": 10.0 * (t + 1),
+                                 "cumulative_downlink_symbols": 100.0 * (t + 1),
+                                 "test_accuracy": 0.3 + 0.1 * t, "ece": 0.1, "test_nll": 1.0})
+            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, 10))
+            writer.append_series("reliability", "bin_count", np.full(10, 3.0))
+            writer.commit()
+    return path
+
+
+def test_cosim_plot_legends_read_the_algorithms_names(tmp_path, monkeypatch):
+    drawn = _Drawn(monkeypatch)
+    paths = [_trace(tmp_path / "a.h5", "bayes_aircomp"), _trace(tmp_path / "b.h5", "fedavg")]
+    assert main(["plot", *map(str, paths), "--out", str(tmp_path / "fig")]) == 0
+    assert {"Proposed", "FedAvg"} <= set(drawn.legends)
+    assert not any("bayes_aircomp" in text for text in drawn.legends)
+    assert "test NLL (nats/sample)" in drawn.axis_labels
+
+
+def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text(
+        'scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["bayes_aircomp", "fedavg"]\n'
+        '"power.tx_power_dbm" = [10.0, 20.0]\n[labels]\n"algorithm.name=fedavg" = "FedAvg (baseline)"\n')
+    for algorithm in ("bayes_aircomp", "fedavg"):
+        for power in (10.0, 20.0):
+            for seed in (1, 2):
+                axes = {"algorithm.name": algorithm, "power.tx_power_dbm": power}
+                write_small_trace(out / RUNS_DIR / f"{run_name(axes, seed)}.h5")
+    drawn = _Drawn(monkeypatch)
+    assert main(["study", "report", str(out)]) == 0
+    assert {"Proposed, P = 10 dBm", "FedAvg (baseline), P = 20 dBm", "Proposed",
+            "FedAvg (baseline)"} <= set(drawn.legends), drawn.legends
+    assert "P (dBm)" in drawn.axis_labels and "test accuracy" in drawn.axis_labels
+    table = pd.read_csv(out / "table.csv")
+    assert set(table["algorithm.name"]) == {"bayes_aircomp", "fedavg"}  # raw keys stay
+
+
+def test_a_label_naming_no_axis_is_refused(tmp_path, capsys):
+    from tiny_scenario import write_tiny
+
+    write_tiny(tmp_path, rounds=1)
+    study = tmp_path / "study.toml"
+    study.write_text('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = [10.0]\n'
+                     '[labels]\n"power.tx_power_dbm=30" = "loud"\n')
+    assert main(["study", "run", str(study), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert 'labels.power.tx_power_dbm=30: names no axis and no axis value' in err
