@@ -80,6 +80,7 @@ EXAMPLES_VALIDATE = """examples:
   cosim validate scenarios/paper_mnist.toml
   cosim validate paper_mnist                  # a shipped scenario by name
   cosim validate scenarios/quickstart.toml --set power.tx_power_dbm=10
+  cosim validate algs_mnist                   # a study: every point checked, its cost
 """
 
 EXAMPLES_SCENARIOS = """Each entry: the name `cosim run NAME` / `cosim validate NAME` take (a script's
@@ -224,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
 
     validate = _command(
         sub, "validate",
-        "check a scenario and print what it implies", EXAMPLES_VALIDATE)
+        "check a scenario (or a study) and print what it implies and costs", EXAMPLES_VALIDATE)
     scenario_args(validate)
 
     inspect = _command(sub, "inspect", "summarise a trace", EXAMPLES_INSPECT)
@@ -408,13 +409,43 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         scenario_num_params,
         scenario_to_toml,
     )
+    from cosim.study_cost import study_cost_lines
 
+    if scenario_file is not None and _is_study(scenario_file):
+        from cosim.study import load_study
+
+        if overrides:
+            raise UsageError("--set: a study sets its runs' keys in its [set] table")
+        study = load_study(scenario_file)  # every point validated
+        points = study.points()
+        print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
+              f"{len(points) // len(study.seeds)} axis combinations), every point valid")
+        for line in study_cost_lines([p.scenario for p in points]):
+            print(line)
+        return EXIT_OK
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
     check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
+    for line in study_cost_lines([scenario]):
+        print(line)
     return EXIT_OK
+
+
+def _is_study(path: str) -> bool:
+    """A study file (top-level ``seeds``, as no scenario has) or a shipped study's name."""
+    import tomllib
+
+    from cosim.scenario import shipped_scenario_path, shipped_study_path
+
+    file = Path(path)
+    if not file.is_file():
+        return shipped_scenario_path(path) is None and shipped_study_path(path) is not None
+    try:
+        return "seeds" in tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+        return False  # the scenario loader reports it
 
 
 def study_command(args: argparse.Namespace) -> int:

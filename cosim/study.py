@@ -56,6 +56,7 @@ from cosim.scenario import (
     shipped_study_path,
     toml_value,
 )
+from cosim.study_cost import study_cost_lines
 
 __all__ = [
     "STATUS_FILE",
@@ -583,6 +584,9 @@ def run_study(
     say(f"study {study.source}: {total} runs, {c['done']} complete already, "
         f"{c['failed']} diverged already, {len(todo)} to run "
         f"({study.cpus_per_run:g} CPU each) -> {out}")
+    if todo:
+        for line in study_cost_lines([p.scenario for p in todo]):
+            say(line)
     if not todo:
         return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
 

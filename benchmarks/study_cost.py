@@ -1,0 +1,212 @@
+"""The cost table behind ``cosim validate``'s and ``cosim study run``'s estimates (issue 30).
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/study_cost.py                 # print the table and a JSON line
+    .venv/bin/python benchmarks/study_cost.py --write         # also rewrite cosim/cost_table.py
+    .venv/bin/python benchmarks/study_cost.py --tiny          # seconds; a smoke run
+
+For every algorithm (and, for the proposed method, both estimators) it runs
+``paper_mnist`` as a study runs it, one core (TensorFlow's and Numba's thread pools held
+to 1, as ``cpus_per_run = 1``), each configuration in its own subprocess, for
+5 rounds, evaluated at the last only: rounds 1-3 give the round's cost (their
+median); building the engine (data, partition, model, PHY) and round 0's excess over a
+round (tracing, first touches) are the run's fixed cost; then the evaluation the engine runs (the
+predictive and, for the proposed method, the posterior mean's prediction on the test
+set, then the metrics) is called three times more on the final state, and its median
+is the evaluation's cost. Each configuration is measured at 10 and at 50 mean samples
+per device: the round's cost grows by the slope between them per extra sample. Cost is the process's **CPU time** per round (``time.process_time``: all
+threads), so a configuration timed beside other work is charged its own core-seconds,
+not the wall clock of a shared machine (cache and memory-bandwidth contention still
+count). The figures are what :mod:`cosim.study_cost` scales by d, K, M, E and rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE_MODULE = ROOT / "cosim" / "cost_table.py"
+ALGORITHMS = ("bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt")
+ESTIMATORS = ("reparameterization", "local_reparameterization")
+EVAL_ROUNDS = (4,)
+SAMPLES = (10, 50)
+"""Mean samples per device measured: Table I's 10, and 50 (Fig. VaryingSizes' largest),
+for the round's cost per extra sample."""
+
+
+def _configurations(tiny: bool) -> list[tuple[str, str]]:
+    configs = [("bayes_aircomp", e) for e in ESTIMATORS]
+    configs += [(a, "any") for a in ALGORITHMS[1:]]
+    return configs[:2] + configs[2:3] if tiny else configs
+
+
+def _overrides(algorithm: str, estimator: str, tiny: bool, samples: int) -> list[str]:
+    items = [f'algorithm.name="{algorithm}"', "rounds=5", "eval.every=100", "trace.per_device=false",
+             f"data.mean_samples_per_device={samples}"]
+    if estimator != "any":
+        items.append(f'algorithm.estimator="{estimator}"')
+    if tiny:
+        items += ["cell.num_devices=4", "model.hidden_units=[8]", 'data.dataset="synthetic"']
+    return items
+
+
+def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
+    """In this process: one core, the scenario's rounds through the engine; CPU seconds."""
+    import numba
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    numba.set_num_threads(1)
+    import numpy as np
+
+    from cosim.engine import Engine
+    from cosim.rng import stream_seed
+    from cosim.scenario import load_scenario, scenario_num_params
+    from learning.metrics import evaluate_probs
+
+    scenario = load_scenario(ROOT / "scenarios" / "paper_mnist.toml",
+                             _overrides(algorithm, estimator, tiny, samples))
+    c0 = time.process_time()
+    engine = Engine(scenario)
+    state = engine.initial_state()
+    build_s = time.process_time() - c0
+    cpu, wall = [], []
+    for t in range(scenario.rounds):
+        c0, w0 = time.process_time(), time.perf_counter()
+        state, record = engine.run_round(t, state)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+        assert record.evaluated == (t in EVAL_ROUNDS), (t, record.evaluated)
+    round_s = statistics.median(cpu[1:4])
+    fixed_s = build_s + max(0.0, cpu[0] - round_s)
+    evals = []
+    predict_mean = getattr(engine.algorithm, "predict_mean_probs", None)
+    for _ in range(3):
+        c0 = time.process_time()
+        probs = np.asarray(engine.algorithm.predict_probs(
+            state, engine.x_test, scenario.eval.predictive_samples,
+            stream_seed(scenario.seed, scenario.rounds, "eval")))
+        evaluate_probs(probs, engine.y_test, num_bins=scenario.eval.ece_bins)
+        if predict_mean is not None:
+            mean = np.asarray(predict_mean(state, engine.x_test))
+            evaluate_probs(mean, engine.y_test, num_bins=scenario.eval.ece_bins)
+        evals.append(time.process_time() - c0)
+    eval_s = statistics.median(evals)
+    return {"algorithm": algorithm, "estimator": estimator, "round_core_s": round_s,
+            "eval_core_s": eval_s, "fixed_core_s": fixed_s, "cpu_s": cpu, "wall_s": wall,
+            "num_params": scenario_num_params(scenario), "num_devices": scenario.cell.num_devices,
+            "local_steps": scenario.algorithm.local_steps,
+            "mc_samples": scenario.algorithm.mc_samples,
+            "predictive_samples": scenario.eval.predictive_samples,
+            "mean_samples_per_device": samples}
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def write_table(rows: list[dict], path: Path) -> None:
+    first = rows[0]
+    rounds: dict[str, dict[str, float]] = {}
+    evals: dict[str, float] = {}
+    slopes: dict[str, dict[str, float]] = {}
+    fixed: dict[str, dict[str, float]] = {}
+    for row, more in zip(rows[0::2], rows[1::2]):
+        rounds.setdefault(row["algorithm"], {})[row["estimator"]] = round(row["round_core_s"], 4)
+        slope = (more["round_core_s"] - row["round_core_s"]) / (
+            more["mean_samples_per_device"] - row["mean_samples_per_device"])
+        slopes.setdefault(row["algorithm"], {})[row["estimator"]] = round(max(slope, 0.0), 5)
+        fixed.setdefault(row["algorithm"], {})[row["estimator"]] = round(row["fixed_core_s"], 3)
+        evals[row["algorithm"]] = round(max(evals.get(row["algorithm"], 0.0), row["eval_core_s"]), 4)
+    table = {
+        "measured": f"{datetime.date.today().isoformat()}, commit {_commit()}, {_cpu_model()}, "
+                    "one core per run, CPU time",
+        "architectures": ["mlp"],
+        "reference": {"num_params": first["num_params"], "num_devices": first["num_devices"],
+                      "local_steps": first["local_steps"], "mc_samples": first["mc_samples"],
+                      "predictive_samples": first["predictive_samples"], "test_size": 10_000,
+                      "mean_samples_per_device": first["mean_samples_per_device"]},
+        "test_set_sizes": {"mnist": 10_000, "cifar100": 10_000},
+        "round_core_s": rounds,
+        "round_core_s_per_sample": slopes,
+        "run_fixed_core_s": fixed,
+        "eval_core_s": evals,
+    }
+    text = (
+        '"""The measured cost table of :mod:`cosim.study_cost` (written by\n'
+        "``benchmarks/study_cost.py --write``; do not edit by hand): CPU seconds of one\n"
+        "paper-size round (without evaluation) per algorithm and estimator, and of one\n"
+        'evaluation, on one core."""\n\n'
+        f"COST_TABLE = {json.dumps(table, indent=4)}\n"
+    )
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="rewrite cosim/cost_table.py")
+    p.add_argument("--tiny", action="store_true", help="a tiny model on synthetic data")
+    p.add_argument("--one", nargs=3, metavar=("ALGORITHM", "ESTIMATOR", "SAMPLES"),
+                   help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.one:
+        algorithm, estimator, samples = args.one
+        print("RESULT " + json.dumps(measure(algorithm, estimator, args.tiny, int(samples))),
+              flush=True)
+        return 0
+    rows: list[dict] = []
+    for algorithm, estimator, samples in (
+            (a, e, n) for a, e in _configurations(args.tiny) for n in SAMPLES):
+        command = [sys.executable, __file__, "--one", algorithm, estimator, str(samples)] + (
+            ["--tiny"] if args.tiny else [])
+        done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
+        result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode != 0 or not result:
+            print(f"{algorithm} / {estimator} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        rows.append(json.loads(result[-1][len("RESULT "):]))
+        row = rows[-1]
+        print(f"{algorithm:14s} {estimator:26s} {samples:3d}/device round {row['round_core_s']:7.2f} core-s   "
+              f"evaluation {row['eval_core_s']:6.2f} core-s   fixed {row['fixed_core_s']:5.1f} core-s   "
+              f"(wall per round "
+              f"{', '.join(f'{w:.1f}' for w in row['wall_s'])} s)", flush=True)
+    load = os.getloadavg()[0]
+    print(json.dumps({"rows": [{k: r[k] for k in ("algorithm", "estimator", "mean_samples_per_device",
+                                                    "round_core_s", "eval_core_s", "fixed_core_s")} for r in rows],
+                      "load_average": round(load, 2), "commit": _commit()}))
+    if args.write and not args.tiny:
+        write_table(rows, TABLE_MODULE)
+        print(f"wrote {TABLE_MODULE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

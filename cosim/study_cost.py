@@ -1,0 +1,116 @@
+"""What a run or a study will cost, in core-hours, before it runs.
+
+The estimate scales a measured cost table (:mod:`cosim.cost_table`, written by
+``benchmarks/study_cost.py``: CPU seconds of one round and of one evaluation per
+algorithm and estimator, on one core, at a reference size) to the scenario:
+
+    round  = (c_round[algorithm, estimator] + c_sample[algorithm, estimator] * (n - n_ref))
+             * (d / d_ref) * (K / K_ref) * (E / E_ref)
+             [* (M / M_ref) for the proposed method: its M weight samples per step]
+    eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
+             [* (S / S_ref) for the proposed method: its S predictive samples]
+    run    = fixed[algorithm, estimator] + rounds * round + evaluations * eval
+             (fixed: building the engine and round 0's tracing, as measured)
+    study  = the sum over its runs (every axis value x seed)
+
+``cosim validate`` prints it for a scenario or a study, ``cosim study run`` before it
+starts. It is a linear model: it ignores the PHY's own scaling (about 2-7 % of a paper-size
+round), the spread of the device sizes and fixed costs (start-up, Numba compilation once per machine), and
+it knows only the architectures the table was measured on; ``n`` is
+``data.mean_samples_per_device`` (the table holds the round at n_ref = 10 and its slope to
+50). Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cosim.cost_table import COST_TABLE
+from cosim.scenario import Scenario, scenario_num_params
+
+__all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
+
+_BAYESIAN = "bayes_aircomp"
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """One run's estimate: core-seconds per round (without evaluation), per evaluation
+    and once per run (``fixed_core_s``), the counts, and the total; ``known`` False when the table has no entry
+    for the run's architecture or algorithm (then the seconds are NaN)."""
+
+    round_core_s: float
+    eval_core_s: float
+    rounds: int
+    evaluations: int
+    known: bool
+    fixed_core_s: float = 0.0
+
+    @property
+    def total_core_s(self) -> float:
+        return (self.fixed_core_s + self.rounds * self.round_core_s
+                + self.evaluations * self.eval_core_s)
+
+
+def _evaluations(scenario: Scenario) -> int:
+    every, rounds = scenario.eval.every, scenario.rounds
+    return sum(1 for t in range(rounds) if (t + 1) % every == 0 or t + 1 == rounds)
+
+
+def _test_size(scenario: Scenario) -> int:
+    sizes = COST_TABLE["test_set_sizes"]
+    size = sizes.get(scenario.data.dataset, scenario.data.synthetic_test_size)
+    return min(size, scenario.data.test_subset) if scenario.data.test_subset else size
+
+
+def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
+    """The estimate for one run of ``scenario`` (``num_params``: d, computed when None)."""
+    table, ref = COST_TABLE, COST_TABLE["reference"]
+    d = scenario_num_params(scenario) if num_params is None else int(num_params)
+    algorithm = scenario.algorithm
+    entry = table["round_core_s"].get(algorithm.name, {})
+    key = algorithm.estimator if algorithm.name == _BAYESIAN else "any"
+    per_round = entry.get(key)
+    slope = table["round_core_s_per_sample"].get(algorithm.name, {}).get(key, 0.0)
+    per_eval = table["eval_core_s"].get(algorithm.name)
+    rounds, evaluations = scenario.rounds, _evaluations(scenario)
+    if (scenario.model.architecture not in table["architectures"] or per_round is None
+            or per_eval is None):
+        return RunCost(math.nan, math.nan, rounds, evaluations, known=False)
+    scale = (d / ref["num_params"]) * (scenario.cell.num_devices / ref["num_devices"])
+    samples = scenario.data.mean_samples_per_device - ref["mean_samples_per_device"]
+    round_s = (max(per_round + slope * samples, 0.0) * scale
+               * (algorithm.local_steps / ref["local_steps"]))
+    eval_s = per_eval * (d / ref["num_params"]) * (_test_size(scenario) / ref["test_size"])
+    if algorithm.name == _BAYESIAN:
+        round_s *= algorithm.mc_samples / ref["mc_samples"]
+        eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
+    fixed = table.get("run_fixed_core_s", {}).get(algorithm.name, {}).get(key, 0.0)
+    return RunCost(round_s, eval_s, rounds, evaluations, known=True, fixed_core_s=fixed)
+
+
+def format_core_hours(core_s: float) -> str:
+    hours = core_s / 3600
+    return f"{hours:.3g} core-hours" if hours >= 0.1 else f"{core_s / 60:.3g} core-minutes"
+
+
+def study_cost_lines(scenarios: list[Scenario], cpus: float | None = None) -> list[str]:
+    """The lines ``cosim validate`` and ``cosim study run`` print: the total estimate of
+    the runs ``scenarios`` (those to run) and, with ``cpus``, the wall time on that many
+    CPUs; the table's provenance; a line naming what the table cannot estimate."""
+    costs = [run_cost(s) for s in scenarios]
+    known = [c for c in costs if c.known]
+    total = sum(c.total_core_s for c in known)
+    lines = [f"estimated cost: {format_core_hours(total)} for {len(known)} run(s)"
+             + (f", about {total / 3600 / cpus:.3g} h on {cpus:g} CPUs" if cpus else "")]
+    if known:
+        first = known[0]
+        lines[0] += (f" (e.g. {first.round_core_s:.3g} core-s per round, "
+                     f"{first.eval_core_s:.3g} per evaluation)")
+    unknown = sorted({f"{s.algorithm.name} on {s.model.architecture}"
+                      for s, c in zip(scenarios, costs) if not c.known})
+    if unknown:
+        lines.append(f"  not estimated (no measured cost): {', '.join(unknown)}")
+    lines.append(f"  cost table: {COST_TABLE['measured']} (benchmarks/study_cost.py)")
+    return lines

@@ -1,0 +1,85 @@
+"""cosim/study_cost.py: the measured cost table scaled to a run and a study, printed by
+`cosim validate` and `cosim study run` before anything runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cosim.cli import main
+from cosim.cost_table import COST_TABLE
+from cosim.scenario import load_scenario, scenario_num_params
+from cosim.study import load_study
+from cosim.study_cost import run_cost, study_cost_lines
+
+
+def _paper(*items: str):
+    return load_scenario("paper_mnist", items)
+
+
+def test_the_table_holds_every_algorithm_and_both_estimators():
+    rounds = COST_TABLE["round_core_s"]
+    assert set(rounds["bayes_aircomp"]) == {"reparameterization", "local_reparameterization"}
+    for name in ("fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"):
+        assert rounds[name]["any"] > 0 and COST_TABLE["eval_core_s"][name] >= 0
+    assert COST_TABLE["reference"]["num_params"] == scenario_num_params(_paper())
+
+
+def test_at_the_reference_size_the_estimate_is_the_table():
+    scenario = _paper('algorithm.estimator="local_reparameterization"', "rounds=10", "eval.every=5")
+    cost = run_cost(scenario)
+    table = COST_TABLE["round_core_s"]["bayes_aircomp"]["local_reparameterization"]
+    assert cost.known and cost.round_core_s == pytest.approx(table)
+    assert (cost.rounds, cost.evaluations) == (10, 2)
+    fixed = COST_TABLE.get("run_fixed_core_s", {}).get("bayes_aircomp", {}).get(
+        "local_reparameterization", 0.0)
+    assert cost.fixed_core_s == fixed
+    assert cost.total_core_s == pytest.approx(
+        fixed + 10 * table + 2 * COST_TABLE["eval_core_s"]["bayes_aircomp"])
+
+
+def test_more_data_per_device_costs_more():
+    table = COST_TABLE["round_core_s_per_sample"]["bayes_aircomp"]["reparameterization"]
+    base = run_cost(_paper()).round_core_s
+    assert run_cost(_paper("data.mean_samples_per_device=50")).round_core_s == pytest.approx(
+        base + 40 * table)
+
+
+@pytest.mark.parametrize(("items", "factor"), [
+    (("cell.num_devices=50",), 0.5),
+    (("algorithm.local_steps=6",), 2.0),
+    (("algorithm.mc_samples=10",), 2.0),
+])
+def test_the_round_scales_with_k_e_and_m(items, factor):
+    base = run_cost(_paper()).round_core_s
+    assert run_cost(_paper(*items)).round_core_s == pytest.approx(factor * base)
+
+
+def test_a_baseline_ignores_m_and_the_estimator():
+    fedavg = run_cost(_paper('algorithm.name="fedavg"')).round_core_s
+    assert fedavg == pytest.approx(COST_TABLE["round_core_s"]["fedavg"]["any"])
+    assert run_cost(_paper('algorithm.name="fedavg"', "algorithm.mc_samples=10")).round_core_s == fedavg
+
+
+def test_an_unmeasured_architecture_is_named_not_guessed():
+    scenario = load_scenario("paper_cifar100")
+    assert not run_cost(scenario).known and math.isnan(run_cost(scenario).round_core_s)
+    lines = study_cost_lines([scenario])
+    assert any("not estimated" in line and "resnet56" in line for line in lines), lines
+
+
+def test_a_studys_estimate_is_the_sum_of_its_runs():
+    study = load_study("init_std_mnist")
+    scenarios = [p.scenario for p in study.points()]
+    total = sum(run_cost(s).total_core_s for s in scenarios)
+    assert f"{total / 3600:.3g} core-hours for {len(scenarios)} run(s)" in study_cost_lines(scenarios)[0]
+
+
+def test_validate_prints_the_estimate_for_a_scenario_and_a_study(capsys):
+    assert main(["validate", "paper_mnist"]) == 0
+    assert "estimated cost:" in capsys.readouterr().out
+    assert main(["validate", "algs_mnist"]) == 0
+    out = capsys.readouterr().out
+    assert "30 runs (5 seeds x 6 axis combinations), every point valid" in out
+    assert "core-hours for 30 run(s)" in out and "cost table:" in out
