@@ -22,7 +22,7 @@ import pytest
 from small_trace import write_small_trace
 from tiny_scenario import write_tiny
 
-import cosim.scenario
+import cosim.scenario_derived
 from cosim.cli import main
 from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir, shipped_studies
 from cosim.study import load_study
@@ -147,7 +147,7 @@ def test_every_shipped_file_is_package_data():
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml")))
 def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys, name):
     # validity, not this machine's free memory (the background load varies)
-    monkeypatch.setattr(cosim.scenario, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.setattr(cosim.scenario_derived, "available_memory_bytes", lambda: 2**50)
     monkeypatch.chdir(tmp_path)  # no local file of that name: the shipped one
     assert main(["validate", name]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
@@ -159,7 +159,7 @@ def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys,
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios" / "studies").glob("*.toml")))
 def test_every_shipped_study_validates_by_name(tmp_path, monkeypatch, name):
     """Every point of every shipped study is a valid scenario (loaded by its shipped name)."""
-    monkeypatch.setattr(cosim.scenario, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.setattr(cosim.scenario_derived, "available_memory_bytes", lambda: 2**50)
     monkeypatch.chdir(tmp_path)
     study = load_study(name)
     assert study.source == ROOT / "scenarios" / "studies" / f"{name}.toml"

@@ -1,0 +1,562 @@
+"""The scenario's schema: one frozen pydantic model per table, and the scenario's TOML text.
+
+Every table of a scenario file (``[cell]``, ``[channel]``, ..., ``[runtime]``) is a
+model here with its keys' types, bounds, defaults and cross-key rules; :class:`Scenario`
+holds them and the cross-table rules. Values are type-checked strictly (TOML is typed:
+``radius_m = "300"`` is an error, an integer is accepted where a float is expected; no
+float key takes ``nan`` or ``inf``). Arrays become tuples, so a scenario is immutable
+all the way down. :func:`scenario_to_toml` writes a resolved scenario back as TOML.
+Loading, overrides and messages: :mod:`cosim.scenario`; derived quantities:
+:mod:`cosim.scenario_derived`. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import tomli_w
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from learning.catalog import CATALOG, NAMES  # no TensorFlow
+from learning.hyperparameters import AlgorithmParameters, check_init
+from learning.runtime import (  # stdlib only
+    BACKENDS,
+    DEVICE_CHUNK,
+    NOISE_SOURCES,
+    ResolvedRuntime,
+    Runtime,
+    resolve,
+)
+from native.parameters import Variant, deep_tuple, positive_or_keyword
+from phy.limits import (  # stdlib only
+    CELL_MODELS,
+    L_MAX_MARGIN,
+    MIN_DISTANCE_M,
+    last_tap_lag,
+)
+from phy.parameters import (  # pydantic only
+    CELL_LAYOUTS,
+    CHANNEL_MODELS,
+    CSI_MODELS,
+    DB_LIMIT,
+    POWER_CONTROLS,
+)
+from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _bool_or_keyword(keyword: str):
+    def check(value: Any) -> Any:
+        if value == keyword or isinstance(value, bool):
+            return value
+        raise ValueError(f"must be {keyword!r}, true or false")
+
+    return BeforeValidator(check)
+
+
+class _Section(BaseModel):
+    # allow_inf_nan=False: every float key (arrays of floats included) refuses nan and
+    # +-inf, which TOML and --set both accept (``tx_power_dbm = nan``)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+    """Cross-field check; the ``field: `` prefix lets errors name the field path."""
+    if not condition:
+        raise ValueError(f"{field}: {message}")
+
+
+class _VariantTable(_Section):
+    """A table whose ``_key`` picks one variant of ``_registry`` (:func:`variant_table`)."""
+
+    _registry: ClassVar[Mapping[str, Variant]] = {}
+    _table: ClassVar[str] = ""
+    _key: ClassVar[str] = ""
+
+    @model_validator(mode="after")
+    def _check_variant(self) -> _VariantTable:
+        name = getattr(self, self._key)
+        for key in self._registry[name].parameters.required_keys():
+            _require(getattr(self, key) is not None, key,
+                     f"required by {self._table}.{self._key} = {name!r}")
+        try:  # the variant's own rules across its keys, named in full ("cell.radius_m")
+            self._registry[name].parameters.check(**self.variant_values())
+        except ValueError as error:
+            key, _, rule = str(error).partition(": ")
+            for other in self.variant_values():
+                rule = re.sub(rf"(?<![\w.]){other}\b", f"{self._table}.{other}", rule)
+            raise ValueError(f"{key}: {rule}") from None
+        return self
+
+    def variant_values(self) -> dict[str, Any]:
+        """The chosen variant's keys and values (for :meth:`native.parameters.Variant.build`)."""
+        keys = self._registry[getattr(self, self._key)].parameters.model_fields
+        return {key: getattr(self, key) for key in keys}
+
+
+def variant_table(registry: Mapping[str, Variant], *, table: str, key: str,
+                  default: str) -> type[_VariantTable]:
+    """The base model of a table whose ``key`` picks one of ``registry``'s variants
+    (:mod:`phy.parameters`): ``key`` and every variant's keys, as the variant's model
+    declares them (bounds, defaults). A key the chosen variant requires must be set
+    (``"csi.nmse_db: required by csi.model = 'gaussian'"``); the other variants' keys
+    are accepted and validated but not used, so one file can sweep ``key``."""
+    fields: dict[str, Any] = {key: (Literal[tuple(registry)], default)}
+    for variant in registry.values():
+        for name, info in variant.parameters.model_fields.items():
+            if name in fields:
+                continue
+            if info.is_required():  # optional in the table; required by the variant
+                fields[name] = (info.annotation | None, FieldInfo.merge_field_infos(info, default=None))
+            else:
+                fields[name] = (info.annotation, info)
+    model = create_model(f"_{table.title()}Table", __base__=_VariantTable, **fields)
+    model._registry, model._table, model._key = registry, table, key
+    return model
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class CellConfig(variant_table(CELL_LAYOUTS, table="cell", key="layout", default="uniform_disk")):
+    """Device drop around the BS at the origin (paper: uniform in a 300 m disk, K = 100); each
+    layout's keys and rules are declared by its parameters in :mod:`phy.parameters`."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CellConfig:
+        _require(self.min_distance_m < self.radius_m, "min_distance_m",
+                 f"must be < cell.radius_m = {self.radius_m} (got {self.min_distance_m})")
+        if self.layout == "explicit":  # what the positions must satisfy beyond their layout's own rules
+            _require(len(self.positions_m) == self.num_devices, "positions_m",
+                     f"must have cell.num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
+            for i, (x, y) in enumerate(self.positions_m):
+                r = math.hypot(x, y)
+                _require(r <= self.radius_m, "positions_m",
+                         f"row {i} [{x}, {y}] is {r:.2f} m from the BS, outside "
+                         f"[cell.min_distance_m, cell.radius_m] = [{self.min_distance_m}, {self.radius_m}]")
+        return self
+
+
+class ChannelConfig(variant_table(CHANNEL_MODELS, table="channel", key="model", default="iid_rayleigh")):
+    """Block-fading small-scale channel with path loss r^-alpha (paper: i.i.d. Rayleigh,
+    alpha = 4), or a 3GPP TR 38.901 cell (UMi, UMa, RMa) with its own path loss and shadow
+    fading; each model's keys and rules are declared by its parameters in :mod:`phy.parameters`."""
+
+
+NR_NORMAL_CP_FRACTION = 144 / 2048
+"""5G NR's normal cyclic prefix as a fraction of the FFT size (TS 38.211 5.3.1: 144 of
+2048 samples at numerology 0, the same fraction at every numerology but the symbols at
+0.5 ms boundaries)."""
+
+
+class OfdmConfig(_Section):
+    """Resource grid (paper: F = 1024 subcarriers; the spacing matters only for TDL, 3GPP cells
+    and the time-domain uplink)."""
+
+    num_subcarriers: int = Field(1024, ge=1)
+    subcarrier_spacing_hz: float = Field(30e3, gt=0)
+    domain: Literal["frequency", "time"] = "frequency"
+    cyclic_prefix_length: int | None = Field(None, ge=0)
+
+    @property
+    def cyclic_prefix_samples(self) -> int:
+        """C: ``cyclic_prefix_length``, or NR's normal prefix ``round(F 144 / 2048)`` when unset
+        (72 at F = 1024)."""
+        if self.cyclic_prefix_length is not None:
+            return self.cyclic_prefix_length
+        return round(self.num_subcarriers * NR_NORMAL_CP_FRACTION)
+
+    @property
+    def bandwidth_hz(self) -> float:
+        """B = F Delta_f, the sampling rate of the time-domain uplink [Hz]."""
+        return self.num_subcarriers * self.subcarrier_spacing_hz
+
+    @model_validator(mode="after")
+    def _check(self) -> OfdmConfig:
+        if self.cyclic_prefix_length is not None:
+            _require(self.cyclic_prefix_length <= self.num_subcarriers, "cyclic_prefix_length",
+                     f"must be at most ofdm.num_subcarriers = {self.num_subcarriers}, got "
+                     f"{self.cyclic_prefix_length}")
+        return self
+
+
+class SyncConfig(_Section):
+    """Per-device timing and carrier frequency offsets of the time-domain uplink
+    (``phy/sync.py``; the paper assumes perfect synchronisation)."""
+
+    timing_offset_max_samples: float = Field(0.0, ge=0)
+    cfo_max_subcarriers: float = Field(0.0, ge=0, le=0.5)
+    precompensate: Literal["none", "timing", "cfo", "both"] = "none"
+
+
+class CsiConfig(variant_table(CSI_MODELS, table="csi", key="model", default="perfect")):
+    """What each device knows of its own channel (paper: perfect local CSI); each model's
+    keys are declared by its parameters in :mod:`phy.parameters`."""
+
+
+class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", default="optimal")):
+    """Uplink power control and the receiver's scaling (paper: P = 20 dBm, sigma_z^2 = -74 dBm,
+    gamma = sigma_z^2); each control's own keys are declared in :mod:`phy.parameters`."""
+
+    tx_power_dbm: float = Field(20.0, ge=-DB_LIMIT, le=DB_LIMIT)
+    noise_power_dbm: float = Field(-74.0, ge=-DB_LIMIT, le=DB_LIMIT)
+    gamma: Annotated[str | float, positive_or_keyword("noise_power")] = "noise_power"
+
+    @property
+    def tx_power_w(self) -> float:
+        """Per-OFDM-symbol power budget P in watts."""
+        return dbm_to_w(self.tx_power_dbm)
+
+    @property
+    def noise_power_w(self) -> float:
+        """Noise power sigma_z^2 per subcarrier in watts."""
+        return dbm_to_w(self.noise_power_dbm)
+
+    @property
+    def gamma_w(self) -> float:
+        """Power-scaling coefficient gamma in watts (``"noise_power"`` -> sigma_z^2)."""
+        return self.noise_power_w if self.gamma == "noise_power" else float(self.gamma)
+
+
+class DownlinkConfig(_Section):
+    """Digital multicast of the global model (not in the paper's tables)."""
+
+    bs_tx_power_dbm: float = Field(30.0, ge=-DB_LIMIT, le=DB_LIMIT)
+    bits_per_value: int = Field(32, ge=1)
+
+    @property
+    def bs_tx_power_w(self) -> float:
+        return dbm_to_w(self.bs_tx_power_dbm)
+
+
+_DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
+_CONVNETS = ("cnn", "resnet56")
+
+
+def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
+    """``(H, W, C)`` of an input shape of 1 to 3 sizes, padded with trailing ones
+    (as ``learning.datasets`` pads a synthetic shape)."""
+    shape = tuple(int(n) for n in input_shape)
+    return (*shape, *(1,) * (3 - len(shape)))[:3]
+
+
+class DataConfig(_Section):
+    """Dataset and its partition (paper MNIST: Poisson sizes of mean 10, one label per device)."""
+
+    dataset: Literal["mnist", "cifar100", "synthetic"] = "mnist"
+    data_dir: str | None = None
+    partition: Literal["labels_per_device", "dirichlet", "iid"] = "labels_per_device"
+    labels_per_device: int = Field(1, ge=1)
+    dirichlet_alpha: float = Field(0.1, gt=0)
+    mean_samples_per_device: float = Field(10.0, gt=0)
+    size_distribution: Literal["poisson", "shifted_poisson"] = "poisson"
+    synthetic_classes: int = Field(10, ge=2)
+    synthetic_shape: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (28, 28, 1)
+    synthetic_train_size: int = Field(10000, ge=1)
+    synthetic_test_size: int = Field(2000, ge=1)
+    test_subset: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> DataConfig:
+        _require(1 <= len(self.synthetic_shape) <= 3 and all(s >= 1 for s in self.synthetic_shape),
+                 "synthetic_shape",
+                 f"must be 1 to 3 positive ints [H, W, C] (got {list(self.synthetic_shape)})")
+        if self.size_distribution == "shifted_poisson":
+            _require(self.mean_samples_per_device >= 1, "mean_samples_per_device",
+                     f"must be >= 1 with data.size_distribution = 'shifted_poisson' "
+                     f"(1 + Poisson(mean - 1)) (got {self.mean_samples_per_device})")
+        if self.partition == "labels_per_device":
+            limit = (f"data.synthetic_classes = {self.num_classes}" if self.dataset == "synthetic"
+                     else f"{self.num_classes}, the classes of data.dataset = {self.dataset!r}")
+            _require(self.labels_per_device <= self.num_classes, "labels_per_device",
+                     f"must be <= {limit} (got {self.labels_per_device})")
+        return self
+
+    @property
+    def num_classes(self) -> int:
+        """C: 10 (MNIST), 100 (CIFAR-100) or ``synthetic_classes``."""
+        return _DATASET_SHAPES[self.dataset][1] if self.dataset in _DATASET_SHAPES else self.synthetic_classes
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one input: (28, 28, 1), (32, 32, 3) or ``synthetic_shape``."""
+        return _DATASET_SHAPES[self.dataset][0] if self.dataset in _DATASET_SHAPES else self.synthetic_shape
+
+
+class ModelConfig(_Section):
+    """Network (paper MNIST: 784-256x5-10 MLP, d = 466,698; CIFAR-100: ResNet-56)."""
+
+    architecture: Literal["mlp", "cnn", "resnet56"] = "mlp"
+    hidden_units: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (256, 256, 256, 256, 256)
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        _require(all(h >= 1 for h in self.hidden_units), "hidden_units",
+                 f"must be positive ints (got {list(self.hidden_units)})")
+        return self
+
+
+# The algorithms' hyper-parameters are declared once, in learning.hyperparameters, one
+# model per algorithm named by the catalog; [algorithm] is built from them below.
+
+
+def _fields(model: type[BaseModel], keys: Sequence[str]) -> dict[str, Any]:
+    """``create_model`` field definitions copied from ``model`` (bounds, validators, defaults)."""
+    return {key: (model.model_fields[key].annotation, model.model_fields[key]) for key in keys}
+
+
+def _sub_table(name: str, parameters: type[AlgorithmParameters]) -> type[_Section]:
+    """``[algorithm.<name>]``: the algorithm's own keys, as its model declares them."""
+    return create_model(f"{parameters.__name__}Table", __base__=_Section,
+                        __doc__=f"[algorithm.{name}]: {parameters.__doc__}",
+                        **_fields(parameters, parameters.own_keys()))
+
+
+class _AlgorithmTable(_Section):
+    """The FL algorithm and its local training (paper MNIST: eta = 0.1, E = 3, M = 5, lambda = K).
+
+    The common keys and the proposed method's sit directly in ``[algorithm]``; a
+    baseline's own keys live in its sub-table (``[algorithm.fedprox]`` ...). Every key is
+    declared by its algorithm's model in :mod:`learning.hyperparameters`.
+    """
+
+    @model_validator(mode="after")
+    def _check_init(self) -> _AlgorithmTable:
+        if hasattr(self, "init"):
+            check_init(self.init, self.init_std)
+        return self
+
+    def kl_scale_value(self, num_devices: int) -> float:
+        """lambda in lambda_k = lambda pi_k / d (eq. ``localLoss``): K for ``"num_devices"``."""
+        return float(num_devices) if self.kl_scale == "num_devices" else float(self.kl_scale)
+
+    def hyper_parameters(self, num_devices: int | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``learning.algorithms.build(name, model, K, **hyper)``:
+        the keys of the algorithm's model (:mod:`learning.hyperparameters`), read from
+        ``[algorithm]`` and its sub-table; ``kl_scale`` resolved to a number when
+        ``num_devices`` is given (:meth:`Scenario.hyper_parameters` does that)."""
+        entry = CATALOG[self.name]
+        hyper: dict[str, Any] = {key: getattr(self, key) for key in AlgorithmParameters.model_fields}
+        own = getattr(self, self.name, None) if entry.own_table else self
+        hyper |= {key: getattr(own, key) for key in entry.parameters.own_keys()}
+        if "kl_scale" in hyper and num_devices is not None:
+            hyper["kl_scale"] = self.kl_scale_value(num_devices)
+        return hyper
+
+
+_FLAT = [entry.parameters for entry in CATALOG.values() if not entry.own_table]
+AlgorithmConfig = create_model(
+    "AlgorithmConfig",
+    __base__=_AlgorithmTable,
+    __doc__=_AlgorithmTable.__doc__,
+    name=(Literal[NAMES], "bayes_aircomp"),
+    **_fields(AlgorithmParameters, list(AlgorithmParameters.model_fields)),
+    **{key: value for parameters in _FLAT for key, value in
+       _fields(parameters, parameters.own_keys()).items()},
+    **{name: (table, table()) for name, entry in CATALOG.items()
+       if entry.own_table and entry.parameters.own_keys()
+       for table in [_sub_table(name, entry.parameters)]},
+)
+
+
+class RuntimeConfig(_Section):
+    """How the local training runs (:mod:`learning.runtime`): none of these keys changes the
+    method; ``backend``, ``noise`` and ``jit_compile`` change the random numbers or the
+    float rounding."""
+
+    backend: Literal[BACKENDS] = "auto"
+    noise: Literal[NOISE_SOURCES] = "auto"
+    jit_compile: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
+    device_loop: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
+    device_chunk: int = Field(DEVICE_CHUNK, ge=1)
+
+    def runtime(self) -> Runtime:
+        """The :class:`learning.runtime.Runtime` of these keys (``"auto"`` -> None)."""
+        return Runtime(
+            backend=self.backend, noise=self.noise,
+            jit_compile=None if self.jit_compile == "auto" else self.jit_compile,
+            device_loop=None if self.device_loop == "auto" else self.device_loop,
+            device_chunk=self.device_chunk,
+        )
+
+
+class EvalConfig(_Section):
+    """Evaluation of the global model (S posterior samples, B reliability bins)."""
+
+    every: int = Field(1, ge=1)
+    predictive_samples: int = Field(10, ge=1)
+    ece_bins: int = Field(10, ge=1)
+
+
+class TraceConfig(_Section):
+    """The HDF5 trace (schema in docs/trace.md)."""
+
+    path: str = "runs/{name}-seed{seed}.h5"
+    per_device: bool = True
+    signals: bool = False
+    signal_rounds: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = ()
+    checkpoint_every: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TraceConfig:
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(self.path) if f is not None}
+        except ValueError as exc:
+            raise ValueError(f"path: {exc} (got {self.path!r})") from None
+        _require(fields <= {"name", "seed"}, "path",
+                 f"only {{name}} and {{seed}} placeholders are allowed (got {self.path!r})")
+        _require(all(r >= 0 for r in self.signal_rounds), "signal_rounds",
+                 f"must be >= 0 (got {list(self.signal_rounds)})")
+        return self
+
+    def records_signals(self, round_index: int) -> bool:
+        """True when the raw signals of ``round_index`` go to /signals (empty list = every round)."""
+        return self.signals and (not self.signal_rounds or round_index in self.signal_rounds)
+
+
+class Scenario(_Section):
+    """A complete, validated scenario (frozen). Sections as attributes."""
+
+    name: str = Field("quickstart", pattern=r"^[A-Za-z0-9._-]+$")
+    seed: int = Field(1, ge=0, le=2**31 - 1)
+    rounds: int = Field(30, ge=1)
+    cell: CellConfig = CellConfig()
+    channel: ChannelConfig = ChannelConfig()
+    ofdm: OfdmConfig = OfdmConfig()
+    sync: SyncConfig = SyncConfig()
+    csi: CsiConfig = CsiConfig()
+    power: PowerConfig = PowerConfig()
+    downlink: DownlinkConfig = DownlinkConfig()
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    eval: EvalConfig = EvalConfig()
+    trace: TraceConfig = TraceConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        if self.ofdm.domain == "frequency":
+            for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
+                value = getattr(self.sync, key)
+                _require(value == 0.0, f"sync.{key}",
+                         f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
+                         "uplink is perfectly synchronised)")
+        else:
+            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most
+            # F + C - 1; TDL's and the 3GPP cells' later paths are cut (and counted), the
+            # delay lines of the Rayleigh models must fit
+            timing = self.sync.timing_offset_max_samples
+            taps = {"iid_rayleigh": self.channel.num_taps, "flat_rayleigh": 1}.get(
+                self.channel.model, 1)
+            longest = last_tap_lag(timing + taps - 1)
+            period = self.ofdm.num_subcarriers + self.ofdm.cyclic_prefix_samples
+            key = ("sync.timing_offset_max_samples" if timing > 0 or taps == 1
+                   else "channel.num_taps")
+            value = timing if key.startswith("sync") else taps
+            _require(longest < period, key,
+                     f"= {value:g}: the delayed channel (last tap at lag {longest} with "
+                     f"channel.num_taps = {taps} and Sionna's {L_MAX_MARGIN} sinc taps) must be shorter than "
+                     f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
+                     f"cyclic_prefix = {period} samples")
+        if self.channel.model in CELL_MODELS:
+            channel = self.channel
+            _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
+                     f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
+                     f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
+        self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
+        if self.model.architecture in _CONVNETS:
+            h, w, _ = image_shape(self.data.input_shape)
+            _require(min(h, w) >= 4, "data.synthetic_shape",
+                     f"must be at least 4 x 4 pixels [H, W, C] for model.architecture = "
+                     f"{self.model.architecture!r} (got {list(self.data.synthetic_shape)})")
+        return self
+
+    @property
+    def trace_path(self) -> Path:
+        """``trace.path`` with ``{name}`` and ``{seed}`` filled in."""
+        return Path(self.trace.path.format(name=self.name, seed=self.seed))
+
+    def resolved_runtime(self) -> ResolvedRuntime:
+        """``[runtime]`` with every ``"auto"`` decided for this algorithm, architecture and
+        estimator (:func:`learning.runtime.resolve`; ValueError naming the key)."""
+        return resolve(self.runtime.runtime(), algorithm=self.algorithm.name,
+                       architecture=self.model.architecture, estimator=self.algorithm.estimator)
+
+    def hyper_parameters(self) -> dict[str, Any]:
+        """``algorithm.hyper_parameters(K)`` with K = ``cell.num_devices`` (kl_scale a number)."""
+        return self.algorithm.hyper_parameters(self.cell.num_devices)
+
+    def to_toml(self) -> str:
+        """The resolved scenario (every key, defaults included) as TOML text."""
+        return scenario_to_toml(self)
+
+
+def _plain(value: Any) -> Any:
+    """A Python value as TOML would give it: NumPy scalars and arrays and tuples become
+    Python numbers and lists (recursively, tables too); anything else is left to the
+    validation (which refuses what a TOML file could not hold)."""
+    if hasattr(value, "tolist") and type(value).__module__ == "numpy":
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- TOML output
+
+
+_TOML_SCALARS = (bool, int, float, str)
+
+
+def toml_value(value: Any) -> str:
+    """The TOML text of one value on one line, as ``--set key=value`` takes it: a bool,
+    int, float (nan, inf and -inf as such), str, or a tuple or list of those (nested
+    too). ``tomllib.loads(f"v = {text}")["v"]`` gives the value back (a tuple as a
+    list). A TypeError for anything else.
+
+    tomli-w writes every scalar; an array is joined here, because tomli-w always breaks
+    a non-empty array over several lines and a ``--set`` item must be one line.
+    """
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if not isinstance(value, _TOML_SCALARS):
+        raise TypeError(f"cannot write {value!r} as TOML")
+    return tomli_w.dumps({"v": value}).removeprefix("v = ").removesuffix("\n")
+
+
+def _toml_table(model: BaseModel) -> dict[str, Any]:
+    """``model``'s keys in field order as plain data: sub-models as nested tables,
+    tuples as lists, None values left out."""
+    table: dict[str, Any] = {}
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        if isinstance(value, BaseModel):
+            table[key] = _toml_table(value)
+        elif value is not None:
+            table[key] = _plain(value)
+    return table
+
+
+def scenario_to_toml(scenario: Scenario) -> str:
+    """Every key of ``scenario`` (defaults resolved, None omitted) as TOML; loads back equal.
+
+    Written by tomli-w: a table's scalars before its sub-tables, each in field order
+    (arrays over several lines, one element a line)."""
+    return tomli_w.dumps(_toml_table(scenario))
