@@ -40,6 +40,11 @@ exclusive one would refuse them). A ``lockf`` lock is dropped when the process c
 and a process that writes a trace must not also open it for reading. Readers
 see the state of the last flush; :func:`read_trace` retries an open that races a
 flush.
+
+The module is split by concern: the format's constants, errors, checkpoint slots and
+the read-only open in :mod:`cosim.trace_format`, reading and the summary in
+:mod:`cosim.trace_read`; this module writes, resumes and checks targets, and
+re-exports the names of both (``from cosim.trace import ...`` is the API).
 """
 
 from __future__ import annotations
@@ -49,12 +54,9 @@ import difflib
 import fcntl
 import json
 import os
-import time
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,32 @@ import h5py
 import numpy as np
 
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
+from cosim.trace_format import (
+    _SLOTS,
+    CHECKPOINT_DROPPED,
+    EVAL_COLUMNS,
+    LIBVER,
+    POSTERIOR_MEAN_COLUMNS,
+    RELIABILITY_SERIES,
+    SCHEMA_VERSION,
+    Checkpoint,
+    TraceError,
+    TraceExistsError,
+    _column_dtype,
+    _fill_value,
+    _load_slot,
+    _one_line,
+    _open_for_reading,
+    _package_versions,
+    _unopenable,
+    _valid_slot,
+)
+from cosim.trace_read import (
+    TraceData,
+    channel_use_split,
+    read_trace,
+    summarize,
+)
 
 __all__ = [
     "EVAL_COLUMNS",
@@ -80,86 +108,6 @@ __all__ = [
     "read_trace",
     "summarize",
 ]
-
-SCHEMA_VERSION = 1
-EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
-"""``/rounds`` columns of an evaluation (NaN in rounds without one)."""
-POSTERIOR_MEAN_COLUMNS = ("posterior_mean_accuracy", "posterior_mean_nll", "posterior_mean_ece")
-"""``/rounds`` columns of the posterior mean's prediction (the proposed method's
-``predict_mean_probs``): NaN in rounds without evaluation and for algorithms without a
-posterior."""
-RELIABILITY_SERIES = ("bin_confidence", "bin_accuracy", "bin_count")
-"""``/rounds/reliability/<name>`` rows of an evaluation (NaN rows without one)."""
-LIBVER = ("v108", "v108")
-PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
-_SLOTS = ("slot_0", "slot_1")
-CHECKPOINT_DROPPED = "checkpoint_dropped"
-"""Root attribute (1) of a trace whose checkpoint :func:`drop_checkpoint` removed."""
-
-
-class TraceError(Exception):
-    """A trace that cannot be written, resumed or read as asked."""
-
-
-class TraceExistsError(TraceError, FileExistsError):
-    """The trace file already exists and overwriting was not asked for."""
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A model state saved with the trace.
-
-    Attributes
-    ----------
-    completed_rounds : int
-        Number of rounds the state has gone through (resume starts at this round index).
-    arrays : dict[str, np.ndarray]
-        Named arrays (``algorithm.state_to_arrays``), dtypes and shapes preserved.
-    attrs : dict[str, Any]
-        JSON-compatible extras (e.g. ``cumulative_channel_uses``), exact round trip.
-    """
-
-    completed_rounds: int
-    arrays: dict[str, np.ndarray]
-    attrs: dict[str, Any]
-
-
-def _package_versions() -> dict[str, str]:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def _fill_value(dtype: np.dtype) -> Any:
-    return np.nan if np.issubdtype(dtype, np.floating) else -1
-
-
-def _column_dtype(values: np.ndarray) -> np.dtype:
-    if values.dtype.kind in "biu":
-        return np.dtype(np.int64)
-    if values.dtype.kind == "f":
-        return np.dtype(np.float64)
-    raise TypeError(f"trace columns must be numeric (got dtype {values.dtype})")
-
-
-def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] | None:
-    """Newest checkpoint slot with 0 <= completed_rounds <= limit."""
-    best = None
-    for name in _SLOTS:
-        if group is not None and name in group:
-            done = int(group[name].attrs.get("completed_rounds", -1))
-            if 0 <= done <= limit and (best is None or done > best[0]):
-                best = (done, group[name])
-    return best
-
-
-def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
-    arrays = {name: slot[name][()] for name in slot}
-    return Checkpoint(done, arrays, json.loads(slot.attrs.get("attrs_json", "{}")))
 
 
 def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
@@ -667,292 +615,3 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------- reading
-
-
-@dataclass
-class TraceData:
-    """A trace's committed content, as NumPy arrays (rows < ``completed_rounds`` only).
-
-    Attributes
-    ----------
-    path : Path
-    attrs : dict[str, Any]
-        Root attributes (schema_version, scenario, seed, started_at, version_*, ...).
-    completed_rounds : int
-        T, the number of committed rounds.
-    rounds : dict[str, np.ndarray]
-        Scalar columns, each [T] (``pandas.DataFrame(trace.rounds)`` gives a table).
-    series : dict[str, dict[str, np.ndarray]]
-        Vector rows per group, each [T, n]: ``series["per_device"]`` ([T, K]),
-        ``series["reliability"]`` ([T, B]).
-    devices : dict[str, np.ndarray]
-        Static per-device arrays.
-    signal_rounds : list[int]
-        Rounds with raw signals under /signals (read them with h5py).
-    checkpoint_round : int or None
-        ``completed_rounds`` of the newest valid checkpoint.
-    """
-
-    path: Path
-    attrs: dict[str, Any]
-    completed_rounds: int
-    rounds: dict[str, np.ndarray]
-    series: dict[str, dict[str, np.ndarray]]
-    devices: dict[str, np.ndarray]
-    signal_rounds: list[int] = field(default_factory=list)
-    checkpoint_round: int | None = None
-
-    @property
-    def scenario_text(self) -> str:
-        return str(self.attrs.get("scenario", ""))
-
-    @property
-    def scenario(self) -> dict:
-        """The stored scenario (``scenario_text``) as a dict; {} when absent or not TOML."""
-        try:
-            return tomllib.loads(self.scenario_text)
-        except tomllib.TOMLDecodeError:
-            return {}
-
-    @property
-    def per_device(self) -> dict[str, np.ndarray]:
-        return self.series.get("per_device", {})
-
-    @property
-    def reliability(self) -> dict[str, np.ndarray]:
-        return self.series.get("reliability", {})
-
-    def last_evaluated_round(self, column: str = "test_accuracy") -> int | None:
-        """Index of the last round whose ``column`` is not NaN (None if never evaluated)."""
-        values = self.rounds.get(column)
-        if values is None:
-            return None
-        rows = np.flatnonzero(~np.isnan(values))
-        return int(rows[-1]) if rows.size else None
-
-
-def _attr(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-OPEN_RETRY_S = 0.2
-"""Pause between attempts to open an HDF5 trace that does not open (the open may race
-the writer's flush); a file that is not HDF5 at all is refused at once."""
-
-
-def _one_line(exc: BaseException) -> str:
-    """Why an open or a read failed, in one line: the OS's reason for an errno, else
-    HDF5's message with its whitespace collapsed."""
-    errno = getattr(exc, "errno", None)
-    if isinstance(exc, OSError) and errno:
-        return os.strerror(errno)
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)  # unquoted
-    return " ".join(text.split()) or type(exc).__name__
-
-
-def _is_hdf5(path: Path) -> bool:
-    try:
-        return bool(h5py.is_hdf5(path))
-    except (OSError, ValueError):
-        return False
-
-
-def _unopenable(path: Path, exc: OSError) -> str:
-    """The reason an existing ``path`` does not open as HDF5, for :class:`TraceError`."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = None
-    if size == 0:
-        return "the file is empty (0 bytes)"
-    if getattr(exc, "errno", None):
-        return _one_line(exc)
-    if not _is_hdf5(path):
-        return "not an HDF5 file (no HDF5 signature)"
-    reason = _one_line(exc).removeprefix("Unable to synchronously open file").strip()
-    reason = reason.removeprefix("(").removesuffix(")")
-    if reason.startswith("truncated file") and size is not None:
-        stored = reason.rpartition("stored_eof = ")[2]
-        return f"truncated ({size:,} bytes; its header says {int(stored):,})" if stored.isdigit() \
-            else f"truncated ({reason})"
-    return f"damaged HDF5 file ({reason})"
-
-
-def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
-    """``path`` opened read-only, or :class:`TraceError` naming it (missing, a directory,
-    empty, not HDF5, truncated or damaged). An HDF5 file that does not open is tried
-    ``attempts`` times, :data:`OPEN_RETRY_S` apart; anything else fails at once."""
-    if path.is_dir():
-        raise TraceError(f"cannot read trace {path}: it is a directory")
-    for attempt in range(attempts):
-        try:
-            # locking=False: HDF5 refuses a second open of a file in the same process with
-            # different locking flags, and the writer opens with locking=False
-            return h5py.File(path, "r", locking=False)
-        except FileNotFoundError:
-            raise TraceError(f"trace {path} does not exist") from None
-        except OSError as exc:
-            if attempt == attempts - 1 or not _is_hdf5(path):
-                raise TraceError(f"cannot read trace {path}: {_unopenable(path, exc)}") from None
-            time.sleep(OPEN_RETRY_S)  # an open that raced the writer's flush
-    raise AssertionError("unreachable")
-
-
-def read_trace(path: str | Path) -> TraceData:
-    """Read every committed round of a trace (safe while a writer has it open).
-
-    Raises
-    ------
-    TraceError
-        One line naming the file, for any file this cannot read: missing, a directory,
-        empty, not HDF5, truncated, damaged metadata, an HDF5 file that is not a trace
-        (no ``schema_version``), a newer schema, or columns shorter than
-        ``completed_rounds``. (Damaged *data* bytes are not detectable: HDF5 keeps
-        checksums for metadata only.)
-    """
-    path = Path(path)
-    with _open_for_reading(path) as file:
-        try:
-            return _read_open_trace(path, file)
-        except TraceError:
-            raise
-        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
-            raise TraceError(f"cannot read trace {path}: damaged HDF5 file ({_one_line(exc)})") from None
-
-
-def _read_open_trace(path: Path, file: h5py.File) -> TraceData:
-    attrs = {key: _attr(value) for key, value in file.attrs.items()}
-    if "schema_version" not in attrs:
-        raise TraceError(f"cannot read trace {path}: an HDF5 file, but not an aircomp-cosim trace "
-                         "(no schema_version attribute)")
-    if not isinstance(attrs["schema_version"], int) or attrs["schema_version"] > SCHEMA_VERSION:
-        raise TraceError(f"cannot read trace {path}: schema_version {attrs['schema_version']!r} "
-                         f"is not one this version reads (<= {SCHEMA_VERSION})")
-    missing = [name for name in ("completed_rounds",) if name not in attrs] + [
-        f"/{name}" for name in ("rounds", "devices") if not isinstance(file.get(name), h5py.Group)]
-    if missing:
-        raise TraceError(f"cannot read trace {path}: an incomplete trace (no {', '.join(missing)})")
-    t = int(attrs["completed_rounds"])
-    rounds, series = {}, {}
-    for name, obj in file["rounds"].items():
-        columns = {name: obj} if isinstance(obj, h5py.Dataset) else {f"{name}/{k}": v for k, v in obj.items()}
-        for where, ds in columns.items():
-            if not (isinstance(ds, h5py.Dataset) and ds.dtype.kind in "biuf" and ds.ndim >= 1):
-                raise TraceError(f"cannot read trace {path}: /rounds/{where} is not a numeric column")
-            if ds.shape[0] < t:
-                raise TraceError(f"cannot read trace {path}: /rounds/{where} has {ds.shape[0]} rows, "
-                                 f"fewer than completed_rounds = {t}")
-        if isinstance(obj, h5py.Dataset):
-            rounds[name] = obj[:t]
-        else:
-            series[name] = {key: ds[:t] for key, ds in obj.items()}
-    devices = {name: ds[()] for name, ds in file["devices"].items()}
-    signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
-    found = _valid_slot(file.get("checkpoint"), t)
-    return TraceData(path, attrs, t, rounds, series, devices,
-                     [r for r in signals if r < t], found[0] if found else None)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, (float, np.floating)):
-        return "nan" if np.isnan(value) else f"{value:.6g}"
-    return str(value)
-
-
-POSTERIOR_COLUMNS = ("precision_rel_change", "precision_changed_fraction", "posterior_std_p50")
-"""Round metrics of the proposed method that ``cosim inspect`` shows on its posterior line."""
-
-
-def channel_use_split(rounds: Mapping[str, np.ndarray]) -> tuple[float, float] | None:
-    """Cumulative (uplink, downlink) OFDM symbols over a trace's committed rounds.
-
-    From the last row of ``cumulative_uplink_symbols`` / ``cumulative_downlink_symbols``
-    when the trace has them (and they are finite); otherwise, for traces written
-    before the split, the sums of ``uplink_symbols`` / ``downlink_symbols``. None when
-    neither is there or the trace holds no round.
-    """
-    pairs = (("cumulative_uplink_symbols", "cumulative_downlink_symbols"),
-             ("uplink_symbols", "downlink_symbols"))
-    for index, (up, down) in enumerate(pairs):
-        if up not in rounds or down not in rounds or not rounds[up].size:
-            continue
-        if index == 0:
-            values = (float(rounds[up][-1]), float(rounds[down][-1]))
-            if all(np.isfinite(values)):
-                return values
-        else:
-            return float(np.nansum(rounds[up])), float(np.nansum(rounds[down]))
-    return None
-
-
-def _share(part: float, total: float) -> str:
-    return f"{100.0 * part / total:.3g} %" if total > 0 else "-"
-
-
-def summarize(path: str | Path) -> str:
-    """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
-
-    Traces with posterior-mean evaluations get a ``post. mean`` line (the last one's
-    ``posterior_mean_accuracy``, ``_nll``, ``_ece``). Traces with the proposed method's
-    round metrics get a ``posterior`` line (the
-    last round's ``precision_rel_change``, ``precision_changed_fraction`` and
-    ``posterior_std_p50``), and every trace with symbol counts a ``channel`` line
-    (cumulative uplink and downlink OFDM symbols and their shares of the total).
-    """
-    data = read_trace(path)
-    scenario = data.scenario
-    planned = scenario.get("rounds", "?")
-    lines = [
-        f"trace {data.path}",
-        f"  scenario {scenario.get('name', '?')!r}, seed {data.attrs.get('seed')}, "
-        f"schema {data.attrs.get('schema_version')}, started {data.attrs.get('started_at')}, "
-        f"resumed {data.attrs.get('resume_count', 0)} time(s)",
-        f"  rounds   {data.completed_rounds} of {planned} completed; "
-        f"checkpoint at round {data.checkpoint_round if data.checkpoint_round is not None else '-'}"
-        + (" (dropped by `cosim study compact`)" if data.attrs.get(CHECKPOINT_DROPPED) else ""),
-    ]
-    if data.devices:
-        lines.append("  devices  " + ", ".join(f"{k} {list(v.shape)}" for k, v in data.devices.items()))
-    if data.signal_rounds:
-        lines.append(f"  signals  rounds {data.signal_rounds}")
-    rows = [("column", "shape", "dtype", "last", "min", "max")]
-    for group, columns in [("", data.rounds), *((g + "/", c) for g, c in data.series.items())]:
-        for name, values in columns.items():
-            # NaN (float) and -1 (int) mark rows a column was not written (e.g. no evaluation)
-            finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values[values != -1]
-            last = values[-1] if values.ndim == 1 and values.size else "-"
-            lo, hi = (finite.min(), finite.max()) if finite.size else ("-", "-")
-            rows.append((group + name, str(list(values.shape)), str(values.dtype), _fmt(last), _fmt(lo), _fmt(hi)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines.append("")
-    lines.extend("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
-    last = data.last_evaluated_round()
-    if last is not None:
-        metrics = ", ".join(f"{k} {_fmt(data.rounds[k][last])}"
-                            for k in (*EVAL_COLUMNS, "cumulative_channel_uses")
-                            if k in data.rounds)
-        lines.extend(["", f"  final    (round {last}) {metrics}"])
-    last_mean = data.last_evaluated_round("posterior_mean_accuracy")
-    if last_mean is not None:
-        metrics = ", ".join(f"{k.removeprefix('posterior_mean_')} {_fmt(data.rounds[k][last_mean])}"
-                            for k in POSTERIOR_MEAN_COLUMNS if k in data.rounds)
-        lines.append(f"  post. mean (round {last_mean}) {metrics} (prediction with the posterior mean)")
-    present = [k for k in POSTERIOR_COLUMNS if k in data.rounds and data.rounds[k].size]
-    if present:
-        values = ", ".join(f"{k} {_fmt(data.rounds[k][-1])}" for k in present)
-        lines.append(f"  posterior (round {data.completed_rounds - 1}) {values}")
-    split = channel_use_split(data.rounds)
-    if split is not None:
-        up, down = split
-        lines.append(f"  channel  {up + down:.6g} OFDM symbols: uplink {up:.6g} ({_share(up, up + down)}), "
-                     f"downlink {down:.6g} ({_share(down, up + down)})")
-    if "wall_s" in data.rounds:
-        lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s in {data.completed_rounds} rounds")
-    return "\n".join(lines)
