@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from cosim.display_names import axis_label, metric_label, value_label
-from cosim.plots import RINGS, _legend_below
+from cosim.plot_style import RINGS, _legend_below
 from cosim.scenario import read_toml
 from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
 from cosim.trace import TraceError, read_trace
@@ -101,9 +101,9 @@ def _table(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
 
 def _ring_columns(trace) -> dict[str, np.ndarray]:
     """``distortion_<phase>_<ring>``: the mean local update distortion of the near / mid /
-    far devices per round (:func:`cosim.plots.ring_distortion`), for every phase whose
+    far devices per round (:func:`cosim.plots_phy.ring_distortion`), for every phase whose
     per-device distortion the trace holds (and its device distances)."""
-    from cosim.plots import ring_distortion
+    from cosim.plots_phy import ring_distortion
 
     if "distance_m" not in trace.devices:
         return {}
@@ -234,7 +234,8 @@ def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = Fa
     yielded as ``(fig, panels [rows, cols])``, then saved to ``path`` and closed."""
     import matplotlib.pyplot as plt
 
-    from cosim.plots import FigureOptions, _figure, fold_offsets_into_labels, style
+    from cosim.plot_style import FigureOptions, _figure, style
+    from cosim.plots import fold_offsets_into_labels
 
     with style():  # constrained layout: room for a legend below the panels
         fig, panels = _figure(FigureOptions(), rows, cols, square=square)
@@ -327,7 +328,8 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
 def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
                       labels: Mapping[str, str] | None = None) -> Path | None:
     """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
-    from cosim.plots import _grid, reliability_panel
+    from cosim.plot_style import _grid
+    from cosim.plots_learning import reliability_panel
 
     if pooled.empty:
         return None
@@ -355,7 +357,7 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
                 labels: Mapping[str, str] | None = None) -> Path | None:
     """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
     band) against the cumulative uplink OFDM symbols, one panel per combination."""
-    from cosim.plots import RING_COLORS, _grid
+    from cosim.plot_style import RING_COLORS, _grid
 
     data = summary[(summary["x_kind"] == "uplink")
                    & summary["metric"].str.startswith(f"distortion_{phase}_")]

@@ -1,0 +1,324 @@
+"""The PHY figures: local update distortion by distance, transmit power per device, CSI
+error and the cell map (``docs/figures.md``). No TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Circle
+from matplotlib.ticker import MaxNLocator
+
+from cosim.plot_style import (
+    COLORBAR_IN,
+    LINESTYLES,
+    MARKERS,
+    PHASE_ORDER,
+    RING_COLORS,
+    RINGS,
+    FigureOptions,
+    Skipped,
+    _cell_radius_m,
+    _count_axis,
+    _db,
+    _figure,
+    _has_uplink,
+    _integer_x,
+    _legend_below,
+    _legend_rows,
+    _phase_label,
+    _phases,
+    _scenario_value,
+    _trace_style,
+    accuracy_x,
+    style,
+)
+from cosim.trace import TraceData
+
+
+def ring_distortion(trace: TraceData, phase: str) -> dict[str, np.ndarray]:
+    """Mean local update distortion (``/rounds/per_device/local_distortion_<phase>``,
+    value²) over the devices of each ring of :data:`RINGS` (thirds of the cell radius,
+    :func:`_cell_radius_m`), per round: ``{ring: [T]}`` for the rings with devices."""
+    values = trace.per_device[f"local_distortion_{phase}"]
+    distance = trace.devices["distance_m"]
+    radius = _cell_radius_m(trace)
+    out = {}
+    for ring, lo, hi in RINGS:
+        members = (distance >= lo * radius) & (distance < hi * radius)
+        if members.any():
+            out[ring] = values[:, members].mean(axis=1)
+    return out
+
+
+def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
+                      options: FigureOptions = FigureOptions()) -> Figure:
+    """Mean local update distortion (value², ``/rounds/per_device/local_distortion_<phase>``
+    averaged over the devices of a ring) of near / mid / far devices (:data:`RINGS`,
+    thirds of ``cell.radius_m``) against the cumulative uplink OFDM symbols at the end of
+    each round (:func:`accuracy_x` ``"uplink"``); one panel per phase, log y (a ring
+    without any attenuation in a round has distortion 0: a gap). Colour = ring, line
+    style and marker = trace; one line per (trace, ring with devices), its gid
+    ``"<label>|<ring>"``.
+
+    Raises
+    ------
+    Skipped
+        No trace holds a ``local_distortion_<phase>``, ``/devices/distance_m`` and
+        uplink symbol counts.
+    """
+    have = [(i, t, lab) for i, (t, lab) in enumerate(zip(traces, labels))
+            if _phases(t.per_device, "local_distortion_") and "distance_m" in t.devices
+            and _has_uplink(t)]
+    if not have:
+        raise Skipped("no trace holds /rounds/per_device/local_distortion_<phase> with "
+                      "/devices/distance_m and uplink symbol counts")
+    phases = _phases({n for _, t, _ in have for n in t.per_device}, "local_distortion_")
+    with style():
+        fig, axes = _figure(options, 1, len(phases))
+        for ax, phase in zip(axes[0], phases):
+            for i, trace, label in have:
+                if f"local_distortion_{phase}" not in trace.per_device:
+                    continue
+                symbols = accuracy_x(trace, "uplink")
+                for ring, mean in ring_distortion(trace, phase).items():
+                    ax.semilogy(symbols, np.where(mean > 0, mean, np.nan), color=RING_COLORS[ring],
+                                ls=LINESTYLES[i % len(LINESTYLES)], marker=MARKERS[i % len(MARKERS)],
+                                gid=f"{label}|{ring}")
+            ax.set_title(_phase_label(phase))
+            _count_axis(ax, "cumulative uplink OFDM symbols",
+                        [accuracy_x(t, "uplink") for _, t, _ in have])
+        axes[0, 0].set_ylabel("mean local update distortion (0: gap)")
+        rings = [Line2D([], [], color=RING_COLORS[r], label=text) for r, text in
+                 zip(RING_COLORS, ("near (r < R/3)", "mid (R/3 ≤ r < 2R/3)", "far (r ≥ 2R/3)"))]
+        runs = [Line2D([], [], color="0.2", ls=LINESTYLES[i % len(LINESTYLES)],
+                       marker=MARKERS[i % len(MARKERS)], label=label)
+                for i, _, label in have] if len(have) > 1 else []
+        _legend_rows(fig, [rings, runs])
+    return fig
+
+
+def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
+                 options: FigureOptions = FigureOptions()) -> Figure:
+    """Per device against its distance to the BS (m; the device index when a trace has no
+    ``/devices/distance_m``): the mean transmit power in dBm (``tx_power_w_<phase>``,
+    mean over the phase's OFDM symbols, then over rounds; the bar spans the rounds' range;
+    the scenario's budget ``power.tx_power_dbm`` dashed) and the attenuated share of its
+    values in % (``clipped_fraction_<phase>``, mean and range over rounds). One row per
+    phase, one column per quantity some trace holds, one colour and marker per trace.
+
+    Raises
+    ------
+    Skipped
+        No trace holds ``tx_power_w_<phase>`` or ``clipped_fraction_<phase>``.
+    """
+    quantities = [q for q in ("tx_power_w_", "clipped_fraction_")
+                  if any(_phases(t.per_device, q) for t in traces)]
+    if not quantities:
+        raise Skipped("no trace holds /rounds/per_device/tx_power_w_<phase> or "
+                      "clipped_fraction_<phase>")
+    names = {n for t in traces for n in t.per_device}
+    found = {p for q in quantities for p in _phases(names, q)}
+    phases = [p for p in PHASE_ORDER if p in found] + sorted(found - set(PHASE_ORDER))
+    with style():
+        fig, axes = _figure(options, len(phases), len(quantities), sharex=True)
+        any_distance = False
+        budgets: dict[float, list[int]] = {}
+        for i, trace in enumerate(traces):
+            budget = _scenario_value(trace, "power", "tx_power_dbm")
+            if budget is not None and any(f"tx_power_w_{p}" in trace.per_device for p in phases):
+                budgets.setdefault(budget, []).append(i)
+        for row, phase in zip(axes, phases):
+            for ax, quantity in zip(row, quantities):
+                for i, trace in enumerate(traces):
+                    values = trace.per_device.get(f"{quantity}{phase}")
+                    if values is None:
+                        continue
+                    distance = trace.devices.get("distance_m")
+                    any_distance |= distance is not None
+                    where = distance if distance is not None else np.arange(values.shape[1])
+                    if quantity == "tx_power_w_":
+                        per_round = _db(values / 1e-3)
+                    else:
+                        per_round = 100.0 * values
+                    mean = (_db(np.mean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
+                            else np.mean(per_round, axis=0))
+                    with np.errstate(all="ignore"):
+                        low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
+                        high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
+                    style_i = _trace_style(i)
+                    ax.vlines(where, low, high, color=style_i["color"], lw=0.6, alpha=0.7)
+                    ax.plot(where, mean, ls="none", mfc="none" if i % 2 else style_i["color"],
+                            mew=0.8, **style_i)
+                if quantity == "tx_power_w_":
+                    for budget, owners in budgets.items():
+                        color = "0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"]
+                        ax.axhline(budget, color=color, ls="--", lw=0.8)
+                    ax.set_ylabel(f"transmit power (dBm), {_phase_label(phase)}")
+                else:
+                    ax.set_ylabel(f"attenuated values (%), {_phase_label(phase)}")
+                    top = min(ax.get_ylim()[1], 104.0)
+                    ax.set_ylim(-0.03 * top, top)  # markers at 0 % stay whole
+        for ax in axes[-1]:
+            ax.set_xlabel("distance to the BS (m)" if any_distance else "device")
+        handles = [Line2D([], [], ls="none", mfc="none" if i % 2 else _trace_style(i)["color"],
+                          mew=0.8, label=label, **_trace_style(i))
+                   for i, label in enumerate(labels)]
+        handles += [Line2D([], [], color="0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"],
+                           ls="--", lw=0.8, label=f"budget P = {budget:g} dBm")
+                    for budget, owners in budgets.items()]
+        handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
+                              label="range over rounds"))
+        _legend_below(fig, handles, ncols=min(len(handles), 3))
+    return fig
+
+
+def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
+               options: FigureOptions = FigureOptions()) -> Figure:
+    """Realised CSI NMSE ``||ĥ_k − h_k||² / ||h_k||²`` (``/rounds/per_device/csi_nmse``) in
+    dB: left, the median over devices per round with the 5-95 % band over devices; right,
+    each device's mean over rounds against its distance to the BS (m). Traces whose NMSE
+    is 0 everywhere (perfect CSI) are left out.
+
+    Raises
+    ------
+    Skipped
+        No trace holds a non-zero ``csi_nmse``.
+    """
+    have = [(i, t, lab) for i, (t, lab) in enumerate(zip(traces, labels))
+            if "csi_nmse" in t.per_device and np.nanmax(t.per_device["csi_nmse"], initial=0.0) > 0]
+    if not have:
+        if any("csi_nmse" in t.per_device for t in traces):
+            raise Skipped("every trace has perfect CSI (/rounds/per_device/csi_nmse is 0)")
+        raise Skipped("no trace holds /rounds/per_device/csi_nmse")
+    with style():
+        fig, axes = _figure(options, 1, 2)
+        per_round, per_device = axes[0]
+        any_distance = False
+        for i, trace, label in have:
+            nmse = trace.per_device["csi_nmse"]
+            rounds = trace.rounds["round"]
+            style_i = _trace_style(i)
+            per_round.plot(rounds, _db(np.nanmedian(nmse, axis=1)), label=label, **style_i)
+            per_round.fill_between(rounds, _db(np.nanpercentile(nmse, 5, axis=1)),
+                                   _db(np.nanpercentile(nmse, 95, axis=1)),
+                                   color=style_i["color"], alpha=0.15, lw=0)
+            distance = trace.devices.get("distance_m")
+            any_distance |= distance is not None
+            where = distance if distance is not None else np.arange(nmse.shape[1])
+            per_device.plot(where, _db(np.nanmean(nmse, axis=0)), ls="none", label=label, **style_i)
+        per_round.set_xlabel("round")
+        _integer_x(per_round)
+        per_round.set_ylabel("CSI NMSE (dB), median over devices")
+        per_device.set_xlabel("distance to the BS (m)" if any_distance else "device")
+        per_device.set_ylabel("CSI NMSE (dB), mean over rounds")
+        per_round.legend(loc="best", title="band: 5-95 % of devices")
+    return fig
+
+
+def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
+                    options: FigureOptions = FigureOptions()) -> Figure:
+    """The device drop of each trace (``/devices/position_m``, m; BS at the origin, the
+    cell edge ``cell.radius_m`` dashed), one square panel per trace; row 1 coloured by
+    path gain (``/devices/path_gain`` in dB), row 2 by each device's mean local update
+    distortion (value², summed over phases, mean over rounds; log colour scale; devices
+    never attenuated hollow). A row no trace has data for is left out; each row has one
+    colour scale for all its panels.
+
+    Raises
+    ------
+    Skipped
+        No trace holds ``/devices/position_m`` with path gains or local distortions.
+    """
+    have = [(t, lab) for t, lab in zip(traces, labels) if "position_m" in t.devices]
+    rows: list[tuple[str, Callable[[TraceData], np.ndarray | None]]] = []
+    if any("path_gain" in t.devices for t, _ in have):
+        rows.append(("path gain (dB)", lambda t: _db(t.devices["path_gain"])
+                     if "path_gain" in t.devices else None))
+    if any(_phases(t.per_device, "local_distortion_") for t, _ in have):
+        rows.append(("mean local update distortion", _device_distortion))
+    if not have or not rows:
+        raise Skipped("no trace holds /devices/position_m with /devices/path_gain or "
+                      "/rounds/per_device/local_distortion_<phase>")
+    n = len(have)
+    with style():
+        fig, axes = _figure(options, len(rows), n, square=True, extra_width_in=COLORBAR_IN)
+        for r, (quantity, values_of) in enumerate(rows):
+            values = [values_of(t) for t, _ in have]
+            log = "distortion" in quantity
+            finite = np.concatenate([v[np.isfinite(v) & ((v > 0) if log else True)]
+                                     for v in values if v is not None] or [np.zeros(0)])
+            norm = None
+            if finite.size:
+                lo, hi = float(finite.min()), float(finite.max())
+                if hi <= lo:
+                    lo, hi = (lo / 2, hi * 2) if log else (lo - 1.0, hi + 1.0)
+                norm = LogNorm(lo, hi) if log else Normalize(lo, hi)
+            cmap = "viridis" if not log else "plasma"
+            mappable = None
+            for ax, (trace, label), v in zip(axes[r], have, values):
+                _map_panel(ax, trace)
+                position = trace.devices["position_m"]
+                if v is None:
+                    ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none",
+                               edgecolors="0.4", lw=0.6)
+                    ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
+                            va="bottom", fontsize=6)
+                else:
+                    positive = np.isfinite(v) & (v > 0) if log else np.isfinite(v)
+                    if (~positive).any():
+                        ax.scatter(position[~positive, 0], position[~positive, 1], s=14,
+                                   facecolors="none", edgecolors="0.35", lw=0.6,
+                                   label="never attenuated" if log else "no value")
+                        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2,
+                                  borderpad=0.2)
+                    if positive.any() and norm is not None:
+                        mappable = ax.scatter(position[positive, 0], position[positive, 1],
+                                              c=v[positive], s=14, cmap=cmap, norm=norm,
+                                              edgecolors="black", linewidths=0.3, zorder=3)
+                if r == 0:
+                    ax.set_title(label)
+                if ax is axes[r][0]:
+                    ax.set_ylabel("y (m)")
+                if r == len(rows) - 1:
+                    ax.set_xlabel("x (m)")
+            if mappable is not None:
+                fig.colorbar(mappable, ax=list(axes[r]), label=quantity, shrink=0.9,
+                             pad=0.02, aspect=25)
+    return fig
+
+
+def _device_distortion(trace: TraceData) -> np.ndarray | None:
+    """[K] mean over rounds of the device's local distortion summed over phases; None
+    without any ``local_distortion_<phase>``."""
+    phases = _phases(trace.per_device, "local_distortion_")
+    if not phases:
+        return None
+    return np.sum([np.mean(trace.per_device[f"local_distortion_{p}"], axis=0) for p in phases], axis=0)
+
+
+def _map_panel(ax, trace: TraceData) -> None:
+    """BS marker, cell edge, equal axes and limits of one map panel."""
+    position = trace.devices["position_m"]
+    radius = _cell_radius_m(trace) or float(np.max(np.hypot(position[:, 0], position[:, 1])))
+    ax.add_patch(Circle((0.0, 0.0), radius, fill=False, ls="--", lw=0.6, color="0.5"))
+    ax.plot([0.0], [0.0], marker="^", color="black", ms=6, ls="none", zorder=4)
+    ax.annotate("BS", (0.0, 0.0), xytext=(4, 4), textcoords="offset points", fontsize=6)
+    limit = 1.06 * radius
+    ax.set_xlim(-limit, limit)
+    ax.set_ylim(-limit, limit)
+    ax.set_aspect("equal")
+    ax.grid(False)
+    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=True))
+    ax.yaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=True))
