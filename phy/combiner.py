@@ -365,3 +365,84 @@ class ReceiveCombiner:
         else:
             m, _, _ = maxmin(h, tolerance=self.tolerance, max_iterations=self.max_iterations)
         return m.astype(np.complex64)
+
+
+class CombinedUplink:
+    """The time-domain uplink of a multi-antenna BS: one
+    :class:`phy.ofdm_time.TimeDomainUplink` per antenna (the devices' waveforms through that
+    antenna's delay lines, with the same timing and carrier offsets), demodulated per
+    antenna and combined per subcarrier, ``y[n, f] = sum_r conj(m[r, f]) y_r[n, f]``. It
+    offers the interface :func:`phy.aircomp.aggregate` uses of a single uplink.
+
+    Parameters
+    ----------
+    uplinks : sequence of TimeDomainUplink
+        N_r uplinks with the same K and F.
+    combiner : [N_r, F], complex64
+        Unit-norm columns (:class:`ReceiveCombiner`).
+
+    Call
+    ----
+    x : [K, N, F], complex64
+
+    Output
+    ------
+    y : [N, F], complex64, the combined grid without noise.
+    """
+
+    def __init__(self, uplinks, combiner):
+        self.uplinks = tuple(uplinks)
+        combiner = np.asarray(combiner, np.complex64)
+        if not self.uplinks or combiner.shape != (len(self.uplinks), self.uplinks[0].num_subcarriers):
+            raise ValueError(f"combiner must be [N_r = {len(self.uplinks)}, F], got {combiner.shape}")
+        shapes = {(u.num_devices, u.num_subcarriers) for u in self.uplinks}
+        if len(shapes) != 1:
+            raise ValueError(f"the uplinks must share K and F, got {sorted(shapes)}")
+        self.combiner = combiner
+        self._weights = np.conj(combiner)
+
+    @property
+    def num_devices(self) -> int:
+        return self.uplinks[0].num_devices
+
+    @property
+    def num_subcarriers(self) -> int:
+        return self.uplinks[0].num_subcarriers
+
+    @property
+    def cut_power_fraction(self) -> np.ndarray | None:
+        """[K]: the share of each device's path power cut, averaged over the antennas."""
+        parts = [u.cut_power_fraction for u in self.uplinks]
+        return None if any(p is None for p in parts) else np.mean(parts, axis=0)
+
+    def isi_free(self) -> np.ndarray:
+        """[K] bool: free of inter-symbol interference on every antenna."""
+        return np.all([u.isi_free() for u in self.uplinks], axis=0)
+
+    def frequency_responses(self) -> np.ndarray:
+        """[K, N_r, F] complex64: every antenna's offset-free response."""
+        return np.stack([u.frequency_response() for u in self.uplinks], axis=1)
+
+    def frequency_response(self) -> np.ndarray:
+        """[K, F] complex64: the effective response ``m_f^H G_kf``."""
+        return effective_channel(self.frequency_responses(), self.combiner)
+
+    def _combine(self, per_antenna) -> np.ndarray:
+        y = np.zeros_like(per_antenna[0], np.complex64)
+        for weight, part in zip(self._weights, per_antenna, strict=True):
+            y += weight[None, :] * part
+        return y
+
+    def __call__(self, x) -> np.ndarray:
+        return self._combine([u(x) for u in self.uplinks])
+
+    def transmit(self, updates, precoder, mask, devices, symbols, row_amplitudes,
+                 num_symbols: int) -> np.ndarray:
+        """:meth:`phy.ofdm_time.TimeDomainUplink.transmit` on every antenna, combined."""
+        return self._combine([u.transmit(updates, precoder, mask, devices, symbols, row_amplitudes,
+                                         num_symbols) for u in self.uplinks])
+
+    def reference(self, x) -> np.ndarray:
+        """:meth:`phy.ofdm_time.TimeDomainUplink.reference` (Sionna's blocks) on every antenna,
+        combined."""
+        return self._combine([u.reference(x) for u in self.uplinks])
