@@ -300,7 +300,7 @@ class DownlinkConfig(_Section):
         return dbm_to_w(self.bs_tx_power_dbm)
 
 
-BS_ANTENNA_CHANNELS = ("iid_rayleigh", "flat_rayleigh")
+BS_ANTENNA_CHANNELS = ("iid_rayleigh", "flat_rayleigh", "tdl")
 """The channel models that draw one channel per BS antenna (``bs.num_antennas > 1``)."""
 
 

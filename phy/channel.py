@@ -334,6 +334,8 @@ class TDL:
             min_speed=0.0,
             precision="single",
         )
+        self._carrier_frequency_hz = float(carrier_frequency_hz)
+        self._antenna_draws = {}  # N_r -> the draw of cir_antennas
         self._frequencies = subcarrier_frequencies(
             self.num_subcarriers, self.subcarrier_spacing_hz, precision="single"
         )
@@ -381,6 +383,45 @@ class TDL:
             a = self._draw_paths(tf.constant(num_devices, tf.int32))
         delays = tf.cast(tf.reshape(self._tdl.delays, [1, -1]), tf.float32)
         return amplitude * a, tf.broadcast_to(delays, tf.shape(a, tf.int32))
+
+    def cir_antennas(self, path_gain: tf.Tensor, seed: tf.Tensor,
+                     num_antennas: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """The paths of one round to N_r BS antennas: Sionna's TDL with ``num_rx_ant = N_r``
+        and no spatial correlation (i.i.d. over the antennas, each with the profile's power
+        delay profile): ``a`` [K, N_r, L] complex64 scaled by ``sqrt(path_gain_k)``, ``tau``
+        [K, L] float32 [s], the same on every antenna (N_r = 1: :meth:`cir`'s draw)."""
+        num_antennas = _check_num_antennas(num_antennas)
+        amplitude = _amplitude(path_gain)
+        num_devices = int(amplitude.shape[0])
+        if num_antennas not in self._antenna_draws:
+            tdl = SionnaTDL(model=self.profile, delay_spread=self.delay_spread_s,
+                            carrier_frequency=self._carrier_frequency_hz, min_speed=0.0,
+                            num_rx_ant=num_antennas, precision="single")
+
+            @tf.function
+            def draw(count, tdl=tdl):
+                a, _ = tdl(count, 1, 1.0)  # [K, 1, N_r, 1, 1, L, 1]
+                return tf.reshape(a, [count, num_antennas, -1])
+
+            self._antenna_draws[num_antennas] = draw
+        a = self._paths_antennas(num_devices, seed, num_antennas)
+        delays = tf.cast(tf.reshape(self._tdl.delays, [1, -1]), tf.float32)
+        return amplitude[:, :, None] * a, tf.broadcast_to(delays, [num_devices, a.shape[2]])
+
+    def _paths_antennas(self, num_devices: int, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """[K, N_r, L] complex64 unit-power paths (without the path gain)."""
+        with sionna_rng_seeded(seed):
+            return self._antenna_draws[num_antennas](tf.constant(num_devices, tf.int32))
+
+    def antennas(self, path_gain: tf.Tensor, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """The frequency responses to N_r BS antennas, ``h`` [K, N_r, F] complex64, of
+        :meth:`cir_antennas`' paths (N_r = 1: the call's draw)."""
+        self.cir_antennas(path_gain, seed, num_antennas)  # validates, builds the draw
+        amplitude = _amplitude(path_gain)
+        a = self._paths_antennas(int(amplitude.shape[0]), seed, num_antennas)
+        num_devices, num_antennas, num_paths = a.shape
+        response = tf.matmul(tf.reshape(a, [num_devices * num_antennas, num_paths]), self._tap_responses)
+        return amplitude[:, :, None] * tf.reshape(response, [num_devices, num_antennas, self.num_subcarriers])
 
 
 def make_channel(

@@ -45,9 +45,13 @@ def test_one_antenna_reproduces_the_default_trace_bit_for_bit(tmp_path):
             np.testing.assert_array_equal(arrays[name], reference[name], err_msg=f"{label}: {name}")
 
 
+_TDL = ['channel.model="tdl"', 'channel.tdl_profile="C"', "channel.delay_spread_s=1e-7"]
+
+
 @pytest.mark.parametrize("overrides", [[], time_domain(3.0, 0.05),
-                                       ['channel.model="flat_rayleigh"']],
-                         ids=["frequency", "time", "flat"])
+                                       ['channel.model="flat_rayleigh"'], _TDL,
+                                       [*_TDL, *time_domain(2.0, 0.0)[:2]]],
+                         ids=["frequency", "time", "flat", "tdl", "tdl-time"])
 def test_antenna_path_at_one_antenna_is_todays_channel(tmp_path, overrides):
     """The multi-antenna draw with N_r = 1 (forced) gives today's channel and uplink exactly."""
     engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1), overrides))
@@ -111,8 +115,8 @@ def test_bad_bs_keys_name_the_key_and_value(tmp_path, override, message):
 
 def test_unsupported_channel_model_is_refused_by_name(tmp_path):
     with pytest.raises(ScenarioError, match=r"bs.num_antennas: = 4 needs channel.model in"):
-        load_scenario(write_tiny(tmp_path), ["bs.num_antennas=4", 'channel.model="tdl"',
-                                             'channel.tdl_profile="A"', "channel.delay_spread_s=1e-7"])
+        load_scenario(write_tiny(tmp_path), ["bs.num_antennas=4", 'channel.model="umi"',
+                                             "cell.min_distance_m=10"])
 
 
 def test_effective_channel_keeps_the_noise_power(tmp_path):
@@ -123,3 +127,17 @@ def test_effective_channel_keeps_the_noise_power(tmp_path):
     z = (np.random.default_rng(2).normal(size=(20000, 3, 64, 2)) @ [1, 1j]) / np.sqrt(2)
     combined = np.einsum("rf,nrf->nf", np.conj(m), z)
     assert abs(np.mean(np.abs(combined) ** 2) - 1.0) < 0.01
+
+
+@pytest.mark.parametrize("overrides", [_TDL, [*_TDL, *time_domain(2.0, 0.05)[:2]]], ids=["tdl", "tdl-time"])
+def test_tdl_with_three_antennas_runs_a_round(tmp_path, overrides):
+    engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1),
+                                  [*overrides, "bs.num_antennas=3", 'bs.combiner="centroid"']))
+    h, uplink, _ = engine._draw_uplink(0)
+    assert h.shape == (8, 64)
+    if uplink is not None:
+        assert isinstance(uplink, CombinedUplink) and len(uplink.uplinks) == 3
+        np.testing.assert_allclose(uplink.frequency_response(), h.numpy(), rtol=1e-5, atol=1e-7)
+    _, record = engine.run_round(0, engine.initial_state())
+    assert np.isfinite(record.scalars["aggregate_nmse_rho"])
+    assert np.isfinite(record.scalars["aggregate_nmse_nu"])
