@@ -210,6 +210,7 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
         num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
         sample_period_s=1.0 / ofdm.bandwidth_hz,
         seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
+        num_bs_antennas=scenario.bs.num_antennas,
     )
 
 

@@ -300,25 +300,14 @@ class DownlinkConfig(_Section):
         return dbm_to_w(self.bs_tx_power_dbm)
 
 
-BS_ANTENNA_CHANNELS = ("iid_rayleigh", "flat_rayleigh", "tdl")
-"""The channel models that draw one channel per BS antenna (``bs.num_antennas > 1``)."""
-
-
 class BsConfig(_Section):
     """The base station's receive antennas and combiner (``phy/combiner.py``; the paper: one
-    antenna). With ``num_antennas`` N_r > 1 the uplink channel is ``[K, N_r, F]`` and the BS
-    combines its antennas with a unit-norm ``m_f`` per subcarrier; the devices see
-    ``m_f^H h_kf``."""
+    antenna). With ``num_antennas`` N_r > 1 the uplink channel is ``[K, N_r, F]`` (every
+    ``channel.model``; the 3GPP cells with a uniform linear array) and the BS combines its
+    antennas with a unit-norm ``m_f`` per subcarrier; the devices see ``m_f^H h_kf``."""
 
     num_antennas: int = Field(1, ge=1)
     combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "maxmin"
-
-    def check_channel(self, channel_model: str) -> None:
-        """``bs.num_antennas`` > 1 needs a channel model with one draw per antenna."""
-        _require(self.num_antennas == 1 or channel_model in BS_ANTENNA_CHANNELS,
-                 "bs.num_antennas",
-                 f"= {self.num_antennas} needs channel.model in {list(BS_ANTENNA_CHANNELS)} "
-                 f"(channel.model = {channel_model!r} draws one BS antenna only)")
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -557,7 +546,6 @@ class Scenario(_Section):
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
                      f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
                      f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
-        self.bs.check_channel(self.channel.model)
         self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
         if self.model.architecture in _CONVNETS:
             h, w, _ = image_shape(self.data.input_shape)
