@@ -6,7 +6,9 @@ partition, model, algorithm, channel and CSI models) and then, for every round
 ``t``:
 
 1. draws a new block-fading channel ``H [K, F]`` and the devices' estimates
-   ``H_hat [K, F]`` (constant over all OFDM symbols of the round);
+   ``H_hat [K, F]`` (constant over all OFDM symbols of the round); with a multi-antenna
+   BS (``bs.num_antennas`` N_r > 1) ``H`` is the effective channel ``m_f^H h_kf`` of the
+   ``[K, N_r, F]`` draw and the BS's combiner (:mod:`phy.combiner`);
 2. counts the downlink OFDM symbols needed to multicast the global model to the
    worst device (:mod:`phy.downlink`);
 3. for each phase the algorithm declares (the proposed method: ``rho`` then ``nu``;
