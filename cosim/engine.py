@@ -6,7 +6,9 @@ partition, model, algorithm, channel and CSI models) and then, for every round
 ``t``:
 
 1. draws a new block-fading channel ``H [K, F]`` and the devices' estimates
-   ``H_hat [K, F]`` (constant over all OFDM symbols of the round);
+   ``H_hat [K, F]`` (constant over all OFDM symbols of the round); with a multi-antenna
+   BS (``bs.num_antennas`` N_r > 1) ``H`` is the effective channel ``m_f^H h_kf`` of the
+   ``[K, N_r, F]`` draw and the BS's combiner (:mod:`phy.combiner`);
 2. counts the downlink OFDM symbols needed to multicast the global model to the
    worst device (:mod:`phy.downlink`);
 3. for each phase the algorithm declares (the proposed method: ``rho`` then ``nu``;
@@ -77,6 +79,7 @@ from learning.partition import Partition, PoolExhausted, partition, to_device_da
 from phy import aircomp, geometry
 from phy.aggregate_error import aggregate_error, normalised_error
 from phy.cells import CELL_MODELS
+from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
@@ -209,6 +212,7 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
         num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
         sample_period_s=1.0 / ofdm.bandwidth_hz,
         seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
+        num_bs_antennas=scenario.bs.num_antennas,
     )
 
 
@@ -308,6 +312,7 @@ class Engine:
             scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
             scenario.sync.precompensate,
         )
+        self.combiner = ReceiveCombiner(scenario.bs.combiner)
         self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
         self._path_gain = tf.constant(self.world.path_gain, tf.float32)
         self.power_control = POWER_CONTROLS[scenario.power.control].build(
@@ -349,6 +354,8 @@ class Engine:
         """
         seed, ofdm = self.scenario.seed, self.scenario.ofdm
         channel_seed = rngs.stream_seed(seed, t, "channel")
+        if self.scenario.bs.num_antennas > 1:
+            return self._draw_antennas(t, channel_seed)
         if ofdm.domain == "frequency":
             return self.channel(self._path_gain, channel_seed), None, None
         a, tau = self.channel.cir(self._path_gain, channel_seed)
@@ -360,6 +367,37 @@ class Engine:
         known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
             a.numpy(), tau.numpy(), **geometry_)
         return tf.constant(known.frequency_response()), uplink, (timing, cfo)
+
+    def _draw_antennas(self, t: int, channel_seed):
+        """:meth:`_draw_uplink` for a BS with N_r > 1 antennas (``bs.num_antennas``).
+
+        The channel model draws ``[K, N_r, F]`` (in the time domain a delay line per device
+        and antenna, the devices' offsets shared by the antennas); the BS's combiner ``m``
+        [N_r, F] (``bs.combiner``, :class:`phy.combiner.ReceiveCombiner`) is computed from
+        the per-antenna responses the devices' own knowledge is based on (the offset-free
+        ones unless ``sync.precompensate`` includes the timing), and ``h`` is the effective
+        channel ``m_f^H h_kf`` everything downstream works on; in the time domain the
+        uplink is a :class:`phy.combiner.CombinedUplink` (each antenna's waveform
+        demodulated, then combined).
+        """
+        seed, ofdm = self.scenario.seed, self.scenario.ofdm
+        num_antennas = self.scenario.bs.num_antennas
+        if ofdm.domain == "frequency":
+            h = self.channel.antennas(self._path_gain, channel_seed, num_antennas).numpy()
+            return tf.constant(effective_channel(h, self.combiner(h))), None, None
+        a, tau = self.channel.cir_antennas(self._path_gain, channel_seed, num_antennas)
+        a, tau = a.numpy(), tau.numpy()
+        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
+        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
+                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
+        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **geometry_, timing_offset_samples=timing,
+                                               cfo_subcarriers=cfo) for r in range(num_antennas)]
+        known = uplinks if self.sync.precodes_timing else [
+            TimeDomainUplink.from_paths(a[:, r], tau, **geometry_) for r in range(num_antennas)]
+        responses = np.stack([u.frequency_response() for u in known], axis=1)  # [K, N_r, F]
+        combiner = self.combiner(responses)
+        uplink = CombinedUplink(uplinks, combiner)
+        return tf.constant(effective_channel(responses, combiner)), uplink, (timing, cfo)
 
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Run round ``t`` from ``state``; return the new state and the round's record."""

@@ -243,6 +243,16 @@ class DownlinkConfig(_Section):
         return dbm_to_w(self.bs_tx_power_dbm)
 
 
+class BsConfig(_Section):
+    """The base station's receive antennas and combiner (``phy/combiner.py``; the paper: one
+    antenna). With ``num_antennas`` N_r > 1 the uplink channel is ``[K, N_r, F]`` (every
+    ``channel.model``; the 3GPP cells with a uniform linear array) and the BS combines its
+    antennas with a unit-norm ``m_f`` per subcarrier; the devices see ``m_f^H h_kf``."""
+
+    num_antennas: int = Field(1, ge=1)
+    combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "maxmin"
+
+
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
 _CONVNETS = ("cnn", "resnet56")
 
@@ -441,6 +451,7 @@ class Scenario(_Section):
     csi: CsiConfig = CsiConfig()
     power: PowerConfig = PowerConfig()
     downlink: DownlinkConfig = DownlinkConfig()
+    bs: BsConfig = BsConfig()
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()

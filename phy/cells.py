@@ -74,6 +74,7 @@ from sionna.phy.channel import cir_to_ofdm_channel, subcarrier_frequencies
 from sionna.phy.channel.tr38901 import (
     Antenna,
     LSPGenerator,
+    PanelArray,
     RMaScenario,
     SystemLevelChannel,
     UMaScenario,
@@ -201,6 +202,12 @@ class SystemLevelCell:
         `None` (default): LoS states drawn from the LoS probability of TR 38.901
         Table 7.4.2-1; `True` / `False`: all outdoor devices in LoS / NLoS. Indoor
         devices are always NLoS.
+    num_bs_antennas : int
+        N_r >= 1 (default 1): with N_r > 1 the BS is a uniform linear array of N_r
+        vertically polarised omni elements at half-wavelength spacing (Sionna's
+        ``PanelArray`` with one row of N_r columns) and :meth:`antennas` /
+        :meth:`cir_antennas` give the channel to every element; N_r = 1 is the single
+        ``Antenna`` (the call and :meth:`cir`).
 
     Attributes
     ----------
@@ -252,6 +259,7 @@ class SystemLevelCell:
         ut_height_m: float = 1.5,
         indoor_probability: float = 0.0,
         force_los: bool | None = None,
+        num_bs_antennas: int = 1,
     ):
         if not isinstance(model, str) or model not in CELL_MODELS:
             raise ValueError(f"model must be one of {CELL_MODELS}, got {model!r}")
@@ -281,8 +289,16 @@ class SystemLevelCell:
             polarization="single", polarization_type="V", antenna_pattern="omni",
             carrier_frequency=carrier_frequency_hz, precision="single",
         )
+        if isinstance(num_bs_antennas, bool) or not isinstance(num_bs_antennas, int | np.integer) \
+                or num_bs_antennas < 1:
+            raise ValueError(f"num_bs_antennas must be an integer >= 1, got {num_bs_antennas!r}")
+        self.num_bs_antennas = int(num_bs_antennas)
+        bs_array = antenna if self.num_bs_antennas == 1 else PanelArray(
+            num_rows_per_panel=1, num_cols_per_panel=self.num_bs_antennas, polarization="single",
+            polarization_type="V", antenna_pattern="omni", carrier_frequency=carrier_frequency_hz,
+            precision="single")
         scenario_args = dict(
-            carrier_frequency=carrier_frequency_hz, ut_array=antenna, bs_array=antenna,
+            carrier_frequency=carrier_frequency_hz, ut_array=antenna, bs_array=bs_array,
             direction="uplink", enable_pathloss=False, enable_shadow_fading=False,
             precision="single",
         )
@@ -380,6 +396,33 @@ class SystemLevelCell:
         # Sionna gives non-existent clusters zero power and a 1 s placeholder delay.
         tau = tf.where(tf.abs(a) > 0, tau, tf.zeros_like(tau))
         return a * self._amplitude, tau
+
+    def cir_antennas(self, path_gain, seed: tf.Tensor, num_antennas: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """:meth:`cir` at every BS element: ``a`` [K, N_r, P] complex64 (with
+        ``sqrt(path_gain_k)``), ``tau`` [K, P] float32 [s]; ``num_antennas`` must be the
+        cell's ``num_bs_antennas``."""
+        if num_antennas != self.num_bs_antennas:
+            raise ValueError(f"num_antennas must be the cell's num_bs_antennas = "
+                             f"{self.num_bs_antennas}, got {num_antennas!r}")
+        with sionna_rng_seeded(seed):
+            a, tau = self._channel(1, 1.0)  # [1, 1, N_r, K, 1, P, 1], [1, 1, K, P]
+        a = tf.transpose(tf.reshape(a, [num_antennas, self.num_devices, -1]), [1, 0, 2])
+        tau = tf.reshape(tau, [self.num_devices, -1])
+        tau = tf.where(tf.reduce_any(tf.abs(a) > 0, axis=1), tau, tf.zeros_like(tau))
+        return a * self._amplitude[:, :, None], tau
+
+    def antennas(self, path_gain, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """``[K, N_r, F]`` complex64: :meth:`cir_antennas`' frequency response at every BS
+        element (``cir_to_ofdm_channel``, ``normalize=False``)."""
+        a, tau = self.cir_antennas(path_gain, seed, num_antennas)
+        num_paths = int(a.shape[2])
+        response = cir_to_ofdm_channel(
+            self._frequencies,
+            tf.reshape(a, [self.num_devices, 1, num_antennas, 1, 1, num_paths, 1]),
+            tf.reshape(tau, [self.num_devices, 1, 1, num_paths]),
+            normalize=False,
+        )  # [K, 1, N_r, 1, 1, 1, F]
+        return tf.reshape(response, [self.num_devices, num_antennas, self.num_subcarriers])
 
     def __call__(self, path_gain: tf.Tensor | None, seed: tf.Tensor) -> tf.Tensor:
         """``[K, F]`` complex64 frequency response of the round drawn from ``seed``.

@@ -98,6 +98,20 @@ def _iid_rayleigh(amplitude: tf.Tensor, num_subcarriers: tf.Tensor, seed: tf.Ten
     return amplitude * tf.complex(parts[0], parts[1])
 
 
+@tf.function
+def _iid_rayleigh_antennas(amplitude: tf.Tensor, num_antennas: tf.Tensor, num_subcarriers: tf.Tensor,
+                           seed: tf.Tensor) -> tf.Tensor:
+    shape = tf.stack([2, tf.shape(amplitude)[0], num_antennas, num_subcarriers])
+    parts = tf.random.stateless_normal(shape, seed, stddev=np.sqrt(0.5), dtype=tf.float32)
+    return amplitude[:, :, None] * tf.complex(parts[0], parts[1])
+
+
+def _check_num_antennas(num_antennas: int) -> int:
+    if isinstance(num_antennas, bool) or not isinstance(num_antennas, int | np.integer) or num_antennas < 1:
+        raise ValueError(f"num_antennas must be an integer >= 1, got {num_antennas!r}")
+    return int(num_antennas)
+
+
 class IidRayleigh:
     """I.i.d. Rayleigh fading per subcarrier, the paper's channel (Section III-A).
 
@@ -154,6 +168,28 @@ class IidRayleigh:
         delays = tf.range(self.num_taps, dtype=tf.float32) * float(self.sample_period_s)
         return a, tf.broadcast_to(delays, tf.shape(a, tf.int32))
 
+    def antennas(self, path_gain: tf.Tensor, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """The channels to N_r BS antennas: ``h`` [K, N_r, F] complex64, i.i.d.
+        ``CN(0, path_gain_k)`` over devices, antennas and subcarriers (N_r = 1: the
+        call's draw, ``h[:, 0]``)."""
+        seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+        return _iid_rayleigh_antennas(_amplitude(path_gain), tf.constant(_check_num_antennas(num_antennas)),
+                                      tf.constant(self.num_subcarriers), seed)
+
+    def cir_antennas(self, path_gain: tf.Tensor, seed: tf.Tensor,
+                     num_antennas: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """The tapped delay line of each BS antenna: ``a`` [K, N_r, L] complex64 (i.i.d.
+        ``CN(0, path_gain_k / L)``), ``tau`` [K, L] float32 delays ``l / B`` [s], the same on
+        every antenna (N_r = 1: :meth:`cir`'s draw)."""
+        if self.sample_period_s is None or not self.sample_period_s > 0:
+            raise ValueError(f"cir needs a positive sample_period_s, got {self.sample_period_s!r}")
+        seed = tf.convert_to_tensor(seed, dtype=tf.int32)
+        amplitude = _amplitude(path_gain) / np.sqrt(self.num_taps)
+        a = _iid_rayleigh_antennas(amplitude, tf.constant(_check_num_antennas(num_antennas)),
+                                   tf.constant(self.num_taps), seed)
+        delays = tf.range(self.num_taps, dtype=tf.float32) * float(self.sample_period_s)
+        return a, tf.broadcast_to(delays, [a.shape[0], self.num_taps])
+
 
 class FlatRayleigh:
     """Frequency-flat Rayleigh block fading: Sionna's ``RayleighBlockFading``.
@@ -184,6 +220,7 @@ class FlatRayleigh:
         self._block = RayleighBlockFading(
             num_rx=1, num_rx_ant=1, num_tx=1, num_tx_ant=1, precision="single"
         )
+        self._blocks = {}  # N_r -> the draw of cir_antennas
 
     @tf.function
     def _draw(self, num_devices: tf.Tensor) -> tf.Tensor:
@@ -201,6 +238,34 @@ class FlatRayleigh:
         with sionna_rng_seeded(seed):
             coefficient = self._draw(tf.constant(num_devices, tf.int32))
         return amplitude * coefficient, tf.zeros([num_devices, 1], tf.float32)
+
+    def antennas(self, path_gain: tf.Tensor, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """The channels to N_r BS antennas: ``h`` [K, N_r, F] complex64, one ``CN(0,
+        path_gain_k)`` coefficient per device and antenna (Sionna's ``RayleighBlockFading``
+        with ``num_rx_ant = N_r``), constant along F."""
+        a, _ = self.cir_antennas(path_gain, seed, num_antennas)
+        return tf.broadcast_to(a, [a.shape[0], a.shape[1], self.num_subcarriers])
+
+    def cir_antennas(self, path_gain: tf.Tensor, seed: tf.Tensor,
+                     num_antennas: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """One path at delay 0 per antenna: ``a`` [K, N_r, 1] complex64, ``tau`` [K, 1] float32
+        zeros [s] (N_r = 1: :meth:`cir`'s draw)."""
+        num_antennas = _check_num_antennas(num_antennas)
+        amplitude = _amplitude(path_gain)
+        num_devices = int(amplitude.shape[0])
+        if num_antennas not in self._blocks:
+            block = RayleighBlockFading(num_rx=1, num_rx_ant=num_antennas, num_tx=1, num_tx_ant=1,
+                                        precision="single")
+
+            @tf.function
+            def draw(count, block=block):
+                a, _ = block(count, 1)  # [K, 1, N_r, 1, 1, 1 path, 1 step]
+                return tf.reshape(a, [count, num_antennas, 1])
+
+            self._blocks[num_antennas] = draw
+        with sionna_rng_seeded(seed):
+            coefficient = self._blocks[num_antennas](tf.constant(num_devices, tf.int32))
+        return amplitude[:, :, None] * coefficient, tf.zeros([num_devices, 1], tf.float32)
 
 
 class TDL:
@@ -269,6 +334,8 @@ class TDL:
             min_speed=0.0,
             precision="single",
         )
+        self._carrier_frequency_hz = float(carrier_frequency_hz)
+        self._antenna_draws = {}  # N_r -> the draw of cir_antennas
         self._frequencies = subcarrier_frequencies(
             self.num_subcarriers, self.subcarrier_spacing_hz, precision="single"
         )
@@ -316,6 +383,45 @@ class TDL:
             a = self._draw_paths(tf.constant(num_devices, tf.int32))
         delays = tf.cast(tf.reshape(self._tdl.delays, [1, -1]), tf.float32)
         return amplitude * a, tf.broadcast_to(delays, tf.shape(a, tf.int32))
+
+    def cir_antennas(self, path_gain: tf.Tensor, seed: tf.Tensor,
+                     num_antennas: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """The paths of one round to N_r BS antennas: Sionna's TDL with ``num_rx_ant = N_r``
+        and no spatial correlation (i.i.d. over the antennas, each with the profile's power
+        delay profile): ``a`` [K, N_r, L] complex64 scaled by ``sqrt(path_gain_k)``, ``tau``
+        [K, L] float32 [s], the same on every antenna (N_r = 1: :meth:`cir`'s draw)."""
+        num_antennas = _check_num_antennas(num_antennas)
+        amplitude = _amplitude(path_gain)
+        num_devices = int(amplitude.shape[0])
+        if num_antennas not in self._antenna_draws:
+            tdl = SionnaTDL(model=self.profile, delay_spread=self.delay_spread_s,
+                            carrier_frequency=self._carrier_frequency_hz, min_speed=0.0,
+                            num_rx_ant=num_antennas, precision="single")
+
+            @tf.function
+            def draw(count, tdl=tdl):
+                a, _ = tdl(count, 1, 1.0)  # [K, 1, N_r, 1, 1, L, 1]
+                return tf.reshape(a, [count, num_antennas, -1])
+
+            self._antenna_draws[num_antennas] = draw
+        a = self._paths_antennas(num_devices, seed, num_antennas)
+        delays = tf.cast(tf.reshape(self._tdl.delays, [1, -1]), tf.float32)
+        return amplitude[:, :, None] * a, tf.broadcast_to(delays, [num_devices, a.shape[2]])
+
+    def _paths_antennas(self, num_devices: int, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """[K, N_r, L] complex64 unit-power paths (without the path gain)."""
+        with sionna_rng_seeded(seed):
+            return self._antenna_draws[num_antennas](tf.constant(num_devices, tf.int32))
+
+    def antennas(self, path_gain: tf.Tensor, seed: tf.Tensor, num_antennas: int) -> tf.Tensor:
+        """The frequency responses to N_r BS antennas, ``h`` [K, N_r, F] complex64, of
+        :meth:`cir_antennas`' paths (N_r = 1: the call's draw)."""
+        self.cir_antennas(path_gain, seed, num_antennas)  # validates, builds the draw
+        amplitude = _amplitude(path_gain)
+        a = self._paths_antennas(int(amplitude.shape[0]), seed, num_antennas)
+        num_devices, num_antennas, num_paths = a.shape
+        response = tf.matmul(tf.reshape(a, [num_devices * num_antennas, num_paths]), self._tap_responses)
+        return amplitude[:, :, None] * tf.reshape(response, [num_devices, num_antennas, self.num_subcarriers])
 
 
 def make_channel(

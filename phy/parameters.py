@@ -174,7 +174,8 @@ class RmaChannel(_Cell3gpp):
 
 
 _GRID = ("num_subcarriers",)
-_CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcarriers", "seed")}
+_CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcarriers", "seed",
+                    "num_bs_antennas")}
 CHANNEL_MODELS = {
     "iid_rayleigh": Variant(IidRayleighChannel, "phy.channel:IidRayleigh", {"path_loss_exponent": None},
                             extras=(*_GRID, "sample_period_s")),
