@@ -57,6 +57,8 @@ VALUES: dict[str, dict[str, str]] = {
         "local_reparameterization": "local reparameterization",
     },
     "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
+    "bs.combiner": {"mrc_strongest": "MRC (strongest)", "centroid": "centroid",
+                    "maxmin": "max-min"},
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
 label by itself ("Proposed"); other keys' values are labelled as they stand here."""
@@ -90,6 +92,8 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "sync.timing_offset_max_samples": ("max timing offset", "samples"),
     "sync.cfo_max_subcarriers": ("max CFO", "subcarrier spacings"),
     "sync.precompensate": ("pre-compensation", None),
+    "bs.num_antennas": ("BS antennas N_r", None),
+    "bs.combiner": ("combiner", None),
     "seed": ("seed", None),
 }
 """Scenario key -> (display name, unit or None)."""
