@@ -250,7 +250,7 @@ class BsConfig(_Section):
     antennas with a unit-norm ``m_f`` per subcarrier; the devices see ``m_f^H h_kf``."""
 
     num_antennas: int = Field(1, ge=1)
-    combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "maxmin"
+    combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "centroid"
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}

@@ -188,6 +188,8 @@ OVERRIDE_FAULTS = {
     "no-equals-sign": (["cell.radius_m"], ("'cell.radius_m'", "key.path=value")),
     "scalar-for-array": (["model.hidden_units=8"], ("model.hidden_units", "must be an array")),
     "zero-eval-every": (["eval.every=0"], ("eval.every", "(got 0)")),
+    "zero-bs-antennas": (["bs.num_antennas=0"], ("bs.num_antennas", "(got 0)")),
+    "fractional-bs-antennas": (["bs.num_antennas=2.5"], ("bs.num_antennas", "must be an integer (got 2.5)")),
     "numba-backend-for-a-baseline": (['runtime.backend="numba"', 'algorithm.name="scaffold"'],
                                      ("runtime.backend", "runs on TensorFlow only")),
     "moved-key-via-set": (['algorithm.weight_sampler="fused"'],
