@@ -398,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     """``cosim validate``: print the resolved scenario and what it implies (d, N1/N2,
-    symbols per round, memory), or raise :class:`cosim.scenario.ScenarioError` (also
+    symbols per round, memory, the dataset's files checked with the loader's restricted
+    reader, the estimated cost), or raise :class:`cosim.scenario.ScenarioError` (also
     for a scenario too large for the machine's memory). d comes from
     :func:`cosim.scenario.scenario_num_params`: no model is built, TensorFlow is not
     imported."""
@@ -420,14 +421,29 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         points = study.points()
         print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
               f"{len(points) // len(study.seeds)} axis combinations), every point valid")
+        from learning.datasets import DatasetFormatError, check_dataset_files
+
+        for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
+                                         for p in points}, key=str):
+            try:
+                print(f"  data      {check_dataset_files(dataset, data_dir)}")
+            except DatasetFormatError as error:
+                raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
         for line in study_cost_lines([p.scenario for p in points]):
             print(line)
         return EXIT_OK
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
     check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
+    from learning.datasets import DatasetFormatError, check_dataset_files
+
+    try:
+        data = check_dataset_files(scenario.data.dataset, scenario.data.data_dir)
+    except DatasetFormatError as error:
+        raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
+    print(f"  data      {data}")
     for line in study_cost_lines([scenario]):
         print(line)
     return EXIT_OK
