@@ -83,6 +83,7 @@ from cosim.trace_format import (
     _package_versions,
     _unopenable,
     _valid_slot,
+    closed_file_problems,
 )
 from cosim.trace_read import (
     TraceData,
@@ -381,6 +382,9 @@ class TraceWriter:
             os.close(fd)
             raise TraceError(f"cannot open trace {path}: {_unopenable(path, exc)}") from None
         try:
+            problems = closed_file_problems(file)  # before anything is written to it
+            if problems:
+                raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3]))
             missing = [name for name in ("scenario", "completed_rounds") if name not in file.attrs]
             missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
             if "schema_version" in file.attrs and missing:

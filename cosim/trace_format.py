@@ -150,9 +150,78 @@ def _unopenable(path: Path, exc: OSError) -> str:
     return f"damaged HDF5 file ({reason})"
 
 
+MAX_ROUNDS = 10_000_000
+"""The most rounds a trace can claim (``completed_rounds``); more is a damaged or crafted
+header, refused before anything is allocated."""
+MAX_READ_BYTES = 16 * 2**30
+"""The most bytes the committed rows of a trace's datasets may add up to when read."""
+
+
+def closed_file_problems(file: h5py.File) -> list[str]:
+    """What makes ``file`` not a closed trace, one line each naming the object: a dataset
+    whose data lives in another file (external storage, a virtual layout), an external or
+    soft link (which may leave the file), ``completed_rounds`` that is not an integer in
+    ``0..min(rows of /rounds/round, MAX_ROUNDS)``, committed rows that add up to more than
+    :data:`MAX_READ_BYTES`. Reads headers only: nothing outside the file is opened."""
+    problems: list[str] = []
+    datasets: list[tuple[str, h5py.Dataset]] = []
+
+    def walk(group: h5py.Group, prefix: str) -> None:
+        for name in group:
+            where = f"{prefix}/{name}"
+            link = group.get(name, getlink=True)
+            if isinstance(link, (h5py.ExternalLink, h5py.SoftLink)):
+                kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a soft link"
+                problems.append(f"{where} is {kind} (a trace holds its data itself)")
+                continue
+            item = group.get(name)
+            if isinstance(item, h5py.Group):
+                walk(item, where)
+            elif isinstance(item, h5py.Dataset):
+                if item.is_virtual:
+                    problems.append(f"{where} is a virtual dataset (its data is in other files)")
+                elif item.id.get_create_plist().get_external_count() > 0:
+                    problems.append(f"{where} stores its data in an external file")
+                else:
+                    datasets.append((where, item))
+
+    walk(file, "")
+    raw = file.attrs.get("completed_rounds", 0)
+    rows = file["rounds/round"].shape[0] if "rounds/round" in file and not problems else 0
+    if isinstance(raw, np.ndarray) and raw.shape == ():
+        raw = raw[()]
+    whole = isinstance(raw, (int, np.integer)) or (isinstance(raw, (float, np.floating))
+                                                   and float(raw).is_integer())
+    done = int(raw) if whole else -1
+    if not whole or not 0 <= done <= min(max(rows, 0), MAX_ROUNDS):
+        problems.append(f"completed_rounds = {raw!r} cannot be real (the file holds {rows} rows "
+                        f"of /rounds/round)")
+    elif not problems:
+        need = [(where, done * int(np.prod(d.shape[1:], dtype=np.float64)) * d.dtype.itemsize)
+                for where, d in datasets if where.startswith("/rounds/") and d.ndim >= 1]
+        if sum(n for _, n in need) > MAX_READ_BYTES:
+            largest = max(need, key=lambda item: item[1])
+            problems.append(f"its committed rows would take {sum(n for _, n in need) / 2**30:,.0f} GiB "
+                            f"to read ({largest[0]}: shape {file[largest[0]].shape}); not a real trace")
+    return problems
+
+
+def check_closed(file: h5py.File, path: Path) -> None:
+    """:class:`TraceError` naming ``path`` and the first objects of
+    :func:`closed_file_problems`, if any."""
+    try:
+        problems = closed_file_problems(file)
+    except (OSError, KeyError, RuntimeError, ValueError, TypeError) as exc:  # damaged headers
+        raise TraceError(f"cannot read trace {path}: damaged HDF5 file ({_one_line(exc)})") from None
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise TraceError(f"refusing trace {path}: " + "; ".join(problems[:3]) + more)
+
+
 def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
-    """``path`` opened read-only, or :class:`TraceError` naming it (missing, a directory,
-    empty, not HDF5, truncated or damaged). An HDF5 file that does not open is tried
+    """``path`` opened read-only and checked closed (:func:`check_closed`), or
+    :class:`TraceError` naming it (missing, a directory, empty, not HDF5, truncated or
+    damaged, not closed). An HDF5 file that does not open is tried
     ``attempts`` times, :data:`OPEN_RETRY_S` apart; anything else fails at once."""
     if path.is_dir():
         raise TraceError(f"cannot read trace {path}: it is a directory")
@@ -160,11 +229,18 @@ def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
         try:
             # locking=False: HDF5 refuses a second open of a file in the same process with
             # different locking flags, and the writer opens with locking=False
-            return h5py.File(path, "r", locking=False)
+            file = h5py.File(path, "r", locking=False)
         except FileNotFoundError:
             raise TraceError(f"trace {path} does not exist") from None
         except OSError as exc:
             if attempt == attempts - 1 or not _is_hdf5(path):
                 raise TraceError(f"cannot read trace {path}: {_unopenable(path, exc)}") from None
             time.sleep(OPEN_RETRY_S)  # an open that raced the writer's flush
+            continue
+        try:
+            check_closed(file, path)
+        except BaseException:
+            file.close()
+            raise
+        return file
     raise AssertionError("unreachable")

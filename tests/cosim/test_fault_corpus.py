@@ -277,7 +277,7 @@ READ_FAULTS = {
     "non-trace-hdf5": "not an aircomp-cosim trace",
     "trace-header-only": "an incomplete trace",
     "newer-schema": "schema_version 99",
-    "short-column": "fewer than completed_rounds = 5",
+    "short-column": "completed_rounds = 5 cannot be real (the file holds 2 rows of /rounds/round)",
     "truncated-half": "truncated",
     "truncated-last-byte": "truncated",
     "truncated-to-superblock": "truncated",

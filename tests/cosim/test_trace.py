@@ -333,7 +333,7 @@ def test_resume_of_a_trace_damaged_by_a_full_disk_names_the_file(tmp_path):
     path.write_bytes(damaged)
     with pytest.raises(TraceError, match=rf"cannot resume {path}: damaged HDF5 file .*--overwrite"):
         TraceWriter.resume(path)
-    with pytest.raises(TraceError, match=rf"cannot compact trace {path}: "):
+    with pytest.raises(TraceError, match=rf"cannot (compact|read) trace {path}: "):
         drop_checkpoint(path)
     assert path.read_bytes() == damaged
     assert not list(tmp_path.glob(".*"))  # no .compact sibling left behind
