@@ -6,7 +6,8 @@ the shell. Nothing under ``cosim/`` imports :mod:`cosim.cli`.
 
 from __future__ import annotations
 
-__all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE"]
+__all__ = ["EXIT_DIVERGED", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED",
+           "EXIT_USAGE"]
 
 EXIT_OK = 0
 """Everything asked for was done."""
@@ -18,3 +19,6 @@ EXIT_DIVERGED = 3
 """``cosim run`` stopped at a diverged round (:mod:`cosim.divergence`)."""
 EXIT_INTERRUPTED = 130
 """Ctrl-C; completed rounds are in the trace."""
+EXIT_TERMINATED = 143
+"""SIGTERM (128 + 15): ``cosim study run`` stopped its runs and wrote its status; the
+same command resumes it."""

@@ -34,7 +34,6 @@ import json
 import math
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -44,8 +43,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from cosim.atomic_write import write_bytes_atomic, write_text_atomic
 from cosim.display_names import value_key
-from cosim.exit_codes import EXIT_FAILED, EXIT_OK
+from cosim.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_TERMINATED
 from cosim.scenario import (
     Scenario,
     ScenarioError,
@@ -81,6 +81,10 @@ SUMMARY_EVERY_S = 30.0
 _TOP_KEYS = ("scenario", "seeds", "set", "axes", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+class StudyStopped(Exception):
+    """SIGTERM while a study runs: the runs in flight are stopped, the status says so."""
 
 
 class StudyError(ScenarioError):
@@ -498,7 +502,8 @@ class _Status:
 
     def counts(self) -> dict[str, int]:
         states = [r["state"] for r in self.data["runs"].values()]
-        return {s: states.count(s) for s in ("done", "failed", "running", "queued", "pending")}
+        return {s: states.count(s)
+                for s in ("done", "failed", "running", "queued", "pending", "stopped")}
 
     def observe(self, points: Sequence[RunPoint], since: float) -> tuple[int, int]:
         """Read the committed rounds of every run's trace: a queued run whose trace was
@@ -517,9 +522,7 @@ class _Status:
         return committed, asked
 
     def write(self) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
 
 
 def run_study(
@@ -559,12 +562,16 @@ def run_study(
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
+    for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR):
+        if output.is_symlink():
+            raise StudyError([f"{output}: a symbolic link where the study writes its own "
+                              "file; refusing to write through it"], str(study_file))
     (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     copy = out / STUDY_COPY
     if copy.is_file() and copy.read_text(encoding="utf-8") != study.text:
         say(f"note: {copy} differs from {study_file}; replacing it (runs whose scenario "
             "changed other than by `rounds` will fail to resume)")
-    shutil.copyfile(study.source, copy)
+    write_bytes_atomic(copy, study.source.read_bytes())
     status = _Status(out / STATUS_FILE, study, points)
     todo = []
     for point in points:
@@ -591,19 +598,28 @@ def run_study(
         return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
 
     import logging
+    import signal
+    import threading
 
     import ray
 
+    def stop(signum, frame):
+        raise StudyStopped(signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if in_main else None
     embedded = address is None
-    if embedded:
-        # address="local": a new Ray of our own even when another one (another study's)
-        # runs on this machine; ray.init() alone would connect to that one
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.WARNING,
-                 object_store_memory=128 * 2**20)
-    else:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     try:
+        if embedded:
+            # address="local": a new Ray of our own even when another one (another study's)
+            # runs on this machine; ray.init() alone would connect to that one
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                     object_store_memory=128 * 2**20)
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        if in_main:  # after ray.init, which installs a handler of its own
+            signal.signal(signal.SIGTERM, stop)
         largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]),
                       default=0.0)
         if largest < study.cpus_per_run:
@@ -647,8 +663,20 @@ def run_study(
                     f"{c['queued']} queued of {total}; rounds {committed}/{asked}; "
                     f"{time.monotonic() - started:.0f} s")
                 last_summary = time.monotonic()
+    except StudyStopped:
+        for run in status.data["runs"].values():
+            if run["state"] in ("queued", "running"):
+                run["state"] = "stopped"
+        status.data["stopped"] = "SIGTERM"
+        status.write()
+        c = status.counts()
+        say(f"study stopped (SIGTERM): {c['done']} done, {c['failed']} failed of {total}; "
+            f"the same command resumes it; status: {status.path}")
+        return EXIT_TERMINATED
     finally:
         ray.shutdown()  # stops the embedded Ray; only disconnects from a cluster
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     c = status.counts()
     say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
         f"({len(todo)} tasks run); status: {status.path}")

@@ -21,6 +21,7 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plot_style import RINGS, _legend_below
 from cosim.scenario import read_toml
@@ -245,7 +247,8 @@ def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = Fa
             yield fig, panels
             fig.draw_without_rendering()
             fold_offsets_into_labels(fig)
-            fig.savefig(path, dpi=200, bbox_inches="tight")
+            with atomic_output(path, inside=path.parent) as tmp:
+                fig.savefig(tmp, dpi=200, bbox_inches="tight", format="png")
         finally:
             plt.close(fig)
 
@@ -389,6 +392,12 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
     return path
 
 
+def _file_part(text: str) -> str:
+    """``text`` as part of a file name: every character other than letters, digits and
+    ``._=,+-`` becomes ``_`` (no separator, so no ``..`` path), as in run names."""
+    return re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "_"
+
+
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``,
     ``figures/<metric>_vs_<x>.png`` and, for every numeric axis,
@@ -407,11 +416,19 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
-    table.to_csv(written[0], index=False)
-    table.to_parquet(written[1], index=False)
-    summary.to_csv(written[2], index=False)
     figures = out / "figures"
-    figures.mkdir(exist_ok=True)
+    try:
+        for output in (*written, out / "reliability.csv", figures):
+            check_output_path(output)
+        with atomic_output(written[0]) as tmp:
+            table.to_csv(tmp, index=False)
+        with atomic_output(written[1]) as tmp:
+            table.to_parquet(tmp, index=False)
+        with atomic_output(written[2]) as tmp:
+            summary.to_csv(tmp, index=False)
+        figures.mkdir(exist_ok=True)
+    except OSError as error:
+        raise StudyError([f"cannot write the report: {error}"], str(out)) from None
     kind = "round" if x == "rounds" else x
     for metric in FIGURE_METRICS:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels)
@@ -421,13 +438,14 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
             for metric in FIGURE_METRICS:
                 path = _plot_final(table, axes, axis, metric,
-                                   figures / f"final_{metric}_vs_{axis}.png", labels)
+                                   figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels)
                 if path is not None:
                     written.append(path)
     pooled = _pooled(axes, runs)
     if not pooled.empty:
         written.append(out / "reliability.csv")
-        pooled.to_csv(written[-1], index=False)
+        with atomic_output(written[-1]) as tmp:
+            pooled.to_csv(tmp, index=False)
         path = _plot_reliability(pooled, axes, figures / "reliability.png", labels)
         if path is not None:
             written.append(path)

@@ -195,6 +195,9 @@ def drop_checkpoint(path: str | Path) -> int:
                 raise TraceError(f"{path} is not an aircomp-cosim trace")
             if source.attrs.get(CHECKPOINT_DROPPED):
                 return 0
+            if compact.is_symlink() or compact.exists():  # a stale one, or planted
+                compact.unlink()
+            _create_exclusively(compact)
             with h5py.File(compact, "w", libver=LIBVER, locking=False) as target:
                 for key, value in source.attrs.items():
                     target.attrs[key] = value
@@ -212,6 +215,12 @@ def drop_checkpoint(path: str | Path) -> int:
     finally:
         os.close(fd)
     return before - path.stat().st_size
+
+
+def _create_exclusively(path: Path) -> None:
+    """Create ``path`` as a new empty regular file (never through an existing name or
+    link: ``O_EXCL | O_NOFOLLOW``), for HDF5 to open."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644))
 
 
 def is_trace(path: str | Path) -> bool:
@@ -323,8 +332,13 @@ class TraceWriter:
         partial = partial_path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if partial.is_symlink():
+                raise TraceError(f"cannot create trace {path}: {partial} is a symbolic link "
+                                 "(refusing to write through it; remove it)")
             if partial.exists():  # left by a killed creation, or another process creating it now
                 os.close(cls._lock(partial))
+                partial.unlink()
+            _create_exclusively(partial)
         except OSError as exc:
             raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
         file, lock_fd = None, None
