@@ -139,13 +139,19 @@ def machine_description() -> str:
 
 
 # ---------------------------------------------------------------------- scenarios
-def scenario_overrides(args: argparse.Namespace, num_devices: int | None = None) -> list[str]:
-    """``--set`` items that turn the scenario file into the benchmarked round."""
+LITERAL_READINGS = ['algorithm.covariance_parameter="precision"', 'algorithm.nll_reduction="sum"']
+"""The paper's literal readings (phase 1 on the precision, the summed NLL): the round the
+reference loop implements, timed as ``exact``/``lrt``. The ``shipped_*`` configurations
+time the scenario file's own readings (paper_mnist.toml: softplus_std, the mean NLL)."""
+
+
+def scenario_overrides(args: argparse.Namespace, num_devices: int | None = None, *,
+                       literal: bool = True) -> list[str]:
+    """``--set`` items that turn the scenario file into the benchmarked round (with the
+    paper's literal readings, or, ``literal=False``, the file's own)."""
     items = ["rounds=1000000", "eval.every=1000000"]  # evaluation only where timed apart
-    # the round the README's figures time, and the one the reference loop implements
-    # (phase 1 on the precision, the summed NLL); paper_mnist.toml now chooses
-    # softplus_std and the mean NLL (docs/choices.md); --set may choose them here too
-    items += ['algorithm.covariance_parameter="precision"', 'algorithm.nll_reduction="sum"']
+    if literal:  # --set may choose them here too
+        items += LITERAL_READINGS
     if args.dataset == "synthetic" or args.tiny:
         items.append('data.dataset="synthetic"')
         if not args.tiny:
@@ -200,7 +206,7 @@ class _ReferenceRounds:
                 "num_params": self.loop.num_params}
 
 
-def make_session(spec: dict):
+def make_timed_round(spec: dict):
     """Build configuration ``spec["config"]`` (one of CONFIGS) and warm it up.
 
     Returns an object with ``step()`` (time one repetition, returns seconds) and
@@ -260,14 +266,14 @@ def serve(spec: dict) -> int:
     """The worker's side: build and warm up ``spec``, print READY, then answer one command
     per stdin line: ``step`` times one repetition (prints STEP and its seconds),
     ``result`` prints RESULT and the JSON result and ends the worker."""
-    session = make_session(spec)
+    timed = make_timed_round(spec)
     print(READY, flush=True)
     for line in sys.stdin:
         command = line.strip()
         if command == "step":
-            print(f"{STEP}{session.step()}", flush=True)
+            print(f"{STEP}{timed.step()}", flush=True)
         elif command == "result":
-            result = session.result() | {"config": spec["config"], "peak_rss_gib": _peak_rss_gib()}
+            result = timed.result() | {"config": spec["config"], "peak_rss_gib": _peak_rss_gib()}
             print(RESULT_PREFIX + json.dumps(result), flush=True)
             return 0
         else:
@@ -350,7 +356,7 @@ class Worker:
 
 
 class _InProcess:
-    """:class:`Worker`'s interface on a session in this process; the peak RSS of a
+    """:class:`Worker`'s interface on a timed configuration in this process; the peak RSS of a
     configuration is the largest ``VmHWM`` seen over its own build and steps, reset
     before each (``/proc/self/clear_refs``)."""
 
@@ -358,7 +364,7 @@ class _InProcess:
         self.config = spec["config"]
         self.error: str | None = None
         self.reset = _reset_peak_rss()
-        self.session = self._guard(make_session, spec)
+        self.timed = self._guard(make_timed_round, spec)
         self.peak = _peak_rss_gib()
 
     def _guard(self, fn, *args):
@@ -372,12 +378,12 @@ class _InProcess:
         if self.error is not None:
             return None
         _reset_peak_rss()
-        seconds = self._guard(self.session.step)
+        seconds = self._guard(self.timed.step)
         self.peak = max(self.peak, _peak_rss_gib())
         return seconds
 
     def result(self) -> dict:
-        result = None if self.error else self._guard(self.session.result)
+        result = None if self.error else self._guard(self.timed.result)
         if result is None:
             return {"config": self.config, "error": self.error}
         return result | {"config": self.config, "peak_rss_gib": self.peak,
@@ -424,6 +430,10 @@ def _fmt(value, spec: str = ".2f", missing: str = "-") -> str:
 def single(args, limit_gib: float) -> dict:
     load_start = os.getloadavg()[0]
     specs = [_spec(args, config) for config in args.only]
+    if args.shipped:  # the scenario file's own readings, interleaved with the literal ones
+        specs += [_spec(args, config) | {"name": f"shipped_{config}",
+                                          "overrides": scenario_overrides(args, literal=False)}
+                  for config in args.only if config in ESTIMATORS]
     if args.baseline_tree:  # the project's rounds of another tree, interleaved with these
         specs += [_spec(args, config) | {"tree": str(args.baseline_tree), "name": f"{config}@baseline"}
                   for config in args.only if config in ESTIMATORS]
@@ -444,6 +454,9 @@ def single(args, limit_gib: float) -> dict:
         "peak_rss_gib": max(peaks) if peaks else None,
         "reference_over_exact": ratio(ref, exact), "reference_over_lrt": ratio(ref, lrt),
         "exact_over_floor": ratio(exact, floor),
+        "shipped_exact_s": get("shipped_exact"), "shipped_lrt_s": get("shipped_lrt"),
+        "shipped_over_literal_exact": ratio(get("shipped_exact"), exact),
+        "shipped_over_literal_lrt": ratio(get("shipped_lrt"), lrt),
         "fused_sampler_s": results.get("floor", {}).get("fused", {}).get("seconds"),
         "exact_over_fused_sampler": ratio(
             exact, results.get("floor", {}).get("fused", {}).get("seconds")
@@ -479,6 +492,12 @@ def single(args, limit_gib: float) -> dict:
               f"{_fmt(r.get('phy_seconds'), '7.2f'):>7s} "
               f"{_fmt(None if share is None else 100 * share, '6.1f'):>6s} "
               f"{_fmt(r.get('eval_seconds'), '7.2f'):>7s} {_fmt(r.get('peak_rss_gib'), '12.2f'):>12s}")
+    for config in ESTIMATORS:
+        r = results.get(f"shipped_{config}")
+        if r is not None:
+            print(f"{names[config] + ', shipped readings':44s} "
+                  f"{_fmt(r.get('seconds'), '9.2f', 'error'):>9s} "
+                  f"{_fmt(r.get('phy_seconds'), '7.2f'):>7s}")
     if summary["fused_sampler_s"] is not None:
         print(f"{'same normals, our fused sampler':44s} "
               f"{summary['fused_sampler_s']:9.2f}")
@@ -509,6 +528,9 @@ def single(args, limit_gib: float) -> dict:
         print(f"baseline {args.baseline_tree}: reference/exact = {_fmt(b['reference_over_exact'])}x, "
               f"reference/lrt = {_fmt(b['reference_over_lrt'])}x, "
               f"exact/floor = {_fmt(b['exact_over_floor'])}x")
+    if args.shipped:
+        print(f"shipped/literal: exact {_fmt(summary['shipped_over_literal_exact'])}x, "
+              f"lrt {_fmt(summary['shipped_over_literal_lrt'])}x")
     print(f"ratios: reference/exact = {_fmt(summary['reference_over_exact'])}x, "
           f"reference/lrt = {_fmt(summary['reference_over_lrt'])}x, "
           f"exact/floor = {_fmt(summary['exact_over_floor'])}x, "
@@ -583,6 +605,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "through /proc/self/clear_refs)")
     p.add_argument("--memory-limit-gib", type=float, default=None,
                    help="kill a configuration whose RSS passes this (default min(24, available))")
+    p.add_argument("--no-shipped", dest="shipped", action="store_false",
+                   help="skip the scenario file's own readings (shipped_exact, shipped_lrt; "
+                        "timed by default beside the paper's literal ones)")
     p.add_argument("--baseline-tree", type=Path, default=None,
                    help="also time the project's rounds (exact, lrt) of another checkout "
                         "(e.g. `git worktree add /tmp/base HEAD~1`), interleaved with these, "

@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "round_time.py"
-KEYS = ("exact_s", "lrt_s", "reference_s", "floor_s", "phy_share", "peak_rss_gib")
+KEYS = ("exact_s", "lrt_s", "reference_s", "floor_s", "phy_share", "peak_rss_gib", "shipped_exact_s",
+        "shipped_lrt_s", "shipped_over_literal_exact", "shipped_over_literal_lrt")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

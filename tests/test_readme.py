@@ -82,3 +82,14 @@ def test_the_python_example_compiles_and_names_trace_columns():
         documented = column in ("round",) or f"`{column}`" in trace_doc or (
             column.startswith("aggregate_nmse_") and "aggregate_nmse_<phase>" in trace_doc)
         assert documented, column
+
+
+def test_no_word_of_sessions_in_the_docs():
+    """Say when by date or commit; Ray's own session directory is the one exception."""
+    found = []
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").glob("*")]:
+        if path.is_file():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if "session" in line.lower() and "session_latest" not in line and "session logs" not in line:
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []
