@@ -331,8 +331,12 @@ def main(argv: list[str] | None = None) -> int:
         _parser().print_help()
         return EXIT_USAGE
     errors: tuple[type[Exception], ...] = (UsageError,)
-    if args.command == "run":
-        import_for_command()
+    try:
+        if args.command == "run":
+            import_for_command()
+    except KeyboardInterrupt:
+        print("cosim: interrupted while starting; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.command in ("run", "validate", "study"):
         from cosim.scenario import ScenarioError
 

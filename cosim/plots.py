@@ -234,7 +234,8 @@ def plot_traces(
     traces = [read_trace(p) for p in paths]
     for trace in traces:
         _check_plottable(trace, axes)
-    names = list(labels) if labels else trace_labels(traces)
+    # labels are text, never matplotlib math: a "$" is drawn as a dollar sign
+    names = [str(n).replace("$", r"\$") for n in (list(labels) if labels else trace_labels(traces))]
     with tempfile.TemporaryDirectory(prefix="cosim-plot-") as scratch:
         drawn = _draw(traces, names, Path(scratch), axes, options, note)
         return _move_into(drawn, out_dir)

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from cosim.display_names import metric_label
 from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.engine import ChannelUses, Engine, RoundRecord
@@ -66,6 +68,18 @@ class RunSummary:
     channel_uses: float
     wall_s: float
     diverged: bool = False
+
+
+def _last_evaluation(path: Path) -> tuple[float, float]:
+    """The test accuracy and ECE of the trace's last evaluated round (NaN, NaN if none)."""
+    from cosim.trace import read_trace
+
+    rounds = read_trace(path).rounds
+    accuracy = rounds.get("test_accuracy")
+    if accuracy is None or not np.isfinite(accuracy).any():
+        return math.nan, math.nan
+    last = int(np.flatnonzero(np.isfinite(accuracy))[-1])
+    return float(accuracy[last]), float(rounds.get("ece", np.full(last + 1, math.nan))[last])
 
 
 class InertPrecisionWatch:
@@ -227,6 +241,12 @@ def run_scenario(
     if resume and path.exists():
         writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text,
                                                        rounds_may_grow=True)
+        if writer.version_changes:
+            print(f"cosim run: warning: {path} was written by other code ("
+                  + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
+                              in sorted(writer.version_changes.items()))
+                  + f"); rounds from {start} on are recorded in its resumed_with_versions "
+                  "attribute", file=sys.stderr)
         try:
             _extend_rounds(writer, scenario, scenario_text)
         except BaseException:
@@ -249,6 +269,14 @@ def run_scenario(
         raise
     if writer is None:
         world = engine.world
+        snr = np.float32(scenario.downlink.bs_tx_power_w * float(np.min(world.path_gain))
+                         / scenario.power.noise_power_w)
+        if not np.log2(np.float32(1.0) + snr) > 0:  # the multicast of round 0 would fail
+            raise SetupError(
+                f"power.noise_power_dbm = {scenario.power.noise_power_dbm:g}: the farthest "
+                f"device's downlink SNR is {float(snr):.3g} (downlink.bs_tx_power_dbm = "
+                f"{scenario.downlink.bs_tx_power_dbm:g}), a zero rate in float32: nothing "
+                "can be multicast; lower the noise or raise the BS power")
         writer = TraceWriter.create(
             path,
             scenario_text=scenario_text,
@@ -268,8 +296,20 @@ def run_scenario(
     if checkpoint is None:
         state, uses = engine.initial_state(), ChannelUses()
     else:
-        state = engine.algorithm.state_from_arrays(checkpoint.arrays)
-        uses = ChannelUses.resumed(checkpoint.attrs, writer)
+        try:
+            state = engine.algorithm.state_from_arrays(checkpoint.arrays)
+            expected = engine.algorithm.state_to_arrays(engine.initial_state())
+            wrong = [f"{name} {np.shape(checkpoint.arrays.get(name))} (expected {np.shape(value)})"
+                     for name, value in expected.items()
+                     if np.shape(checkpoint.arrays.get(name)) != np.shape(value)]
+            if wrong:
+                raise ValueError("arrays of the wrong shape: " + ", ".join(wrong))
+            uses = ChannelUses.resumed(checkpoint.attrs, writer)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            writer.close()
+            raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
+                             f"({type(error).__name__}: {error}); use --overwrite to start "
+                             "again") from None
     history = writer.column("precision_rel_change") if start > 0 else None
     watch = InertPrecisionWatch(
         history=None if history is None else history.tolist(),
@@ -332,6 +372,8 @@ def run_scenario(
         if board is not None:
             board.close()
         writer.close()
+    if math.isnan(last_acc) and completed > 0:  # nothing evaluated now: the trace's last
+        last_acc, last_ece = _last_evaluation(path)
     return RunSummary(
         trace_path=path,
         completed_rounds=completed,
@@ -380,6 +422,11 @@ def run_command(
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
     check_resources(scenario, source=scenario_file or "<default quickstart>")
+    if tensorboard_dir is not None and Path(tensorboard_dir).exists() \
+            and not Path(tensorboard_dir).is_dir():
+        print(f"cosim run: --tensorboard {tensorboard_dir}: exists and is not a directory",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
         summary = run_scenario(scenario, resume=resume, overwrite=overwrite,

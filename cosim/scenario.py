@@ -257,6 +257,10 @@ def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: s
             hint = f"; {_did_you_mean(model, key)}" if model is not None else ""
             raise ScenarioError([f"{where}{key}: unknown key{hint}"], source)
         if i == len(path) - 1:
+            if isinstance(value, Mapping) and _sub_model(model, key) is not None:
+                for sub_key, sub_value in value.items():  # a whole table merges key by key
+                    _apply_override(data, [*path, str(sub_key)], sub_value, source)
+                return
             node[key] = value
             return
         child = node.setdefault(key, {})

@@ -424,11 +424,15 @@ class TraceConfig(_Section):
     @model_validator(mode="after")
     def _check(self) -> TraceConfig:
         try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(self.path) if f is not None}
+            parsed = list(string.Formatter().parse(self.path))
         except ValueError as exc:
             raise ValueError(f"path: {exc} (got {self.path!r})") from None
+        fields = {f for _, f, _, _ in parsed if f is not None}
         _require(fields <= {"name", "seed"}, "path",
                  f"only {{name}} and {{seed}} placeholders are allowed (got {self.path!r})")
+        _require(all(not spec and not conversion for _, field_name, spec, conversion in parsed
+                     if field_name is not None), "path",
+                 f"{{name}} and {{seed}} take no format spec or conversion (got {self.path!r})")
         _require(all(r >= 0 for r in self.signal_rounds), "signal_rounds",
                  f"must be >= 0 (got {list(self.signal_rounds)})")
         return self

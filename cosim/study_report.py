@@ -266,7 +266,8 @@ def _combination_label(axes: Sequence[str], key: tuple,
                        labels: Mapping[str, str] | None = None) -> str:
     """The legend label of one combination of axis values, in the reader's words
     (:func:`cosim.display_names.value_label`; a study's ``[labels]`` win)."""
-    return ", ".join(value_label(k, v, labels) for k, v in zip(axes, key, strict=True)) or "all runs"
+    text = ", ".join(value_label(k, v, labels) for k, v in zip(axes, key, strict=True))
+    return text.replace("$", r"\$") or "all runs"  # text, never matplotlib math
 
 
 def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,

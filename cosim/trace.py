@@ -286,6 +286,8 @@ class TraceWriter:
         self.path = path
         self._lock_fd = lock_fd
         self._completed = int(file.attrs["completed_rounds"])
+        self.version_changes: dict[str, tuple[str, str]] = {}
+        """On resume: package -> (version that wrote the trace, this one), where they differ."""
 
     # ----------------------------------------------------------------- opening
     @staticmethod
@@ -440,6 +442,14 @@ class TraceWriter:
             cls._truncate(file, restart)
             file.attrs["completed_rounds"] = restart
             file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
+            now = _package_versions()
+            changed = {name: (str(file.attrs.get(f"version_{name}", "unknown")), version)
+                       for name, version in now.items()
+                       if str(file.attrs.get(f"version_{name}", "unknown")) != version}
+            if changed:  # rounds from `restart` on are written by other code: recorded
+                history = json.loads(str(file.attrs.get("resumed_with_versions", "[]")))
+                history.append({"from_round": restart, "versions": now})
+                file.attrs["resumed_with_versions"] = json.dumps(history)
             if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
                 file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
             file.flush()
@@ -453,7 +463,9 @@ class TraceWriter:
                                  "disk while it was written can do this): delete it to run it "
                                  "again in a study, or use `cosim run --overwrite`") from None
             raise
-        return cls(file, path, fd), checkpoint, restart
+        writer = cls(file, path, fd)
+        writer.version_changes = changed
+        return writer, checkpoint, restart
 
     def reset_cells(self, row: int, names: list[str]) -> None:
         """Set row ``row`` of each listed ``/rounds`` dataset (path relative to

@@ -96,7 +96,14 @@ def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] 
 
 def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
     arrays = {name: slot[name][()] for name in slot}
-    return Checkpoint(done, arrays, json.loads(slot.attrs.get("attrs_json", "{}")))
+    try:
+        attrs = json.loads(slot.attrs.get("attrs_json", "{}"))
+    except (ValueError, TypeError):
+        raise TraceError(f"{slot.file.filename}: {slot.name}/attrs_json is not JSON; the "
+                         "checkpoint cannot be used (use --overwrite to start again)") from None
+    if not isinstance(attrs, dict):
+        raise TraceError(f"{slot.file.filename}: {slot.name}/attrs_json is not a JSON object")
+    return Checkpoint(done, arrays, attrs)
 
 
 def _attr(value: Any) -> Any:
