@@ -3,10 +3,10 @@ through every domain, and the scenario refuses what it cannot simulate."""
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_engine import _arrays
 from tiny_scenario import time_domain, write_tiny
 
 from cosim import rng as rngs
@@ -15,16 +15,6 @@ from cosim.run import run_scenario
 from cosim.scenario import ScenarioError, load_scenario
 from phy.combiner import CombinedUplink, effective_channel
 from phy.ofdm_time import TimeDomainUplink
-
-
-def _arrays(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s"):
-                out[name] = obj[()]
-        f.visititems(visit)
-    return out
 
 
 def test_one_antenna_reproduces_the_default_trace_bit_for_bit(tmp_path):
