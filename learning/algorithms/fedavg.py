@@ -15,13 +15,14 @@ Hyper-parameters: ``learning_rate`` (0.1), ``local_steps`` E (3), ``jit_compile`
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
-from learning.hyperparameters import FedAvgParameters, defaults
+from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
 from learning.models import Model
 
 DEFAULTS = defaults(FedAvgParameters)
@@ -90,6 +91,18 @@ class LocalSGD:
         return self.iterate(self._step, anchor, x, y, mask)
 
 
+def constructor_signature(parameters: type[AlgorithmParameters]) -> inspect.Signature:
+    """``(self, model, num_devices, *, jit_compile=False, <key>=<default>, ...)`` for the
+    keys of ``parameters`` with their defaults."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    fixed = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+             inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+             inspect.Parameter("num_devices", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+             inspect.Parameter("jit_compile", kw, default=False)]
+    keys = [inspect.Parameter(key, kw, default=default) for key, default in defaults(parameters).items()]
+    return inspect.Signature(fixed + keys)
+
+
 @dataclass(frozen=True)
 class PointState:
     """Global point weights ``w`` [d] tf.float32."""
@@ -102,25 +115,52 @@ class FedAvg:
 
     name = "fedavg"
 
-    def __init__(
-        self,
-        model: Model,
-        num_devices: int,
-        *,
-        learning_rate: float = DEFAULTS["learning_rate"],
-        local_steps: int = DEFAULTS["local_steps"],
-        jit_compile: bool = False,
-    ):
+    state_type: type = PointState
+    """The state dataclass (its fields are the checkpoint's arrays)."""
+    parameters: type[AlgorithmParameters] = FedAvgParameters
+    """The hyper-parameters a variant takes: its pydantic model (``learning_rate``,
+    ``local_steps`` and, for a variant, its own keys; ``learning/hyperparameters.py``)."""
+
+    def __init__(self, model: Model, num_devices: int, *, jit_compile: bool = False,
+                 **hyper_parameters):
+        """``hyper_parameters``: keys of :attr:`parameters`, each absent one at its
+        default; every key validated (a ValueError naming an unknown or bad one) and kept
+        as an attribute. The local solver is :meth:`_make_solver`: the one thing most
+        variants change (a proximal term, a control-variate correction, a SAM step)."""
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
-        FedAvgParameters.check(learning_rate=learning_rate, local_steps=local_steps)
+        hyper = self.parameters.check(**hyper_parameters)
+        for key in type(hyper).model_fields:
+            setattr(self, key, getattr(hyper, key))
         self.model = model
         self.num_devices = int(num_devices)
-        self.solver = self._make_solver(learning_rate, local_steps, jit_compile)
+        self.solver = self._make_solver(hyper_parameters.get("learning_rate", self.learning_rate),
+                                        hyper_parameters.get("local_steps", self.local_steps),
+                                        jit_compile)
         self._predict = tf.function(
             lambda w, x: tf.nn.softmax(self.model.logits(w[None, None], x[None]))[0, 0],
             reduce_retracing=True,
         )
+
+    def __init_subclass__(cls, **kwargs):
+        """A variant without an ``__init__`` of its own gets FedAvg's, with the signature
+        of its :attr:`parameters` (so ``inspect`` and IDEs list its keys and defaults)."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            def __init__(self, model, num_devices, *, jit_compile=False, **hyper_parameters):
+                FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile,
+                                **hyper_parameters)
+
+            __init__.__doc__ = FedAvg.__init__.__doc__
+            __init__.__signature__ = constructor_signature(cls.parameters)
+            cls.__init__ = __init__
+
+    @staticmethod
+    def _check_phase(phase: int, phases: int = 1) -> None:
+        """ValueError unless ``phase`` is one of the algorithm's ``phases`` (0-based)."""
+        if not 0 <= phase < phases:
+            expected = " or ".join(str(i) for i in range(phases))
+            raise ValueError(f"phase must be {expected}, got {phase!r}")
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> LocalSGD:
         return LocalSGD(self.model, learning_rate, local_steps, jit_compile)
@@ -154,11 +194,16 @@ class FedAvg:
         parts = [self._predict(state.w, x[i : i + chunk]) for i in range(0, int(x.shape[0]), chunk)]
         return tf.concat(parts, axis=0)
 
-    def state_to_arrays(self, state: PointState) -> dict[str, np.ndarray]:
-        return {"w": state.w.numpy()}
+    def state_to_arrays(self, state) -> dict[str, np.ndarray]:
+        """Every field of the state (a :attr:`state_type` dataclass of float32 tensors)."""
+        return {k: getattr(state, k).numpy() for k in self.state_type.__dataclass_fields__}
 
-    def state_from_arrays(self, arrays: dict[str, np.ndarray]) -> PointState:
-        return PointState(tf.constant(arrays["w"], tf.float32))
+    def state_from_arrays(self, arrays: dict[str, np.ndarray]):
+        fields = self.state_type.__dataclass_fields__
+        return self.state_type(**{k: tf.constant(arrays[k], tf.float32) for k in fields})
 
     def is_finite(self, state: PointState) -> bool:
         return bool(tf.reduce_all(tf.math.is_finite(state.w)))
+
+
+FedAvg.__init__.__signature__ = constructor_signature(FedAvgParameters)

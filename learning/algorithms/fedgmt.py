@@ -41,13 +41,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData
 from learning.algorithms.fedavg import FedAvg, LocalSGD, masked_mean_nll
 from learning.hyperparameters import FedGmtParameters, defaults
-from learning.models import Model
 
 DEFAULTS = defaults(FedGmtParameters)
 
@@ -121,14 +119,8 @@ class FedGmtState:
 class FedGmt(FedAvg):
     """FedGMT-v2 over the air: d uplink values, EMA of the global trajectory kept locally.
 
-    Parameters
-    ----------
-    model : Model
-        The network (point weights).
-    num_devices : int
-        K.
-    learning_rate, local_steps, jit_compile
-        As :class:`~learning.algorithms.fedavg.FedAvg`.
+    Its keys beside FedAvg's:
+
     ema_decay : float
         a in [0, 1), the EMA coefficient.
     sharpness_gamma : float
@@ -141,48 +133,15 @@ class FedGmt(FedAvg):
 
     name = "fedgmt"
 
-    def __init__(
-        self,
-        model: Model,
-        num_devices: int,
-        *,
-        learning_rate: float = DEFAULTS["learning_rate"],
-        local_steps: int = DEFAULTS["local_steps"],
-        jit_compile: bool = False,
-        ema_decay: float = DEFAULTS["ema_decay"],
-        sharpness_gamma: float = DEFAULTS["sharpness_gamma"],
-        temperature: float = DEFAULTS["temperature"],
-        dynamic_alpha: float = DEFAULTS["dynamic_alpha"],
-    ):
-        hyper = FedGmtParameters.check(
-            learning_rate=learning_rate, local_steps=local_steps, ema_decay=ema_decay,
-            sharpness_gamma=sharpness_gamma, temperature=temperature, dynamic_alpha=dynamic_alpha)
-        self.ema_decay = hyper.ema_decay
-        self.sharpness_gamma = hyper.sharpness_gamma
-        self.temperature = hyper.temperature
-        self.dynamic_alpha = hyper.dynamic_alpha
-        super().__init__(
-            model,
-            num_devices,
-            learning_rate=learning_rate,
-            local_steps=local_steps,
-            jit_compile=jit_compile,
-        )
-
-    def _make_solver(self, learning_rate, local_steps, jit_compile) -> TrajectorySGD:
-        return TrajectorySGD(
-            self.model,
-            learning_rate,
-            local_steps,
-            jit_compile,
-            self.sharpness_gamma,
-            self.temperature,
-            self.dynamic_alpha,
-        )
+    state_type = FedGmtState
+    parameters = FedGmtParameters
 
     def init(self, seed: tf.Tensor) -> FedGmtState:
         w = self.model.init_mean(seed)
         return FedGmtState(w, w, tf.zeros_like(w), tf.zeros([self.num_devices, w.shape[0]]))
+
+    def _make_solver(self, learning_rate, local_steps, jit_compile) -> TrajectorySGD:
+        return TrajectorySGD(self.model, learning_rate, local_steps, jit_compile, self.sharpness_gamma, self.temperature, self.dynamic_alpha)
 
     def local_update(self, phase: int, state: FedGmtState, carry, data: DeviceData, seed):
         del seed  # full-batch gradient steps are deterministic
@@ -199,13 +158,6 @@ class FedGmt(FedAvg):
         w = state.w + estimate + h
         ema = self.ema_decay * state.ema + (1.0 - self.ema_decay) * w  # e_{t+1}, as every device
         return FedGmtState(w, ema, h, state.h_k + carry), None, {}
-
-    def state_to_arrays(self, state: FedGmtState) -> dict[str, np.ndarray]:
-        return {k: getattr(state, k).numpy() for k in FedGmtState.__dataclass_fields__}
-
-    def state_from_arrays(self, arrays: dict[str, np.ndarray]) -> FedGmtState:
-        fields = FedGmtState.__dataclass_fields__
-        return FedGmtState(**{k: tf.constant(arrays[k], tf.float32) for k in fields})
 
     def is_finite(self, state: FedGmtState) -> bool:
         return all(bool(tf.reduce_all(tf.math.is_finite(t))) for t in (state.w, state.ema, state.h))

@@ -44,39 +44,15 @@ class ProximalSGD(LocalSGD):
 class FedProx(FedAvg):
     """FedAvg plus the proximal term; one ``"delta"`` phase of d values per round.
 
-    Parameters
-    ----------
-    model : Model
-        The network (point weights).
-    num_devices : int
-        K.
-    learning_rate, local_steps, jit_compile
-        As :class:`~learning.algorithms.fedavg.FedAvg`.
+    Its keys beside FedAvg's:
+
     proximal_mu : float
         mu >= 0, the weight of (mu / 2) ||w - w_t||^2.
     """
 
     name = "fedprox"
 
-    def __init__(
-        self,
-        model: Model,
-        num_devices: int,
-        *,
-        learning_rate: float = DEFAULTS["learning_rate"],
-        local_steps: int = DEFAULTS["local_steps"],
-        jit_compile: bool = False,
-        proximal_mu: float = DEFAULTS["proximal_mu"],
-    ):
-        self.proximal_mu = FedProxParameters.check(
-            learning_rate=learning_rate, local_steps=local_steps, proximal_mu=proximal_mu).proximal_mu
-        super().__init__(
-            model,
-            num_devices,
-            learning_rate=learning_rate,
-            local_steps=local_steps,
-            jit_compile=jit_compile,
-        )
+    parameters = FedProxParameters
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> ProximalSGD:
         return ProximalSGD(self.model, learning_rate, local_steps, jit_compile, self.proximal_mu)

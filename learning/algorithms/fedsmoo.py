@@ -47,13 +47,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.algorithms.base import DeviceData
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.hyperparameters import FedSmooParameters, defaults
-from learning.models import Model
 
 DEFAULTS = defaults(FedSmooParameters)
 
@@ -146,14 +144,8 @@ class FedSmooCarry:
 class FedSmoo(FedAvg):
     """FedSMOO over the air: 2 d uplink values (model delta and perturbation auxiliary).
 
-    Parameters
-    ----------
-    model : Model
-        The network (point weights).
-    num_devices : int
-        K.
-    learning_rate, local_steps, jit_compile
-        As :class:`~learning.algorithms.fedavg.FedAvg`.
+    Its keys beside FedAvg's:
+
     sam_rho : float
         SAM radius rho >= 0.
     dynamic_alpha : float
@@ -164,48 +156,11 @@ class FedSmoo(FedAvg):
 
     name = "fedsmoo"
 
-    def __init__(
-        self,
-        model: Model,
-        num_devices: int,
-        *,
-        learning_rate: float = DEFAULTS["learning_rate"],
-        local_steps: int = DEFAULTS["local_steps"],
-        jit_compile: bool = False,
-        sam_rho: float = DEFAULTS["sam_rho"],
-        dynamic_alpha: float = DEFAULTS["dynamic_alpha"],
-        max_grad_norm: float | None = DEFAULTS["max_grad_norm"],
-    ):
-        hyper = FedSmooParameters.check(
-            learning_rate=learning_rate, local_steps=local_steps, sam_rho=sam_rho,
-            dynamic_alpha=dynamic_alpha, max_grad_norm=max_grad_norm)
-        self.sam_rho = hyper.sam_rho
-        self.dynamic_alpha = hyper.dynamic_alpha
-        self.max_grad_norm = hyper.max_grad_norm
-        super().__init__(
-            model,
-            num_devices,
-            learning_rate=learning_rate,
-            local_steps=local_steps,
-            jit_compile=jit_compile,
-        )
+    state_type = FedSmooState
+    parameters = FedSmooParameters
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> DynamicSAM:
-        return DynamicSAM(
-            self.model,
-            learning_rate,
-            local_steps,
-            jit_compile,
-            self.sam_rho,
-            self.dynamic_alpha,
-            self.max_grad_norm,
-        )
-
-    def phases(self) -> tuple[PhaseSpec, ...]:
-        return catalog_phases(self.name, self.model.num_params)
-
-    def downlink_values(self) -> int:
-        return catalog_downlink_values(self.name, self.model.num_params)
+        return DynamicSAM(self.model, learning_rate, local_steps, jit_compile, self.sam_rho, self.dynamic_alpha, self.max_grad_norm)
 
     def init(self, seed: tf.Tensor) -> FedSmooState:
         w = self.model.init_mean(seed)
@@ -214,10 +169,9 @@ class FedSmoo(FedAvg):
 
     def local_update(self, phase: int, state: FedSmooState, carry, data: DeviceData, seed):
         del seed  # full-batch gradient steps are deterministic
-        if phase == 1:
+        self._check_phase(phase, 2)
+        if phase == 1:  # the second upload, formed in phase 0
             return carry.auxiliary, carry, {}
-        if phase != 0:
-            raise ValueError(f"phase must be 0 or 1, got {phase!r}")
         w_k, mu_k, s_hat, losses = self.solver.run_sam(
             state.w, state.s, state.mu_k, state.h_k, data.x, data.y, data.mask
         )
@@ -235,13 +189,6 @@ class FedSmoo(FedAvg):
         s = self.sam_rho * estimate / tf.maximum(tf.norm(estimate), _TINY)
         new = FedSmooState(state.w, s, state.h, carry.mu_k_new, state.h_k + carry.delta)
         return new, None, {}
-
-    def state_to_arrays(self, state: FedSmooState) -> dict[str, np.ndarray]:
-        return {k: getattr(state, k).numpy() for k in FedSmooState.__dataclass_fields__}
-
-    def state_from_arrays(self, arrays: dict[str, np.ndarray]) -> FedSmooState:
-        fields = FedSmooState.__dataclass_fields__
-        return FedSmooState(**{k: tf.constant(arrays[k], tf.float32) for k in fields})
 
     def is_finite(self, state: FedSmooState) -> bool:
         return all(bool(tf.reduce_all(tf.math.is_finite(t))) for t in (state.w, state.s, state.h))

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.algorithms.base import DeviceData
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.hyperparameters import ScaffoldParameters, defaults
 from learning.models import Model
@@ -85,49 +84,19 @@ class ScaffoldCarry:
 class Scaffold(FedAvg):
     """SCAFFOLD over the air: 2 d uplink values (model and control-variate deltas).
 
-    Parameters
-    ----------
-    model : Model
-        The network (point weights).
-    num_devices : int
-        K.
-    learning_rate, local_steps, jit_compile
-        As :class:`~learning.algorithms.fedavg.FedAvg` (eta_l, E).
+    Its keys beside FedAvg's:
+
     global_learning_rate : float
         eta_g > 0.
     """
 
     name = "scaffold"
 
-    def __init__(
-        self,
-        model: Model,
-        num_devices: int,
-        *,
-        learning_rate: float = DEFAULTS["learning_rate"],
-        local_steps: int = DEFAULTS["local_steps"],
-        jit_compile: bool = False,
-        global_learning_rate: float = DEFAULTS["global_learning_rate"],
-    ):
-        self.global_learning_rate = ScaffoldParameters.check(
-            learning_rate=learning_rate, local_steps=local_steps,
-            global_learning_rate=global_learning_rate).global_learning_rate
-        super().__init__(
-            model,
-            num_devices,
-            learning_rate=learning_rate,
-            local_steps=local_steps,
-            jit_compile=jit_compile,
-        )
+    state_type = ScaffoldState
+    parameters = ScaffoldParameters
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> CorrectedSGD:
         return CorrectedSGD(self.model, learning_rate, local_steps, jit_compile)
-
-    def phases(self) -> tuple[PhaseSpec, ...]:
-        return catalog_phases(self.name, self.model.num_params)
-
-    def downlink_values(self) -> int:
-        return catalog_downlink_values(self.name, self.model.num_params)
 
     def init(self, seed: tf.Tensor) -> ScaffoldState:
         w = self.model.init_mean(seed)
@@ -135,10 +104,9 @@ class Scaffold(FedAvg):
 
     def local_update(self, phase: int, state: ScaffoldState, carry, data: DeviceData, seed):
         del seed  # full-batch gradient steps are deterministic
-        if phase == 1:
+        self._check_phase(phase, 2)
+        if phase == 1:  # the second upload, formed in phase 0
             return carry.delta_c, carry, {}
-        if phase != 0:
-            raise ValueError(f"phase must be 0 or 1, got {phase!r}")
         correction = state.c[None, :] - state.c_k  # c - c_k
         y_k, losses = self.solver.run_corrected(state.w, correction, data.x, data.y, data.mask)
         delta = y_k - state.w
@@ -154,12 +122,6 @@ class Scaffold(FedAvg):
         if phase != 1:
             raise ValueError(f"phase must be 0 or 1, got {phase!r}")
         return ScaffoldState(state.w, state.c + estimate, carry.c_k_new), None, {}
-
-    def state_to_arrays(self, state: ScaffoldState) -> dict[str, np.ndarray]:
-        return {"w": state.w.numpy(), "c": state.c.numpy(), "c_k": state.c_k.numpy()}
-
-    def state_from_arrays(self, arrays: dict[str, np.ndarray]) -> ScaffoldState:
-        return ScaffoldState(*(tf.constant(arrays[k], tf.float32) for k in ("w", "c", "c_k")))
 
     def is_finite(self, state: ScaffoldState) -> bool:
         return bool(
