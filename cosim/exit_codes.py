@@ -1,7 +1,7 @@
 """The exit statuses of the ``cosim`` commands, owned by the library that returns them.
 
-:mod:`cosim.run` and :mod:`cosim.study` return these; :mod:`cosim.cli` passes them to
-the shell. Nothing under ``cosim/`` imports :mod:`cosim.cli`.
+:mod:`cosim.run` and :mod:`cosim.study` return these; the command line (``cli.py``)
+passes them to the shell. Nothing else under ``cosim/`` imports the command line.
 """
 
 from __future__ import annotations

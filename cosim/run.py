@@ -1,7 +1,7 @@
 """``cosim run``: the engine, the trace and the progress display together.
 
 This module imports the engine, hence TensorFlow; ``cosim validate`` and the other
-commands that do not train live in :mod:`cosim.cli` and never import it.
+commands that do not train live in the command line (``cli.py``) and never import it.
 
 The engine's records carry the running channel-use totals of every round
 (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
