@@ -60,8 +60,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from cosim import participation
 from cosim import rng as rngs
 from cosim.divergence import DivergenceWatch
+from cosim.participation import RoundCohort
 from cosim.scenario import Scenario
 from cosim.trace import (
     EVAL_COLUMNS,
@@ -73,6 +75,7 @@ from cosim.trace import (
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.architectures import build_model
+from learning.catalog import CATALOG
 from learning.datasets import Dataset, load_dataset
 from learning.metrics import evaluate_probs
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
@@ -315,6 +318,9 @@ class Engine:
         self.combiner = ReceiveCombiner(scenario.bs.combiner)
         self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
         self._path_gain = tf.constant(self.world.path_gain, tf.float32)
+        self._population_weights = np.asarray(self.world.device_data.weights, np.float64)
+        self._training_steps = (CATALOG[scenario.algorithm.name].training_phases
+                                * int(scenario.hyper_parameters().get("local_steps", 1)))
         self.power_control = POWER_CONTROLS[scenario.power.control].build(
             scenario.power.variant_values())
         self.grids = {
@@ -399,6 +405,25 @@ class Engine:
         uplink = CombinedUplink(uplinks, combiner)
         return tf.constant(effective_channel(responses, combiner)), uplink, (timing, cfo)
 
+    def _draw_cohort(self, t: int, h_hat) -> RoundCohort | None:
+        """The round's :class:`cosim.participation.RoundCohort` from the "participation"
+        stream and the devices' reported wideband gains; None when every device trains
+        and sends (``[participation]`` at its defaults: nothing is drawn)."""
+        config = self.scenario.participation
+        if participation.full(config):
+            return None
+        gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
+        return participation.draw_cohort(
+            config, gain, len(self.algorithm.phases()), self._training_steps,
+            rngs.numpy_rng(self.scenario.seed, t, "participation"))
+
+    def _phase_link(self, cohort, index: int, data: DeviceData, updates, h, h_hat, uplink):
+        """What phase ``index`` sends over the air (:func:`cosim.participation.phase_link`)."""
+        return participation.phase_link(
+            cohort, index, data, updates, h, h_hat, uplink, path_gain=self._path_gain,
+            population_weights=self._population_weights,
+            bs_knows_dropouts=self.scenario.participation.bs_knows_dropouts)
+
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Run round ``t`` from ``state``; return the new state and the round's record."""
         scenario, seed = self.scenario, self.scenario.seed
@@ -410,13 +435,16 @@ class Engine:
 
         h, uplink, offsets = self._draw_uplink(t)
         h_hat = self.csi(h, self._path_gain, rngs.stream_seed(seed, t, "csi"))
+        cohort = self._draw_cohort(t, h_hat)
+        # the BS multicasts the global model to the devices that train (all without a cohort)
+        listeners = h if cohort is None else tf.gather(h, cohort.scheduled)
         downlink = multicast_symbols(
             self.algorithm.downlink_values(),
             scenario.downlink.bits_per_value,
-            h,
+            listeners,
             scenario.downlink.bs_tx_power_w,
             power.noise_power_w,
-        )
+        ) if int(listeners.shape[0]) else 0
         gain = tf.reduce_mean(tf.abs(h) ** 2, axis=-1)
         err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
         record.per_device["mean_channel_gain"] = gain.numpy()
@@ -430,29 +458,48 @@ class Engine:
         scalars = record.scalars
         uplink_symbols = 0
         nonfinite = 0
-        for index, phase in enumerate(self.algorithm.phases()):
+        phases = self.algorithm.phases()
+        if cohort is not None:
+            data = data if cohort.scheduled.size == self.scenario.cell.num_devices else (
+                data.cohort(cohort.scheduled) if cohort.scheduled.size else None)
+            record.per_device["participated"] = cohort.status
+            scalars["devices_scheduled"] = float(cohort.scheduled.size)
+            scalars["round_discarded"] = float(cohort.discarded)
+            for index, phase in enumerate(phases):
+                sent = int(cohort.sent[index].sum())
+                scalars[f"devices_sent_{phase.name}"] = float(sent)
+                if cohort.discarded and sent:  # sent, then discarded by the BS
+                    uplink_symbols += self.grids[phase.name].num_symbols
+        for index, phase in enumerate(() if cohort is not None and cohort.discarded else phases):
             updates, carry, local_metrics = self.algorithm.local_update(
                 index, state, carry, data, rngs.stream_seed(seed, t, f"local/{phase.name}")
             )
             nonfinite += count_nonfinite(updates)
+            link = self._phase_link(cohort, index, data, updates, h, h_hat, uplink)
             result = aircomp.aggregate(
-                updates,
-                data.weights,
-                h,
-                h_hat,
+                link.updates,
+                link.weights,
+                link.h,
+                link.h_hat,
                 power_control=self.power_control,
                 tx_power_w=power.tx_power_w,
                 noise_power_w=power.noise_power_w,
                 gamma_w=power.gamma_w,
                 seed=rngs.stream_seed(seed, t, f"noise/{phase.name}"),
                 keep_signals=self._keep_signals(t),
-                path_gain=self._path_gain,
-                uplink=uplink,
+                path_gain=link.path_gain,
+                uplink=link.uplink,
             )
-            error, power_sum = aggregate_error(updates, data.weights, result.estimate)
-            state, carry, server_metrics = self.algorithm.server_update(
-                index, state, carry, result.estimate
-            )
+            error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
+            if link.received is None:
+                state, carry, server_metrics = self.algorithm.server_update(
+                    index, state, carry, result.estimate
+                )
+            else:
+                state, carry, server_metrics = self.algorithm.server_update(
+                    index, state, carry, result.estimate, received=link.received
+                )
+                scalars[f"received_weight_{phase.name}"] = link.received_weight
             uplink_symbols += self.grids[phase.name].num_symbols
             name = phase.name
             scalars[f"delta_bar_{name}"] = float(result.delta_bar)
@@ -468,12 +515,11 @@ class Engine:
                 if value.ndim == 0:
                     scalars[f"{key}_{name}"] = float(value)
             if scenario.trace.per_device:
-                record.per_device[f"local_distortion_{name}"] = np.asarray(result.local_distortion)
-                record.per_device[f"tx_power_w_{name}"] = np.asarray(result.tx_power_mean_w)
-                record.per_device[f"tx_power_max_w_{name}"] = np.asarray(result.tx_power_max_w)
-                record.per_device[f"clipped_fraction_{name}"] = np.asarray(
-                    result.attenuated_fraction
-                )
+                for column, values in ((f"local_distortion_{name}", result.local_distortion),
+                                       (f"tx_power_w_{name}", result.tx_power_mean_w),
+                                       (f"tx_power_max_w_{name}", result.tx_power_max_w),
+                                       (f"clipped_fraction_{name}", result.attenuated_fraction)):
+                    record.per_device[column] = link.per_device(values)
             if result.y is not None:
                 record.signals[f"y_{name}"] = result.y.numpy()
                 record.signals[f"estimate_{name}"] = result.estimate.numpy()

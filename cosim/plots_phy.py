@@ -5,6 +5,7 @@ error and the cell map (``docs/figures.md``). No TensorFlow.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -57,8 +58,10 @@ def ring_distortion(trace: TraceData, phase: str) -> dict[str, np.ndarray]:
     out = {}
     for ring, lo, hi in RINGS:
         members = (distance >= lo * radius) & (distance < hi * radius)
-        if members.any():
-            out[ring] = values[:, members].mean(axis=1)
+        if members.any():  # over the ring's devices that sent (NaN: did not send)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a round none of them sent
+                out[ring] = np.nanmean(values[:, members], axis=1)
     return out
 
 
@@ -152,9 +155,12 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
                         per_round = _db(values / 1e-3)
                     else:
                         per_round = 100.0 * values
-                    mean = (_db(np.mean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
-                            else np.mean(per_round, axis=0))
-                    with np.errstate(all="ignore"):
+                    # NaN: a round the device did not send in ([participation]); a device
+                    # that never sent has no mark
+                    with np.errstate(all="ignore"), warnings.catch_warnings():
+                        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+                        mean = (_db(np.nanmean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
+                                else np.nanmean(per_round, axis=0))
                         low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
                         high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
                     style_i = _trace_style(i)

@@ -253,6 +253,33 @@ class BsConfig(_Section):
     combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "centroid"
 
 
+class ParticipationConfig(_Section):
+    """Who takes part in a round (``cosim/participation.py``; the paper: every device,
+    every round): the scheduled share and rule, dropouts after training, stragglers
+    against a deadline, and whether the BS knows who dropped."""
+
+    fraction: float = Field(1.0, gt=0.0, le=1.0)
+    scheduling: Literal["uniform", "best_channel", "gain_threshold"] = "uniform"
+    gain_threshold_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
+    dropout_probability: float = Field(0.0, ge=0.0, le=1.0)
+    bs_knows_dropouts: bool = True
+    deadline_s: float | None = Field(None, gt=0.0)
+    step_time_min_s: float = Field(1.0, gt=0.0)
+    step_time_extra_mean_s: float = Field(1.0, ge=0.0)
+    straggler_policy: Literal["drop"] = "drop"
+
+    @model_validator(mode="after")
+    def _check(self) -> ParticipationConfig:
+        threshold = self.scheduling == "gain_threshold"
+        _require((self.gain_threshold_db is not None) == threshold, "gain_threshold_db",
+                 f"= {self.gain_threshold_db} goes with scheduling = \"gain_threshold\" and only "
+                 f"with it (scheduling = {self.scheduling!r})")
+        _require(not threshold or self.fraction == 1.0, "fraction",
+                 f"= {self.fraction:g}: scheduling = \"gain_threshold\" schedules every device "
+                 "above participation.gain_threshold_db; leave fraction at 1")
+        return self
+
+
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
 _CONVNETS = ("cnn", "resnet56")
 
@@ -456,6 +483,7 @@ class Scenario(_Section):
     power: PowerConfig = PowerConfig()
     downlink: DownlinkConfig = DownlinkConfig()
     bs: BsConfig = BsConfig()
+    participation: ParticipationConfig = ParticipationConfig()
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()

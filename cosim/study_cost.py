@@ -9,6 +9,9 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
              [* (M / M_ref) for the proposed method: its M weight samples per step]
     eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
              [* (S / S_ref) for the proposed method: its S predictive samples]
+             * share        (the expected cohort, participation.fraction; the devices that
+                             do not train cost nothing; 1 for gain_threshold, unknown before)
+             + maxmin[N_r] * (K / 100) * (F / 1024)   (bs.combiner = "maxmin": its solver)
     run    = fixed[algorithm, estimator] + rounds * round + evaluations * eval
              (fixed: building the engine and round 0's tracing, as measured)
     study  = the sum over its runs (every axis value x seed)
@@ -32,6 +35,28 @@ from cosim.scenario import Scenario, scenario_num_params
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
 
 _BAYESIAN = "bayes_aircomp"
+
+MAXMIN_ROUND_S = {2: 7.0, 4: 10.0, 8: 22.0, 16: 70.0}
+"""Seconds per round of the max-min combiner's solver (``phy.combiner.maxmin``) at K = 100,
+F = 1024, measured 2026-11-25 on this project's two-core machine (``docs/network.md``);
+another N_r takes the nearest measured one's cost scaled by N_r."""
+
+
+def _maxmin_round_s(scenario: Scenario) -> float:
+    num_antennas = scenario.bs.num_antennas
+    if scenario.bs.combiner != "maxmin" or num_antennas == 1:
+        return 0.0
+    nearest = min(MAXMIN_ROUND_S, key=lambda n: abs(math.log(n / num_antennas)))
+    per_round = MAXMIN_ROUND_S[nearest] * num_antennas / nearest
+    return per_round * (scenario.cell.num_devices / 100) * (scenario.ofdm.num_subcarriers / 1024)
+
+
+def _cohort_share(scenario: Scenario) -> float:
+    config = scenario.participation
+    if config.scheduling == "gain_threshold":
+        return 1.0
+    num_devices = scenario.cell.num_devices
+    return max(1, math.floor(config.fraction * num_devices + 0.5)) / num_devices
 
 
 @dataclass(frozen=True)
@@ -86,6 +111,7 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     if algorithm.name == _BAYESIAN:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
+    round_s = round_s * _cohort_share(scenario) + _maxmin_round_s(scenario)
     fixed = table.get("run_fixed_core_s", {}).get(algorithm.name, {}).get(key, 0.0)
     return RunCost(round_s, eval_s, rounds, evaluations, known=True, fixed_core_s=fixed)
 

@@ -38,14 +38,17 @@ from learning.hyperparameters import (
 class Entry:
     """One algorithm: ``uplink`` phase names (d values each, in order), ``downlink``
     values per round as a multiple of d, ``implementation`` as ``"module:Class"``, its
-    hyper-parameter model, and whether its own keys sit in a sub-table
-    ``[algorithm.<name>]`` (``own_table``) or in ``[algorithm]``."""
+    hyper-parameter model, whether its own keys sit in a sub-table
+    ``[algorithm.<name>]`` (``own_table``) or in ``[algorithm]``, and in how many of its
+    phases a device trains (``training_phases``: E local steps each; a straggler's
+    compute time counts them)."""
 
     uplink: tuple[str, ...]
     downlink: int
     implementation: str
     parameters: type[AlgorithmParameters]
     own_table: bool = True
+    training_phases: int = 1
 
     def phase_values(self, num_params: int) -> dict[str, int]:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
@@ -58,7 +61,7 @@ class Entry:
 
 CATALOG = {
     "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",
-                           BayesAirCompParameters, own_table=False),
+                           BayesAirCompParameters, own_table=False, training_phases=2),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters),
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",

@@ -405,6 +405,10 @@ class CombinedUplink:
     def num_devices(self) -> int:
         return self.uplinks[0].num_devices
 
+    def subset(self, rows) -> CombinedUplink:
+        """The devices ``rows`` [K'] only, on every antenna, with the same combiner."""
+        return CombinedUplink([u.subset(rows) for u in self.uplinks], self.combiner)
+
     @property
     def num_subcarriers(self) -> int:
         return self.uplinks[0].num_subcarriers

@@ -66,6 +66,7 @@ Units: samples at the rate ``B = F Delta_f``; CFO in subcarrier spacings.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numba
@@ -379,6 +380,14 @@ class TimeDomainUplink:
             raise ValueError("taps and cfo_subcarriers must be finite")
         object.__setattr__(self, "taps", taps)
         object.__setattr__(self, "cfo_subcarriers", cfo)
+
+    def subset(self, rows) -> TimeDomainUplink:
+        """The uplink of the devices ``rows`` [K'] only (their taps, offsets and cut power,
+        the same lags and prefix): the devices that send in a phase of a partial round."""
+        rows = np.asarray(rows, np.int64)
+        cut = None if self.cut_power_fraction is None else np.asarray(self.cut_power_fraction)[rows]
+        return dataclasses.replace(self, taps=self.taps[rows], cfo_subcarriers=self.cfo_subcarriers[rows],
+                                   cut_power_fraction=cut)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -9,6 +9,15 @@ for each phase the algorithm declares::
     estimate = <air interface>(updates, data.weights)      # sum_k pi_k updates_k, with errors
     state, carry, metrics = algo.server_update(phase, state, carry, estimate)
 
+With partial participation (the scenario's ``[participation]``) ``data`` holds only the
+round's cohort (the devices that train, :attr:`DeviceData.devices`), the air interface
+sums over the devices the BS received, and the engine passes
+``server_update(..., received=Received(...))``: which cohort rows arrived and the share
+of the population's data weight the BS scales its estimate to. An algorithm with
+per-device state (SCAFFOLD's ``c_k``, FedSMOO's ``mu_k`` and ``h_k``, FedGMT's ``h_k``)
+reads the cohort's rows by ``data.devices`` and advances only the received rows;
+``received=None`` means every device of the population took part.
+
 ``carry`` is whatever one phase hands to the next within a round (for the
 proposed method: the devices' local precisions rho_k of phase 1, which phase 2
 needs); it starts as ``None`` and is dropped at the end of the round. State that
@@ -58,17 +67,89 @@ class DeviceData:
     mask : tf.Tensor, [K, B], tf.float32
         1 for a real sample, 0 for padding.
     weights : tf.Tensor, [K], tf.float32
-        pi_k = |D_k| / |D| (sums to one).
+        pi_k = |D_k| / |D| (sums to one); for a cohort, renormalised over its devices.
+    devices : tf.Tensor, [K], tf.int32, or None
+        The rows' devices in the population (their ids: per-device noise streams and
+        state rows); None: the whole population, in order.
+    population_share : float
+        The population's weight the rows hold, ``sum_k pi_k`` over them before the
+        renormalisation (1 for the whole population): ``population_share * weights`` are
+        the devices' own shares pi_k.
     """
 
     x: tf.Tensor
     y: tf.Tensor
     mask: tf.Tensor
     weights: tf.Tensor
+    devices: tf.Tensor | None = None
+    population_share: float = 1.0
 
     @property
     def num_devices(self) -> int:
         return int(self.y.shape[0])
+
+    @property
+    def device_ids(self) -> tf.Tensor:
+        """``devices``, or ``0..K-1`` for the whole population ([K] tf.int32)."""
+        return self.devices if self.devices is not None else tf.range(self.num_devices)
+
+    def cohort(self, devices) -> DeviceData:
+        """The rows of ``devices`` (population ids [K_S], ascending) with their weights
+        renormalised to sum to one (``population_share`` their sum before)."""
+        if self.devices is not None:
+            raise ValueError("cohort() takes the whole population's data, not a cohort's")
+        index = tf.constant(np.asarray(devices, np.int32))
+        weights = tf.gather(self.weights, index)
+        share = float(tf.reduce_sum(tf.cast(weights, tf.float64)))
+        if share <= 0.0:
+            raise ValueError(f"the cohort {list(np.asarray(devices))} holds no data weight")
+        return DeviceData(tf.gather(self.x, index), tf.gather(self.y, index),
+                          tf.gather(self.mask, index),
+                          tf.cast(tf.cast(weights, tf.float64) / share, tf.float32),
+                          devices=index, population_share=share)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What the BS received in a phase of a round with partial participation.
+
+    Attributes
+    ----------
+    rows : tf.Tensor, [K_T], tf.int32
+        The received devices' rows in the round's :class:`DeviceData` (and its updates).
+    devices : tf.Tensor, [K_T], tf.int32
+        The same devices' population ids.
+    share : float
+        The population's data weight the BS scales its estimate to: the estimate is of
+        ``sum_k pi_k Delta_k / share`` over the received devices (``share = sum_k pi_k``
+        over them when the BS knows who dropped; over the whole cohort when it does not).
+        An algorithm whose server state mirrors a population sum (SCAFFOLD's ``c``,
+        FedDyn-style duals) adds ``share * estimate``.
+    """
+
+    rows: tf.Tensor
+    devices: tf.Tensor
+    share: float
+
+
+def scatter_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.Tensor:
+    """``table`` [K, d] with the received devices' rows replaced by their rows of
+    ``values`` [K_S, d] (the cohort's; the per-device state of a cohort round)."""
+    rows = tf.gather(values, received.rows)
+    return tf.tensor_scatter_nd_update(table, received.devices[:, None], rows)
+
+
+def scatter_add_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.Tensor:
+    """``table`` [K, d] with the received devices' rows of ``values`` [K_S, d] added to
+    their rows (a per-device running sum of a cohort round)."""
+    rows = tf.gather(values, received.rows)
+    return tf.tensor_scatter_nd_add(table, received.devices[:, None], rows)
+
+
+def gather_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:
+    """The cohort's rows of a per-device ``table`` [K, d] (the table itself for the
+    whole population)."""
+    return table if data.devices is None else tf.gather(table, data.devices)
 
 
 def catalog_phases(name: str, num_params: int) -> tuple[PhaseSpec, ...]:
@@ -117,9 +198,11 @@ class FederatedAlgorithm(Protocol):
         ...
 
     def server_update(
-        self, phase: int, state: Any, carry: Any, estimate: tf.Tensor
+        self, phase: int, state: Any, carry: Any, estimate: tf.Tensor,
+        received: Received | None = None,
     ) -> tuple[Any, Any, dict[str, tf.Tensor]]:
-        """Apply the BS's estimate of sum_k pi_k updates_k ([num_values]) to the state.
+        """Apply the BS's estimate of sum_k pi_k updates_k ([num_values]) to the state
+        (over the ``received`` devices of a partial round, :class:`Received`).
 
         Returns the new state, carry, and metrics (e.g. ``precision_floor_hits``).
         """

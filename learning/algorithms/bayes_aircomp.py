@@ -211,9 +211,12 @@ class BayesAirComp:
             raise ValueError(f"phase 1 needs the carry of phase 0, got {carry!r}")
         updates, losses, hits = [], [], 0
         mu, rho = state.mu32, state.rho32
+        # lambda_k = kl_scale pi_k / d with the device's own share pi_k (a cohort's weights
+        # are renormalised over it); a device's noise stream is keyed by its population id
+        own = data.weights if data.devices is None else data.weights * data.population_share
         for lo, hi in self._chunks(data.num_devices):
-            args = (data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi], data.weights[lo:hi])
-            ids = tf.range(lo, hi)
+            args = (data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi], own[lo:hi])
+            ids = tf.range(lo, hi) if data.devices is None else data.devices[lo:hi]
             if phase == 0:
                 delta, loss, chunk_hits = self.trainer.rho_phase(
                     mu, rho, *args, seed, device_ids=ids
@@ -233,7 +236,12 @@ class BayesAirComp:
             return update, BayesCarry(update, rho), metrics
         return update, carry, metrics
 
-    def server_update(self, phase: int, state: BayesState, carry, estimate: tf.Tensor):
+    def server_update(self, phase: int, state: BayesState, carry, estimate: tf.Tensor,
+                      received=None):
+        """Phase 0: ``rho += estimate`` floored at ``min_precision``; phase 1: ``mu +=
+        estimate`` (``received`` is not needed: the conflation's weights are the
+        estimate's)."""
+        del received
         estimate64 = tf.cast(estimate, tf.float64)
         if phase == 0:
             rho = state.rho + estimate64

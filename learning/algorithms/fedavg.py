@@ -182,7 +182,10 @@ class FedAvg:
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
         return w_k - state.w, carry, metrics
 
-    def server_update(self, phase: int, state: PointState, carry, estimate: tf.Tensor):
+    def server_update(self, phase: int, state: PointState, carry, estimate: tf.Tensor,
+                      received=None):
+        """``w += estimate`` (the estimate is already the received devices' mean)."""
+        del received
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
         return PointState(state.w + estimate), carry, {}

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData
+from learning.algorithms.base import DeviceData, Received, gather_rows, scatter_add_rows
 from learning.algorithms.fedavg import FedAvg, LocalSGD, masked_mean_nll
 from learning.hyperparameters import FedGmtParameters, defaults
 
@@ -147,17 +147,25 @@ class FedGmt(FedAvg):
         del seed  # full-batch gradient steps are deterministic
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
-        w_k, losses = self.solver.run_gmt(state.w, state.ema, state.h_k, data.x, data.y, data.mask)
+        w_k, losses = self.solver.run_gmt(state.w, state.ema, gather_rows(state.h_k, data),
+                                          data.x, data.y, data.mask)
         delta = w_k - state.w
         return delta, delta, {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
 
-    def server_update(self, phase: int, state: FedGmtState, carry, estimate: tf.Tensor):
+    def server_update(self, phase: int, state: FedGmtState, carry, estimate: tf.Tensor,
+                      received: Received | None = None):
+        """``h += share * estimate`` (a population sum, as FedDyn's dual), ``w += estimate
+        + h``, the EMA; the received devices' ``h_k`` add their update (a device that could
+        not send keeps its own)."""
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
-        h = state.h + estimate
+        if received is None:
+            h, h_k = state.h + estimate, state.h_k + carry
+        else:
+            h, h_k = state.h + received.share * estimate, scatter_add_rows(state.h_k, received, carry)
         w = state.w + estimate + h
         ema = self.ema_decay * state.ema + (1.0 - self.ema_decay) * w  # e_{t+1}, as every device
-        return FedGmtState(w, ema, h, state.h_k + carry), None, {}
+        return FedGmtState(w, ema, h, h_k), None, {}
 
     def is_finite(self, state: FedGmtState) -> bool:
         return all(bool(tf.reduce_all(tf.math.is_finite(t))) for t in (state.w, state.ema, state.h))

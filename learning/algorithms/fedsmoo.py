@@ -49,7 +49,13 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData
+from learning.algorithms.base import (
+    DeviceData,
+    Received,
+    gather_rows,
+    scatter_add_rows,
+    scatter_rows,
+)
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.hyperparameters import FedSmooParameters, defaults
 
@@ -173,21 +179,32 @@ class FedSmoo(FedAvg):
         if phase == 1:  # the second upload, formed in phase 0
             return carry.auxiliary, carry, {}
         w_k, mu_k, s_hat, losses = self.solver.run_sam(
-            state.w, state.s, state.mu_k, state.h_k, data.x, data.y, data.mask
+            state.w, state.s, gather_rows(state.mu_k, data), gather_rows(state.h_k, data),
+            data.x, data.y, data.mask
         )
         delta = w_k - state.w
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
         return delta, FedSmooCarry(mu_k - s_hat, mu_k, delta), metrics
 
-    def server_update(self, phase: int, state: FedSmooState, carry, estimate: tf.Tensor):
+    def server_update(self, phase: int, state: FedSmooState, carry, estimate: tf.Tensor,
+                      received: Received | None = None):
+        """Phase 0: ``h += share * estimate`` (a population sum), ``w += estimate + h``, the
+        devices that sent their update add it to ``h_k``; phase 1: the global perturbation
+        ``s`` from the estimate and the devices that sent it take their ``mu_k`` (a device
+        that could not send a phase keeps that phase's state)."""
         if phase == 0:
-            h = state.h + estimate
-            new = FedSmooState(state.w + estimate + h, state.s, h, state.mu_k, state.h_k)
+            if received is None:
+                h, h_k = state.h + estimate, state.h_k + carry.delta
+            else:
+                h = state.h + received.share * estimate
+                h_k = scatter_add_rows(state.h_k, received, carry.delta)
+            new = FedSmooState(state.w + estimate + h, state.s, h, state.mu_k, h_k)
             return new, carry, {}
         if phase != 1:
             raise ValueError(f"phase must be 0 or 1, got {phase!r}")
         s = self.sam_rho * estimate / tf.maximum(tf.norm(estimate), _TINY)
-        new = FedSmooState(state.w, s, state.h, carry.mu_k_new, state.h_k + carry.delta)
+        mu_k = carry.mu_k_new if received is None else scatter_rows(state.mu_k, received, carry.mu_k_new)
+        new = FedSmooState(state.w, s, state.h, mu_k, state.h_k)
         return new, None, {}
 
     def is_finite(self, state: FedSmooState) -> bool:

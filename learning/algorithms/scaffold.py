@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData
+from learning.algorithms.base import DeviceData, Received, gather_rows, scatter_rows
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.hyperparameters import ScaffoldParameters, defaults
 from learning.models import Model
@@ -107,21 +107,30 @@ class Scaffold(FedAvg):
         self._check_phase(phase, 2)
         if phase == 1:  # the second upload, formed in phase 0
             return carry.delta_c, carry, {}
-        correction = state.c[None, :] - state.c_k  # c - c_k
+        c_k = gather_rows(state.c_k, data)
+        correction = state.c[None, :] - c_k  # c - c_k
         y_k, losses = self.solver.run_corrected(state.w, correction, data.x, data.y, data.mask)
         delta = y_k - state.w
         scale = 1.0 / (self.solver.local_steps * self.solver.learning_rate)
         c_k_new = -correction - scale * delta  # c_k - c + (x - y_k) / (E eta_l)
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
-        return delta, ScaffoldCarry(c_k_new - state.c_k, c_k_new), metrics
+        return delta, ScaffoldCarry(c_k_new - c_k, c_k_new), metrics
 
-    def server_update(self, phase: int, state: ScaffoldState, carry, estimate: tf.Tensor):
+    def server_update(self, phase: int, state: ScaffoldState, carry, estimate: tf.Tensor,
+                      received: Received | None = None):
+        """Phase 0: ``w += eta_g estimate``; phase 1: ``c += share * estimate`` (the
+        estimate is the received devices' mean of ``Delta c_k``; ``c`` stays
+        ``sum_k pi_k c_k`` over the population) and the received devices' ``c_k`` advance
+        (a device that could not send keeps its own)."""
         if phase == 0:
             w = state.w + self.global_learning_rate * estimate
             return ScaffoldState(w, state.c, state.c_k), carry, {}
         if phase != 1:
             raise ValueError(f"phase must be 0 or 1, got {phase!r}")
-        return ScaffoldState(state.w, state.c + estimate, carry.c_k_new), None, {}
+        if received is None:
+            return ScaffoldState(state.w, state.c + estimate, carry.c_k_new), None, {}
+        c_k = scatter_rows(state.c_k, received, carry.c_k_new)
+        return ScaffoldState(state.w, state.c + received.share * estimate, c_k), None, {}
 
     def is_finite(self, state: ScaffoldState) -> bool:
         return bool(

@@ -56,6 +56,16 @@ def test_the_round_scales_with_k_e_and_m(items, factor):
     assert run_cost(_paper(*items)).round_core_s == pytest.approx(factor * base)
 
 
+def test_only_the_cohort_trains_and_the_maxmin_solver_adds_its_time():
+    base = run_cost(_paper()).round_core_s
+    assert run_cost(_paper("participation.fraction=0.3")).round_core_s == pytest.approx(0.3 * base)
+    threshold = ('participation.scheduling="gain_threshold"', "participation.gain_threshold_db=-90")
+    assert run_cost(_paper(*threshold)).round_core_s == pytest.approx(base)  # unknown: all
+    assert run_cost(_paper("bs.num_antennas=8")).round_core_s == pytest.approx(base)  # centroid
+    maxmin = run_cost(_paper("bs.num_antennas=8", 'bs.combiner="maxmin"')).round_core_s
+    assert maxmin == pytest.approx(base + 22.0)  # K = 100, F = 1024 as measured
+
+
 def test_a_baseline_ignores_m_and_the_estimator():
     fedavg = run_cost(_paper('algorithm.name="fedavg"')).round_core_s
     assert fedavg == pytest.approx(COST_TABLE["round_core_s"]["fedavg"]["any"])

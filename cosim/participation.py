@@ -1,0 +1,209 @@
+"""Who takes part in a round: scheduling, dropouts and stragglers (``[participation]``).
+
+Each round the BS schedules a cohort, the scheduled devices train, and each of them
+then sends or not in each uplink phase:
+
+1. **Scheduling** (``participation.scheduling``), from the round's CSI as the devices
+   report it (the wideband gain ``g_k = mean_f |h_hat_kf|^2``, the effective channel with a
+   multi-antenna BS):
+
+   * ``"uniform"``: ``K_S = max(1, round(fraction K))`` (halves up) devices drawn uniformly without
+     replacement (Flower's and FedAvg's client sampling);
+   * ``"best_channel"``: the ``K_S`` devices with the largest ``g_k`` this round (the
+     greedy channel-aware selection of the over-the-air FL literature; ties by id);
+   * ``"gain_threshold"``: every device with ``10 log10 g_k > gain_threshold_db`` (Zhu et
+     al.'s truncated scheduling; the cohort may be empty).
+
+2. **Stragglers** (``deadline_s``): a scheduled device's time per local step this round is
+   ``step_time_min_s + X``, ``X ~ Exp(mean step_time_extra_mean_s)`` (the shifted
+   exponential of the coded-computation literature, Lee et al. 2018), and its training
+   takes ``training_phases * E`` steps (the proposed method trains in both its phases,
+   the others in one). A device whose training would end after ``deadline_s`` straggles:
+   it sends nothing this round (``straggler_policy = "drop"``).
+
+3. **Dropouts** (``dropout_probability``): every other scheduled device fails to send in
+   each phase independently with that probability, after training (a link or battery
+   failure the device notices). A device can so drop in the proposed method's phase 1
+   and send in phase 2: its phase-2 update is formed from its own phase-1 precision, which
+   the BS's aggregate lacks (the conflation is then over the phase's own senders).
+
+The BS aggregates each phase over the devices that sent, with weights ``pi_k / share``:
+``share = sum_k pi_k`` over the senders when it knows who dropped (``bs_knows_dropouts``),
+over the whole cohort when it does not (then the estimate is biased by the factor
+``sum_senders pi_k / sum_cohort pi_k``, traced as ``received_weight_<phase>``). A round
+in which some phase reaches the BS from no device is discarded: the global state stays,
+no device's state advances (``round_discarded``).
+
+All draws come from the round's ``"participation"`` stream (:mod:`cosim.rng`) and are
+made for every device whatever the keys, so a run replays and resumes bit for bit and
+changing one key does not shift the others' draws (:func:`draw_cohort`, NumPy);
+:func:`phase_link` forms what one phase sends (the senders' rows, weights and channels).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from learning.algorithms.base import Received
+
+NOT_SCHEDULED, TRANSMITTED, DROPPED, STRAGGLED = 0.0, 1.0, 2.0, 3.0
+"""The codes of the per-device trace column ``participated``: not scheduled; sent in every
+phase; scheduled and trained, failed to send in at least one phase; missed the deadline
+and sent nothing."""
+
+
+@dataclass(frozen=True)
+class RoundCohort:
+    """One round's participation.
+
+    Attributes
+    ----------
+    scheduled : np.ndarray, [K_S], int32
+        The cohort's population ids, ascending (the devices that train).
+    sent : np.ndarray, [P, K_S], bool
+        Per uplink phase, which cohort rows reach the BS.
+    status : np.ndarray, [K], float64
+        The ``participated`` code of every device (:data:`NOT_SCHEDULED`, ...).
+    """
+
+    scheduled: np.ndarray
+    sent: np.ndarray
+    status: np.ndarray
+
+    @property
+    def discarded(self) -> bool:
+        """True when some phase reaches the BS from no device (the round is discarded)."""
+        return self.scheduled.size == 0 or not bool(np.all(self.sent.any(axis=1)))
+
+
+def cohort_size(fraction: float, num_devices: int) -> int:
+    """``max(1, round(fraction K))``: the devices ``"uniform"`` and ``"best_channel"`` schedule."""
+    return max(1, math.floor(fraction * num_devices + 0.5))
+
+
+def draw_cohort(config, gain: np.ndarray, num_phases: int, training_steps: int,
+                rng: np.random.Generator) -> RoundCohort:
+    """The round's cohort and who sends in each phase.
+
+    Parameters
+    ----------
+    config : cosim.scenario_tables.ParticipationConfig
+        ``[participation]``.
+    gain : np.ndarray, [K], float
+        The wideband gains ``mean_f |h_hat_kf|^2`` the BS schedules on.
+    num_phases : int
+        P, the algorithm's uplink phases.
+    training_steps : int
+        Local steps a device takes per round (``training_phases * E``).
+    rng : np.random.Generator
+        The round's ``"participation"`` stream.
+
+    Output: :class:`RoundCohort`.
+    """
+    gain = np.asarray(gain, np.float64)
+    num_devices = gain.shape[0]
+    order = rng.permutation(num_devices)
+    extra = rng.exponential(1.0, num_devices) * config.step_time_extra_mean_s
+    failures = rng.random((num_phases, num_devices)) < config.dropout_probability
+
+    if config.scheduling == "uniform":
+        chosen = order[:cohort_size(config.fraction, num_devices)]
+    elif config.scheduling == "best_channel":
+        ranked = np.lexsort((np.arange(num_devices), -gain))
+        chosen = ranked[:cohort_size(config.fraction, num_devices)]
+    else:  # "gain_threshold"
+        with np.errstate(divide="ignore"):
+            chosen = np.flatnonzero(10.0 * np.log10(gain) > config.gain_threshold_db)
+    scheduled = np.sort(chosen).astype(np.int32)
+
+    straggles = np.zeros(num_devices, bool)
+    if config.deadline_s is not None:
+        finish_s = training_steps * (config.step_time_min_s + extra)
+        straggles = finish_s > config.deadline_s
+    sends = ~failures & ~straggles[None, :]  # [P, K]
+
+    status = np.full(num_devices, NOT_SCHEDULED)
+    status[scheduled] = TRANSMITTED
+    dropped = ~sends.all(axis=0)
+    status[scheduled[dropped[scheduled]]] = DROPPED
+    status[scheduled[straggles[scheduled]]] = STRAGGLED
+    return RoundCohort(scheduled, sends[:, scheduled], status)
+
+
+def full(config) -> bool:
+    """True when ``[participation]`` is at its defaults: every device trains and sends."""
+    return (config.fraction == 1.0 and config.scheduling == "uniform"
+            and config.dropout_probability == 0.0 and config.deadline_s is None)
+
+
+@dataclass(frozen=True)
+class PhaseLink:
+    """One phase's uplink: the rows that send and what the BS scales them by.
+
+    ``updates`` [K_T, n], ``weights`` [K_T] (the BS's, ``pi_k / share``),
+    ``reference_weights`` [K_T] (renormalised over the senders: the error-free sum the
+    estimate is measured against), the senders' ``h``, ``h_hat`` [K_T, F], ``path_gain``
+    [K_T] and time-domain ``uplink``; ``received`` for the algorithm's server update (None
+    without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)
+    and ``devices`` ((senders [K_T], K) to spread per-device values over the population;
+    None: the rows are the population).
+    """
+
+    updates: Any
+    weights: Any
+    reference_weights: Any
+    h: Any
+    h_hat: Any
+    path_gain: Any
+    uplink: Any
+    received: Received | None
+    received_weight: float
+    devices: tuple[np.ndarray, int] | None
+
+    def per_device(self, values) -> np.ndarray:
+        """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""
+        values = np.asarray(values)
+        if self.devices is None:
+            return values
+        senders, num_devices = self.devices
+        full = np.full(num_devices, np.nan, np.result_type(values.dtype, np.float32))
+        full[senders] = values
+        return full
+
+
+def phase_link(cohort: RoundCohort | None, index: int, data, updates, h, h_hat, uplink, *,
+               path_gain, population_weights: np.ndarray, bs_knows_dropouts: bool) -> PhaseLink:
+    """What phase ``index`` of a round sends over the air: the whole population's rows
+    without a cohort (``cohort`` None), else the cohort rows that send.
+
+    Input: the round's :class:`learning.algorithms.base.DeviceData` ``data`` (the cohort's),
+    its ``updates`` [K_S, n], the channel ``h`` and CSI ``h_hat`` [K, F] of the whole
+    population, its time-domain ``uplink`` (or None), ``path_gain`` [K] and the devices'
+    own shares ``population_weights`` pi_k [K] (float64). Output: :class:`PhaseLink`.
+    """
+    if cohort is None:
+        return PhaseLink(updates, data.weights, data.weights, h, h_hat, path_gain, uplink,
+                         None, 1.0, None)
+    rows = np.flatnonzero(cohort.sent[index]).astype(np.int32)
+    senders = cohort.scheduled[rows]
+    pi = population_weights
+    sent_share, cohort_share = pi[senders].sum(), pi[cohort.scheduled].sum()
+    share = sent_share if bs_knows_dropouts else cohort_share
+    index_t = tf.constant(senders)
+    every_row = rows.size == int(updates.shape[0])
+    return PhaseLink(
+        updates=updates if every_row else tf.gather(updates, tf.constant(rows)),
+        weights=tf.constant(pi[senders] / share, tf.float32),
+        reference_weights=tf.constant(pi[senders] / sent_share, tf.float32),
+        h=tf.gather(h, index_t), h_hat=tf.gather(h_hat, index_t),
+        path_gain=tf.gather(path_gain, index_t),
+        uplink=None if uplink is None else uplink.subset(senders),
+        received=Received(tf.constant(rows), index_t, float(share)),
+        received_weight=float(sent_share / cohort_share),
+        devices=(senders, population_weights.shape[0]),
+    )
