@@ -184,8 +184,8 @@ class Reading:
 
     def phase_constants(self, rho_t, min_precision: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What a backend's phase-1 kernels need, once per phase: ``sigma_t``, the anchor
-        ``b`` and :meth:`limit`, each float32 [d] from ``rho_t`` [d] (in float64, except
-        for the precision reading, whose kernels work in float32 on ``rho_t`` itself),
+        ``b`` and :meth:`limit`, each float32 [d] from ``rho_t`` [d] (computed in float64 and
+        rounded, except for the precision reading, whose kernels work on ``rho_t`` itself),
         read-only (:func:`native.launch.read_only`)."""
         if self.code == PRECISION:  # float32 throughout, as the kernels' precision loops use them
             rho32 = np.ascontiguousarray(rho_t, np.float32)
@@ -193,7 +193,8 @@ class Reading:
         else:
             rho = np.asarray(rho_t, np.float64)
             sigma = 1.0 / np.sqrt(rho)
-            constants = (sigma, self.anchor(rho, sigma), self.limit(rho, min_precision))
+            constants = (sigma.astype(np.float32), self.anchor(rho, sigma).astype(np.float32),
+                         self.limit(rho, min_precision))
         return tuple(read_only(c) for c in constants)
 
 
@@ -283,6 +284,87 @@ def nb_std_change(code, delta, sigma_t, b):
     return _nb_precision(delta, sigma_t, b)
 
 
+SERIES_DELTA_BOUND = 0.0099
+"""``|delta|`` at or below which the kernels' vectorised loops take ``q``, ``dq/ddelta`` and
+the KL gap of the transcendental readings (``softplus_std``, ``log_std``,
+``log_precision``) from series in float32 (:func:`nb_std_change_series`); the other
+entries go through the exact forms (:func:`nb_std_change`) in a second pass. A bound on
+the iterate alone, so both passes take the same decision bit for bit; it keeps ``|q| <=
+KL_SERIES_BOUND`` (``|q| <= |delta| (1 + |delta|)`` for every reading: ``sigmoid(theta) <=
+softplus(theta)``)."""
+
+_F32 = np.float32
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def _expm1_series32(x):
+    """``expm1(x)`` for float32 ``|x| <= 0.01`` (relative truncation error < 1e-11)."""
+    return x * (_F32(1.0) + x * (_F32(0.5) + x * (_F32(1.0 / 6.0) + x * (_F32(1.0 / 24.0)
+                                                                          + x * _F32(1.0 / 120.0)))))
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def _log1p_series32(z):
+    """``log1p(z)`` for float32 ``|z| <= 0.01`` (relative truncation error < 2e-11)."""
+    return z * (_F32(1.0) + z * (_F32(-0.5) + z * (_F32(1.0 / 3.0) + z * (_F32(-0.25)
+                                                                         + z * _F32(0.2)))))
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def nb_inv1p_series32(x):
+    """``1 / (1 + x)`` for float32 ``|x| <= 0.01`` (relative truncation error < 1e-12):
+    no division in a vectorised loop."""
+    return _F32(1.0) - x * (_F32(1.0) - x * (_F32(1.0) - x * (_F32(1.0) - x * (_F32(1.0) - x))))
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def nb_kl_gap_series32(q):
+    """:func:`kl_gap_series` in float32 (for ``|q| <= KL_SERIES_BOUND``)."""
+    return q * q * (_F32(2.0) + q * (_F32(-2.0 / 3.0) + q * (_F32(0.5) + q * (_F32(-0.4)
+                                                                             + q * _F32(1.0 / 3.0)))))
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def nb_std_change_series(code, delta, sigma_t, b):
+    """``(q, dq/ddelta)`` of the transcendental reading ``code`` on float32 scalars from
+    series, arithmetic only (so a loop of them vectorises); exact to float32 rounding for
+    ``|delta| <= SERIES_DELTA_BOUND``, meaningless (but finite or not, never used) above.
+    ``sigma_t`` and ``b`` float32."""
+    one = _F32(1.0)
+    if code == SOFTPLUS_STD:
+        grown = _expm1_series32(delta)
+        z = b * grown
+        inverse = one / sigma_t  # the one division
+        return _log1p_series32(z) * inverse, b * (one + grown) * nb_inv1p_series32(z) * inverse
+    if code == LOG_STD:
+        q = _expm1_series32(delta)
+        return q, one + q
+    q = _expm1_series32(_F32(-0.5) * delta)  # LOG_PRECISION
+    return q, _F32(-0.5) * (one + q)
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
+def nb_series_applies(delta):
+    """True where :func:`nb_std_change_series` is exact (``|delta| <= SERIES_DELTA_BOUND``)."""
+    return abs(delta) <= _F32(SERIES_DELTA_BOUND)
+
+
+@njit(nogil=True, fastmath=True, error_model="numpy")
+def series_mask(delta):
+    """``(beyond, keep)``: the number of entries of ``delta`` (float32 [n]) where
+    :func:`nb_series_applies` does not, and (when there are any) the bool [n] of those it
+    applies to (else an empty array)."""
+    beyond = 0
+    for i in range(delta.size):
+        beyond += np.int64(not nb_series_applies(delta[i]))
+    if beyond == 0:
+        return beyond, np.empty(0, np.bool_)
+    keep = np.empty(delta.size, np.bool_)
+    for i in range(delta.size):
+        keep[i] = nb_series_applies(delta[i])
+    return beyond, keep
+
+
 _nb_kl_gap_series = njit(inline="always", fastmath=True)(kl_gap_series)
 _nb_kl_gap_exact = njit(inline="always", fastmath=True)(_bind(_kl_gap_exact, math))
 
@@ -299,10 +381,29 @@ def nb_kl_gap(q):
 def precision_change_row(code, delta, sigma_t, b, rho_t, out):
     """The transmitted ``Delta_rho_k`` of one device from its final iterate ``delta``
     (float32 [d] each; ``out`` may be ``delta``): ``delta`` itself for the precision
-    reading, else ``rho_t`` times :func:`relative_precision_change`."""
+    reading, else ``rho_t`` times :func:`relative_precision_change` (``q`` from the series
+    where they apply, :data:`SERIES_DELTA_BOUND`)."""
     if code == PRECISION:
         out[:] = delta
         return
-    for i in range(out.size):
-        q, _ = nb_std_change(code, delta[i], sigma_t[i], b[i])
-        out[i] = np.float32(np.float64(rho_t[i]) * nb_relative_precision_change(q))
+    beyond, keep = series_mask(delta)
+    exact = np.empty(beyond, np.float32)  # the entries beyond the series, from the exact forms
+    if beyond:
+        j = 0
+        for i in range(delta.size):
+            if not keep[i]:
+                q, _ = nb_std_change(code, delta[i], sigma_t[i], b[i])
+                exact[j] = np.float32(np.float64(rho_t[i]) * nb_relative_precision_change(q))
+                j += 1
+    if out.ctypes.data != delta.ctypes.data:
+        out[:] = delta
+    for i in range(out.size):  # in place: one array read and written, so the loop vectorises
+        q, _ = nb_std_change_series(code, out[i], sigma_t[i], b[i])
+        inverse = nb_inv1p_series32(q)
+        out[i] = -rho_t[i] * q * (_F32(2.0) + q) * (inverse * inverse)
+    if beyond:
+        j = 0
+        for i in range(out.size):
+            if not keep[i]:
+                out[i] = exact[j]
+                j += 1

@@ -90,6 +90,36 @@ block, across blocks in float64)."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
+def _series_update(code, from_var, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out):
+    """:func:`_rho_update_block`'s step of a transcendental reading on the entries where
+    :func:`learning.covariance.nb_series_applies` (float32, vectorised); returns (the gap
+    sum of those entries, float32; their floored entries; the number of the others, whose
+    ``out`` is to be rewritten)."""
+    one, zero = np.float32(1.0), np.float32(0.0)
+    kl, hits, beyond = zero, zero, zero
+    for i in range(out.size):
+        d = delta[i]
+        small = covariance.nb_series_applies(d)
+        q, slope = covariance.nb_std_change_series(code, d, sigma_t[i], anchor[i])
+        gap = covariance.nb_kl_gap_series32(q)
+        kl += gap if small else zero
+        beyond += np.float32(not small)
+        g = g_std[i]
+        if from_var:
+            g = g * (np.float32(2.0) * sigma_t[i] * (one + q))
+        grad = (g * sigma_t[i] + kl_weight * (q * (np.float32(2.0) + q) * covariance.nb_inv1p_series32(q))) * slope
+        new = d - rate * grad
+        if increasing:
+            hit = new > limit[i]
+            out[i] = min(new, limit[i])
+        else:
+            hit = new < limit[i]
+            out[i] = max(new, limit[i])
+        hits += np.float32(hit and small)
+    return kl, hits, beyond
+
+
+@njit(inline="always", fastmath=True, error_model="numpy")
 def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, increasing, out,
                       from_var):
     """:func:`_rho_update` on views of one block: returns (half the KL gap, float64: for
@@ -129,8 +159,29 @@ def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rat
             hits += np.float32(new < limit[i])
             out[i] = max(new, limit[i])
         return 0.5 * np.float64(kl), hits, large
-    gap = 0.0  # the transcendental readings do not vectorise: the gap in float64, in this pass
+    # the transcendental readings: q, dq/ddelta and the gap from series in float32 where
+    # they apply (vectorised, as the precision loop; one loop per reading and form, so the
+    # branches are constants in it), the exact forms in float64 elsewhere
+    if code == covariance.SOFTPLUS_STD:
+        if from_var:
+            kl, hits, beyond = _series_update(covariance.SOFTPLUS_STD, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+        else:
+            kl, hits, beyond = _series_update(covariance.SOFTPLUS_STD, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+    elif code == covariance.LOG_STD:
+        if from_var:
+            kl, hits, beyond = _series_update(covariance.LOG_STD, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+        else:
+            kl, hits, beyond = _series_update(covariance.LOG_STD, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+    elif from_var:
+        kl, hits, beyond = _series_update(covariance.LOG_PRECISION, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+    else:
+        kl, hits, beyond = _series_update(covariance.LOG_PRECISION, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+    if not beyond:
+        return 0.5 * np.float64(kl), hits, large
+    gap = 0.0
     for i in range(out.size):
+        if covariance.nb_series_applies(delta[i]):
+            continue
         q64, slope = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
         gap += covariance.nb_kl_gap(np.float64(q64))
         g = g_std[i]
@@ -144,7 +195,7 @@ def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rat
         else:
             hits += np.float32(new < limit[i])
             out[i] = max(new, limit[i])
-    return 0.5 * gap, hits, large
+    return 0.5 * (np.float64(kl) + gap), hits, large
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
@@ -234,9 +285,14 @@ def phase1_std(code, delta, sigma_t, anchor, out):
         for i in prange(out.size):
             out[i] = np.float32(1.0) / np.sqrt(anchor[i] + delta[i])
         return
-    for i in prange(out.size):
-        q, _ = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
-        out[i] = np.float32(covariance.nb_std_of(q, sigma_t[i]))
+    one = np.float32(1.0)
+    for i in prange(out.size):  # from series where they apply, else the exact forms
+        if covariance.nb_series_applies(delta[i]):
+            q, _ = covariance.nb_std_change_series(code, delta[i], sigma_t[i], anchor[i])
+            out[i] = sigma_t[i] * (one + q)
+        else:
+            q, _ = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
+            out[i] = np.float32(covariance.nb_std_of(q, sigma_t[i]))
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")

@@ -94,6 +94,19 @@ def _gather_rows(x, y, mask, act, labels):
     return n
 
 
+@njit(inline="always", fastmath=True, error_model="numpy")
+def _series_variances(code, sigma_t, anchor, delta, out):
+    """``out = (sigma_t (1 + q))^2`` with ``q`` from :func:`learning.covariance.nb_std_change_series`;
+    returns the number of entries beyond the series (their ``out`` is to be rewritten)."""
+    one, beyond = np.float32(1.0), np.float32(0.0)
+    for i in range(out.size):
+        q, _ = covariance.nb_std_change_series(code, delta[i], sigma_t[i], anchor[i])
+        s = sigma_t[i] * (one + q)
+        out[i] = s * s
+        beyond += np.float32(not covariance.nb_series_applies(delta[i]))
+    return beyond
+
+
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _layer_params(phase1, code, a, b, c, out):
     """One layer's device-specific parameters, written just before its products.
@@ -108,11 +121,19 @@ def _layer_params(phase1, code, a, b, c, out):
         for i in range(out.size):
             s = np.float32(1.0) / np.sqrt(b[i] + c[i])
             out[i] = s * s
-    elif phase1:
-        for i in range(out.size):
-            q, _ = covariance.nb_std_change(code, c[i], a[i], b[i])
-            s = np.float32(covariance.nb_std_of(q, a[i]))
-            out[i] = s * s
+    elif phase1:  # q from series where they apply (vectorised), the exact forms elsewhere
+        if code == covariance.SOFTPLUS_STD:  # one loop per reading: the code a constant in it
+            beyond = _series_variances(covariance.SOFTPLUS_STD, a, b, c, out)
+        elif code == covariance.LOG_STD:
+            beyond = _series_variances(covariance.LOG_STD, a, b, c, out)
+        else:
+            beyond = _series_variances(covariance.LOG_PRECISION, a, b, c, out)
+        if beyond:
+            for i in range(out.size):
+                if not covariance.nb_series_applies(c[i]):
+                    q, _ = covariance.nb_std_change(code, c[i], a[i], b[i])
+                    s = np.float32(covariance.nb_std_of(q, a[i]))
+                    out[i] = s * s
     else:
         for i in range(out.size):
             out[i] = a[i] + b[i] * c[i]

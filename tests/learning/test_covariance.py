@@ -196,3 +196,52 @@ def test_kl_gap_slope_is_the_derivative_of_the_kl_gap_and_the_kernel_gap_matches
     np.testing.assert_allclose(kernel(q), covariance.kl_gap(q), rtol=1e-12, atol=1e-20)
     kernel_slope = njit(lambda values: np.array([covariance.nb_kl_gap_slope(v) for v in values]))
     np.testing.assert_allclose(kernel_slope(q), covariance.kl_gap_slope(q), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["softplus_std", "log_std", "log_precision"])
+@pytest.mark.parametrize("spread", [0.004, 0.5], ids=["all-series", "mixed"])
+def test_the_kernels_series_and_exact_entries_equal_the_definition(name, spread):
+    """The kernels take q from float32 series where |delta| <= SERIES_DELTA_BOUND and from
+    the exact forms elsewhere: every entry, of either kind, equals the float64 definition
+    (the transmitted change, the sampling std and variance, one update step and its KL
+    gap), in place or not."""
+    from learning.fused_local import phase1_std, rho_update_serial
+    from learning.fused_lrt import _layer_params
+
+    reading = covariance.reading(name)
+    rng = np.random.default_rng(5)
+    size = 5000
+    rho_t = rng.uniform(4.0, 500.0, size).astype(np.float32)
+    sigma_t, anchor, limit = reading.phase_constants(rho_t, 1.0)
+    delta = (rng.uniform(-1, 1, size) * spread).astype(np.float32)
+    beyond = np.abs(delta) > covariance.SERIES_DELTA_BOUND
+    assert beyond.any() == (spread > 0.01)
+    q, slope = reading.std_change(delta.astype(np.float64), sigma_t.astype(np.float64),
+                                  anchor.astype(np.float64))
+    sigma_k = sigma_t * (1.0 + q)
+
+    out = np.empty_like(delta)
+    covariance.precision_change_row(reading.code, delta, sigma_t, anchor, rho_t, out)
+    in_place = delta.copy()
+    covariance.precision_change_row(reading.code, in_place, sigma_t, anchor, rho_t, in_place)
+    want = rho_t * covariance.relative_precision_change(q)
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-12)
+    np.testing.assert_array_equal(in_place, out)
+
+    std = np.empty_like(delta)
+    phase1_std(reading.code, delta, sigma_t, anchor, std)
+    np.testing.assert_allclose(std, sigma_k, rtol=2e-6)
+    var = np.empty_like(delta)
+    _layer_params(True, reading.code, sigma_t, anchor, delta, var)
+    np.testing.assert_allclose(var, sigma_k**2, rtol=4e-6)
+
+    g_std = rng.normal(0, 1.0, size).astype(np.float32)
+    weight, rate = 3e-3, 1e-3
+    step = np.empty_like(delta)
+    kl, _ = rho_update_serial(reading.code, delta, sigma_t, anchor, limit, g_std, weight, rate,
+                              reading.increasing, step)
+    grad = (g_std * sigma_t + weight * covariance.kl_gap_slope(q)) * slope
+    new = delta - rate * grad
+    new = np.minimum(new, limit) if reading.increasing else np.maximum(new, limit)
+    np.testing.assert_allclose(step, new, rtol=1e-5, atol=1e-7 * np.abs(new).max())
+    np.testing.assert_allclose(kl, 0.5 * covariance.kl_gap(q).sum(), rtol=1e-5)
