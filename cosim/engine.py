@@ -51,6 +51,7 @@ exactly what an uninterrupted run draws.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator
@@ -319,8 +320,7 @@ class Engine:
         self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
         self._path_gain = tf.constant(self.world.path_gain, tf.float32)
         self._population_weights = np.asarray(self.world.device_data.weights, np.float64)
-        self._training_steps = (CATALOG[scenario.algorithm.name].training_phases
-                                * int(scenario.hyper_parameters().get("local_steps", 1)))
+        self._local_steps = int(scenario.hyper_parameters().get("local_steps", 1))
         self.power_control = POWER_CONTROLS[scenario.power.control].build(
             scenario.power.variant_values())
         self.grids = {
@@ -414,7 +414,8 @@ class Engine:
             return None
         gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
         return participation.draw_cohort(
-            config, gain, len(self.algorithm.phases()), self._training_steps,
+            config, gain, len(self.algorithm.phases()), self._local_steps,
+            CATALOG[self.scenario.algorithm.name].training_phases,
             rngs.numpy_rng(self.scenario.seed, t, "participation"))
 
     def _phase_link(self, cohort, index: int, data: DeviceData, updates, h, h_hat, uplink):
@@ -462,7 +463,13 @@ class Engine:
         if cohort is not None:
             data = data if cohort.scheduled.size == self.scenario.cell.num_devices else (
                 data.cohort(cohort.scheduled) if cohort.scheduled.size else None)
+            if data is not None and np.any(cohort.steps < self._local_steps):
+                data = dataclasses.replace(data, local_steps=tf.constant(cohort.steps))
             record.per_device["participated"] = cohort.status
+            if scenario.participation.deadline_s is not None:
+                steps = np.full(self.scenario.cell.num_devices, np.nan)
+                steps[cohort.scheduled] = cohort.steps
+                record.per_device["local_steps"] = steps
             scalars["devices_scheduled"] = float(cohort.scheduled.size)
             scalars["round_discarded"] = float(cohort.discarded)
             for index, phase in enumerate(phases):

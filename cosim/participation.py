@@ -19,7 +19,10 @@ then sends or not in each uplink phase:
    exponential of the coded-computation literature, Lee et al. 2018), and its training
    takes ``training_phases * E`` steps (the proposed method trains in both its phases,
    the others in one). A device whose training would end after ``deadline_s`` straggles:
-   it sends nothing this round (``straggler_policy = "drop"``).
+   with ``straggler_policy = "drop"`` it sends nothing this round; with ``"fewer_steps"``
+   it takes the ``e_k = floor(deadline_s / (training_phases t_k))`` steps per phase it has
+   time for and sends on time (FedNova's and FedProx's "partial work"; ``e_k = 0``: it
+   sends nothing).
 
 3. **Dropouts** (``dropout_probability``): every other scheduled device fails to send in
    each phase independently with that probability, after training (a link or battery
@@ -51,10 +54,11 @@ import tensorflow as tf
 
 from learning.algorithms.base import Received
 
-NOT_SCHEDULED, TRANSMITTED, DROPPED, STRAGGLED = 0.0, 1.0, 2.0, 3.0
+NOT_SCHEDULED, TRANSMITTED, DROPPED, STRAGGLED, FEWER_STEPS = 0.0, 1.0, 2.0, 3.0, 4.0
 """The codes of the per-device trace column ``participated``: not scheduled; sent in every
 phase; scheduled and trained, failed to send in at least one phase; missed the deadline
-and sent nothing."""
+and sent nothing; missed it with E steps and sent after fewer (``"fewer_steps"``; a
+dropout in some phase counts as dropped)."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,16 @@ class RoundCohort:
         Per uplink phase, which cohort rows reach the BS.
     status : np.ndarray, [K], float64
         The ``participated`` code of every device (:data:`NOT_SCHEDULED`, ...).
+    steps : np.ndarray, [K_S], int32
+        Local steps per training phase each cohort device takes (E, or fewer for a
+        ``"fewer_steps"`` straggler; at least 1: a straggler that sends nothing still
+        trains, unseen).
     """
 
     scheduled: np.ndarray
     sent: np.ndarray
     status: np.ndarray
+    steps: np.ndarray
 
     @property
     def discarded(self) -> bool:
@@ -86,7 +95,7 @@ def cohort_size(fraction: float, num_devices: int) -> int:
     return max(1, math.floor(fraction * num_devices + 0.5))
 
 
-def draw_cohort(config, gain: np.ndarray, num_phases: int, training_steps: int,
+def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, training_phases: int,
                 rng: np.random.Generator) -> RoundCohort:
     """The round's cohort and who sends in each phase.
 
@@ -98,8 +107,10 @@ def draw_cohort(config, gain: np.ndarray, num_phases: int, training_steps: int,
         The wideband gains ``mean_f |h_hat_kf|^2`` the BS schedules on.
     num_phases : int
         P, the algorithm's uplink phases.
-    training_steps : int
-        Local steps a device takes per round (``training_phases * E``).
+    local_steps : int
+        E, the local steps per training phase.
+    training_phases : int
+        The phases in which a device trains (:data:`learning.catalog.CATALOG`).
     rng : np.random.Generator
         The round's ``"participation"`` stream.
 
@@ -121,18 +132,27 @@ def draw_cohort(config, gain: np.ndarray, num_phases: int, training_steps: int,
             chosen = np.flatnonzero(10.0 * np.log10(gain) > config.gain_threshold_db)
     scheduled = np.sort(chosen).astype(np.int32)
 
-    straggles = np.zeros(num_devices, bool)
+    steps = np.full(num_devices, local_steps, np.int64)
+    silent = np.zeros(num_devices, bool)  # stragglers that send nothing
     if config.deadline_s is not None:
-        finish_s = training_steps * (config.step_time_min_s + extra)
-        straggles = finish_s > config.deadline_s
-    sends = ~failures & ~straggles[None, :]  # [P, K]
+        step_s = config.step_time_min_s + extra
+        late = training_phases * local_steps * step_s > config.deadline_s
+        if config.straggler_policy == "drop":
+            silent = late
+        else:  # "fewer_steps": the steps per phase there is time for
+            fit = np.floor(config.deadline_s / (training_phases * step_s)).astype(np.int64)
+            steps = np.where(late, np.minimum(fit, local_steps), local_steps)
+            silent = steps < 1
+    sends = ~failures & ~silent[None, :]  # [P, K]
 
     status = np.full(num_devices, NOT_SCHEDULED)
     status[scheduled] = TRANSMITTED
+    status[scheduled[(steps < local_steps)[scheduled]]] = FEWER_STEPS
     dropped = ~sends.all(axis=0)
     status[scheduled[dropped[scheduled]]] = DROPPED
-    status[scheduled[straggles[scheduled]]] = STRAGGLED
-    return RoundCohort(scheduled, sends[:, scheduled], status)
+    status[scheduled[silent[scheduled]]] = STRAGGLED
+    return RoundCohort(scheduled, sends[:, scheduled], status,
+                       np.maximum(steps[scheduled], 1).astype(np.int32))
 
 
 def full(config) -> bool:

@@ -266,7 +266,7 @@ class ParticipationConfig(_Section):
     deadline_s: float | None = Field(None, gt=0.0)
     step_time_min_s: float = Field(1.0, gt=0.0)
     step_time_extra_mean_s: float = Field(1.0, ge=0.0)
-    straggler_policy: Literal["drop"] = "drop"
+    straggler_policy: Literal["drop", "fewer_steps"] = "drop"
 
     @model_validator(mode="after")
     def _check(self) -> ParticipationConfig:

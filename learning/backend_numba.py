@@ -10,9 +10,11 @@ both to TensorFlow's autodiff of the definitions. The updates it returns are
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from learning import covariance
+from learning.device_steps import keep_rows, repeat_stopped
 from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
 from learning.fused_lrt import FusedLRTSteps
 from learning.objective import LocalObjective
@@ -53,14 +55,15 @@ class NumbaSteps:
             self.steps = FusedSteps(net, num_params=model.num_params, **hyper)
         self.buffers = BufferPool(max_buffers=6)  # the phases' [K, d] arrays
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids):
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
         """See :meth:`learning.local.LocalBackend.rho_phase`."""
         definition = self.definition
         shape = [int(tf.shape(y)[0]), int(rho_t.shape[0])]
+        steps = None if device_steps is None else np.asarray(device_steps)
         if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
             delta, losses, hits = self.steps.rho_phase(
                 mu_t, rho_t, x, y, mask, weights, definition.phase_seeds(seed, device_ids),
-                out=self.buffers.take(shape),
+                out=self.buffers.take(shape), device_steps=steps,
             )
             return as_tensor(delta), tf.constant(losses), tf.constant(hits)
         delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
@@ -68,8 +71,9 @@ class NumbaSteps:
         for step in range(definition.config.local_steps):
             seeds = definition.step_seeds(seed, step, device_ids)
             new, loss, h = self.steps.rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds, out=spare)
+            keep_rows(steps, step, new, delta)  # a stopped device keeps its iterate
             delta, spare = new, delta
-            losses.append(loss)
+            losses.append(repeat_stopped(steps, step, loss, losses))
             hits += h
         reading = definition.reading
         if reading.code != covariance.PRECISION:
@@ -79,7 +83,7 @@ class NumbaSteps:
         return as_tensor(delta), tf.stack(losses), hits
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
-                 weights, seed, device_ids):
+                 weights, seed, device_ids, device_steps=None):
         """See :meth:`learning.local.LocalBackend.nu_phase` (eq. ``nu_def``:
         :func:`learning.fused_local.phase2_ratio`, :func:`~learning.fused_local.phase2_update`)."""
         definition = self.definition
@@ -90,6 +94,7 @@ class NumbaSteps:
             out, losses = self.steps.nu_phase(
                 delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights,
                 definition.phase_seeds(seed, device_ids), out=self.buffers.take(shape),
+                device_steps=None if device_steps is None else np.asarray(device_steps),
             )
             return as_tensor(out), tf.constant(losses)
         ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
@@ -102,8 +107,9 @@ class NumbaSteps:
             new, loss = self.steps.nu_step(
                 z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out=spare
             )
+            keep_rows(device_steps, step, new, z)  # a stopped device keeps its iterate
             z, spare = new, z
-            losses.append(loss)
+            losses.append(repeat_stopped(device_steps, step, loss, losses))
         del spare
         with LAUNCH_LOCK:
             phase2_update(delta_rho_k, delta_rho_np, rho_next_np, mu_np, z, ratio)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from learning.device_steps import continue_where
 from learning.objective import LocalObjective
 
 
@@ -86,20 +87,21 @@ class TensorFlowSteps:
             (z, ratio, x, y, mask, weights, seeds),
         )
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids):
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
         """See :meth:`learning.local.LocalBackend.rho_phase`."""
         definition = self.definition
         delta = tf.zeros([int(tf.shape(y)[0]), int(rho_t.shape[0])], tf.float32)
         losses, hits = [], tf.constant(0, tf.int32)
         for step in range(definition.config.local_steps):
             seeds = definition.step_seeds(seed, step, device_ids)
-            delta, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
+            new, loss, h = self._rho_step(delta, mu_t, rho_t, x, y, mask, weights, seeds)
+            delta, loss = continue_where(device_steps, step, new, delta, loss, losses)
             losses.append(loss)
             hits += h
         return definition.precision_change(delta, rho_t), tf.stack(losses), hits
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
-                 weights, seed, device_ids):
+                 weights, seed, device_ids, device_steps=None):
         """See :meth:`learning.local.LocalBackend.nu_phase`."""
         definition = self.definition
         offset = definition.phase2_offset(delta_rho_k, delta_rho_global, rho_next)
@@ -108,6 +110,7 @@ class TensorFlowSteps:
         losses = []
         for step in range(definition.config.local_steps):
             seeds = definition.step_seeds(seed, step, device_ids)
-            z, loss = self._nu_step(z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds)
+            new, loss = self._nu_step(z, ratio, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds)
+            z, loss = continue_where(device_steps, step, new, z, loss, losses)
             losses.append(loss)
         return definition.phase2_update(offset, mu_t, z), tf.stack(losses)

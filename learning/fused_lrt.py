@@ -340,7 +340,7 @@ def _layer_backward(phase1, layer, current, n, rows, n_in, n_out, k_at, b_at, me
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask, kl_weights, keys, num_mc,
                nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp, vec, labels,
-               out, losses, hits):
+               out, losses, hits, device_steps):
     """Phase 1 of every device, device by device: its E steps (``keys`` [E, K, 2]) one
     after the other on the increment ``delta`` of the covariance parameter ``code``
     (from 0; ``sigma_t``, ``anchor``, ``limit``, ``increasing``:
@@ -348,7 +348,8 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
     buffers ``vec[w, 2:4]``, the last step writing ``out[k]``, which then becomes the
     transmitted ``Delta_rho_k`` (:func:`learning.covariance.precision_change_row`);
     ``losses`` [2, E, K]: each step's task loss and KL sum (without lambda_k),
-    float64; ``hits`` [K]."""
+    float64; ``hits`` [K]; ``device_steps`` [K]: device k takes that many of the E steps
+    (1..E; its later losses repeat its last)."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
     for w in prange(workers):
@@ -359,9 +360,13 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
             start = vec[w, slot]
             start[:] = 0.0
             hits[k] = 0
+            taken = device_steps[k]
             for step in range(num_steps):
+                if step >= taken:  # stopped (a straggler that sends early)
+                    losses[0, step, k], losses[1, step, k] = losses[0, step - 1, k], losses[1, step - 1, k]
+                    continue
                 current = vec[w, slot]
-                new = out[k] if step == num_steps - 1 else vec[w, 5 - slot]
+                new = out[k] if step == taken - 1 else vec[w, 5 - slot]
                 task, kl, floored = _device_step(
                     True, code, mu_t, var, var, sigma_t, anchor, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
@@ -377,11 +382,11 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask, kl_weights,
               keys, num_mc, nll_mean, learning_rate, layers, tables_k, tables_w, tables_f, act, sd, eps, tmp,
-              vec, labels, out, losses):
+              vec, labels, out, losses, device_steps):
     """Phase 2 of every device, device by device: ``ratio_k`` into ``vec[w, 2]``, its E
-    steps from ``z = 0`` in ``vec[w, 3:5]``, then ``out[k] = c_k mu_t + z_k``
-    (:func:`learning.fused_local.phase2_ratio_row` / ``phase2_update_row``: the values
-    of the whole-array passes); ``losses`` [2, E, K]."""
+    steps (``device_steps[k]`` of them) from ``z = 0`` in ``vec[w, 3:5]``, then
+    ``out[k] = c_k mu_t + z_k`` (:func:`learning.fused_local.phase2_ratio_row` /
+    ``phase2_update_row``: the values of the whole-array passes); ``losses`` [2, E, K]."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
     for w in prange(workers):
@@ -393,6 +398,9 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
             start = vec[w, slot]
             start[:] = 0.0
             for step in range(num_steps):
+                if step >= device_steps[k]:  # stopped (a straggler that sends early)
+                    losses[0, step, k], losses[1, step, k] = losses[0, step - 1, k], losses[1, step - 1, k]
+                    continue
                 current, new = vec[w, slot], vec[w, 7 - slot]
                 task, kl, _ = _device_step(
                     False, 0, mean, var, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean, layers,
@@ -480,14 +488,15 @@ class FusedLRTSteps:
         buffers = self.workspace(max(x.shape[1], 1), workers)
         return x, np.asarray(y, np.int64), np.asarray(mask, np.float32), kl_weights, keys, buffers
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seeds, out):
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seeds, out, device_steps=None):
         """Phase 1 of every device: E = ``len(seeds)`` steps on the increment of the
         covariance parameter from 0 (``seeds`` [E, K, 2]: step s of device k draws its
         noise under ``seeds[s, k]``).
 
+        ``device_steps`` [K] (optional, each in 1..E): device k takes that many steps.
         Output: (``out``: the devices' ``Delta_rho`` [K, d], float32, written;
-        objective before each step [E, K] float32; floor hits summed over the steps
-        and devices, int32).
+        objective before each step [E, K] float32 (a stopped device's later ones repeat
+        its last); floor hits summed over the steps and devices, int32).
         """
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
         _check_phase_output(out, (x.shape[0], self.num_params))
@@ -500,10 +509,12 @@ class FusedLRTSteps:
                 self.reading.code, read_only(mu_t), rho_t, sigma_t, anchor, limit,
                 self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
                 self.phase1_learning_rate, self.layers, *sampling.tables(), *buffers, out, losses, hits,
+                _device_steps(device_steps, keys),
             )
         return out, _objective(losses, kl_weights), np.int32(hits.sum())
 
-    def nu_phase(self, delta_rho_k, delta_rho, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out):
+    def nu_phase(self, delta_rho_k, delta_rho, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out,
+                 device_steps=None):
         """Phase 2 of every device: ``ratio_k``, E = ``len(seeds)`` steps from ``z = 0``
         and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.LocalBackend.nu_phase`;
         ``ratio_k`` and the result in the IEEE order of
@@ -511,8 +522,8 @@ class FusedLRTSteps:
 
         Input: the devices' phase-1 updates ``delta_rho_k`` [K, d]; ``delta_rho`` [d],
         the applied global update; ``mu_t``, ``rho_next``, ``prior_rho`` [d]; data,
-        pi_k and ``seeds`` [E, K, 2]. Output: (``out``: ``Delta_nu_k`` [K, d], written;
-        objective before each step [E, K] float32).
+        pi_k and ``seeds`` [E, K, 2]; ``device_steps`` as in :meth:`rho_phase`. Output:
+        (``out``: ``Delta_nu_k`` [K, d], written; objective before each step [E, K] float32).
         """
         x, y, mask, kl_weights, keys, buffers = self._data(x, y, mask, weights, seeds)
         delta_rho_k = read_only(delta_rho_k)
@@ -526,8 +537,21 @@ class FusedLRTSteps:
                 delta_rho_k, read_only(delta_rho), read_only(rho_next), read_only(mu_t),
                 read_only(var), read_only(prior_rho), x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
                 self.learning_rate, self.layers, *sampling.tables(), *buffers, out, losses,
+                _device_steps(device_steps, keys),
             )
         return out, _objective(losses, kl_weights, prior_term)
+
+
+def _device_steps(device_steps, keys) -> np.ndarray:
+    """The steps each device takes, int64 [K] (all E = ``len(keys)`` when None; each
+    checked to lie in 1..E)."""
+    num_steps, num_devices = keys.shape[0], keys.shape[1]
+    if device_steps is None:
+        return np.full(num_devices, num_steps, np.int64)
+    steps = np.asarray(device_steps, np.int64)
+    if steps.shape != (num_devices,) or steps.min(initial=1) < 1 or steps.max(initial=1) > num_steps:
+        raise ValueError(f"device_steps must be [K = {num_devices}] in 1..{num_steps}, got {steps}")
+    return steps
 
 
 def _objective(parts, kl_weights, prior_term=0.0):

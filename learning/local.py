@@ -43,8 +43,10 @@ class LocalBackend(Protocol):
     name: str
     definition: LocalObjective
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids):
-        """Phase 1 (eq. ``update_phase1``) from the global ``mu_t``, ``rho_t`` [d].
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
+        """Phase 1 (eq. ``update_phase1``) from the global ``mu_t``, ``rho_t`` [d]; with
+        ``device_steps`` [K] (each in 1..E) device k stops after that many steps and its
+        later objectives repeat its last one.
 
         Output: ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq. ``rho_normal``), the
         objective before each step [E, K], the number of floored entries (int32).
@@ -52,7 +54,7 @@ class LocalBackend(Protocol):
         ...
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
-                 weights, seed, device_ids):
+                 weights, seed, device_ids, device_steps=None):
         """Phase 2 (eq. ``nu_def`` and the nu steps) from ``mu_t``, ``rho_next`` =
         rho_{t+1}, the KL prior's ``prior_rho`` [d], the devices' phase-1 updates
         ``delta_rho_k`` [K, d] and the applied ``delta_rho_global`` = rho_{t+1} - rho_t [d].
@@ -94,27 +96,30 @@ class LocalTrainer:
             return tf.range(tf.shape(y)[0])
         return tf.convert_to_tensor(device_ids, tf.int32)
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None):
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None, device_steps=None):
         """Phase 1: E steps on the covariance parameter (:mod:`learning.covariance`; its
         increment ``delta`` from 0), mean fixed at mu_t (eq. ``update_phase1``).
 
         Input: global ``mu_t``, ``rho_t`` [d]; data [K, B, ...], [K, B], [K, B]; pi_k [K];
-        ``seed`` [2]; optional ``device_ids`` [K] int32 (default ``0..K-1``).
+        ``seed`` [2]; optional ``device_ids`` [K] int32 (default ``0..K-1``); optional
+        ``device_steps`` [K] int32, each in 1..E: device k stops after that many steps (a
+        straggler that sends early; its later objectives repeat its last one).
         Output: the transmitted update ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq.
         ``rho_normal``, formed from the final ``delta`` without cancellation), objective
         before each step [E, K], floor hits (int32).
         """
-        return self.backend.rho_phase(mu_t, rho_t, x, y, mask, weights, seed, self._ids(y, device_ids))
+        return self.backend.rho_phase(mu_t, rho_t, x, y, mask, weights, seed, self._ids(y, device_ids),
+                                      device_steps)
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,
-        device_ids=None, delta_rho_global=None,
+        device_ids=None, delta_rho_global=None, device_steps=None,
     ):
         """Phase 2: E steps on nu_k from ``rho_k / rho_{t+1} mu_t`` (eq. ``nu_def``).
 
         Input: global ``mu_t``, ``rho_t``, ``rho_next`` = rho_{t+1} [d]; the devices'
-        phase-1 updates ``delta_rho_k`` [K, d]; data, pi_k, ``seed`` and ``device_ids`` as
-        in :meth:`rho_phase`; ``delta_rho_global`` [d] = rho_{t+1} - rho_t as applied by
+        phase-1 updates ``delta_rho_k`` [K, d]; data, pi_k, ``seed``, ``device_ids`` and
+        ``device_steps`` as in :meth:`rho_phase`; ``delta_rho_global`` [d] = rho_{t+1} - rho_t as applied by
         the server (the aggregated estimate where not floored; default: the difference
         ``rho_next - rho_t``, which float32 rounds at large rho).
         Output: the update ``Delta_nu_k = nu_k - mu_t`` [K, d], objective before each
@@ -125,4 +130,4 @@ class LocalTrainer:
         if delta_rho_global is None:
             delta_rho_global = rho_next - rho_t
         return self.backend.nu_phase(mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global,
-                                     x, y, mask, weights, seed, self._ids(y, device_ids))
+                                     x, y, mask, weights, seed, self._ids(y, device_ids), device_steps)

@@ -75,6 +75,10 @@ class DeviceData:
         The population's weight the rows hold, ``sum_k pi_k`` over them before the
         renormalisation (1 for the whole population): ``population_share * weights`` are
         the devices' own shares pi_k.
+    local_steps : tf.Tensor, [K], tf.int32, or None
+        Local steps each device takes per training phase, each in 1..E (stragglers that
+        send after fewer steps, ``participation.straggler_policy = "fewer_steps"``); None:
+        every device takes the algorithm's E.
     """
 
     x: tf.Tensor
@@ -83,6 +87,7 @@ class DeviceData:
     weights: tf.Tensor
     devices: tf.Tensor | None = None
     population_share: float = 1.0
+    local_steps: tf.Tensor | None = None
 
     @property
     def num_devices(self) -> int:
@@ -93,9 +98,10 @@ class DeviceData:
         """``devices``, or ``0..K-1`` for the whole population ([K] tf.int32)."""
         return self.devices if self.devices is not None else tf.range(self.num_devices)
 
-    def cohort(self, devices) -> DeviceData:
+    def cohort(self, devices, local_steps=None) -> DeviceData:
         """The rows of ``devices`` (population ids [K_S], ascending) with their weights
-        renormalised to sum to one (``population_share`` their sum before)."""
+        renormalised to sum to one (``population_share`` their sum before), and their
+        ``local_steps`` [K_S] (None: all E)."""
         if self.devices is not None:
             raise ValueError("cohort() takes the whole population's data, not a cohort's")
         index = tf.constant(np.asarray(devices, np.int32))
@@ -106,7 +112,9 @@ class DeviceData:
         return DeviceData(tf.gather(self.x, index), tf.gather(self.y, index),
                           tf.gather(self.mask, index),
                           tf.cast(tf.cast(weights, tf.float64) / share, tf.float32),
-                          devices=index, population_share=share)
+                          devices=index, population_share=share,
+                          local_steps=None if local_steps is None else tf.constant(
+                              np.asarray(local_steps, np.int32)))
 
 
 @dataclass(frozen=True)

@@ -217,15 +217,16 @@ class BayesAirComp:
         for lo, hi in self._chunks(data.num_devices):
             args = (data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi], own[lo:hi])
             ids = tf.range(lo, hi) if data.devices is None else data.devices[lo:hi]
+            steps = None if data.local_steps is None else data.local_steps[lo:hi]
             if phase == 0:
                 delta, loss, chunk_hits = self.trainer.rho_phase(
-                    mu, rho, *args, seed, device_ids=ids
+                    mu, rho, *args, seed, device_ids=ids, device_steps=steps
                 )
                 hits += chunk_hits
             else:
                 delta, loss = self.trainer.nu_phase(
                     mu, carry.rho_prev, rho, carry.delta_rho_k[lo:hi], *args, seed,
-                    device_ids=ids, delta_rho_global=carry.delta_rho,
+                    device_ids=ids, delta_rho_global=carry.delta_rho, device_steps=steps,
                 )
             updates.append(delta)
             losses.append(loss[-1])

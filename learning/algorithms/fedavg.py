@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.device_steps import continue_where
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
 from learning.models import Model
 
@@ -71,24 +72,28 @@ class LocalSGD:
             loss = self.loss(w, anchor, x, y, mask)
         return w - self.learning_rate * tape.gradient(loss, w), loss
 
-    def iterate(self, step, anchor: tf.Tensor, *args) -> tuple[tf.Tensor, tf.Tensor]:
+    def iterate(self, step, anchor: tf.Tensor, *args, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
         """E applications of ``step(w, anchor, *args) -> (w [K, d], loss [K])``.
 
         Every device starts from ``anchor`` [d]; ``args`` end with ``x, y, mask``.
-        Output: local weights [K, d], losses [E, K]. The variants (FedProx, SCAFFOLD,
-        FedGMT) differ only in the step they hand in.
+        ``steps`` [K] int32 (optional, each in 1..E): device k stops after ``steps[k]``
+        steps (a straggler that sends early, ``[participation]``); its later losses repeat
+        its last one. Output: local weights [K, d], losses [E, K]. The variants (FedProx,
+        SCAFFOLD, FedGMT) differ only in the step they hand in.
         """
         x = args[-3]
         w = tf.broadcast_to(anchor, [tf.shape(x)[0], tf.shape(anchor)[0]])
         losses = []
-        for _ in range(self.local_steps):
-            w, loss = step(w, anchor, *args)
+        for index in range(self.local_steps):
+            new, loss = step(w, anchor, *args)
+            w, loss = continue_where(steps, index, new, w, loss, losses)
             losses.append(loss)
         return w, tf.stack(losses)
 
-    def run(self, anchor: tf.Tensor, x, y, mask) -> tuple[tf.Tensor, tf.Tensor]:
-        """E steps from ``anchor`` [d] for every device: local weights [K, d], losses [E, K]."""
-        return self.iterate(self._step, anchor, x, y, mask)
+    def run(self, anchor: tf.Tensor, x, y, mask, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """E steps (or ``steps`` [K], :meth:`iterate`) from ``anchor`` [d] for every device:
+        local weights [K, d], losses [E, K]."""
+        return self.iterate(self._step, anchor, x, y, mask, steps=steps)
 
 
 def constructor_signature(parameters: type[AlgorithmParameters]) -> inspect.Signature:
@@ -178,7 +183,7 @@ class FedAvg:
         del seed  # full-batch gradient steps are deterministic
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
-        w_k, losses = self.solver.run(state.w, data.x, data.y, data.mask)
+        w_k, losses = self.solver.run(state.w, data.x, data.y, data.mask, steps=data.local_steps)
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
         return w_k - state.w, carry, metrics
 

@@ -97,13 +97,14 @@ class TrajectorySGD(LocalSGD):
         g = tape.gradient(total, w) + self.dynamic_alpha * h  # -u_k = alpha h_k
         return w - self.learning_rate * g, task
 
-    def run_gmt(self, anchor, ema, h, x, y, mask):
-        """E steps from ``anchor`` [d] towards the EMA ``ema`` [d], duals ``h`` [K, d].
+    def run_gmt(self, anchor, ema, h, x, y, mask, steps=None):
+        """E steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor`` [d] towards
+        the EMA ``ema`` [d], duals ``h`` [K, d].
 
         Output: local weights [K, d], task losses [E, K].
         """
         teacher = self._teacher(ema, x)
-        return self.iterate(self._gmt_step, anchor, teacher, h, x, y, mask)
+        return self.iterate(self._gmt_step, anchor, teacher, h, x, y, mask, steps=steps)
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class FedGmt(FedAvg):
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
         w_k, losses = self.solver.run_gmt(state.w, state.ema, gather_rows(state.h_k, data),
-                                          data.x, data.y, data.mask)
+                                          data.x, data.y, data.mask, steps=data.local_steps)
         delta = w_k - state.w
         return delta, delta, {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
 

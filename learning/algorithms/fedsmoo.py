@@ -57,6 +57,7 @@ from learning.algorithms.base import (
     scatter_rows,
 )
 from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.device_steps import continue_where
 from learning.hyperparameters import FedSmooParameters, defaults
 
 DEFAULTS = defaults(FedSmooParameters)
@@ -113,16 +114,20 @@ class DynamicSAM(LocalSGD):
         g = g2 + self.dynamic_alpha * (h + (w - anchor[None, :]))  # -lambda_k = alpha h_k
         return w - self.learning_rate * clip_by_device_norm(g, self.max_grad_norm), mu, s_hat, loss
 
-    def run_sam(self, anchor, s, mu, h, x, y, mask):
-        """E steps from ``anchor`` [d] with global perturbation ``s`` [d], duals ``mu``, ``h`` [K, d].
+    def run_sam(self, anchor, s, mu, h, x, y, mask, steps=None):
+        """E steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor`` [d] with
+        global perturbation ``s`` [d], duals ``mu``, ``h`` [K, d].
 
         Output: local weights [K, d], updated mu [K, d], last s_hat [K, d], losses [E, K].
         """
         w = tf.broadcast_to(anchor, tf.shape(mu))
         losses = []
         s_hat = tf.zeros_like(mu)
-        for _ in range(self.local_steps):
-            w, mu, s_hat, loss = self._sam_step(w, anchor, s, mu, h, x, y, mask)
+        for index in range(self.local_steps):
+            new_w, new_mu, new_s_hat, step_loss = self._sam_step(w, anchor, s, mu, h, x, y, mask)
+            mu, _ = continue_where(steps, index, new_mu, mu, step_loss, losses)
+            s_hat, _ = continue_where(steps, index, new_s_hat, s_hat, step_loss, losses)
+            w, loss = continue_where(steps, index, new_w, w, step_loss, losses)
             losses.append(loss)
         return w, mu, s_hat, tf.stack(losses)
 
@@ -180,7 +185,7 @@ class FedSmoo(FedAvg):
             return carry.auxiliary, carry, {}
         w_k, mu_k, s_hat, losses = self.solver.run_sam(
             state.w, state.s, gather_rows(state.mu_k, data), gather_rows(state.h_k, data),
-            data.x, data.y, data.mask
+            data.x, data.y, data.mask, steps=data.local_steps
         )
         delta = w_k - state.w
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}

@@ -59,9 +59,10 @@ class CorrectedSGD(LocalSGD):
             loss = self.loss(w, anchor, x, y, mask)
         return w - self.learning_rate * (tape.gradient(loss, w) + correction), loss
 
-    def run_corrected(self, anchor, correction, x, y, mask) -> tuple[tf.Tensor, tf.Tensor]:
-        """E corrected steps from ``anchor`` [d]: local weights [K, d], losses [E, K]."""
-        return self.iterate(self._corrected, anchor, correction, x, y, mask)
+    def run_corrected(self, anchor, correction, x, y, mask, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """E corrected steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor``
+        [d]: local weights [K, d], losses [E, K]."""
+        return self.iterate(self._corrected, anchor, correction, x, y, mask, steps=steps)
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,14 @@ class Scaffold(FedAvg):
             return carry.delta_c, carry, {}
         c_k = gather_rows(state.c_k, data)
         correction = state.c[None, :] - c_k  # c - c_k
-        y_k, losses = self.solver.run_corrected(state.w, correction, data.x, data.y, data.mask)
+        y_k, losses = self.solver.run_corrected(state.w, correction, data.x, data.y, data.mask,
+                                                steps=data.local_steps)
         delta = y_k - state.w
-        scale = 1.0 / (self.solver.local_steps * self.solver.learning_rate)
+        if data.local_steps is None:
+            scale = 1.0 / (self.solver.local_steps * self.solver.learning_rate)
+        else:  # option II over the steps the device took
+            taken = tf.cast(data.local_steps, tf.float32)[:, None]
+            scale = 1.0 / (taken * self.solver.learning_rate)
         c_k_new = -correction - scale * delta  # c_k - c + (x - y_k) / (E eta_l)
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
         return delta, ScaffoldCarry(c_k_new - c_k, c_k_new), metrics

@@ -4,6 +4,8 @@ refusals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import h5py
 import numpy as np
 import pytest
@@ -21,8 +23,8 @@ from learning.catalog import CATALOG
 ALGORITHMS = ["bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"]
 
 
-def _cohort(config, gain, phases=2, steps=3, seed=0):
-    return participation.draw_cohort(config, np.asarray(gain, float), phases, steps,
+def _cohort(config, gain, phases=2, steps=3, seed=0, training_phases=1):
+    return participation.draw_cohort(config, np.asarray(gain, float), phases, steps, training_phases,
                                      np.random.default_rng(seed))
 
 
@@ -70,6 +72,26 @@ def test_dropouts_per_phase_and_stragglers_against_the_deadline():
     codes = _cohort(ParticipationConfig(fraction=0.5, dropout_probability=0.5), np.ones(40)).status
     assert set(np.unique(codes)) == {participation.NOT_SCHEDULED, participation.TRANSMITTED,
                                      participation.DROPPED}
+
+
+def test_fewer_steps_stragglers_take_the_steps_they_have_time_for():
+    config = ParticipationConfig(deadline_s=5.0, step_time_min_s=1.0, step_time_extra_mean_s=1.0,
+                                 straggler_policy="fewer_steps")
+    drop = ParticipationConfig(deadline_s=5.0, step_time_min_s=1.0, step_time_extra_mean_s=1.0)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        rng.permutation(30)
+        step_s = 1.0 + rng.exponential(1.0, 30)  # the draw draw_cohort makes
+        fewer = _cohort(config, np.ones(30), steps=3, seed=seed, training_phases=2)
+        want = np.where(6 * step_s > 5.0, np.minimum(np.floor(5.0 / (2 * step_s)), 3), 3)
+        np.testing.assert_array_equal(fewer.steps, np.maximum(want, 1))
+        silent = want < 1
+        assert not fewer.sent[:, silent].any() and fewer.sent[:, ~silent].all()
+        np.testing.assert_array_equal(fewer.status == participation.FEWER_STEPS, (want >= 1) & (want < 3))
+        np.testing.assert_array_equal(fewer.status == participation.STRAGGLED, silent)
+        dropped = _cohort(drop, np.ones(30), steps=3, seed=seed, training_phases=2)
+        np.testing.assert_array_equal(dropped.status == participation.STRAGGLED, want < 3)
+        assert np.all(dropped.steps == 3)
 
 
 def test_the_draws_of_one_key_do_not_shift_with_another():
@@ -129,7 +151,8 @@ def test_every_algorithm_survives_a_round_nobody_sends_in(tmp_path, algorithm):
 def test_every_algorithm_runs_partial_rounds_and_resumes(tmp_path, algorithm):
     steps = 3 * CATALOG[algorithm].training_phases  # E = 3; P(straggle) = exp(-0.3 / 0.2)
     overrides = ["participation.fraction=0.5", "participation.dropout_probability=0.3",
-                 f"participation.deadline_s={1.3 * steps}", "participation.step_time_extra_mean_s=0.2"]
+                 f"participation.deadline_s={1.3 * steps}", "participation.step_time_extra_mean_s=0.2",
+                 'participation.straggler_policy="fewer_steps"']
     scenario = load_scenario(write_tiny(tmp_path, rounds=3, every=3, algorithm=algorithm), overrides)
     summary = run_scenario(scenario, progress=False)
     assert summary.completed_rounds == 3 and np.isfinite(summary.final_accuracy)
@@ -139,7 +162,11 @@ def test_every_algorithm_runs_partial_rounds_and_resumes(tmp_path, algorithm):
     run_scenario(load_scenario(short, overrides), progress=False)
     resumed = run_scenario(load_scenario(short, [*overrides, "rounds=3"]), resume=True, progress=False)
     again = _arrays(resumed.trace_path)
-    for name in ("rounds/per_device/participated", "rounds/test_accuracy", "rounds/train_loss"):
+    assert (whole["rounds/per_device/participated"] == participation.FEWER_STEPS).any()
+    steps = whole["rounds/per_device/local_steps"]
+    assert np.nanmin(steps) >= 1 and np.nanmax(steps) == 3 and (steps < 3).any()
+    for name in ("rounds/per_device/participated", "rounds/test_accuracy", "rounds/train_loss",
+                 "rounds/per_device/local_steps"):
         np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
     with h5py.File(summary.trace_path, "r") as f:
         status = f["rounds/per_device/participated"][()]
@@ -239,3 +266,42 @@ def test_partial_rounds_through_the_time_domain_and_a_multi_antenna_bs(tmp_path,
     assert summary.completed_rounds == 2 and np.isfinite(summary.final_accuracy)
     with h5py.File(summary.trace_path, "r") as f:
         assert np.all(np.isfinite(f["rounds/aggregate_nmse_rho"][()]))
+
+
+def _local_update_rows(tmp_path, algorithm, overrides, local_steps, steps):
+    scenario = load_scenario(write_tiny(tmp_path, rounds=1, algorithm=algorithm, hidden=8),
+                             [*overrides, f"algorithm.local_steps={local_steps}"])
+    engine = Engine(scenario)
+    state, data = engine.initial_state(), engine.world.device_data
+    if steps is not None:
+        data = dataclasses.replace(data, local_steps=tf.constant(steps, tf.int32))
+    seed = tf.constant([3, 4])
+    updates, carry, _ = engine.algorithm.local_update(0, state, None, data, seed)
+    phases = [np.asarray(updates)]
+    if len(engine.algorithm.phases()) > 1:
+        if algorithm == "bayes_aircomp":
+            state, carry, _ = engine.algorithm.server_update(0, state, carry, tf.zeros_like(updates[0]))
+        second, _, _ = engine.algorithm.local_update(1, state, carry, data, seed)
+        phases.append(np.asarray(second))
+    return phases
+
+
+_RUNTIMES = {"lrt": [], "exact": ['algorithm.estimator="reparameterization"'],
+             "tensorflow": ['runtime.backend="tensorflow"']}
+
+
+@pytest.mark.parametrize(("algorithm", "runtime"), [
+    ("fedavg", "lrt"), ("scaffold", "lrt"), ("fedsmoo", "lrt"), ("fedgmt", "lrt"),
+    ("bayes_aircomp", "lrt"), ("bayes_aircomp", "exact"), ("bayes_aircomp", "tensorflow")])
+def test_a_device_that_stops_early_sends_what_e_steps_would(tmp_path, algorithm, runtime):
+    """A device given e of E local steps sends what it sends when E = e (every phase;
+    every backend of the proposed method); the others are untouched."""
+    steps = np.array([3, 1, 2, 3, 1, 2, 3, 3])
+    partial = _local_update_rows(tmp_path, algorithm, _RUNTIMES[runtime], 3, steps)
+    for taken in (1, 2, 3):
+        (tmp_path / f"e{taken}").mkdir()
+        alone = _local_update_rows(tmp_path / f"e{taken}", algorithm, _RUNTIMES[runtime], taken, None)
+        rows = steps == taken
+        for index, (got, want) in enumerate(zip(partial, alone, strict=True)):
+            np.testing.assert_allclose(got[rows], want[rows], rtol=2e-5, atol=1e-7,
+                                       err_msg=f"phase {index}, {taken} steps")
