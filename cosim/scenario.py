@@ -330,7 +330,7 @@ def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> 
         Missing file, TOML syntax error (with its line), unknown or misspelled key,
         wrong type, out-of-range value, inconsistent fields.
     """
-    if path is not None and not Path(path).exists():
+    if path is not None and not Path(path).is_file():  # a missing name or a directory
         path = shipped_scenario_path(path) or path
     source = "<default quickstart>" if path is None else str(path)
     if path is None:

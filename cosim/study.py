@@ -224,7 +224,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         positive number, and every invalid point (:meth:`Study.points`).
     """
     path = Path(path)
-    if not path.exists() and shipped_study_path(path) is not None:
+    # a bare name that is not a file here (a missing one, or a directory such as the
+    # study's own --out) is the shipped study of that name
+    if not path.is_file() and shipped_study_path(path) is not None:
         path = shipped_study_path(path)
     source = str(path)
     data = read_toml(path, source, error=StudyError)

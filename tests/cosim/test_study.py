@@ -22,6 +22,7 @@ from test_cli_startup import _probe
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
+from cosim.scenario import load_scenario
 from cosim.study import StudyError, load_study, run_name, run_study
 from cosim.study_report import final_values
 from cosim.trace import read_trace
@@ -525,3 +526,14 @@ def test_final_values_keep_the_studys_run_order():
     assert final["run"].tolist() == [f"{n}-seed{s}" for n, s in runs]
     assert final.set_index("run").loc["y-seed1", "round"] == 1
     assert final.set_index("run").loc["x-seed2", "test_accuracy"] == pytest.approx(2.3)
+
+
+def test_a_shipped_name_beside_a_directory_of_that_name_is_the_shipped_study(tmp_path, monkeypatch):
+    """``cosim study run init_std_mnist --out init_std_mnist`` run again from the same
+    directory: the bare name is the shipped study, not the output directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "init_std_mnist").mkdir()
+    (tmp_path / "quickstart").mkdir()
+    study = load_study("init_std_mnist")
+    assert study.source.name == "init_std_mnist.toml" and study.source.is_file()
+    assert load_scenario("quickstart").name == "quickstart"
