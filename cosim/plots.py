@@ -88,6 +88,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from cosim.atomic_write import OutputError, atomic_output
 from cosim.plot_style import (
     ACCURACY_AXES,
     DEFAULT_ACCURACY_AXIS,
@@ -259,15 +260,24 @@ def _check_plottable(trace: TraceData, axes: Sequence[str]) -> None:
 
 
 def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
-    """Move the drawn figures into ``out_dir`` (created with its parents); on a failure,
-    remove what was moved and the directory if this call created it."""
+    """Put the drawn figures into ``out_dir`` (created with its parents), each one complete
+    or not at all (copied to a fresh file beside its name, then renamed onto it: atomic
+    even when the scratch directory is on another file system) and never through a
+    planted link; on a failure, remove what was put and the directory if this call
+    created it."""
     created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
     moved: list[Path] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for figure in drawn:
-            moved.append(Path(shutil.move(figure, out_dir / figure.name)))
-    except OSError as exc:
+            target = out_dir / figure.name
+            try:
+                with atomic_output(target, inside=out_dir) as tmp:
+                    shutil.copyfile(figure, tmp)
+            except OutputError as exc:
+                raise PlotError(str(exc)) from None
+            moved.append(target)
+    except (OSError, PlotError) as exc:
         for figure in moved:
             figure.unlink(missing_ok=True)
         for directory in created:  # deepest first
@@ -275,6 +285,8 @@ def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
                 directory.rmdir()
             except OSError:
                 break
+        if isinstance(exc, PlotError):
+            raise
         raise PlotError(f"cannot write figures to {out_dir}: {exc.strerror or exc}") from None
     return moved
 

@@ -121,3 +121,23 @@ def test_sigterm_stops_a_study_cleanly_and_a_rerun_resumes_it(tmp_path):
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert all(r["state"] == "done" for r in json.loads((out / "status.json").read_text())["runs"].values())
+
+
+def test_plot_refuses_a_planted_figure_link_and_writes_each_figure_whole(tmp_path, capsys):
+    """`cosim plot` draws in a scratch directory (often another file system) and puts each
+    figure in place by a fresh file renamed onto its name: a planted link is refused,
+    its target unchanged, and nothing half-written is left."""
+    trace = write_small_trace(tmp_path / "t.h5")
+    victim, content = _victim(tmp_path)
+    out = tmp_path / "figures"
+    out.mkdir()
+    (out / "ece.png").symlink_to(victim)
+    assert main(["plot", str(trace), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "is a symbolic link" in err and "ece.png" in err, err
+    assert victim.read_bytes() == content
+    assert sorted(p.name for p in out.iterdir()) == ["ece.png"]  # only the link; no temporaries
+    (out / "ece.png").unlink()
+    assert main(["plot", str(trace), "--out", str(out)]) == 0
+    written = sorted(out.iterdir())
+    assert written and all(p.suffix == ".png" and not p.name.startswith(".") for p in written)
