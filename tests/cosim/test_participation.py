@@ -212,12 +212,16 @@ def test_the_renormalised_aggregate_is_the_exact_sum_over_the_senders(tmp_path, 
     assert record.scalars["aggregate_nmse_delta"] == pytest.approx(bias, abs=1e-6)
 
 
+@pytest.mark.parametrize("knows", [True, False])
 @pytest.mark.parametrize(("algorithm", "server", "devices"), [
     ("scaffold", "c", "c_k"), ("fedgmt", "h", "h_k"), ("fedsmoo", "h", "h_k")])
-def test_the_server_duals_stay_the_population_sum_of_the_device_duals(tmp_path, algorithm, server, devices):
+def test_the_server_duals_stay_the_population_sum_of_the_device_duals(tmp_path, algorithm, server, devices,
+                                                                     knows):
     """SCAFFOLD's c = sum_k pi_k c_k and FedDyn-style h = sum_k pi_k h_k hold through partial
-    rounds (ideal aggregation): only the devices the BS received advance their own."""
-    overrides = ["participation.fraction=0.5", "participation.dropout_probability=0.3"]
+    rounds (ideal aggregation), whether or not the BS knows who dropped: only the devices
+    the BS received advance their own."""
+    overrides = ["participation.fraction=0.5", "participation.dropout_probability=0.3",
+                 f"participation.bs_knows_dropouts={str(knows).lower()}"]
     scenario = load_scenario(write_tiny(tmp_path, rounds=3, algorithm=algorithm, hidden=8),
                              ['power.control="ideal"', *overrides])
     engine = Engine(scenario)
