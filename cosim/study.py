@@ -608,6 +608,8 @@ def run_study(
     def stop(signum, frame):
         raise StudyStopped(signum)
 
+    late_stop: list[int] = []
+
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if in_main else None
     embedded = address is None
@@ -665,7 +667,12 @@ def run_study(
                     f"{c['queued']} queued of {total}; rounds {committed}/{asked}; "
                     f"{time.monotonic() - started:.0f} s")
                 last_summary = time.monotonic()
-    except StudyStopped:
+    except (StudyStopped, SystemError) as error:
+        # a SIGTERM inside ray.wait reaches us as the SystemError Ray's Cython raises
+        # around our StudyStopped (its cause)
+        if not isinstance(error, StudyStopped) and not isinstance(
+                error.__cause__ or error.__context__, StudyStopped):
+            raise
         for run in status.data["runs"].values():
             if run["state"] in ("queued", "running"):
                 run["state"] = "stopped"
@@ -676,9 +683,18 @@ def run_study(
             f"the same command resumes it; status: {status.path}")
         return EXIT_TERMINATED
     finally:
+        if in_main:  # a SIGTERM while Ray shuts down is honoured once it has (below)
+            signal.signal(signal.SIGTERM, lambda signum, frame: late_stop.append(signum))
         ray.shutdown()  # stops the embedded Ray; only disconnects from a cluster
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    if late_stop:  # every run had ended; the study stops all the same, as asked
+        status.data["stopped"] = "SIGTERM"
+        status.write()
+        c = status.counts()
+        say(f"study stopped (SIGTERM) as its last runs ended: {c['done']} done, {c['failed']} "
+            f"failed of {total}; the same command resumes it; status: {status.path}")
+        return EXIT_TERMINATED
     c = status.counts()
     say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
         f"({len(todo)} tasks run); status: {status.path}")

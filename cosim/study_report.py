@@ -321,7 +321,8 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
                               label=_combination_label(others, key, labels))
             ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
         ax.set_xlabel(axis_label(axis, labels))
-        ax.set_ylabel(f"{metric_label(metric)} at the last evaluation")
+        when = "evaluation" if metric in FIGURE_METRICS else "round"
+        ax.set_ylabel(f"{metric_label(metric)} at the last {when}")
         rounds = sorted(set(final["round"]))
         span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
         ax.set_title(f"{metric_label(metric)} vs {axis_label(axis, labels)}\n"
@@ -405,7 +406,9 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
     value) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
     ``ece`` and the posterior mean's ``posterior_mean_accuracy``,
-    ``posterior_mean_ece``) into the study's ``out_dir``; the files.
+    ``posterior_mean_ece``) and for every phase's over-the-air error
+    ``aggregate_nmse_<phase>`` (its last round against an axis) into the study's
+    ``out_dir``; the files.
 
     ``x``: ``rounds``, ``uplink`` or ``total`` (the figures' x; the summary holds all).
     """
@@ -431,13 +434,14 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     except OSError as error:
         raise StudyError([f"cannot write the report: {error}"], str(out)) from None
     kind = "round" if x == "rounds" else x
-    for metric in FIGURE_METRICS:
+    metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
+    for metric in metrics:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels)
         if path is not None:
             written.append(path)
     for axis in axes:  # the last evaluation against every numeric axis
         if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
-            for metric in FIGURE_METRICS:
+            for metric in metrics:
                 path = _plot_final(table, axes, axis, metric,
                                    figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels)
                 if path is not None:

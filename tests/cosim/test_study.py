@@ -113,6 +113,8 @@ def test_the_report_equals_a_hand_computation(finished):
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"posterior_mean_accuracy_vs_{x}.png").stat().st_size > 1000
+        for phase in ("rho", "nu"):  # the over-the-air error, with its bands
+            assert (out / "figures" / f"aggregate_nmse_{phase}_vs_{x}.png").stat().st_size > 1000
 
 
 def test_the_report_pools_reliability_and_groups_distortion_by_distance(finished):
