@@ -59,6 +59,9 @@ VALUES: dict[str, dict[str, str]] = {
     "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
     "bs.combiner": {"mrc_strongest": "MRC (strongest)", "centroid": "centroid",
                     "maxmin": "max-min"},
+    "participation.scheduling": {"uniform": "uniform", "best_channel": "best channel",
+                                 "gain_threshold": "gain threshold"},
+    "participation.straggler_policy": {"drop": "dropped", "fewer_steps": "fewer steps"},
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
 label by itself ("Proposed"); other keys' values are labelled as they stand here."""
@@ -94,6 +97,12 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "sync.precompensate": ("pre-compensation", None),
     "bs.num_antennas": ("BS antennas N_r", None),
     "bs.combiner": ("combiner", None),
+    "participation.fraction": ("scheduled share of devices", None),
+    "participation.scheduling": ("scheduling", None),
+    "participation.dropout_probability": ("dropout probability", None),
+    "participation.bs_knows_dropouts": ("BS knows dropouts", None),
+    "participation.deadline_s": ("deadline", "s"),
+    "participation.straggler_policy": ("stragglers", None),
     "seed": ("seed", None),
 }
 """Scenario key -> (display name, unit or None)."""
