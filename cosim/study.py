@@ -610,6 +610,15 @@ def run_study(
 
     late_stop: list[int] = []
 
+    def stopped(when: str) -> int:
+        """Record and say that SIGTERM stopped the study; its exit status."""
+        status.data["stopped"] = "SIGTERM"
+        status.write()
+        c = status.counts()
+        say(f"study stopped (SIGTERM){when}: {c['done']} done, {c['failed']} failed of {total}; "
+            f"the same command resumes it; status: {status.path}")
+        return EXIT_TERMINATED
+
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if in_main else None
     embedded = address is None
@@ -676,12 +685,7 @@ def run_study(
         for run in status.data["runs"].values():
             if run["state"] in ("queued", "running"):
                 run["state"] = "stopped"
-        status.data["stopped"] = "SIGTERM"
-        status.write()
-        c = status.counts()
-        say(f"study stopped (SIGTERM): {c['done']} done, {c['failed']} failed of {total}; "
-            f"the same command resumes it; status: {status.path}")
-        return EXIT_TERMINATED
+        return stopped("")
     finally:
         if in_main:  # a SIGTERM while Ray shuts down is honoured once it has (below)
             signal.signal(signal.SIGTERM, lambda signum, frame: late_stop.append(signum))
@@ -689,12 +693,7 @@ def run_study(
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if late_stop:  # every run had ended; the study stops all the same, as asked
-        status.data["stopped"] = "SIGTERM"
-        status.write()
-        c = status.counts()
-        say(f"study stopped (SIGTERM) as its last runs ended: {c['done']} done, {c['failed']} "
-            f"failed of {total}; the same command resumes it; status: {status.path}")
-        return EXIT_TERMINATED
+        return stopped(" as its last runs ended")
     c = status.counts()
     say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
         f"({len(todo)} tasks run); status: {status.path}")
