@@ -4,7 +4,7 @@ paper-size round (without evaluation) per algorithm and estimator, and of one
 evaluation, on one core."""
 
 COST_TABLE = {
-    "measured": "2026-11-25, commit 3bbe398, AMD EPYC, one core per run, CPU time",
+    "measured": "2026-11-25, commit 7d343e6, AMD EPYC, one core per run, CPU time",
     "architectures": [
         "mlp"
     ],
@@ -23,52 +23,73 @@ COST_TABLE = {
     },
     "round_core_s": {
         "bayes_aircomp": {
-            "reparameterization": 14.4227,
-            "local_reparameterization": 7.1017
+            "reparameterization": 8.2161,
+            "local_reparameterization": 2.2158
         },
         "fedavg": {
-            "any": 0.8186
+            "any": 0.6683
         },
         "fedprox": {
-            "any": 1.2621
+            "any": 0.9671
         },
         "scaffold": {
-            "any": 1.9542
+            "any": 1.0879
         },
         "fedsmoo": {
-            "any": 3.0174
+            "any": 2.2036
         },
         "fedgmt": {
-            "any": 1.5272
+            "any": 0.8901
         }
     },
     "round_core_s_per_sample": {
         "bayes_aircomp": {
-            "reparameterization": 0.17624,
-            "local_reparameterization": 0.13241
+            "reparameterization": 0.17578,
+            "local_reparameterization": 0.10874
         },
         "fedavg": {
-            "any": 0.00851
+            "any": 0.00852
         },
         "fedprox": {
-            "any": 0.00672
+            "any": 0.00924
         },
         "scaffold": {
-            "any": 0.00993
+            "any": 0.01508
         },
         "fedsmoo": {
-            "any": 0.0388
+            "any": 0.02292
         },
         "fedgmt": {
-            "any": 0.0
+            "any": 0.00972
+        }
+    },
+    "run_fixed_core_s": {
+        "bayes_aircomp": {
+            "reparameterization": 4.814,
+            "local_reparameterization": 3.479
+        },
+        "fedavg": {
+            "any": 4.55
+        },
+        "fedprox": {
+            "any": 4.619
+        },
+        "scaffold": {
+            "any": 6.863
+        },
+        "fedsmoo": {
+            "any": 5.789
+        },
+        "fedgmt": {
+            "any": 5.246
         }
     },
     "eval_core_s": {
-        "bayes_aircomp": 1.9054,
-        "fedavg": 0.1136,
-        "fedprox": 0.1077,
-        "scaffold": 0.1268,
-        "fedsmoo": 0.1134,
-        "fedgmt": 0.1248
+        "bayes_aircomp": 1.7158,
+        "fedavg": 0.102,
+        "fedprox": 0.1116,
+        "scaffold": 0.1066,
+        "fedsmoo": 0.1019,
+        "fedgmt": 0.1052
     }
 }
