@@ -103,6 +103,15 @@ def _table(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def parquet_ready(table: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """``table`` with every axis column whose values mix Python types (a keyword beside
+    numbers, as ``algorithm.covariance_learning_rate = ["learning_rate", 50.0]``) as text,
+    which Parquet's one type per column needs; the CSV keeps the values as they are."""
+    mixed = [a for a in axes if table[a].dtype == object
+             and len({type(v) for v in table[a]}) > 1]
+    return table.astype({a: str for a in mixed}) if mixed else table
+
+
 def _ring_columns(trace) -> dict[str, np.ndarray]:
     """``distortion_<phase>_<ring>``: the mean local update distortion of the near / mid /
     far devices per round (:func:`cosim.plots_phy.ring_distortion`), for every phase whose
@@ -427,7 +436,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         with atomic_output(written[0]) as tmp:
             table.to_csv(tmp, index=False)
         with atomic_output(written[1]) as tmp:
-            table.to_parquet(tmp, index=False)
+            parquet_ready(table, axes).to_parquet(tmp, index=False)
         with atomic_output(written[2]) as tmp:
             summary.to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)

@@ -539,3 +539,17 @@ def test_a_shipped_name_beside_a_directory_of_that_name_is_the_shipped_study(tmp
     study = load_study("init_std_mnist")
     assert study.source.name == "init_std_mnist.toml" and study.source.is_file()
     assert load_scenario("quickstart").name == "quickstart"
+
+
+def test_an_axis_mixing_a_keyword_and_numbers_writes_parquet(tmp_path):
+    """``algorithm.covariance_learning_rate = ["learning_rate", 5.0]``: the Parquet table
+    holds the axis as text (one type per column), the CSV as written."""
+    from cosim.study_report import parquet_ready
+
+    table = pd.DataFrame({"run": ["a", "b"], "seed": [1, 1],
+                          "algorithm.covariance_learning_rate": ["learning_rate", 5.0],
+                          "round": [0, 0], "test_accuracy": [0.5, 0.6]})
+    ready = parquet_ready(table, ["algorithm.covariance_learning_rate"])
+    ready.to_parquet(tmp_path / "t.parquet", index=False)
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    assert list(back["algorithm.covariance_learning_rate"]) == ["learning_rate", "5.0"]
