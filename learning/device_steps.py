@@ -4,7 +4,10 @@ With ``participation.straggler_policy = "fewer_steps"`` a device takes ``steps[k
 E local steps (each in 1..E). Every local solver runs its E steps for all devices at once
 and keeps, per device, the iterate of its last step taken (:func:`continue_where`;
 :func:`keep_rows` for the Numba backend's in-place buffers); a stopped device's later
-objectives repeat its last one.
+objectives repeat its last one. The per-step backends (TensorFlow, the Numba exact
+path) compute a stopped device's remaining steps and discard them, so their
+``local_precision_floor_hits`` count those steps' floored entries too; the fused LRT
+kernels stop the device and count only the steps it took.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ def continue_where(steps, index: int, new, old, loss, losses):
         return new, loss
     active = index < steps
     shape = tf.concat([tf.shape(active), tf.ones([tf.rank(new) - 1], tf.int32)], 0)
-    kept = tf.where(tf.reshape(active, shape), new, old)
-    return kept, (tf.where(active, loss, losses[-1]) if losses else loss)
+    return tf.where(tf.reshape(active, shape), new, old), repeat_stopped(steps, index, loss, losses)
 
 
 def keep_rows(steps, index: int, new: np.ndarray, old: np.ndarray) -> None:

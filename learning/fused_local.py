@@ -160,22 +160,9 @@ def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rat
             out[i] = max(new, limit[i])
         return 0.5 * np.float64(kl), hits, large
     # the transcendental readings: q, dq/ddelta and the gap from series in float32 where
-    # they apply (vectorised, as the precision loop; one loop per reading and form, so the
-    # branches are constants in it), the exact forms in float64 elsewhere
-    if code == covariance.SOFTPLUS_STD:
-        if from_var:
-            kl, hits, beyond = _series_update(covariance.SOFTPLUS_STD, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
-        else:
-            kl, hits, beyond = _series_update(covariance.SOFTPLUS_STD, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
-    elif code == covariance.LOG_STD:
-        if from_var:
-            kl, hits, beyond = _series_update(covariance.LOG_STD, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
-        else:
-            kl, hits, beyond = _series_update(covariance.LOG_STD, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
-    elif from_var:
-        kl, hits, beyond = _series_update(covariance.LOG_PRECISION, True, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
-    else:
-        kl, hits, beyond = _series_update(covariance.LOG_PRECISION, False, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out)
+    # they apply (vectorised, as the precision loop), the exact forms in float64 elsewhere
+    kl, hits, beyond = _series_update(code, from_var, increasing, delta, sigma_t, anchor, limit,
+                                      g_std, kl_weight, rate, out)
     if not beyond:
         return 0.5 * np.float64(kl), hits, large
     gap = 0.0

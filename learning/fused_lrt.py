@@ -122,12 +122,7 @@ def _layer_params(phase1, code, a, b, c, out):
             s = np.float32(1.0) / np.sqrt(b[i] + c[i])
             out[i] = s * s
     elif phase1:  # q from series where they apply (vectorised), the exact forms elsewhere
-        if code == covariance.SOFTPLUS_STD:  # one loop per reading: the code a constant in it
-            beyond = _series_variances(covariance.SOFTPLUS_STD, a, b, c, out)
-        elif code == covariance.LOG_STD:
-            beyond = _series_variances(covariance.LOG_STD, a, b, c, out)
-        else:
-            beyond = _series_variances(covariance.LOG_PRECISION, a, b, c, out)
+        beyond = _series_variances(code, a, b, c, out)
         if beyond:
             for i in range(out.size):
                 if not covariance.nb_series_applies(c[i]):
