@@ -98,10 +98,9 @@ class DeviceData:
         """``devices``, or ``0..K-1`` for the whole population ([K] tf.int32)."""
         return self.devices if self.devices is not None else tf.range(self.num_devices)
 
-    def cohort(self, devices, local_steps=None) -> DeviceData:
+    def cohort(self, devices) -> DeviceData:
         """The rows of ``devices`` (population ids [K_S], ascending) with their weights
-        renormalised to sum to one (``population_share`` their sum before), and their
-        ``local_steps`` [K_S] (None: all E)."""
+        renormalised to sum to one (``population_share`` their sum before)."""
         if self.devices is not None:
             raise ValueError("cohort() takes the whole population's data, not a cohort's")
         index = tf.constant(np.asarray(devices, np.int32))
@@ -112,9 +111,7 @@ class DeviceData:
         return DeviceData(tf.gather(self.x, index), tf.gather(self.y, index),
                           tf.gather(self.mask, index),
                           tf.cast(tf.cast(weights, tf.float64) / share, tf.float32),
-                          devices=index, population_share=share,
-                          local_steps=None if local_steps is None else tf.constant(
-                              np.asarray(local_steps, np.int32)))
+                          devices=index, population_share=share)
 
 
 @dataclass(frozen=True)

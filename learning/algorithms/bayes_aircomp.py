@@ -216,7 +216,7 @@ class BayesAirComp:
         own = data.weights if data.devices is None else data.weights * data.population_share
         for lo, hi in self._chunks(data.num_devices):
             args = (data.x[lo:hi], data.y[lo:hi], data.mask[lo:hi], own[lo:hi])
-            ids = tf.range(lo, hi) if data.devices is None else data.devices[lo:hi]
+            ids = data.device_ids[lo:hi]
             steps = None if data.local_steps is None else data.local_steps[lo:hi]
             if phase == 0:
                 delta, loss, chunk_hits = self.trainer.rho_phase(
