@@ -45,7 +45,6 @@ changing one key does not shift the others' draws (:func:`draw_cohort`, NumPy);
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,11 +89,6 @@ class RoundCohort:
         return self.scheduled.size == 0 or not bool(np.all(self.sent.any(axis=1)))
 
 
-def cohort_size(fraction: float, num_devices: int) -> int:
-    """``max(1, round(fraction K))``: the devices ``"uniform"`` and ``"best_channel"`` schedule."""
-    return max(1, math.floor(fraction * num_devices + 0.5))
-
-
 def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, training_phases: int,
                 rng: np.random.Generator) -> RoundCohort:
     """The round's cohort and who sends in each phase.
@@ -123,10 +117,10 @@ def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, tra
     failures = rng.random((num_phases, num_devices)) < config.dropout_probability
 
     if config.scheduling == "uniform":
-        chosen = order[:cohort_size(config.fraction, num_devices)]
+        chosen = order[:config.cohort_size(num_devices)]
     elif config.scheduling == "best_channel":
         ranked = np.lexsort((np.arange(num_devices), -gain))
-        chosen = ranked[:cohort_size(config.fraction, num_devices)]
+        chosen = ranked[:config.cohort_size(num_devices)]
     else:  # "gain_threshold"
         with np.errstate(divide="ignore"):
             chosen = np.flatnonzero(10.0 * np.log10(gain) > config.gain_threshold_db)

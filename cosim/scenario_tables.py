@@ -279,6 +279,11 @@ class ParticipationConfig(_Section):
                  "above participation.gain_threshold_db; leave fraction at 1")
         return self
 
+    def cohort_size(self, num_devices: int) -> int:
+        """``max(1, round(fraction K))`` (halves up): the devices ``"uniform"`` and
+        ``"best_channel"`` schedule per round."""
+        return max(1, math.floor(self.fraction * num_devices + 0.5))
+
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
 _CONVNETS = ("cnn", "resnet56")

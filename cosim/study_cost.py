@@ -55,8 +55,7 @@ def _cohort_share(scenario: Scenario) -> float:
     config = scenario.participation
     if config.scheduling == "gain_threshold":
         return 1.0
-    num_devices = scenario.cell.num_devices
-    return max(1, math.floor(config.fraction * num_devices + 0.5)) / num_devices
+    return config.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ def test_uniform_scheduling_draws_the_fraction_without_replacement():
                                       cohort.scheduled)
     assert sizes == {3}
     assert seen.min() > 30  # every device is drawn (200 * 0.3 = 60 on average)
-    assert participation.cohort_size(0.01, 10) == 1
-    assert participation.cohort_size(0.25, 10) == 3  # halves up
+    assert ParticipationConfig(fraction=0.01).cohort_size(10) == 1
+    assert ParticipationConfig(fraction=0.25).cohort_size(10) == 3  # halves up
 
 
 def test_best_channel_and_threshold_schedule_on_the_gain():
