@@ -89,12 +89,14 @@ def test_a_planted_status_link_is_refused_before_anything_runs(tmp_path, capsys)
 
 
 def test_sigterm_stops_a_study_cleanly_and_a_rerun_resumes_it(tmp_path):
-    study = _study(tmp_path, rounds=30, seeds="[1]")
+    """One CPU runs the two points one after the other, so SIGTERM, sent once the first
+    is done, always finds the second in flight (with two CPUs both could end first)."""
+    study = _study(tmp_path, rounds=60, seeds="[1]")
     out = tmp_path / "out"
     ray_tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"rt{os.getpid()}"
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
     command = [sys.executable, "-m", "cosim.cli", "study", "run", str(study), "--out", str(out),
-               "--num-cpus", "2"]
+               "--num-cpus", "1"]
     driver = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:
@@ -116,6 +118,7 @@ def test_sigterm_stops_a_study_cleanly_and_a_rerun_resumes_it(tmp_path):
     assert driver.returncode == 143, stdout + stderr
     status = json.loads((out / "status.json").read_text())
     assert status["stopped"] == "SIGTERM" and "study stopped (SIGTERM)" in stdout
+    assert sorted(r["state"] for r in status["runs"].values()) == ["done", "stopped"]
     assert "WARNING" not in stderr and "authentication" not in stderr, stderr
     assert _processes_naming(str(ray_tmp)) == []
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
