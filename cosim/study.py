@@ -9,6 +9,9 @@ A study file (TOML; every key in ``docs/studies.md``)::
     "eval.every" = 5
     [axes]                                    # swept: the product of the lists
     "algorithm.name" = ["bayes_aircomp", "fedavg"]
+    "algorithm.init_std" = [0.048587, 0.002476]
+    [only]                                    # init_std swept for the proposed method only
+    "algorithm.init_std" = {"algorithm.name" = ["bayes_aircomp"]}
     [resources]
     cpus_per_run = 1
 
@@ -78,7 +81,7 @@ RUNS_DIR = "runs"
 SUMMARY_EVERY_S = 30.0
 """Seconds between two periodic summary lines while runs are going on."""
 
-_TOP_KEYS = ("scenario", "seeds", "set", "axes", "labels", "resources")
+_TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 
@@ -140,6 +143,9 @@ class Study:
     labels : dict[str, str]
         The figures' labels the study overrides: an axis key -> its axis label, or
         ``"key=value"`` -> that value's legend label (:mod:`cosim.display_names`).
+    only : dict[str, dict[str, list]]
+        Axes swept only at some values of other axes: an axis key -> {another axis key
+        -> the values at which the first is swept}; elsewhere it keeps its first value.
     """
 
     source: Path
@@ -149,10 +155,13 @@ class Study:
     axes: dict[str, list]
     cpus_per_run: float = 1.0
     labels: dict[str, str] = field(default_factory=dict)
+    only: dict[str, dict[str, list]] = field(default_factory=dict)
     text: str = field(default="", repr=False)
 
     def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
-        """Every run: the product of the axes (first axis slowest) x the seeds.
+        """Every run: the product of the axes (first axis slowest) x the seeds, less the
+        combinations ``only`` leaves out (an axis at any but its first value where another
+        axis is not at one of the values ``only`` names).
 
         With ``out_dir`` each run's ``trace.path`` is ``out_dir/runs/<name>.h5``. With
         ``validate`` every point is loaded as a scenario (and its size checked), and
@@ -162,6 +171,8 @@ class Study:
         points, problems, names = [], [], {}
         for combo in itertools.product(*(self.axes[k] for k in keys)):
             values = dict(zip(keys, combo, strict=True))
+            if not self.swept_here(values):
+                continue
             for seed in self.seeds:
                 name = run_name(values, seed)
                 if name in names:
@@ -187,6 +198,54 @@ class Study:
         if problems:
             raise StudyError(problems, str(self.source))
         return points
+
+
+    def swept_here(self, values: dict[str, Any]) -> bool:
+        """Whether the axis combination ``values`` is a point: every axis of ``only`` is
+        at its first value or every condition on it holds."""
+        for key, conditions in self.only.items():
+            if _same(values[key], self.axes[key][0]):
+                continue
+            if not all(any(_same(values[other], v) for v in allowed)
+                       for other, allowed in conditions.items()):
+                return False
+        return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality of two axis values as the study's distinctness check has it (their JSON
+    text)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _only_problems(only: Any, axes: dict[str, Any]) -> list[str]:
+    """The problems of an ``[only]`` table: each key an axis, each value a table of
+    other axes -> non-empty lists of their values."""
+    if not isinstance(only, dict):
+        return [f"only: must be a table of axis keys -> {{other axis key = [values]}} "
+                f"(got {only!r})"]
+    problems = []
+    for key, conditions in only.items():
+        if key not in axes:
+            problems.append(f"only.{key}: not an axis (the axes: {', '.join(axes) or 'none'})")
+            continue
+        if not isinstance(conditions, dict) or not conditions:
+            problems.append(f'only.{key}: must be a table of other axes -> values, e.g. '
+                            f'{{"algorithm.name" = ["bayes_aircomp"]}} (got {conditions!r})')
+            continue
+        for other, allowed in conditions.items():
+            where = f"only.{key}.{other}"
+            if other == key or other not in axes:
+                problems.append(f"{where}: not another axis (the axes: {', '.join(axes)})")
+            elif not isinstance(allowed, list) or not allowed:
+                problems.append(f"{where}: must be a non-empty list of values of that axis "
+                                f"(got {allowed!r})")
+            elif isinstance(axes[other], list):
+                strays = [v for v in allowed if not any(_same(v, a) for a in axes[other])]
+                if strays:
+                    problems.append(f"{where}: {strays!r} not among the axis's values "
+                                    f"{axes[other]!r}")
+    return problems
 
 
 def _value_text(value: Any) -> str:
@@ -281,6 +340,8 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         if key in overrides:
             problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
 
+    only = data.get("only", {})
+    problems += _only_problems(only, axes)
     labels = data.get("labels", {})
     if not isinstance(labels, dict):
         problems.append(f"labels: must be a table of axis keys or \"key=value\" -> labels "
@@ -313,7 +374,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
         raise StudyError(problems, source)
     study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
                   set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
-                  cpus_per_run=cpus, labels=dict(labels), text=text)
+                  cpus_per_run=cpus, labels=dict(labels),
+                  only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
+                  text=text)
     if validate:
         study.points()
     return study

@@ -176,7 +176,7 @@ def _axes_only(copy: Path) -> Study:
     data = read_toml(copy, str(copy), error=StudyError)
     return Study(source=copy, scenario="", seeds=tuple(data.get("seeds", ())),
                  set=dict(data.get("set", {})), axes=dict(data.get("axes", {})),
-                 labels=dict(data.get("labels", {})))
+                 labels=dict(data.get("labels", {})), only=dict(data.get("only", {})))
 
 
 def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:

@@ -401,6 +401,15 @@ def test_a_worker_releases_each_runs_memory_before_the_next(tmp_path):
      'point power.tx_power_dbm = "loud", seed 1: power.tx_power_dbm:'),
     ('scenario = "tiny.toml"\nseeds = [1]\n[set]\n"cell.radius_mm" = 5\n', "cell.radius_mm"),
     ('scenario = "tiny.toml"\nseeds = [1]\n[axes\n', "TOML syntax error"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"algorithm.name" = ["fedavg"]\n[only]\n'
+     '"power.tx_power_dbm" = {"algorithm.name" = ["fedavg"]}\n', "only.power.tx_power_dbm: not an axis"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"algorithm.name" = ["fedavg", "fedprox"]\n'
+     '"power.tx_power_dbm" = [10.0, 20.0]\n[only]\n'
+     '"power.tx_power_dbm" = {"algorithm.name" = ["fedsmoo"]}\n',
+     "only.power.tx_power_dbm.algorithm.name: ['fedsmoo'] not among the axis's values"),
+    ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = [10.0, 20.0]\n[only]\n'
+     '"power.tx_power_dbm" = {"power.tx_power_dbm" = [10.0]}\n',
+     "only.power.tx_power_dbm.power.tx_power_dbm: not another axis"),
 ])
 def test_bad_study_files_exit_2_naming_the_key(tmp_path, capsys, text, expected):
     write_tiny(tmp_path, rounds=2)
@@ -528,6 +537,32 @@ def test_final_values_keep_the_studys_run_order():
     assert final["run"].tolist() == [f"{n}-seed{s}" for n, s in runs]
     assert final.set_index("run").loc["y-seed1", "round"] == 1
     assert final.set_index("run").loc["x-seed2", "test_accuracy"] == pytest.approx(2.3)
+
+
+def test_only_sweeps_an_axis_at_some_values_of_another(tmp_path):
+    """``[only]``: the tx power is swept for FedAvg alone; FedProx runs once per seed at
+    the axis's first value. The points, their names and the report's table follow."""
+    from small_trace import write_small_trace
+
+    from cosim.study import RUNS_DIR, STUDY_COPY
+    from cosim.study_report import study_table
+
+    study = _study(tmp_path, axes=f'"algorithm.name" = ["fedavg", "fedprox"]\n"{AXIS}" = [10.0, 20.0]',
+                   extra=f'[only]\n"{AXIS}" = {{"algorithm.name" = ["fedavg"]}}')
+    loaded = load_study(study)
+    combos = [(p.axis_values["algorithm.name"], p.axis_values[AXIS], p.seed) for p in loaded.points()]
+    assert combos == [("fedavg", 10.0, 1), ("fedavg", 10.0, 2), ("fedavg", 20.0, 1),
+                      ("fedavg", 20.0, 2), ("fedprox", 10.0, 1), ("fedprox", 10.0, 2)]
+    assert all(p.scenario.power.tx_power_dbm == p.axis_values[AXIS] for p in loaded.points())
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text(study.read_text())
+    for point in loaded.points(out, validate=False):
+        write_small_trace(out / RUNS_DIR / f"{point.name}.h5")
+    table, axes = study_table(out)
+    assert axes == ["algorithm.name", AXIS]
+    groups = table.groupby(["algorithm.name", AXIS])["seed"].nunique()
+    assert groups.to_dict() == {("fedavg", 10.0): 2, ("fedavg", 20.0): 2, ("fedprox", 10.0): 2}
 
 
 def test_a_shipped_name_beside_a_directory_of_that_name_is_the_shipped_study(tmp_path, monkeypatch):
