@@ -9,6 +9,7 @@ are all listed by `cosim scenarios`, all shipped with the package, and all valid
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -159,12 +160,17 @@ def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys,
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios" / "studies").glob("*.toml")))
 def test_every_shipped_study_validates_by_name(tmp_path, monkeypatch, name):
-    """Every point of every shipped study is a valid scenario (loaded by its shipped name)."""
+    """Every point of every shipped study is a valid scenario (loaded by its shipped name):
+    the product of its axes, less what ``[only]`` leaves out, x its seeds."""
     monkeypatch.setattr(cosim.scenario_derived, "available_memory_bytes", lambda: 2**50)
     monkeypatch.chdir(tmp_path)
     study = load_study(name)
     assert study.source == ROOT / "scenarios" / "studies" / f"{name}.toml"
-    assert len(study.points()) == len(study.seeds) * math.prod(len(v) for v in study.axes.values())
+    combos = [dict(zip(study.axes, c, strict=True)) for c in itertools.product(*study.axes.values())]
+    assert len(combos) == math.prod(len(v) for v in study.axes.values())
+    kept = [c for c in combos if study.swept_here(c)]
+    assert len(kept) == len(combos) or study.only
+    assert [p.axis_values for p in study.points()] == [c for c in kept for _ in study.seeds]
 
 
 def test_a_local_file_wins_over_a_shipped_name(tmp_path, monkeypatch, capsys):
