@@ -201,15 +201,18 @@ class Study:
 
 
     def swept_here(self, values: dict[str, Any]) -> bool:
-        """Whether the axis combination ``values`` is a point: every axis of ``only`` is
-        at its first value or every condition on it holds."""
-        for key, conditions in self.only.items():
-            if _same(values[key], self.axes[key][0]):
-                continue
+        """Whether the axis combination ``values`` is a point: every axis ``only`` does
+        not sweep there is at its first value."""
+        return all(_same(values[key], self.axes[key][0]) for key in unswept(self.only, values))
+
+
+def unswept(only: dict[str, dict[str, list]], values: dict[str, Any]) -> set[str]:
+    """The axes of ``only`` that are not swept at the axis combination ``values`` (some
+    condition on them fails): their value there is only the axis's first, a placeholder
+    the report's legends leave out."""
+    return {key for key, conditions in only.items()
             if not all(any(_same(values[other], v) for v in allowed)
-                       for other, allowed in conditions.items()):
-                return False
-        return True
+                       for other, allowed in conditions.items())}
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -33,7 +33,7 @@ from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plot_style import RINGS, _legend_below
 from cosim.scenario import read_toml
-from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError
+from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError, unswept
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "X_COLUMNS", "pooled_reliability", "report", "study_table",
@@ -272,15 +272,21 @@ def _groups(frame: pd.DataFrame, axes: Sequence[str]) -> list[tuple[tuple, pd.Da
 
 
 def _combination_label(axes: Sequence[str], key: tuple,
-                       labels: Mapping[str, str] | None = None) -> str:
+                       labels: Mapping[str, str] | None = None,
+                       only: Mapping[str, dict] | None = None) -> str:
     """The legend label of one combination of axis values, in the reader's words
-    (:func:`cosim.display_names.value_label`; a study's ``[labels]`` win)."""
-    text = ", ".join(value_label(k, v, labels) for k, v in zip(axes, key, strict=True))
+    (:func:`cosim.display_names.value_label`; a study's ``[labels]`` win), without the
+    axes the study's ``[only]`` does not sweep there (FedAvg's placeholder init_std)."""
+    values = dict(zip(axes, key, strict=True))
+    hidden = unswept({k: c for k, c in (only or {}).items()
+                      if k in values and all(o in values for o in c)}, values)
+    text = ", ".join(value_label(k, v, labels) for k, v in values.items() if k not in hidden)
     return text.replace("$", r"\$") or "all runs"  # text, never matplotlib math
 
 
 def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
-          path: Path, labels: Mapping[str, str] | None = None) -> Path | None:
+          path: Path, labels: Mapping[str, str] | None = None,
+          only: Mapping[str, dict] | None = None) -> Path | None:
     """``metric`` against ``x_kind``: the mean over seeds with its 95 % CI band, one curve
     per combination."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
@@ -291,7 +297,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         for key, curve in _groups(data, axes):
             curve = curve.sort_values("x")
             (line,) = ax.plot(curve["x"], curve["mean"],
-                              label=_combination_label(axes, key, labels))
+                              label=_combination_label(axes, key, labels, only))
             ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
                             color=line.get_color(), linewidth=0)
         ax.set_xlabel({"round": "round", "uplink": "cumulative uplink OFDM symbols",
@@ -315,7 +321,8 @@ def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.Da
 
 
 def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str,
-                path: Path, labels: Mapping[str, str] | None = None) -> Path | None:
+                path: Path, labels: Mapping[str, str] | None = None,
+                only: Mapping[str, dict] | None = None) -> Path | None:
     """``metric`` at each run's last evaluation against the numeric ``axis``: the mean over
     seeds, one line per combination of the other axes, every seed as a dot."""
     final = final_values(table, axes, metric)
@@ -327,7 +334,7 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
         for key, runs in _groups(final, others):
             mean = runs.groupby(axis)[metric].mean().sort_index()
             (line,) = ax.plot(mean.index, mean.values, marker="o",
-                              label=_combination_label(others, key, labels))
+                              label=_combination_label(others, key, labels, only))
             ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
         ax.set_xlabel(axis_label(axis, labels))
         when = "evaluation" if metric in FIGURE_METRICS else "round"
@@ -342,7 +349,8 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
 
 
 def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
-                      labels: Mapping[str, str] | None = None) -> Path | None:
+                      labels: Mapping[str, str] | None = None,
+                      only: Mapping[str, dict] | None = None) -> Path | None:
     """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
     from cosim.plot_style import _grid
     from cosim.plots_learning import reliability_panel
@@ -362,7 +370,7 @@ def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
                    else f"ECE {first['ece_mean']:.3f}")
             reliability_panel(ax, bins["accuracy"].to_numpy(), bins["confidence"].to_numpy(),
                               bins["count"].to_numpy(),
-                              f"{_combination_label(axes, key, labels)}\n{ece} "
+                              f"{_combination_label(axes, key, labels, only)}\n{ece} "
                               f"({int(first['n'])} seeds)")
         for row in panels:
             row[0].set_ylabel("accuracy")
@@ -370,7 +378,8 @@ def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
 
 
 def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Path,
-                labels: Mapping[str, str] | None = None) -> Path | None:
+                labels: Mapping[str, str] | None = None,
+                only: Mapping[str, dict] | None = None) -> Path | None:
     """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
     band) against the cumulative uplink OFDM symbols, one panel per combination."""
     from cosim.plot_style import RING_COLORS, _grid
@@ -395,7 +404,7 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
                 # the interval reaches 0, as with few seeds)
                 ax.fill_between(curve["x"], curve["ci95_low"].where(curve["ci95_low"] > 0),
                                 curve["ci95_high"], color=color, alpha=0.2, lw=0)
-            ax.set_title(_combination_label(axes, key, labels))
+            ax.set_title(_combination_label(axes, key, labels, only))
             ax.set_xlabel("cumulative uplink OFDM symbols")
             ax.legend(loc="best")
         for row in panels:
@@ -425,7 +434,8 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         raise StudyError([f"--x: must be rounds, uplink or total (got {x!r})"], str(out_dir))
     out = Path(out_dir)
     axes, runs = _runs(out)
-    labels = _axes_only(out / STUDY_COPY).labels
+    copy = _axes_only(out / STUDY_COPY)
+    labels, only = copy.labels, copy.only
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
@@ -445,14 +455,15 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     kind = "round" if x == "rounds" else x
     metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
     for metric in metrics:
-        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels)
+        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only)
         if path is not None:
             written.append(path)
     for axis in axes:  # the last evaluation against every numeric axis
         if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
             for metric in metrics:
                 path = _plot_final(table, axes, axis, metric,
-                                   figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels)
+                                   figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
+                                   only)
                 if path is not None:
                     written.append(path)
     pooled = _pooled(axes, runs)
@@ -460,7 +471,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         written.append(out / "reliability.csv")
         with atomic_output(written[-1]) as tmp:
             pooled.to_csv(tmp, index=False)
-        path = _plot_reliability(pooled, axes, figures / "reliability.png", labels)
+        path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
         if path is not None:
             written.append(path)
     rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
@@ -468,7 +479,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
                      if m.startswith("distortion_") and m.endswith(rings)})
     for phase in phases:
         path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
-                           labels)
+                           labels, only)
         if path is not None:
             written.append(path)
     return written

@@ -563,6 +563,12 @@ def test_only_sweeps_an_axis_at_some_values_of_another(tmp_path):
     assert axes == ["algorithm.name", AXIS]
     groups = table.groupby(["algorithm.name", AXIS])["seed"].nunique()
     assert groups.to_dict() == {("fedavg", 10.0): 2, ("fedavg", 20.0): 2, ("fedprox", 10.0): 2}
+    # the legends leave out the axis where it is not swept (FedProx's placeholder power)
+    from cosim.study_report import _combination_label
+    only = load_study(study, validate=False).only
+    assert _combination_label(axes, ("fedprox", 10.0), None, only) == "FedProx"
+    assert _combination_label(axes, ("fedavg", 20.0), None, only) == "FedAvg, P = 20 dBm"
+    assert _combination_label([AXIS], (20.0,), None, only) == "P = 20 dBm"
 
 
 def test_a_shipped_name_beside_a_directory_of_that_name_is_the_shipped_study(tmp_path, monkeypatch):
