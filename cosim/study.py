@@ -199,7 +199,6 @@ class Study:
             raise StudyError(problems, str(self.source))
         return points
 
-
     def swept_here(self, values: dict[str, Any]) -> bool:
         """Whether the axis combination ``values`` is a point: every axis ``only`` does
         not sweep there is at its first value."""
