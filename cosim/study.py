@@ -80,6 +80,9 @@ RUNS_DIR = "runs"
 """Traces go to ``DIR/runs/<run name>.h5``."""
 SUMMARY_EVERY_S = 30.0
 """Seconds between two periodic summary lines while runs are going on."""
+WAIT_SLICE_S = 0.5
+"""The longest the driver waits inside Ray at once: Python runs a SIGTERM handler only
+between its own bytecodes, so a longer wait would hold a stop request that long."""
 
 _TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
@@ -715,8 +718,9 @@ def run_study(
         status.write()
         started = last_summary = time.monotonic()
         while pending:
+            until_summary = summary_every_s - (time.monotonic() - last_summary)
             ready, _ = ray.wait(list(pending), num_returns=1,
-                                timeout=max(0.1, summary_every_s - (time.monotonic() - last_summary)))
+                                timeout=min(WAIT_SLICE_S, max(0.1, until_summary)))
             for ref in ready:
                 point = pending.pop(ref)
                 try:
