@@ -15,11 +15,9 @@ A study file (TOML; every key in ``docs/studies.md``)::
     [resources]
     cpus_per_run = 1
 
-:func:`load_study` validates the file and every point (each axis combination x each
-seed, loaded with :func:`cosim.scenario.load_scenario` and its overrides, and checked
-with :func:`cosim.scenario.check_resources`) before anything runs; any problem is a
-:class:`StudyError` (a :class:`cosim.scenario.ScenarioError`: ``cosim study`` exits 2)
-naming the key and the value, and for a point its axis values and seed.
+:func:`load_study` (:mod:`cosim.study_file`, re-exported here) validates the file and
+every point before anything runs; any problem is a :class:`StudyError` naming the key
+and the value.
 
 :func:`run_study` runs every point that is not complete as a plain Ray task (not Ray
 Tune: a run is already a resumable trace and nothing is searched or stopped early).
@@ -32,36 +30,34 @@ the driver never does).
 from __future__ import annotations
 
 import gc
-import itertools
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
 from cosim.atomic_write import write_bytes_atomic, write_text_atomic
-from cosim.display_names import value_key
 from cosim.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_TERMINATED
-from cosim.scenario import (
-    Scenario,
-    ScenarioError,
-    check_resources,
-    load_scenario,
-    read_toml,
-    shipped_scenario_path,
-    shipped_study_path,
-    toml_value,
-)
+from cosim.scenario import Scenario
 from cosim.study_cost import study_cost_lines
+from cosim.study_file import (  # the study file, re-exported: where callers found it
+    RUNS_DIR,
+    STUDY_COPY,
+    RunPoint,
+    Study,
+    StudyError,
+    load_study,
+    run_name,
+    unswept,
+)
 
 __all__ = [
+    "RUNS_DIR",
     "STATUS_FILE",
     "STUDY_COPY",
     "RunPoint",
@@ -70,321 +66,27 @@ __all__ = [
     "load_study",
     "run_name",
     "run_study",
+    "unswept",
 ]
 
-STUDY_COPY = "study.toml"
-"""The study file's copy in the output directory (what ``cosim study report`` reads)."""
 STATUS_FILE = "status.json"
 """Per-run state and error in the output directory, rewritten after every change."""
-RUNS_DIR = "runs"
-"""Traces go to ``DIR/runs/<run name>.h5``."""
 SUMMARY_EVERY_S = 30.0
 """Seconds between two periodic summary lines while runs are going on."""
 WAIT_SLICE_S = 0.5
 """The longest the driver waits inside Ray at once: Python runs a SIGTERM handler only
 between its own bytecodes, so a longer wait would hold a stop request that long."""
 
-_TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "labels", "resources")
-_RESOURCE_KEYS = ("cpus_per_run",)
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+def wait_timeout(until_summary_s: float) -> float:
+    """The seconds of the driver's next wait inside Ray: until the next summary line is
+    due, at least 0.1 s, and never more than :data:`WAIT_SLICE_S`."""
+    return min(WAIT_SLICE_S, max(0.1, until_summary_s))
 
 
 class StudyStopped(Exception):
     """SIGTERM while a study runs: the runs in flight are stopped, the status says so."""
 
-
-class StudyError(ScenarioError):
-    """A study that cannot be used: one line per problem naming the key and the value
-    (for a point, its axis values and seed too)."""
-
-    def _headline(self) -> str:
-        return f"invalid study {self.source}:" if self.source else "invalid study:"
-
-
-@dataclass(frozen=True)
-class RunPoint:
-    """One run of a study.
-
-    Attributes
-    ----------
-    name : str
-        ``key=value,...-seedS`` (axis keys in file order), filesystem-safe and stable.
-    seed : int
-    axis_values : dict[str, Any]
-        The axis key -> value of this run.
-    overrides : tuple[str, ...]
-        The ``--set`` items that make this run's scenario from the base (the study's
-        ``[set]``, then the axis values, then ``seed`` and ``trace.path``).
-    scenario : Scenario or None
-        The validated scenario (None for points built without validation).
-    """
-
-    name: str
-    seed: int
-    axis_values: dict[str, Any]
-    overrides: tuple[str, ...]
-    scenario: Scenario | None = None
-
-
-@dataclass
-class Study:
-    """A validated study file.
-
-    Attributes
-    ----------
-    source : Path
-        The study file.
-    scenario : str
-        The base scenario as resolved: an absolute path, or a shipped name.
-    seeds : tuple[int, ...]
-    set : dict[str, Any]
-        Overrides of every run (dotted key -> TOML value).
-    axes : dict[str, list]
-        Swept keys (dotted key -> values), in file order.
-    cpus_per_run : float
-        Ray's ``num_cpus`` of each task.
-    labels : dict[str, str]
-        The figures' labels the study overrides: an axis key -> its axis label, or
-        ``"key=value"`` -> that value's legend label (:mod:`cosim.display_names`).
-    only : dict[str, dict[str, list]]
-        Axes swept only at some values of other axes: an axis key -> {another axis key
-        -> the values at which the first is swept}; elsewhere it keeps its first value.
-    """
-
-    source: Path
-    scenario: str
-    seeds: tuple[int, ...]
-    set: dict[str, Any]
-    axes: dict[str, list]
-    cpus_per_run: float = 1.0
-    labels: dict[str, str] = field(default_factory=dict)
-    only: dict[str, dict[str, list]] = field(default_factory=dict)
-    text: str = field(default="", repr=False)
-
-    def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
-        """Every run: the product of the axes (first axis slowest) x the seeds, less the
-        combinations ``only`` leaves out (an axis at any but its first value where another
-        axis is not at one of the values ``only`` names).
-
-        With ``out_dir`` each run's ``trace.path`` is ``out_dir/runs/<name>.h5``. With
-        ``validate`` every point is loaded as a scenario (and its size checked), and
-        all the problems of all points are raised together as one :class:`StudyError`.
-        """
-        keys = list(self.axes)
-        points, problems, names = [], [], {}
-        for combo in itertools.product(*(self.axes[k] for k in keys)):
-            values = dict(zip(keys, combo, strict=True))
-            if not self.swept_here(values):
-                continue
-            for seed in self.seeds:
-                name = run_name(values, seed)
-                if name in names:
-                    problems.append(f"axes: the points {names[name]} and {values} seed {seed} "
-                                    f"get the same run name {name!r}")
-                names[name] = f"{values} seed {seed}"
-                overrides = [f"{k}={toml_value(v)}" for k, v in self.set.items()]
-                overrides += [f"{k}={toml_value(v)}" for k, v in values.items()]
-                overrides.append(f"seed={seed}")
-                if out_dir is not None:
-                    trace = (Path(out_dir).resolve() / RUNS_DIR / f"{name}.h5").as_posix()
-                    overrides.append(f"trace.path={toml_value(trace)}")
-                scenario = None
-                if validate:
-                    try:
-                        scenario = load_scenario(self.scenario, overrides)
-                        check_resources(scenario, source=self.scenario)
-                    except ScenarioError as error:
-                        where = ", ".join(f"{k} = {toml_value(v)}" for k, v in values.items())
-                        where = f"point {where}, seed {seed}" if where else f"seed {seed}"
-                        problems += [f"{where}: {p}" for p in error.problems]
-                points.append(RunPoint(name, int(seed), values, tuple(overrides), scenario))
-        if problems:
-            raise StudyError(problems, str(self.source))
-        return points
-
-    def swept_here(self, values: dict[str, Any]) -> bool:
-        """Whether the axis combination ``values`` is a point: every axis ``only`` does
-        not sweep there is at its first value."""
-        return all(_same(values[key], self.axes[key][0]) for key in unswept(self.only, values))
-
-
-def unswept(only: dict[str, dict[str, list]], values: dict[str, Any]) -> set[str]:
-    """The axes of ``only`` that are not swept at the axis combination ``values`` (some
-    condition on them fails): their value there is only the axis's first, a placeholder
-    the report's legends leave out."""
-    return {key for key, conditions in only.items()
-            if not all(any(_same(values[other], v) for v in allowed)
-                       for other, allowed in conditions.items())}
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality of two axis values as the study's distinctness check has it (their JSON
-    text)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
-def _only_problems(only: Any, axes: dict[str, Any]) -> list[str]:
-    """The problems of an ``[only]`` table: each key an axis, each value a table of
-    other axes -> non-empty lists of their values."""
-    if not isinstance(only, dict):
-        return [f"only: must be a table of axis keys -> {{other axis key = [values]}} "
-                f"(got {only!r})"]
-    problems = []
-    for key, conditions in only.items():
-        if key not in axes:
-            problems.append(f"only.{key}: not an axis (the axes: {', '.join(axes) or 'none'})")
-            continue
-        if not isinstance(conditions, dict) or not conditions:
-            problems.append(f'only.{key}: must be a table of other axes -> values, e.g. '
-                            f'{{"algorithm.name" = ["bayes_aircomp"]}} (got {conditions!r})')
-            continue
-        for other, allowed in conditions.items():
-            where = f"only.{key}.{other}"
-            if other == key or other not in axes:
-                problems.append(f"{where}: not another axis (the axes: {', '.join(axes)})")
-            elif not isinstance(allowed, list) or not allowed:
-                problems.append(f"{where}: must be a non-empty list of values of that axis "
-                                f"(got {allowed!r})")
-            elif isinstance(axes[other], list):
-                strays = [v for v in allowed if not any(_same(v, a) for a in axes[other])]
-                if strays:
-                    problems.append(f"{where}: {strays!r} not among the axis's values "
-                                    f"{axes[other]!r}")
-    return problems
-
-
-def _value_text(value: Any) -> str:
-    """An axis value as it appears in a run name: strings bare, ``10.0`` as ``10``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, (list, tuple)):
-        return "+".join(_value_text(v) for v in value)
-    return toml_value(value)
-
-
-def run_name(axis_values: dict[str, Any], seed: int) -> str:
-    """``key=value,key=value-seedS`` (``seedS`` alone without axes); every character
-    other than letters, digits and ``._=,+-`` becomes ``_``."""
-    head = ",".join(f"{k}={_value_text(v)}" for k, v in axis_values.items())
-    return _UNSAFE.sub("_", f"{head}-seed{seed}" if head else f"seed{seed}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def load_study(path: str | Path, *, validate: bool = True) -> Study:
-    """Read and check a study file (and, with ``validate``, every point of it).
-
-    Raises
-    ------
-    StudyError
-        Missing file, TOML syntax error, an unknown top-level or ``[resources]`` key,
-        ``seeds`` not a non-empty list of distinct ints, an axis that is not a
-        non-empty list, a key both in ``[set]`` and ``[axes]``, ``seed`` or
-        ``trace.path`` set by the study (the study owns them), ``cpus_per_run`` not a
-        positive number, and every invalid point (:meth:`Study.points`).
-    """
-    path = Path(path)
-    # a bare name that is not a file here (a missing one, or a directory such as the
-    # study's own --out) is the shipped study of that name
-    if not path.is_file() and shipped_study_path(path) is not None:
-        path = shipped_study_path(path)
-    source = str(path)
-    data = read_toml(path, source, error=StudyError)
-    text = path.read_text(encoding="utf-8")
-    problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
-                for key in data if key not in _TOP_KEYS]
-
-    scenario = data.get("scenario")
-    resolved = ""
-    if not isinstance(scenario, str) or not scenario:
-        problems.append(f"scenario: must be a scenario file or a shipped scenario name "
-                        f"(got {scenario!r})")
-    else:
-        candidate = (path.parent / scenario).resolve()
-        if candidate.is_file():
-            resolved = str(candidate)
-        elif shipped_scenario_path(scenario) is not None:
-            resolved = str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
-        else:
-            problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
-                            "nor a shipped scenario (`cosim scenarios`)")
-
-    seeds = data.get("seeds")
-    if (not isinstance(seeds, list) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        problems.append(f"seeds: must be a non-empty list of ints (got {seeds!r})")
-        seeds = []
-    elif len(set(seeds)) != len(seeds):
-        problems.append(f"seeds: must be distinct (got {seeds!r})")
-
-    overrides = data.get("set", {})
-    if not isinstance(overrides, dict):
-        problems.append(f"set: must be a table of dotted keys (got {overrides!r})")
-        overrides = {}
-    axes = data.get("axes", {})
-    if not isinstance(axes, dict):
-        problems.append(f"axes: must be a table of dotted keys -> lists (got {axes!r})")
-        axes = {}
-    for table, entries in (("set", overrides), ("axes", axes)):
-        for key, value in entries.items():
-            if isinstance(value, dict):
-                problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
-                                f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
-            if key in ("seed", "trace.path"):
-                problems.append(f"{table}.{key}: set by the study (seeds, DIR/runs/<run name>.h5), "
-                                f"not a key to {'sweep' if table == 'axes' else 'set'} (got {value!r})")
-    for key, values in axes.items():
-        if not isinstance(values, list) or not values:
-            problems.append(f"axes.{key}: must be a non-empty list of values (got {values!r})")
-        elif len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
-            problems.append(f"axes.{key}: values must be distinct (got {values!r})")
-        if key in overrides:
-            problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
-
-    only = data.get("only", {})
-    problems += _only_problems(only, axes)
-    labels = data.get("labels", {})
-    if not isinstance(labels, dict):
-        problems.append(f"labels: must be a table of axis keys or \"key=value\" -> labels "
-                        f"(got {labels!r})")
-        labels = {}
-    named = {*axes, *(value_key(k, v) for k, values in axes.items() if isinstance(values, list)
-                      for v in values)}
-    for key, label in labels.items():
-        if not isinstance(label, str) or not label.strip():
-            problems.append(f"labels.{key}: must be a non-empty string (got {label!r})")
-        elif key not in named:
-            problems.append(f"labels.{key}: names no axis and no axis value "
-                            f"(an axis key, or \"key=value\" as in the run names; got {key!r})")
-
-    resources = data.get("resources", {})
-    cpus = 1.0
-    if not isinstance(resources, dict):
-        problems.append(f"resources: must be a table (got {resources!r})")
-        resources = {}
-    for key in resources:
-        if key not in _RESOURCE_KEYS:
-            problems.append(f"resources.{key}: unknown key (valid: {', '.join(_RESOURCE_KEYS)})")
-    if "cpus_per_run" in resources:
-        value = resources["cpus_per_run"]
-        if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            problems.append(f"resources.cpus_per_run: must be a positive number (got {value!r})")
-        else:
-            cpus = float(value)
-    if problems:
-        raise StudyError(problems, source)
-    study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
-                  set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
-                  cpus_per_run=cpus, labels=dict(labels),
-                  only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
-                  text=text)
-    if validate:
-        study.points()
-    return study
 
 
 # --------------------------------------------------------------------------- running
@@ -718,9 +420,8 @@ def run_study(
         status.write()
         started = last_summary = time.monotonic()
         while pending:
-            until_summary = summary_every_s - (time.monotonic() - last_summary)
-            ready, _ = ray.wait(list(pending), num_returns=1,
-                                timeout=min(WAIT_SLICE_S, max(0.1, until_summary)))
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_timeout(
+                summary_every_s - (time.monotonic() - last_summary)))
             for ref in ready:
                 point = pending.pop(ref)
                 try:

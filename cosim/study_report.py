@@ -33,7 +33,7 @@ from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plot_style import RINGS, _legend_below
 from cosim.scenario import read_toml
-from cosim.study import RUNS_DIR, STUDY_COPY, Study, StudyError, unswept
+from cosim.study_file import RUNS_DIR, STUDY_COPY, Study, StudyError, unswept
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "X_COLUMNS", "pooled_reliability", "report", "study_table",
