@@ -52,7 +52,6 @@ import math
 
 import numpy as np
 from numba import get_num_threads, njit, prange, uint32
-from threadpoolctl import ThreadpoolController
 
 from learning import covariance
 from learning.fused_local import (
@@ -62,23 +61,11 @@ from learning.fused_local import (
     rho_update_serial,
 )
 from native import sampling
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
 
 _WORKER_VECTORS = 5
 """``d``-vectors per worker: the device's own parameters and gradient, then (whole
 phases) phase 2's ratio and two iterates (phase 1 uses slots 2 and 3)."""
-
-_BLAS = None
-"""The process's :class:`threadpoolctl.ThreadpoolController` (built on first use)."""
-
-
-def _single_threaded_blas():
-    """A context in which BLAS runs on the calling thread (each core takes a device)."""
-    global _BLAS
-    if _BLAS is None:
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=1, user_api="blas")
-
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _gather_rows(x, y, mask, act, labels):
@@ -499,7 +486,7 @@ class FusedLRTSteps:
         hits = np.empty(x.shape[0], np.int64)
         rho_t = read_only(rho_t)
         sigma_t, anchor, limit = self.reading.phase_constants(rho_t, self.min_precision)
-        with LAUNCH_LOCK, _single_threaded_blas():
+        with LAUNCH_LOCK, single_threaded_blas():
             _rho_phase(
                 self.reading.code, read_only(mu_t), rho_t, sigma_t, anchor, limit,
                 self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
@@ -527,7 +514,7 @@ class FusedLRTSteps:
             raise ValueError("out must not share memory with delta_rho_k")
         var, prior_rho, prior_term = _phase2_constants(rho_next, prior_rho)
         losses = np.empty((2, *keys.shape[:2]), np.float64)
-        with LAUNCH_LOCK, _single_threaded_blas():
+        with LAUNCH_LOCK, single_threaded_blas():
             _nu_phase(
                 delta_rho_k, read_only(delta_rho), read_only(rho_next), read_only(mu_t),
                 read_only(var), read_only(prior_rho), x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,

@@ -10,12 +10,12 @@ read it again. Here the layers run next to the sample:
 * **Forward** (:func:`_dense_forward`): ``h_{l+1}[m] = relu(h_l[m] W_l[m] + b_l[m])``
   for every sample ``m``, the kernel row streamed once and the [rows, out] block kept
   in cache. The first layer's input ``x`` is shared by the M samples.
-* **Backward** (:func:`_dense_backward`), row ``i`` of a kernel at a time: the
-  weight gradient of sample ``m`` (``g_m[i, :] = sum_b h_m[b, i] delta_m[b, :]``) is
-  formed in a small buffer and goes straight into the reparameterization sums
-  ``dL/dmean = sum_m g_m`` and ``dL/dstd = sum_m g_m (w_m - mean) / std`` (= ``sum_m
-  g_m eps_m``); the input gradient ``delta_m W_m^T`` is taken from the same kernel row.
-  ``dL/dw`` is never stored.
+* **Backward** (:func:`_dense_backward`), a block of kernel rows at a time: the
+  block's weight gradient of sample ``m`` (``g_m[rows, :] = h_m[:, rows]^T delta_m``,
+  a BLAS product) is formed in a small buffer and goes straight into the
+  reparameterization sums ``dL/dmean = sum_m g_m`` and ``dL/dstd = sum_m g_m (w_m -
+  mean) / std`` (= ``sum_m g_m eps_m``); the block's part of the input gradient
+  ``delta_m W_m^T`` is taken from the same kernel rows. ``dL/dw`` is never stored whole.
 
 Padding rows (mask 0) are left out of every product: their logits are returned as 0
 and, as for any row the loss masks, their gradient is 0, so this changes nothing that
@@ -33,10 +33,10 @@ import numpy as np
 from numba import njit, prange
 
 from native.host_arrays import aligned_empty
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
 from native.sampling import Layout
 
-_ROW_BLOCK = 16
+_ROW_BLOCK = 64
 """Kernel rows per work item of the backward pass."""
 
 
@@ -99,55 +99,58 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean
     = ``(delta_m W_m^T) * (h_m > 0)``, the next layer down's ``delta`` (ReLU below).
     ``want_mean`` / ``want_std`` False: that sum is neither formed nor written (phase
     1 needs only ``g_std``, phase 2 only ``g_mean``).
+
+    Work items are blocks of ``_ROW_BLOCK`` kernel rows; per sample, a block's weight
+    gradient ``h_m[:, rows]^T delta_m`` and its part of the input gradient ``delta_m
+    W_m[rows]^T`` are BLAS products (``np.dot``: run under
+    :func:`native.launch.single_threaded_blas`), and the block's gradient goes into
+    the two sums while it is in cache.
     """
     num_mc, rows, n_out = delta.shape
-    n_in = h.shape[2]
+    lead, n_in = h.shape[0], h.shape[2]
+    h_t = np.empty((lead, n_in, rows), np.float32)  # h_m^T: a block's rows are contiguous
+    for m in range(lead):
+        for r in range(rows):
+            for i in range(n_in):
+                h_t[m, i, r] = h[m, r, i]
     blocks = (n_in + _ROW_BLOCK - 1) // _ROW_BLOCK
     for block in prange(blocks):
-        g_row = np.empty(n_out, np.float32)
-        for i in range(block * _ROW_BLOCK, min(block * _ROW_BLOCK + _ROW_BLOCK, n_in)):
-            lo, hi = i * n_out, (i + 1) * n_out
-            gm, gs = g_mean[lo:hi], g_std[lo:hi]
-            mean_row, std_row = mean[lo:hi], std[lo:hi]
+        i0 = block * _ROW_BLOCK
+        i1 = min(i0 + _ROW_BLOCK, n_in)
+        width = i1 - i0
+        lo, hi = i0 * n_out, i1 * n_out
+        g_block = np.zeros((width, n_out), np.float32)
+        part = np.zeros((rows, width), np.float32)
+        gm = g_mean[lo:hi].reshape(width, n_out)
+        gs = g_std[lo:hi].reshape(width, n_out)
+        mean_block = mean[lo:hi].reshape(width, n_out)
+        if want_mean:
+            gm[:] = 0.0
+        if want_std:
+            gs[:] = 0.0
+        for m in range(num_mc):
+            w_block = w[m, lo:hi].reshape(width, n_out)
+            if rows > 0:
+                np.dot(h_t[0 if lead == 1 else m, i0:i1], delta[m], g_block)
             if want_mean:
-                for j in range(n_out):
-                    gm[j] = 0.0
+                for a in range(width):
+                    for j in range(n_out):
+                        gm[a, j] += g_block[a, j]
             if want_std:
+                for a in range(width):
+                    for j in range(n_out):
+                        gs[a, j] += g_block[a, j] * (w_block[a, j] - mean_block[a, j])
+            if want_input_grad and rows > 0:
+                np.dot(delta[m], w_block.T, part)
+                hm = h[0] if lead == 1 else h[m]
+                for r in range(rows):
+                    for a in range(width):
+                        delta_in[m, r, i0 + a] = part[r, a] if hm[r, i0 + a] > 0 else np.float32(0.0)
+        if want_std:
+            std_block = std[lo:hi].reshape(width, n_out)
+            for a in range(width):
                 for j in range(n_out):
-                    gs[j] = 0.0
-            for m in range(num_mc):
-                hm = h[0] if h.shape[0] == 1 else h[m]
-                w_row = w[m, lo:hi]
-                dm = delta[m]
-                for j in range(n_out):
-                    g_row[j] = 0.0
-                quads = rows - rows % 4
-                for r in range(0, quads, 4):  # four rows per pass over g_row
-                    a0, a1, a2, a3 = hm[r, i], hm[r + 1, i], hm[r + 2, i], hm[r + 3, i]
-                    d0, d1, d2, d3 = dm[r], dm[r + 1], dm[r + 2], dm[r + 3]
-                    for j in range(n_out):
-                        g_row[j] += a0 * d0[j] + a1 * d1[j] + a2 * d2[j] + a3 * d3[j]
-                for r in range(quads, rows):
-                    a = hm[r, i]
-                    d_row = dm[r]
-                    for j in range(n_out):
-                        g_row[j] += a * d_row[j]
-                if want_mean:
-                    for j in range(n_out):
-                        gm[j] += g_row[j]
-                if want_std:
-                    for j in range(n_out):
-                        gs[j] += g_row[j] * (w_row[j] - mean_row[j])
-                if want_input_grad:
-                    for r in range(rows):
-                        d_row = dm[r]
-                        total = np.float32(0.0)
-                        for j in range(n_out):
-                            total += d_row[j] * w_row[j]
-                        delta_in[m, r, i] = total if hm[r, i] > 0 else np.float32(0.0)
-            if want_std:
-                for j in range(n_out):
-                    gs[j] /= std_row[j]
+                    gs[a, j] /= std_block[a, j]
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -277,7 +280,7 @@ class FusedMLP:
             g_mean, g_std = workspace.g_mean, workspace.g_std
         delta = np.ascontiguousarray(np.asarray(grad_logits, np.float32)[:, rows])
         starts = self.layout.mean_at
-        with LAUNCH_LOCK:
+        with LAUNCH_LOCK, single_threaded_blas():
             for i in range(len(self.layer_sizes) - 1, -1, -1):
                 n_in = self.layer_sizes[i][0]
                 k0, k1, b1 = starts[2 * i], starts[2 * i + 1], starts[2 * i + 2]

@@ -166,13 +166,17 @@ def _chunk_words(chunk, k0, k1, stream):
 @njit(inline="always")
 def _bulk_chunk(
     g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
-    table_k, table_w, out, miss_word, miss_pos, miss_count,
+    table_k, signed_w, out, miss_word, miss_pos, miss_count,
 ):
     """Fast path of work item ``g`` (chunk ``chunk_of[g]`` of tensor ``tensor_of[g]``):
     every element as if its first word hit a rectangle; the misses (about 1.2 %) are
-    flagged in the same vectorised loop and recorded for :func:`_fix_chunk`. A chunk
-    inside one sample writes ``mean + std * eps`` straight from that loop; one that
-    wraps from sample to sample goes through an ``eps`` buffer (same arithmetic)."""
+    recorded for :func:`_fix_chunk`. ``signed_w`` [512] is ``table_w`` with the sign
+    folded in (entry ``word & 0x1FF``: layer in bits 0-7, sign in bit 8), so the only
+    table look-ups are one scalar loop (the signed scale and the miss flag per
+    element); the arithmetic, ``mean + std * (u * scale)``, runs in a second loop that
+    vectorises (LLVM emits no gathers for the look-ups here, and with them in it the
+    whole loop stayed scalar). A chunk inside one sample writes ``out`` straight from
+    that loop; one that wraps from sample to sample goes through an ``eps`` buffer."""
     t = tensor_of[g]
     chunk = chunk_of[g]
     n = mean_at[t + 1] - mean_at[t]
@@ -180,7 +184,17 @@ def _bulk_chunk(
     stop = min(start + CHUNK, num_mc * n)
     count = stop - start
     words = _chunk_words(chunk, k0, k1, streams[t])
-    missed = np.empty(CHUNK, np.int32)
+    scale = np.empty(CHUNK, np.float32)
+    misses = 0
+    for j in range(count):  # the look-ups, scalar, and the misses recorded
+        word = np.int32(words[j])
+        scale[j] = signed_w[word & np.int32(0x1FF)]
+        if ((word >> np.int32(9)) & np.int32(0x7FFFFF)) >= table_k[word & np.int32(0xFF)]:
+            if misses < _MAX_MISSES:
+                miss_word[g, misses] = words[j]
+                miss_pos[g, misses] = j
+            misses += 1
+    miss_count[g] = misses
     base_in, base_out = mean_at[t], out_at[t]
     first = start % n
     if first + count <= n:  # int32 before float: AVX2 converts only signed integers
@@ -188,21 +202,13 @@ def _bulk_chunk(
         std_row = std[base_in + first : base_in + first + count]
         out_row = out[base_out + start : base_out + stop]
         for j in range(count):
-            word = np.int32(words[j])
-            u = (word >> np.int32(9)) & np.int32(0x7FFFFF)
-            layer = word & np.int32(0xFF)
-            sign = np.float32(1 - 2 * ((word >> np.int32(8)) & np.int32(1)))
-            out_row[j] = mean_row[j] + std_row[j] * (np.float32(u) * table_w[layer] * sign)
-            missed[j] = np.int32(u >= table_k[layer])
+            u = (np.int32(words[j]) >> np.int32(9)) & np.int32(0x7FFFFF)
+            out_row[j] = mean_row[j] + std_row[j] * (np.float32(u) * scale[j])
     else:
         eps = np.empty(CHUNK, np.float32)
         for j in range(count):
-            word = np.int32(words[j])
-            u = (word >> np.int32(9)) & np.int32(0x7FFFFF)
-            layer = word & np.int32(0xFF)
-            sign = np.float32(1 - 2 * ((word >> np.int32(8)) & np.int32(1)))
-            eps[j] = np.float32(u) * table_w[layer] * sign
-            missed[j] = np.int32(u >= table_k[layer])
+            u = (np.int32(words[j]) >> np.int32(9)) & np.int32(0x7FFFFF)
+            eps[j] = np.float32(u) * scale[j]
         j = start
         while j < stop:  # out[j] = mean[i] + std[i] eps, i = j mod n, without a division per element
             i0 = j % n
@@ -211,14 +217,6 @@ def _bulk_chunk(
             for q in range(run):
                 out[base_out + j + q] = mean[base_in + i0 + q] + std[base_in + i0 + q] * eps[offset + q]
             j += run
-    misses = 0
-    for j in range(count):
-        if missed[j]:
-            if misses < _MAX_MISSES:
-                miss_word[g, misses] = words[j]
-                miss_pos[g, misses] = j
-            misses += 1
-    miss_count[g] = misses
 
 
 @njit(inline="always")
@@ -291,6 +289,7 @@ def _fill(
     table_k, table_w, table_f, out,
 ):
     table_k_signed = table_k.astype(np.int32)  # 256 entries, all below 2^23
+    signed_w = np.concatenate((table_w, -table_w))  # entry word & 0x1FF: layer, then sign
     work = tensor_of.size
     miss_word = np.empty((work, _MAX_MISSES), np.uint32)
     miss_pos = np.empty((work, _MAX_MISSES), np.int32)
@@ -298,7 +297,7 @@ def _fill(
     for g in prange(work):  # the misses right after their chunk, while it is in L1
         _bulk_chunk(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
-            table_k_signed, table_w, out, miss_word, miss_pos, miss_count,
+            table_k_signed, signed_w, out, miss_word, miss_pos, miss_count,
         )
         _fix_chunk(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
