@@ -340,6 +340,14 @@ def nu_update_serial(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out)
     return 0.5 * total
 
 
+FLUSH_BELOW = np.float32(np.finfo(np.float32).tiny)
+"""Logit gradients below the smallest normal float32 (about 1.2e-38) are flushed to 0,
+as TensorFlow's CPU thread pools flush subnormals (``port::ScopedFlushDenormal``): a
+confident row's softmax gradient (``p - 1[c = y]`` with ``p`` below 1e-38) would
+otherwise be subnormal and slow every product it enters downstream (on Intel CPUs, a
+microcode assist per operation; benchmarks/README.md)."""
+
+
 def task_loss_and_grads(
     net: FusedMLP, mean, std, seed, x, y, mask, nll_mean: bool, want: str,
     workspace: Workspace | None = None,
@@ -367,6 +375,7 @@ def task_loss_and_grads(
     probs = exp / total
     probs[:, np.arange(y.size), y] -= 1.0
     grad_logits = (probs * (weight[None, :, None] / net.num_mc)).astype(np.float32)
+    grad_logits[np.abs(grad_logits) < FLUSH_BELOW] = 0.0  # subnormal: flushed, as TF does
     g_mean, g_std = net.backward(
         grad_logits, buffer, hidden, mean, std, x, mask,
         want_mean=want == "mean", want_std=want == "std", workspace=workspace,

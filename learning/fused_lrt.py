@@ -55,6 +55,7 @@ from numba import get_num_threads, njit, prange, uint32
 
 from learning import covariance
 from learning.fused_local import (
+    FLUSH_BELOW,
     nu_update_serial,
     phase2_ratio_row,
     phase2_update_row,
@@ -198,7 +199,8 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
         scale = weight / num_mc
         for c in range(classes):
             p = math.exp(np.float64(logits[row, c] - top)) / norm
-            grad[row, c] = np.float32(scale * (p - (1.0 if c == label else 0.0)))
+            value = scale * (p - (1.0 if c == label else 0.0))
+            grad[row, c] = np.float32(value) if abs(value) >= FLUSH_BELOW else np.float32(0.0)
     return total / num_mc
 
 
