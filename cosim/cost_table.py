@@ -4,7 +4,7 @@ paper-size round (without evaluation) per algorithm and estimator, and of one
 evaluation, on one core."""
 
 COST_TABLE = {
-    "measured": "2026-11-25, commit 7d343e6, AMD EPYC, one core per run, CPU time",
+    "measured": "2026-11-27, commit 67b5f89, Intel(R) Xeon(R) Processor, one core per run, CPU time",
     "architectures": [
         "mlp"
     ],
@@ -23,73 +23,73 @@ COST_TABLE = {
     },
     "round_core_s": {
         "bayes_aircomp": {
-            "reparameterization": 8.2161,
-            "local_reparameterization": 2.2158
+            "reparameterization": 7.5033,
+            "local_reparameterization": 2.3442
         },
         "fedavg": {
-            "any": 0.6683
+            "any": 0.9954
         },
         "fedprox": {
-            "any": 0.9671
+            "any": 1.547
         },
         "scaffold": {
-            "any": 1.0879
+            "any": 1.6138
         },
         "fedsmoo": {
-            "any": 2.2036
+            "any": 3.5547
         },
         "fedgmt": {
-            "any": 0.8901
+            "any": 1.2798
         }
     },
     "round_core_s_per_sample": {
         "bayes_aircomp": {
-            "reparameterization": 0.17578,
-            "local_reparameterization": 0.10874
+            "reparameterization": 0.11599,
+            "local_reparameterization": 0.08114
         },
         "fedavg": {
-            "any": 0.00852
+            "any": 0.00494
         },
         "fedprox": {
-            "any": 0.00924
+            "any": 0.00387
         },
         "scaffold": {
-            "any": 0.01508
+            "any": 0.01159
         },
         "fedsmoo": {
-            "any": 0.02292
+            "any": 0.00208
         },
         "fedgmt": {
-            "any": 0.00972
+            "any": 0.00721
         }
     },
     "run_fixed_core_s": {
         "bayes_aircomp": {
-            "reparameterization": 4.814,
-            "local_reparameterization": 3.479
+            "reparameterization": 6.841,
+            "local_reparameterization": 3.963
         },
         "fedavg": {
-            "any": 4.55
+            "any": 3.82
         },
         "fedprox": {
-            "any": 4.619
+            "any": 4.671
         },
         "scaffold": {
-            "any": 6.863
+            "any": 4.187
         },
         "fedsmoo": {
-            "any": 5.789
+            "any": 4.38
         },
         "fedgmt": {
-            "any": 5.246
+            "any": 4.836
         }
     },
     "eval_core_s": {
-        "bayes_aircomp": 1.7158,
-        "fedavg": 0.102,
-        "fedprox": 0.1116,
-        "scaffold": 0.1066,
-        "fedsmoo": 0.1019,
-        "fedgmt": 0.1052
+        "bayes_aircomp": 1.8061,
+        "fedavg": 0.08,
+        "fedprox": 0.0887,
+        "scaffold": 0.0788,
+        "fedsmoo": 0.0887,
+        "fedgmt": 0.0752
     }
 }

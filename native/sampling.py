@@ -19,13 +19,11 @@ NumPy code (Numba) and writes the weight sample directly:
   extra uniforms come from disjoint Philox counters (element, attempt). The output
   is N(0, 1) up to float32 resolution, tails included (the tail draws from 32-bit
   uniforms, so |eps| is not truncated below about 9.9; TF's Box-Muller stops at 5.7).
-  The misses are flagged in the hot loop, so it has no calls and vectorises, and
-  completed right after it in the same work item, while the chunk's output, mean and
-  std are still in L1 (a second sweep over the whole sample, as first written, found
-  them in L3 or memory: about 100 ns per miss instead of 50, and the fill 1.4x
-  slower). Written as ``mean + std * eps``: 1.6-1.7 ns per normal on two cores
-  (2.4-2.5 with the second sweep, same run); TF's generators: 7.8-10 ns for the
-  normal alone.
+  Per chunk, one scalar loop takes the table look-ups (the signed scale, the miss
+  test, the misses recorded), a second loop without calls or look-ups forms ``mean +
+  std * u * scale`` and vectorises, and the misses are completed right after, in the
+  same work item, while the chunk's output, mean and std are still in L1. What each
+  of these choices is worth, measured: ``benchmarks/README.md``.
 * **Fusion:** the kernel writes ``mean + std * eps`` (the noise itself is never
   stored) and the backward kernel forms ``dL/dmean = sum_m g_m`` and
   ``dL/dstd = sum_m g_m (w_m - mean) / std`` in one pass over ``g`` and ``w``.
