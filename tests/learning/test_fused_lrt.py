@@ -63,3 +63,36 @@ def test_noise_is_fresh_per_step_and_device(rng):
     other, _, _ = trainer.rho_phase(mu_t, rho_t, x, y, mask, weights, seed, device_ids=tf.constant([7, 8]))
     np.testing.assert_array_equal(same.numpy()[0], same.numpy()[1])
     assert not np.array_equal(other.numpy()[0], other.numpy()[1])
+
+
+def test_subnormal_logit_gradients_are_flushed_to_zero():
+    """A logit 100 below the row's top has softmax probability about 4e-44: its
+    gradient is subnormal in float32 and both Numba paths write 0 (as TF's thread pools
+    flush it); the other entries are the softmax gradient as defined."""
+    from learning import fused_local, fused_lrt
+
+    logits = np.array([[0.0, -100.0, -1.0]], np.float32)
+    labels = np.array([0])
+    grad = np.full((1, 3), np.nan, np.float32)
+    fused_lrt._softmax_xent(logits, labels, 1, 1, False, grad)
+    p = np.exp(logits[0].astype(np.float64) - np.log(np.exp(logits[0].astype(np.float64)).sum()))
+    assert 0.0 < np.float32(p[1]) < np.finfo(np.float32).tiny  # subnormal unless flushed
+    assert grad[0, 1] == 0.0
+    np.testing.assert_allclose(grad[0, [0, 2]], [p[0] - 1.0, p[2]], rtol=1e-6)
+
+    seen = {}
+
+    class Net:  # the exact path's network, reduced to what task_loss_and_grads asks of it
+        num_mc = 1
+
+        def forward(self, *args, **kwargs):
+            return logits[None], None, None
+
+        def backward(self, grad_logits, *args, **kwargs):
+            seen["grad"] = grad_logits
+            return np.zeros(1, np.float32), np.zeros(1, np.float32)
+
+    fused_local.task_loss_and_grads(Net(), None, None, None, None, labels, np.ones(1, np.float32),
+                                    False, want="mean")
+    assert seen["grad"][0, 0, 1] == 0.0
+    np.testing.assert_allclose(seen["grad"][0, 0, [0, 2]], [p[0] - 1.0, p[2]], rtol=1e-6)
