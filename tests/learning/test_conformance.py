@@ -26,10 +26,10 @@ Sizes. The MLP 33-131-9-5 (d = 5,692) crosses every kernel's blocks: the exact
 estimator's update passes work on the whole d-vector in blocks of 2,048 entries
 (``learning.fused_local._BLOCK``: three blocks, the last partial), the LRT's per layer
 (layer 1 holds 4,454 parameters: three blocks); the forward pass splits a layer of 128
-or more output columns in two (131: 65 + 66); the backward takes 16 kernel rows per
-work item (``learning.fused_mlp._ROW_BLOCK``; 33 and 131 rows end in a partial item, 9
-rows are narrower than one); the four-way unrolled loops get remainders (33, 131, 9
-rows; 7 and 5 batch rows). Three devices: one full, one without data (pi_k = 0, mask
+or more output columns in two (131: 65 + 66); the backward takes 64 kernel rows per
+work item (``learning.fused_mlp._ROW_BLOCK``; 131 rows end in a partial item, 33 and 9
+rows are narrower than one); the forward's four-way unrolled loop over kernel rows
+gets remainders (33, 131, 9 rows). Three devices: one full, one without data (pi_k = 0, mask
 all zero), one padded (non-zero inputs on its padding rows, which must not count);
 with two Numba workers the LRT's first worker runs devices 0 and 2 on the same
 buffers. E = 2 steps, M = 3 samples, eta = 0.01 (steps that change rho by up to a
