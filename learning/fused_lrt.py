@@ -336,6 +336,9 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
     (1..E; its later losses repeat its last)."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
+    # writeable copies and non-literal flags, so that both phases call one specialisation
+    # of _device_step (as _nu_phase does): its compilation is the suite's largest
+    mean, anchor_w, phase1 = mu_t.copy(), anchor.copy(), np.bool_(True)
     for w in prange(workers):
         var, grad = vec[w, 0], vec[w, 1]
         for k in range(w, num_devices, workers):
@@ -352,7 +355,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
                 current = vec[w, slot]
                 new = out[k] if step == taken - 1 else vec[w, 5 - slot]
                 task, kl, floored = _device_step(
-                    True, code, mu_t, var, var, sigma_t, anchor, current, n, labels[w], num_mc, nll_mean, layers,
+                    phase1, code, mean, var, var, sigma_t, anchor_w, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
                     tmp[w], grad, rho_t, limit, increasing, kl_weights[k], learning_rate, new,
                 )
@@ -373,6 +376,8 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
     ``phase2_update_row``: the values of the whole-array passes); ``losses`` [2, E, K]."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
+    # as in _rho_phase: the types of _rho_phase's call of _device_step
+    variances, phase1, code, increasing = var.copy(), np.bool_(False), np.int64(0), np.bool_(False)
     for w in prange(workers):
         mean, grad, ratio = vec[w, 0], vec[w, 1], vec[w, 2]
         for k in range(w, num_devices, workers):
@@ -387,9 +392,9 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
                     continue
                 current, new = vec[w, slot], vec[w, 7 - slot]
                 task, kl, _ = _device_step(
-                    False, 0, mean, var, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean, layers,
-                    keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
-                    tmp[w], grad, prior_rho, prior_rho, False, kl_weights[k], learning_rate, new,
+                    phase1, code, mean, variances, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean,
+                    layers, keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w],
+                    eps[w], tmp[w], grad, prior_rho, prior_rho, increasing, kl_weights[k], learning_rate, new,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 slot = 7 - slot
