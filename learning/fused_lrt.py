@@ -124,7 +124,7 @@ def _layer_params(phase1, code, a, b, c, out):
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
-             tables_f, act, sd, eps, tmp):
+             tables_f, act, sd, eps, tmp, first):
     """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
 
     Input: ``mean``, ``var`` float32 [d]: the shared one is read, the device's own one
@@ -135,6 +135,11 @@ def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0,
     kernel offset, bias offset); the Philox key and the ziggurat tables. Written:
     every layer's input (``act``), ``sqrt(delta)`` (``sd``: [n, out] for layer 1,
     [M n, out] after) and ``eps`` ([M n, out]).
+
+    Layer 1's input rows and its shared parameters are the same in every step of a
+    phase, so its shared path is formed at the device's ``first`` step only and kept:
+    phase 1's ``gamma`` (in ``tmp[4]``), phase 2's ``sqrt(delta)`` (in ``sd``). The
+    kept values are those the step would form (the same products of the same inputs).
     """
     num_layers = layers.shape[0]
     a_at, s_at, e_at = 0, 0, 0
@@ -144,21 +149,27 @@ def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0,
         _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
         rows = n if layer == 0 else num_mc * n
         h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
-        gamma = tmp[0, : rows * n_out].reshape(rows, n_out)
-        np.dot(h, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out), gamma)
-        square = tmp[1, : rows * n_in].reshape(rows, n_in)
-        for r in range(rows):
-            h_row, sq_row = h[r], square[r]
-            for i in range(n_in):
-                sq_row[i] = h_row[i] * h_row[i]
-        s = sd[s_at : s_at + rows * n_out].reshape(rows, n_out)
-        np.dot(square, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out), s)
+        kept = layer == 0 and not first  # this layer's shared path is the first step's
+        gamma = tmp[4 if layer == 0 and phase1 else 0, : rows * n_out].reshape(rows, n_out)
         mean_bias, var_bias = mean[b_at : b_at + n_out], var[b_at : b_at + n_out]
-        for r in range(rows):
-            s_row, gamma_row = s[r], gamma[r]
-            for c in range(n_out):
-                s_row[c] = np.sqrt(s_row[c] + var_bias[c])
-                gamma_row[c] += mean_bias[c]
+        if not (kept and phase1):
+            np.dot(h, mean[k_at : k_at + n_in * n_out].reshape(n_in, n_out), gamma)
+            for r in range(rows):
+                gamma_row = gamma[r]
+                for c in range(n_out):
+                    gamma_row[c] += mean_bias[c]
+        s = sd[s_at : s_at + rows * n_out].reshape(rows, n_out)
+        if phase1 or not kept:
+            square = tmp[1, : rows * n_in].reshape(rows, n_in)
+            for r in range(rows):
+                h_row, sq_row = h[r], square[r]
+                for i in range(n_in):
+                    sq_row[i] = h_row[i] * h_row[i]
+            np.dot(square, var[k_at : k_at + n_in * n_out].reshape(n_in, n_out), s)
+            for r in range(rows):
+                s_row = s[r]
+                for c in range(n_out):
+                    s_row[c] = np.sqrt(s_row[c] + var_bias[c])
         noise = eps[e_at : e_at + num_mc * n * n_out]
         sampling.normals_into(noise, k0, k1, uint32(layer), tables_k, tables_w, tables_f)
         out_at = a_at + rows * n_in
@@ -207,7 +218,7 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
                  tables_k, tables_w, tables_f, act, sd, eps, tmp, grad,
-                 prior_rho, limit, increasing, kl_weight, learning_rate, new):
+                 prior_rho, limit, increasing, kl_weight, learning_rate, new, first):
     """One local step of one device: forward, loss, backward, and the update of each
     layer's parameters as soon as their gradient is formed (while it is in cache).
 
@@ -226,7 +237,7 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     loss = 0.0
     if n > 0:
         logits_at = _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
-                             tables_k, tables_w, tables_f, act, sd, eps, tmp)
+                             tables_k, tables_w, tables_f, act, sd, eps, tmp, first)
         classes = layers[num_layers - 1, 1]
         logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
         loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, tmp[0, : rows * classes].reshape(rows, classes))
@@ -357,7 +368,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
                 task, kl, floored = _device_step(
                     phase1, code, mean, var, var, sigma_t, anchor_w, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
-                    tmp[w], grad, rho_t, limit, increasing, kl_weights[k], learning_rate, new,
+                    tmp[w], grad, rho_t, limit, increasing, kl_weights[k], learning_rate, new, step == 0,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 hits[k] += floored
@@ -395,6 +406,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
                     phase1, code, mean, variances, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean,
                     layers, keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w],
                     eps[w], tmp[w], grad, prior_rho, prior_rho, increasing, kl_weights[k], learning_rate, new,
+                    step == 0,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 slot = 7 - slot
@@ -461,7 +473,7 @@ class FusedLRTSteps:
             np.zeros((workers, acts), np.float32),
             np.zeros((workers, sds), np.float32),
             np.zeros((workers, noise), np.float32),
-            np.zeros((workers, 4, m * batch * widest), np.float32),
+            np.zeros((workers, 5, m * batch * widest), np.float32),  # 4: layer 1's kept gamma
             np.zeros((workers, _WORKER_VECTORS, self.num_params), np.float32),
             np.zeros((workers, batch), np.int64),
         )
