@@ -9,8 +9,10 @@ backend with Philox noise, the time-domain uplink, two covariance readings, the 
 power control and a generic one in both domains) and counts
 the specialisations of the kernels launched from Python.
 
-It lives at the root of tests/ so that it runs after the other tests, with Numba's
-cache of every kernel written.
+It lives at the root of tests/, collected last, so that it runs after most of the
+other tests (the other worker may still be on its last file), with Numba's cache of
+most kernels written; a kernel still uncached is compiled here, which changes no
+count.
 """
 
 from __future__ import annotations
