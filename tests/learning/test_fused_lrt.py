@@ -25,7 +25,9 @@ def _data(rng, rows, batch, num_classes):
 
 def test_devices_are_independent_of_their_batch(rng):
     """A device's update depends on its own seed and data only: the batch of three equals
-    each device run alone (bit for bit), whichever worker thread it lands on."""
+    each device run alone (bit for bit), whichever worker thread it lands on, in both
+    phases (each keeps layer 1's shared path from a device's first step to its later
+    ones: device 2 follows device 0 on the same worker)."""
     model = MLP(**SHAPE)
     config = LocalConfig(
         kl_scale=10.0, learning_rate=0.05, local_steps=2, mc_samples=2,
@@ -45,6 +47,16 @@ def test_devices_are_independent_of_their_batch(rng):
         )
         np.testing.assert_array_equal(alone.numpy()[0], batch.numpy()[k])
     assert np.abs(batch.numpy()).max() > 0
+    rho_next = rho_t + tf.reduce_mean(batch, axis=0)
+    nus, _ = trainer.nu_phase(mu_t, rho_t, rho_next, batch, x, y, mask, weights, seed, device_ids=ids)
+    for k in range(3):
+        alone, _ = trainer.nu_phase(
+            mu_t, rho_t, rho_next, batch[k : k + 1], x[k : k + 1], y[k : k + 1], mask[k : k + 1],
+            weights[k : k + 1], seed, device_ids=ids[k : k + 1],
+            delta_rho_global=rho_next - rho_t,
+        )
+        np.testing.assert_array_equal(alone.numpy()[0], nus.numpy()[k])
+    assert np.abs(nus.numpy()).max() > 0
 
 
 def test_noise_is_fresh_per_step_and_device(rng):
