@@ -10,7 +10,11 @@ import random
 
 import numpy as np
 import pytest
-import tensorflow as tf
+
+from native import tensorflow_import
+
+tensorflow_import.install()  # TF's import-time CUDA lines filtered, as the packages filter them
+import tensorflow as tf  # noqa: E402
 
 TEST_SEED = 1234
 
