@@ -162,19 +162,48 @@ def _chunk_words(chunk, k0, k1, stream):
 
 
 @njit(inline="always")
+def _signed_tables(table_k, table_w):
+    """The look-up tables of the fast path: ``table_k`` as int32 (all below 2^23) and
+    ``table_w`` with the sign folded in, [512], entry ``word & 0x1FF`` (layer in bits
+    0-7, sign in bit 8)."""
+    return table_k.astype(np.int32), np.concatenate((table_w, -table_w))
+
+
+@njit(inline="always")
+def _look_up(words, count, k_signed, signed_w, scale, missed):
+    """The fast path's table look-ups for the first ``count`` words of a chunk, in one
+    scalar loop (LLVM emits no gathers for them here, and with them in it the
+    arithmetic's loop stayed scalar): each element's signed scale into ``scale``, the
+    positions of the misses (about 1.2 %) into ``missed``; returns their number."""
+    misses = 0
+    for j in range(count):
+        word = np.int32(words[j])
+        scale[j] = signed_w[word & np.int32(0x1FF)]
+        if ((word >> np.int32(9)) & np.int32(0x7FFFFF)) >= k_signed[word & np.int32(0xFF)]:
+            missed[misses] = j
+            misses += 1
+    return misses
+
+
+@njit(inline="always")
+def _abscissa(word):
+    """The float32 abscissa ``u`` (23 bits) of a word (int32 before float: AVX2
+    converts only signed integers); ``eps = u * scale``."""
+    return np.float32((np.int32(word) >> np.int32(9)) & np.int32(0x7FFFFF))
+
+
+@njit(inline="always")
 def _bulk_chunk(
     g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
     table_k, signed_w, out, miss_word, miss_pos, miss_count,
 ):
     """Fast path of work item ``g`` (chunk ``chunk_of[g]`` of tensor ``tensor_of[g]``):
     every element as if its first word hit a rectangle; the misses (about 1.2 %) are
-    recorded for :func:`_fix_chunk`. ``signed_w`` [512] is ``table_w`` with the sign
-    folded in (entry ``word & 0x1FF``: layer in bits 0-7, sign in bit 8), so the only
-    table look-ups are one scalar loop (the signed scale and the miss flag per
-    element); the arithmetic, ``mean + std * (u * scale)``, runs in a second loop that
-    vectorises (LLVM emits no gathers for the look-ups here, and with them in it the
-    whole loop stayed scalar). A chunk inside one sample writes ``out`` straight from
-    that loop; one that wraps from sample to sample goes through an ``eps`` buffer."""
+    recorded for :func:`_fix_chunk`. The look-ups are :func:`_look_up`'s scalar loop
+    (tables from :func:`_signed_tables`); the arithmetic, ``mean + std * (u * scale)``,
+    runs in a second loop that vectorises. A chunk inside one sample writes ``out``
+    straight from that loop; one that wraps from sample to sample goes through an
+    ``eps`` buffer."""
     t = tensor_of[g]
     chunk = chunk_of[g]
     n = mean_at[t + 1] - mean_at[t]
@@ -183,30 +212,24 @@ def _bulk_chunk(
     count = stop - start
     words = _chunk_words(chunk, k0, k1, streams[t])
     scale = np.empty(CHUNK, np.float32)
-    misses = 0
-    for j in range(count):  # the look-ups, scalar, and the misses recorded
-        word = np.int32(words[j])
-        scale[j] = signed_w[word & np.int32(0x1FF)]
-        if ((word >> np.int32(9)) & np.int32(0x7FFFFF)) >= table_k[word & np.int32(0xFF)]:
-            if misses < _MAX_MISSES:
-                miss_word[g, misses] = words[j]
-                miss_pos[g, misses] = j
-            misses += 1
+    missed = np.empty(CHUNK, np.int32)
+    misses = _look_up(words, count, table_k, signed_w, scale, missed)
+    for c in range(min(misses, _MAX_MISSES)):
+        miss_word[g, c] = words[missed[c]]
+        miss_pos[g, c] = missed[c]
     miss_count[g] = misses
     base_in, base_out = mean_at[t], out_at[t]
     first = start % n
-    if first + count <= n:  # int32 before float: AVX2 converts only signed integers
+    if first + count <= n:
         mean_row = mean[base_in + first : base_in + first + count]
         std_row = std[base_in + first : base_in + first + count]
         out_row = out[base_out + start : base_out + stop]
         for j in range(count):
-            u = (np.int32(words[j]) >> np.int32(9)) & np.int32(0x7FFFFF)
-            out_row[j] = mean_row[j] + std_row[j] * (np.float32(u) * scale[j])
+            out_row[j] = mean_row[j] + std_row[j] * (_abscissa(words[j]) * scale[j])
     else:
         eps = np.empty(CHUNK, np.float32)
         for j in range(count):
-            u = (np.int32(words[j]) >> np.int32(9)) & np.int32(0x7FFFFF)
-            eps[j] = np.float32(u) * scale[j]
+            eps[j] = _abscissa(words[j]) * scale[j]
         j = start
         while j < stop:  # out[j] = mean[i] + std[i] eps, i = j mod n, without a division per element
             i0 = j % n
@@ -262,25 +285,17 @@ def normals_into(out, k0, k1, stream, table_k, table_w, table_f):
     Input: uint32 ``k0``, ``k1``, ``stream``; the ziggurat tables ``_K``, ``_W``, ``_F``.
     """
     size = out.size
-    k_signed = table_k.astype(np.int32)  # as _fill: one scalar loop of look-ups, then one that vectorises
-    signed_w = np.concatenate((table_w, -table_w))
+    k_signed, signed_w = _signed_tables(table_k, table_w)  # the fill's loops, serially
     scale = np.empty(CHUNK, np.float32)
-    missed = np.empty(CHUNK, np.int64)
+    missed = np.empty(CHUNK, np.int32)
     for chunk in range((size + CHUNK - 1) // CHUNK):
         words = _chunk_words(chunk, k0, k1, stream)
         start = chunk * CHUNK
         count = min(CHUNK, size - start)
-        misses = 0
-        for j in range(count):
-            word = np.int32(words[j])
-            scale[j] = signed_w[word & np.int32(0x1FF)]
-            if ((word >> np.int32(9)) & np.int32(0x7FFFFF)) >= k_signed[word & np.int32(0xFF)]:
-                missed[misses] = j
-                misses += 1
+        misses = _look_up(words, count, k_signed, signed_w, scale, missed)
         row = out[start : start + count]
         for j in range(count):  # as the fill's mean 0 + std 1 * eps (-0 -> +0)
-            u = (np.int32(words[j]) >> np.int32(9)) & np.int32(0x7FFFFF)
-            row[j] = np.float32(0.0) + np.float32(u) * scale[j]
+            row[j] = np.float32(0.0) + _abscissa(words[j]) * scale[j]
         for c in range(misses):
             j = missed[c]
             row[j] = np.float32(0.0) + np.float32(
@@ -295,8 +310,7 @@ def _fill(
     tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
     table_k, table_w, table_f, out,
 ):
-    table_k_signed = table_k.astype(np.int32)  # 256 entries, all below 2^23
-    signed_w = np.concatenate((table_w, -table_w))  # entry word & 0x1FF: layer, then sign
+    table_k_signed, signed_w = _signed_tables(table_k, table_w)
     work = tensor_of.size
     miss_word = np.empty((work, _MAX_MISSES), np.uint32)
     miss_pos = np.empty((work, _MAX_MISSES), np.int32)
