@@ -9,6 +9,14 @@
   that arrives read-only on one path (memory of a TensorFlow tensor) and writeable on
   another would compile the kernel twice. Every array a kernel only reads is passed
   through :func:`read_only`, so each kernel compiles once.
+* **Parallel launches from one thread.** libgomp (Numba's ``omp`` layer) keeps one
+  team of worker threads per thread that launches a parallel region. Once more than
+  one thread has launched (TensorFlow runs ``tf.numpy_function`` on its own threads),
+  the process has more OpenMP threads than cores, and libgomp then lets a waiting
+  worker spin only 100 times before it sleeps: every later launch wakes its workers
+  through the kernel. Kernels called from inside a TensorFlow op therefore run on
+  the op's thread alone (:func:`inside_tensorflow_op`); what this is worth is in
+  ``benchmarks/README.md``.
 * **BLAS on the calling thread.** Kernels that call ``np.dot`` (scipy's BLAS) from
   inside their own ``prange`` run under :func:`single_threaded_blas`, so each core
   runs its own products and BLAS starts no threads of its own on top.
@@ -16,11 +24,13 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
+import numba
 import numpy as np
 
-__all__ = ["LAUNCH_LOCK", "read_only", "single_threaded_blas"]
+__all__ = ["LAUNCH_LOCK", "inside_tensorflow_op", "read_only", "single_threaded_blas"]
 
 LAUNCH_LOCK = threading.Lock()
 """Held around every parallel Numba launch: one at a time per process."""
@@ -38,6 +48,23 @@ def single_threaded_blas():
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
+
+
+def inside_tensorflow_op(fn):
+    """``fn`` for ``tf.numpy_function``: the Numba kernels it launches run on the calling
+    thread alone (``numba.set_num_threads(1)``, which is thread-local, restored after
+    the call), so no thread of TensorFlow's starts an OpenMP team of its own."""
+
+    @functools.wraps(fn)
+    def call(*args):
+        previous = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return fn(*args)
+        finally:
+            numba.set_num_threads(previous)
+
+    return call
 
 
 def read_only(array, dtype=np.float32) -> np.ndarray:
