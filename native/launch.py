@@ -14,9 +14,9 @@
   one thread has launched (TensorFlow runs ``tf.numpy_function`` on its own threads),
   the process has more OpenMP threads than cores, and libgomp then lets a waiting
   worker spin only 100 times before it sleeps: every later launch wakes its workers
-  through the kernel. Kernels called from inside a TensorFlow op therefore run on
-  the op's thread alone (:func:`inside_tensorflow_op`); what this is worth is in
-  ``benchmarks/README.md``.
+  through the kernel. The team that a kernel called from inside a TensorFlow op
+  starts on TF's thread is therefore ended after the op (:func:`inside_tensorflow_op`);
+  what this is worth is in ``benchmarks/README.md``.
 * **BLAS on the calling thread.** Kernels that call ``np.dot`` (scipy's BLAS) from
   inside their own ``prange`` run under :func:`single_threaded_blas`, so each core
   runs its own products and BLAS starts no threads of its own on top.
@@ -24,13 +24,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 
 import numba
 import numpy as np
 
-__all__ = ["LAUNCH_LOCK", "inside_tensorflow_op", "read_only", "single_threaded_blas"]
+__all__ = ["LAUNCH_LOCK", "inside_tensorflow_op", "read_only", "release_openmp_team", "single_threaded_blas"]
 
 LAUNCH_LOCK = threading.Lock()
 """Held around every parallel Numba launch: one at a time per process."""
@@ -51,20 +52,52 @@ def single_threaded_blas():
 
 
 def inside_tensorflow_op(fn):
-    """``fn`` for ``tf.numpy_function``: the Numba kernels it launches run on the calling
-    thread alone (``numba.set_num_threads(1)``, which is thread-local, restored after
-    the call), so no thread of TensorFlow's starts an OpenMP team of its own."""
+    """``fn`` for ``tf.numpy_function``: its kernels run in parallel as anywhere else,
+    and when it ran on a thread other than the main thread (TensorFlow's, in graph
+    mode), the OpenMP team that thread started is released after the call
+    (:func:`release_openmp_team`), so that the main thread's stays the only one."""
 
     @functools.wraps(fn)
     def call(*args):
-        previous = numba.get_num_threads()
-        numba.set_num_threads(1)
         try:
             return fn(*args)
         finally:
-            numba.set_num_threads(previous)
+            if threading.current_thread() is not threading.main_thread():
+                release_openmp_team()
 
     return call
+
+
+_GOMP = None
+"""libgomp, once loaded for :func:`release_openmp_team` (False: not Numba's layer)."""
+
+
+def release_openmp_team() -> bool:
+    """End the OpenMP team of the calling thread (``omp_pause_resource_all(omp_pause_soft)``:
+    its workers exit; the next parallel launch from this thread starts new ones).
+    Returns whether there was an OpenMP runtime to ask: Numba's layer is ``omp`` and
+    its libgomp has the call (OpenMP 5.0); otherwise this does nothing."""
+    global _GOMP
+    if _GOMP is None:
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # no parallel kernel has run in this process yet
+            return False
+        _GOMP = False
+        if layer == "omp":
+            try:
+                library = ctypes.CDLL("libgomp.so.1")
+                _GOMP = library.omp_pause_resource_all
+                _GOMP.argtypes, _GOMP.restype = [ctypes.c_int], ctypes.c_int
+            except (OSError, AttributeError):
+                _GOMP = False
+    if _GOMP is False:
+        return False
+    _GOMP(_OMP_PAUSE_SOFT)
+    return True
+
+
+_OMP_PAUSE_SOFT = 1
 
 
 def read_only(array, dtype=np.float32) -> np.ndarray:

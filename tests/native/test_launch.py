@@ -1,45 +1,61 @@
-"""How kernels are launched (:mod:`native.launch`): from inside a TensorFlow op on the
-op's thread alone."""
+"""How kernels are launched (:mod:`native.launch`): a TensorFlow op's OpenMP team is
+ended after the op, so the main thread's stays the only one."""
 
+import os
 import threading
 
 import numba
 import numpy as np
 import pytest
 import tensorflow as tf
+from numba import njit, prange
 
+from native import launch
 from native.launch import inside_tensorflow_op
 
 
-def test_a_tensorflow_op_launches_on_its_own_thread_alone():
-    """In a graph, the wrapped function sees one Numba thread on TF's thread; the
-    caller's count is untouched, and a call on this thread gets its count back."""
-    seen = []
+@njit(parallel=True)
+def _touch(out):
+    for i in prange(out.size):
+        out[i] = i
 
-    def probe(x):
-        seen.append((numba.get_num_threads(), threading.get_ident()))
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one Numba thread: no team")
+def test_a_tensorflow_ops_team_is_ended_after_the_op():
+    """A parallel kernel run from TF's thread in a graph leaves no worker thread
+    behind (without the wrapper it leaves one per TF thread that ran it); on the main
+    thread, asked to, its team ends too."""
+    _touch(np.empty(64))  # the main thread's team
+    if numba.threading_layer() != "omp":
+        pytest.skip("the OpenMP layer is not Numba's layer here")
+    ran_on = []
+
+    def kernel(x):
+        ran_on.append(threading.get_ident())
+        _touch(np.empty(64))
         return x
-
-    before = numba.get_num_threads()
 
     @tf.function
     def graph(x):
-        return tf.numpy_function(inside_tensorflow_op(probe), [x], tf.float32, stateful=False)
+        return tf.numpy_function(inside_tensorflow_op(kernel), [x], tf.float32, stateful=False)
 
-    assert graph(tf.constant(2.0)).numpy() == 2.0
-    assert seen[0][0] == 1
-    assert numba.get_num_threads() == before
-    inside_tensorflow_op(probe)(np.float32(1.0))  # as TF may run it: on the caller's thread
-    assert seen[1] == (1, threading.get_ident())
-    assert numba.get_num_threads() == before
+    graph(tf.constant(1.0))  # traced, and TF's threads started
+    before = _threads()
+    for _ in range(4):
+        assert graph(tf.constant(2.0)).numpy() == 2.0
+    assert threading.get_ident() not in ran_on
+    assert _threads() == before
+    assert launch.release_openmp_team() is True  # on the main thread: its team ends too
+    _touch(np.empty(64))  # and the next launch starts a new one
 
 
-def test_the_count_comes_back_when_the_function_raises():
-    before = numba.get_num_threads()
-
-    def fails():
-        raise ValueError("boom")
-
-    with pytest.raises(ValueError, match="boom"):
-        inside_tensorflow_op(fails)()
-    assert numba.get_num_threads() == before
+def test_a_call_on_the_main_thread_keeps_its_team():
+    _touch(np.empty(64))
+    before = _threads()
+    assert inside_tensorflow_op(lambda x: x)(np.float32(1.0)) == 1.0
+    _touch(np.empty(64))
+    assert _threads() == before
