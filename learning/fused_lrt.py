@@ -124,13 +124,14 @@ def _layer_params(phase1, code, a, b, c, out):
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
-             tables_f, act, sd, eps, tmp, first):
+             tables_f, act, sd, eps, tmp, first, params_ready):
     """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
 
     Input: ``mean``, ``var`` float32 [d]: the shared one is read, the device's own one
     (phase 1: ``var``; phase 2: ``mean``; ``own`` is that same array, writable) is
     written layer by layer from ``p_a``, ``p_b``, ``p_c`` (:func:`_layer_params`) just
-    before the layer's products;
+    before the layer's products, unless ``params_ready`` (the step before wrote them
+    after its update, :func:`_device_step`);
     ``n`` real rows, already in ``act[:n in_0]``; ``layers`` int64 [L, 4] = (in, out,
     kernel offset, bias offset); the Philox key and the ziggurat tables. Written:
     every layer's input (``act``), ``sqrt(delta)`` (``sd``: [n, out] for layer 1,
@@ -146,7 +147,8 @@ def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0,
     for layer in range(num_layers):
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
         lo, hi = k_at, b_at + n_out
-        _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
+        if not params_ready:
+            _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
         rows = n if layer == 0 else num_mc * n
         h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
         kept = layer == 0 and not first  # this layer's shared path is the first step's
@@ -218,7 +220,7 @@ def _softmax_xent(logits, labels, n, num_mc, nll_mean, grad):
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc, nll_mean, layers, k0, k1,
                  tables_k, tables_w, tables_f, act, sd, eps, tmp, grad,
-                 prior_rho, limit, increasing, kl_weight, learning_rate, new, first):
+                 prior_rho, limit, increasing, kl_weight, learning_rate, new, first, prepare_next):
     """One local step of one device: forward, loss, backward, and the update of each
     layer's parameters as soon as their gradient is formed (while it is in cache).
 
@@ -230,6 +232,10 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``, ``prior_rho`` the KL
     prior's precision; the gradient with respect to the mean and
     :func:`~learning.fused_local.nu_update_serial`.
+    With ``prepare_next``, each layer's parameters for the next step (``own``, from
+    ``p_a``, ``p_b`` and the new iterate) are written right after its update, while
+    its slices are in cache; that step's forward then takes them as they are (not
+    ``first``: ``params_ready``).
     Returns (task loss, KL term (without lambda_k), floored entries).
     """
     num_layers = layers.shape[0]
@@ -237,7 +243,7 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     loss = 0.0
     if n > 0:
         logits_at = _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
-                             tables_k, tables_w, tables_f, act, sd, eps, tmp, first)
+                             tables_k, tables_w, tables_f, act, sd, eps, tmp, first, not first)
         classes = layers[num_layers - 1, 1]
         logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
         loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, tmp[0, : rows * classes].reshape(rows, classes))
@@ -271,6 +277,8 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
         else:
             kl += nu_update_serial(p_c[lo:hi], p_b[lo:hi], grad[lo:hi], prior_rho[lo:hi], kl_weight,
                                    learning_rate, new[lo:hi])
+        if prepare_next:  # this layer's slices are done with in this step
+            _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], new[lo:hi], own[lo:hi])
     return loss, kl, hits
 
 
@@ -369,6 +377,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
                     phase1, code, mean, var, var, sigma_t, anchor_w, current, n, labels[w], num_mc, nll_mean, layers,
                     keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w], eps[w],
                     tmp[w], grad, rho_t, limit, increasing, kl_weights[k], learning_rate, new, step == 0,
+                    step < taken - 1,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 hits[k] += floored
@@ -406,7 +415,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
                     phase1, code, mean, variances, mean, mu_t, ratio, current, n, labels[w], num_mc, nll_mean,
                     layers, keys[step, k, 0], keys[step, k, 1], tables_k, tables_w, tables_f, act[w], sd[w],
                     eps[w], tmp[w], grad, prior_rho, prior_rho, increasing, kl_weights[k], learning_rate, new,
-                    step == 0,
+                    step == 0, step < device_steps[k] - 1,
                 )
                 losses[0, step, k], losses[1, step, k] = task, kl
                 slot = 7 - slot
