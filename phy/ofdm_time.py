@@ -74,7 +74,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH_LOCK, read_only, release_openmp_team
 from phy.limits import first_tap_lag, last_tap_lag, latest_kept_delay_samples
 
 _CHUNK_DEVICES = 8
@@ -523,6 +523,7 @@ class TimeDomainUplink:
             with LAUNCH_LOCK:
                 _precode(*source, response, devices, slots, num_subcarriers // 2,
                          a_freq[: devices.size], b_freq[:num_isi])
+            release_openmp_team()  # its spinning worker would hold a core from the FFTs
             a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=_workers(),
                                     overwrite_x=True)
             b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=_workers(),
@@ -538,6 +539,7 @@ class TimeDomainUplink:
             with LAUNCH_LOCK:
                 _combine(a_time, b_time, slots, cfo_start.astype(np.complex64),
                          cfo_step.astype(np.complex64), isi_taps, isi_lags, l_min, cp, window)
+            release_openmp_team()
         order = _natural_index(num_subcarriers)
         return y + scipy.fft.fft(window, axis=-1, norm="ortho", workers=_workers())[:, order]
 
@@ -555,6 +557,7 @@ class TimeDomainUplink:
         with LAUNCH_LOCK:
             _cfo_series(*source, response, devices.astype(np.int64), weight,
                         2.0 * np.pi * eps, num_subcarriers // 2, coefficients)
+        release_openmp_team()
         powers = scipy.fft.ifft(coefficients, axis=-1, norm="ortho", workers=_workers(),
                                 overwrite_x=True)
         offset = 1j * (window_sample / num_subcarriers - 0.5)
