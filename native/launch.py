@@ -69,7 +69,9 @@ def inside_tensorflow_op(fn):
 
 
 _GOMP = None
-"""libgomp, once loaded for :func:`release_openmp_team` (False: not Numba's layer)."""
+"""libgomp's ``omp_pause_resource_all``, once looked up by :func:`release_openmp_team`
+(False: Numba's layer is not libgomp's)."""
+_OMP_PAUSE_SOFT = 1  # omp_pause_resource_t omp_pause_soft (OpenMP 5.0)
 
 
 def release_openmp_team() -> bool:
@@ -95,9 +97,6 @@ def release_openmp_team() -> bool:
         return False
     _GOMP(_OMP_PAUSE_SOFT)
     return True
-
-
-_OMP_PAUSE_SOFT = 1
 
 
 def read_only(array, dtype=np.float32) -> np.ndarray:
