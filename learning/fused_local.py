@@ -31,14 +31,24 @@ from numba import njit, prange
 
 from learning import covariance
 from learning.fused_mlp import FusedMLP, Workspace
+from native.float_control import flush_subnormals, restore_float_control
 from native.launch import LAUNCH_LOCK, read_only
+
+_BLOCK = 2048
+"""Elements per work item of the elementwise passes (the updates: partial sums in
+float32 within a block, across blocks in float64)."""
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
 def _shifted_mean(mu, ratio, z, out):
     """``out = mu + ratio * z`` (the phase-2 sampling mean, float32 [d])."""
-    for i in prange(out.size):
-        out[i] = mu[i] + ratio[i] * z[i]
+    for block in prange((out.size + _BLOCK - 1) // _BLOCK):
+        control = flush_subnormals()
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, out.size)
+        mu_b, ratio_b, z_b, out_b = mu[lo:hi], ratio[lo:hi], z[lo:hi], out[lo:hi]
+        for i in range(out_b.size):  # over the views: no wraparound checks, so it vectorises
+            out_b[i] = mu_b[i] + ratio_b[i] * z_b[i]
+        restore_float_control(control)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
@@ -51,7 +61,9 @@ def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
     of operations (no fast-math), so the values are those of the TF path.
     """
     for k in prange(out.shape[0]):
+        control = flush_subnormals()
         phase2_ratio_row(delta_rho_k[k], delta_rho, rho_next, out[k])
+        restore_float_control(control)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -67,7 +79,9 @@ def phase2_update(delta_rho_k, delta_rho, rho_next, mu_t, z, out):
     in one pass: float32 [K, d] ``delta_rho_k``, ``z``; [d] ``delta_rho``, ``rho_next``,
     ``mu_t``. Output: ``out`` [K, d] (written; may be ``z`` itself)."""
     for k in prange(out.shape[0]):
+        control = flush_subnormals()
         phase2_update_row(delta_rho_k[k], delta_rho, rho_next, mu_t, z[k], out[k])
+        restore_float_control(control)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -82,11 +96,6 @@ _SERIES_BOUND = covariance.KL_SERIES_BOUND
 summed from its series in float32 (vectorised; no cancellation); above, in float64 from
 ``log1p`` (:func:`_rho_kl_large_block`). The other readings sum their gap in q with
 :func:`learning.covariance.nb_kl_gap`."""
-
-
-_BLOCK = 2048
-"""Elements per work item of the update passes (partial sums in float32 within a
-block, across blocks in float64)."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
@@ -220,6 +229,7 @@ def _rho_update(code, delta, sigma_t, anchor, limit, g_std, kl_weight, learning_
     weight = np.float32(kl_weight)
     rate = np.float32(learning_rate)
     for block in prange(blocks):
+        control = flush_subnormals()
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
         kl, hits, large = _rho_update_block(
             code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi], limit[lo:hi], g_std[lo:hi], weight, rate,
@@ -228,11 +238,14 @@ def _rho_update(code, delta, sigma_t, anchor, limit, g_std, kl_weight, learning_
         kl_parts[block] = kl
         hit_parts[block] = np.int64(hits)
         large_parts[block] = np.int64(large)
+        restore_float_control(control)
     total = kl_parts.sum()
     if large_parts.sum():
         for block in prange(blocks):
+            control = flush_subnormals()
             lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
             kl_parts[block] = _rho_kl_large_block(code, delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi])
+            restore_float_control(control)
         total += kl_parts.sum()
     return total, hit_parts.sum()
 
@@ -268,18 +281,23 @@ def rho_update_serial(code, delta, sigma_t, anchor, limit, g_std, kl_weight, lea
 def phase1_std(code, delta, sigma_t, anchor, out):
     """The device's sampling std ``sigma_k = sigma_t (1 + q)`` (float32 [d]) from its
     iterate ``delta`` under the covariance reading ``code``."""
-    if code == covariance.PRECISION:  # (rho_t + Delta)^-1/2, the anchor being rho_t
-        for i in prange(out.size):
-            out[i] = np.float32(1.0) / np.sqrt(anchor[i] + delta[i])
-        return
     one = np.float32(1.0)
-    for i in prange(out.size):  # from series where they apply, else the exact forms
-        if covariance.nb_series_applies(delta[i]):
-            q, _ = covariance.nb_std_change_series(code, delta[i], sigma_t[i], anchor[i])
-            out[i] = sigma_t[i] * (one + q)
+    for block in prange((out.size + _BLOCK - 1) // _BLOCK):
+        control = flush_subnormals()
+        lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, out.size)
+        delta_b, sigma_b, anchor_b, out_b = delta[lo:hi], sigma_t[lo:hi], anchor[lo:hi], out[lo:hi]
+        if code == covariance.PRECISION:  # (rho_t + Delta)^-1/2, the anchor being rho_t
+            for i in range(out_b.size):
+                out_b[i] = one / np.sqrt(anchor_b[i] + delta_b[i])
         else:
-            q, _ = covariance.nb_std_change(code, delta[i], sigma_t[i], anchor[i])
-            out[i] = np.float32(covariance.nb_std_of(q, sigma_t[i]))
+            for i in range(out_b.size):  # from series where they apply, else the exact forms
+                if covariance.nb_series_applies(delta_b[i]):
+                    q, _ = covariance.nb_std_change_series(code, delta_b[i], sigma_b[i], anchor_b[i])
+                    out_b[i] = sigma_b[i] * (one + q)
+                else:
+                    q, _ = covariance.nb_std_change(code, delta_b[i], sigma_b[i], anchor_b[i])
+                    out_b[i] = np.float32(covariance.nb_std_of(q, sigma_b[i]))
+        restore_float_control(control)
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
@@ -288,7 +306,9 @@ def precision_change(code, delta, sigma_t, anchor, rho_t, out):
     ``delta`` [K, d] (:func:`learning.covariance.precision_change_row`; ``out`` may be
     ``delta``)."""
     for k in prange(out.shape[0]):
+        control = flush_subnormals()
         covariance.precision_change_row(code, delta[k], sigma_t, anchor, rho_t, out[k])
+        restore_float_control(control)
 
 
 @njit(inline="always", fastmath=True)
@@ -318,10 +338,12 @@ def _nu_update(z, ratio, g_mean, prior_rho, kl_weight, learning_rate, out):
     weight = np.float32(kl_weight)
     rate = np.float32(learning_rate)
     for block in prange(blocks):
+        control = flush_subnormals()
         lo, hi = block * _BLOCK, min(block * _BLOCK + _BLOCK, size)
         kl_parts[block] = _nu_update_block(
             z[lo:hi], ratio[lo:hi], g_mean[lo:hi], prior_rho[lo:hi], weight, rate, out[lo:hi]
         )
+        restore_float_control(control)
     return 0.5 * kl_parts.sum()
 
 

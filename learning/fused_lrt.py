@@ -62,6 +62,7 @@ from learning.fused_local import (
     rho_update_serial,
 )
 from native import sampling
+from native.float_control import flush_subnormals, restore_float_control
 from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
 
 _WORKER_VECTORS = 5
@@ -359,6 +360,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
     # of _device_step (as _nu_phase does): its compilation is the suite's largest
     mean, anchor_w, phase1 = mu_t.copy(), anchor.copy(), np.bool_(True)
     for w in prange(workers):
+        control = flush_subnormals()
         var, grad = vec[w, 0], vec[w, 1]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
@@ -384,6 +386,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
                 slot = 5 - slot
             if code != covariance.PRECISION:  # the precision reading's iterate is Delta_rho_k
                 covariance.precision_change_row(code, out[k], sigma_t, anchor, rho_t, out[k])
+        restore_float_control(control)
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -399,6 +402,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
     # as in _rho_phase: the types of _rho_phase's call of _device_step
     variances, phase1, code, increasing = var.copy(), np.bool_(False), np.int64(0), np.bool_(False)
     for w in prange(workers):
+        control = flush_subnormals()
         mean, grad, ratio = vec[w, 0], vec[w, 1], vec[w, 2]
         for k in range(w, num_devices, workers):
             n = _gather_rows(x[k], y[k], mask[k], act[w], labels[w])
@@ -420,6 +424,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
                 losses[0, step, k], losses[1, step, k] = task, kl
                 slot = 7 - slot
             phase2_update_row(delta_rho_k[k], delta_rho, rho_next, mu_t, vec[w, slot], out[k])
+        restore_float_control(control)
 
 
 class FusedLRTSteps:

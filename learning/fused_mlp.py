@@ -32,6 +32,7 @@ import functools
 import numpy as np
 from numba import njit, prange
 
+from native.float_control import flush_subnormals, restore_float_control
 from native.host_arrays import aligned_empty
 from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
 from native.sampling import Layout
@@ -54,6 +55,7 @@ def _dense_forward(h, w, b, relu, out):
     parts = 2 if n_out >= 128 else 1
     width = n_out // parts
     for item in prange(num_mc * parts):
+        control = flush_subnormals()
         m = item // parts
         j0 = (item % parts) * width
         j1 = n_out if item % parts == parts - 1 else j0 + width
@@ -85,6 +87,7 @@ def _dense_forward(h, w, b, relu, out):
                 orow = om[r, j0:j1]
                 for j in range(j1 - j0):
                     orow[j] = max(orow[j], np.float32(0.0))
+        restore_float_control(control)
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -115,6 +118,7 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean
                 h_t[m, i, r] = h[m, r, i]
     blocks = (n_in + _ROW_BLOCK - 1) // _ROW_BLOCK
     for block in prange(blocks):
+        control = flush_subnormals()
         i0 = block * _ROW_BLOCK
         i1 = min(i0 + _ROW_BLOCK, n_in)
         width = i1 - i0
@@ -151,6 +155,7 @@ def _dense_backward(h, w, mean, std, delta, want_input_grad, delta_in, want_mean
             for a in range(width):
                 for j in range(n_out):
                     gs[a, j] /= std_block[a, j]
+        restore_float_control(control)
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")

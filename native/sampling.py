@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 from numba import njit, prange, uint32, uint64
 
+from native.float_control import flush_subnormals, restore_float_control
 from native.host_arrays import aligned_empty
 from native.launch import LAUNCH_LOCK, read_only
 
@@ -316,6 +317,7 @@ def _fill(
     miss_pos = np.empty((work, _MAX_MISSES), np.int32)
     miss_count = np.empty(work, np.int64)
     for g in prange(work):  # the misses right after their chunk, while it is in L1
+        control = flush_subnormals()
         _bulk_chunk(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
             table_k_signed, signed_w, out, miss_word, miss_pos, miss_count,
@@ -324,11 +326,13 @@ def _fill(
             g, tensor_of, chunk_of, streams, mean_at, out_at, num_mc, mean, std, k0, k1,
             table_k, table_w, table_f, out, miss_word, miss_pos, miss_count,
         )
+        restore_float_control(control)
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True)
 def _grad(tensor_of, chunk_of, mean_at, grads, samples, mean, std, g_mean, g_std):
     for g in prange(tensor_of.size):
+        control = flush_subnormals()
         t = tensor_of[g]
         grad = grads[t]
         sample = samples[t]
@@ -346,6 +350,7 @@ def _grad(tensor_of, chunk_of, mean_at, grads, samples, mean, std, g_mean, g_std
                 g_std[base + i] += gi * (sample[m, i] - mean[base + i])
         for i in range(lo, hi):
             g_std[base + i] /= std[base + i]
+        restore_float_control(control)
 
 
 _ALIGN = 16  # floats: every tensor starts 64-byte aligned in the output buffer
