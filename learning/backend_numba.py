@@ -20,7 +20,7 @@ from learning.fused_lrt import FusedLRTSteps
 from learning.objective import LocalObjective
 from learning.runtime import NUMBA_ARCHITECTURES
 from native.host_arrays import BufferPool, as_tensor
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 
 class NumbaSteps:
@@ -78,7 +78,7 @@ class NumbaSteps:
         reading = definition.reading
         if reading.code != covariance.PRECISION:
             sigma_t, anchor, _ = reading.phase_constants(rho_t, definition.config.min_precision)
-            with LAUNCH_LOCK:
+            with LAUNCH:
                 precision_change(reading.code, delta, sigma_t, anchor, read_only(rho_t), delta)
         return as_tensor(delta), tf.stack(losses), hits
 
@@ -99,7 +99,7 @@ class NumbaSteps:
             return as_tensor(out), tf.constant(losses)
         ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
         spare = self.buffers.take(shape)
-        with LAUNCH_LOCK:
+        with LAUNCH:
             phase2_ratio(delta_rho_k, delta_rho_np, rho_next_np, ratio)
         losses = []
         for step in range(definition.config.local_steps):
@@ -111,6 +111,6 @@ class NumbaSteps:
             z, spare = new, z
             losses.append(repeat_stopped(device_steps, step, loss, losses))
         del spare
-        with LAUNCH_LOCK:
+        with LAUNCH:
             phase2_update(delta_rho_k, delta_rho_np, rho_next_np, mu_np, z, ratio)
         return as_tensor(ratio), tf.stack(losses)

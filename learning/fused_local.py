@@ -32,7 +32,7 @@ from numba import njit, prange
 from learning import covariance
 from learning.fused_mlp import FusedMLP, Workspace
 from native.float_control import flush_subnormals, restore_float_control
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 _BLOCK = 2048
 """Elements per work item of the elementwise passes (the updates: partial sums in
@@ -474,13 +474,13 @@ class FusedSteps:
         hits = 0
         for k in range(delta.shape[0]):
             own = np.ascontiguousarray(delta[k])
-            with LAUNCH_LOCK:
+            with LAUNCH:
                 phase1_std(reading.code, own, sigma_t, anchor, std)
             task, g_std = task_loss_and_grads(
                 self.net, mu_t, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="std",
                 workspace=self.workspace,
             )
-            with LAUNCH_LOCK:
+            with LAUNCH:
                 kl, floored = _rho_update(
                     reading.code, own, sigma_t, anchor, limit, g_std, kl_weights[k],
                     self.phase1_learning_rate, reading.increasing, new[k],
@@ -504,13 +504,13 @@ class FusedSteps:
         mean = np.empty_like(mu_t)
         for k in range(z.shape[0]):
             zk, rk = np.ascontiguousarray(z[k]), np.ascontiguousarray(ratio[k])
-            with LAUNCH_LOCK:
+            with LAUNCH:
                 _shifted_mean(mu_t, rk, zk, mean)
             task, g_mean = task_loss_and_grads(
                 self.net, mean, std, seeds[k], x[k], y[k], mask[k], self.nll_mean, want="mean",
                 workspace=self.workspace,
             )
-            with LAUNCH_LOCK:
+            with LAUNCH:
                 kl = _nu_update(zk, rk, g_mean, prior_rho, kl_weights[k], self.learning_rate, new[k])
             losses[k] = task + kl_weights[k] * (kl + prior_term)
         return new, losses

@@ -63,7 +63,7 @@ from learning.fused_local import (
 )
 from native import sampling
 from native.float_control import flush_subnormals, restore_float_control
-from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
+from native.launch import LAUNCH, read_only, single_threaded_blas
 
 _WORKER_VECTORS = 5
 """``d``-vectors per worker: the device's own parameters and gradient, then (whole
@@ -519,7 +519,7 @@ class FusedLRTSteps:
         hits = np.empty(x.shape[0], np.int64)
         rho_t = read_only(rho_t)
         sigma_t, anchor, limit = self.reading.phase_constants(rho_t, self.min_precision)
-        with LAUNCH_LOCK, single_threaded_blas():
+        with LAUNCH, single_threaded_blas():
             _rho_phase(
                 self.reading.code, read_only(mu_t), rho_t, sigma_t, anchor, limit,
                 self.reading.increasing, x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,
@@ -547,7 +547,7 @@ class FusedLRTSteps:
             raise ValueError("out must not share memory with delta_rho_k")
         var, prior_rho, prior_term = _phase2_constants(rho_next, prior_rho)
         losses = np.empty((2, *keys.shape[:2]), np.float64)
-        with LAUNCH_LOCK, single_threaded_blas():
+        with LAUNCH, single_threaded_blas():
             _nu_phase(
                 delta_rho_k, read_only(delta_rho), read_only(rho_next), read_only(mu_t),
                 read_only(var), read_only(prior_rho), x, y, mask, kl_weights, keys, self.num_mc, self.nll_mean,

@@ -34,7 +34,7 @@ from numba import njit, prange
 
 from native.float_control import flush_subnormals, restore_float_control
 from native.host_arrays import aligned_empty
-from native.launch import LAUNCH_LOCK, read_only, single_threaded_blas
+from native.launch import LAUNCH, read_only, single_threaded_blas
 from native.sampling import Layout
 
 _ROW_BLOCK = 64
@@ -257,7 +257,7 @@ class FusedMLP:
         hidden = workspace.hidden(x.shape[0]) if reuse else aligned_empty(size)
         outs = self._hidden(hidden, x.shape[0], rows.size)
         outs.append(np.empty((self.num_mc, rows.size, self.layer_sizes[-1][1]), np.float32))
-        with LAUNCH_LOCK:
+        with LAUNCH:
             for i, out in enumerate(outs):
                 _dense_forward(read_only(h), weights[2 * i], weights[2 * i + 1], i < len(outs) - 1, out)
                 h = out
@@ -285,7 +285,7 @@ class FusedMLP:
             g_mean, g_std = workspace.g_mean, workspace.g_std
         delta = np.ascontiguousarray(np.asarray(grad_logits, np.float32)[:, rows])
         starts = self.layout.mean_at
-        with LAUNCH_LOCK, single_threaded_blas():
+        with LAUNCH, single_threaded_blas():
             for i in range(len(self.layer_sizes) - 1, -1, -1):
                 n_in = self.layer_sizes[i][0]
                 k0, k1, b1 = starts[2 * i], starts[2 * i + 1], starts[2 * i + 2]

@@ -3,20 +3,27 @@
 * **One parallel launch at a time.** Numba runs one parallel region at a time per
   process well; TensorFlow may call a kernel from several of its threads at once
   (``tf.numpy_function`` in the PHY's graph, the local training's steps). Every
-  parallel Numba launch of ``phy/`` and ``learning/`` holds :data:`LAUNCH_LOCK`.
+  parallel Numba launch of ``phy/`` and ``learning/`` runs inside :data:`LAUNCH` or
+  :data:`LAUNCH_ENDING_TEAM`, which hold one lock.
+* **One OpenMP team, the main thread's.** libgomp (Numba's ``omp`` layer) keeps one
+  team of worker threads per thread that launches a parallel region. Once more than
+  one thread has launched (TensorFlow runs ``tf.numpy_function`` on its own threads),
+  the process has more OpenMP threads than cores, and libgomp then lets a waiting
+  worker spin only 100 times before it sleeps: every later launch wakes its workers
+  through the kernel. Both contexts therefore end the team of a launching thread
+  other than the main one when the launch is over (:func:`release_openmp_team`).
+* **The team ended where threaded work follows.** Between launches the main thread's
+  worker spins (libgomp's default, up to 300,000 times), which is what the training's
+  thousands of small launches per round want; but a kernel followed by TF's or scipy's
+  threaded work would have that worker hold a core from it. The PHY's kernels, each
+  followed by such work, launch in :data:`LAUNCH_ENDING_TEAM`, which ends the team on
+  every thread (starting it again costs about 0.07 ms); the training's in
+  :data:`LAUNCH`. What each is worth is in ``benchmarks/README.md``.
 * **Inputs read-only.** Numba compiles one specialisation of a kernel per tuple of
   argument types, and an array's writeable flag is part of its type. A kernel input
   that arrives read-only on one path (memory of a TensorFlow tensor) and writeable on
   another would compile the kernel twice. Every array a kernel only reads is passed
   through :func:`read_only`, so each kernel compiles once.
-* **Parallel launches from one thread.** libgomp (Numba's ``omp`` layer) keeps one
-  team of worker threads per thread that launches a parallel region. Once more than
-  one thread has launched (TensorFlow runs ``tf.numpy_function`` on its own threads),
-  the process has more OpenMP threads than cores, and libgomp then lets a waiting
-  worker spin only 100 times before it sleeps: every later launch wakes its workers
-  through the kernel. The team that a kernel called from inside a TensorFlow op
-  starts on TF's thread is therefore ended after the op (:func:`inside_tensorflow_op`);
-  what this is worth is in ``benchmarks/README.md``.
 * **BLAS on the calling thread.** Kernels that call ``np.dot`` (scipy's BLAS) from
   inside their own ``prange`` run under :func:`single_threaded_blas`, so each core
   runs its own products and BLAS starts no threads of its own on top.
@@ -25,16 +32,44 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
 
 import numba
 import numpy as np
 
-__all__ = ["LAUNCH_LOCK", "inside_tensorflow_op", "read_only", "release_openmp_team", "single_threaded_blas"]
+__all__ = ["LAUNCH", "LAUNCH_ENDING_TEAM", "read_only", "release_openmp_team", "single_threaded_blas"]
 
-LAUNCH_LOCK = threading.Lock()
-"""Held around every parallel Numba launch: one at a time per process."""
+
+class _Launch:
+    """The context of one parallel Numba launch (or a few in a row): holds the process's
+    launch lock, and on exit ends the calling thread's OpenMP team when that thread is
+    not the main one, or always with ``end_team``."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, *, end_team: bool):
+        self.end_team = end_team
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            if self.end_team or threading.current_thread() is not threading.main_thread():
+                release_openmp_team()
+        finally:
+            self._lock.release()
+        return False
+
+
+LAUNCH = _Launch(end_team=False)
+"""Around the training's parallel launches: the main thread keeps its team (its worker
+spins between the launches), any other thread's team is ended after the launch."""
+
+LAUNCH_ENDING_TEAM = _Launch(end_team=True)
+"""Around the PHY's parallel launches, which TF's or scipy's threaded work follows: the
+launching thread's team is ended after the launch, whichever thread it is."""
 
 _BLAS = None
 """The process's :class:`threadpoolctl.ThreadpoolController` (built on first use)."""
@@ -49,23 +84,6 @@ def single_threaded_blas():
 
         _BLAS = ThreadpoolController()
     return _BLAS.limit(limits=1, user_api="blas")
-
-
-def inside_tensorflow_op(fn):
-    """``fn`` for ``tf.numpy_function``: its kernels run in parallel as anywhere else,
-    and when it ran on a thread other than the main thread (TensorFlow's, in graph
-    mode), the OpenMP team that thread started is released after the call
-    (:func:`release_openmp_team`), so that the main thread's stays the only one."""
-
-    @functools.wraps(fn)
-    def call(*args):
-        try:
-            return fn(*args)
-        finally:
-            if threading.current_thread() is not threading.main_thread():
-                release_openmp_team()
-
-    return call
 
 
 _GOMP = None

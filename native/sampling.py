@@ -44,7 +44,7 @@ from numba import njit, prange, uint32, uint64
 
 from native.float_control import flush_subnormals, restore_float_control
 from native.host_arrays import aligned_empty
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 CHUNK = 2048
 """Normals per work item; also fixes which Philox word feeds which element."""
@@ -415,7 +415,7 @@ class Layout:
         elif out.shape != (self.buffer_size,) or out.dtype != np.float32:
             raise ValueError(f"out must be float32 [{self.buffer_size}], got {out.dtype} {out.shape}")
         k0, k1 = _key(seed)
-        with LAUNCH_LOCK:
+        with LAUNCH:
             _fill(
                 self.tensor_of, self.chunk_of, self.streams, self.mean_at, self.out_at,
                 self.num_mc, mean, std, k0, k1, _K, _W, _F, out,
@@ -444,7 +444,7 @@ class Layout:
         mean, std = read_only(mean).ravel(), read_only(std).ravel()
         g_mean = np.empty(mean.size, np.float32)
         g_std = np.empty(mean.size, np.float32)
-        with LAUNCH_LOCK:
+        with LAUNCH:
             _grad(self.grad_tensor_of, self.grad_chunk_of, self.mean_at, grads, samples,
                   mean, std, g_mean, g_std)
         return g_mean, g_std

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 BLOCK = 4096
 """Values per block (its float64 partial sum, 32 kB, stays in cache while the K rows'
@@ -76,7 +76,7 @@ def aggregate_error(updates, weights, estimate) -> tuple[float, float]:
         raise ValueError(f"weights must be [{num_devices}] and estimate [{num_values}], got "
                          f"{weights.shape} and {estimate.shape}")
     out = np.zeros((max(-(-num_values // BLOCK), 1), 2), np.float64)
-    with LAUNCH_LOCK:
+    with LAUNCH:
         _aggregate_error(updates, weights, estimate, out)
     return float(out[:, 0].sum()), float(out[:, 1].sum())
 

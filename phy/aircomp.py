@@ -55,7 +55,6 @@ import numpy as np
 import tensorflow as tf
 from sionna.phy.channel import ApplyOFDMChannel
 
-from native.launch import inside_tensorflow_op
 from phy.grid import GroupingRule
 from phy.grid_sums import grid_sums
 from phy.ofdm_time import TimeDomainUplink
@@ -226,7 +225,7 @@ def _fast_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, no
     # screening scale, 1 and the off-mask (T, ||Delta||^2, off-part), and the linear part
     # of the estimate sum_k G_kf m_kf Delta_knf
     sums, linear = tf.numpy_function(
-        inside_tensorflow_op(grid_sums), [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, est_gain * mask],
+        grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, est_gain * mask],
         [tf.float32, tf.float32], stateful=False,
     )
     sums = tf.ensure_shape(sums, [num_devices, n, 3])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 LANES = 16
 """Partial sums per row energy, one per lane ``f mod LANES``, added up in lane order at
@@ -89,7 +89,7 @@ def grid_sums(updates, scale, mask, coeff):
     num_symbols = -(-num_values // num_subcarriers)
     sums = np.empty((num_devices, num_symbols, 3), np.float32)
     linear = np.empty((num_symbols, num_subcarriers), np.float32)
-    with LAUNCH_LOCK:
+    with LAUNCH:
         _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear)
     return sums, linear
 

@@ -74,7 +74,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK, read_only, release_openmp_team
+from native.launch import LAUNCH, LAUNCH_ENDING_TEAM, read_only
 from phy.limits import first_tap_lag, last_tap_lag, latest_kept_delay_samples
 
 _CHUNK_DEVICES = 8
@@ -497,7 +497,7 @@ class TimeDomainUplink:
             -2j * np.pi * np.outer(self.cfo_subcarriers, lags) / num_subcarriers)
         response = frequency_response(rotated, l_min, num_subcarriers).astype(np.complex64)
         y = np.empty((num_symbols, num_subcarriers), np.complex64)
-        with LAUNCH_LOCK:
+        with LAUNCH:
             _clean_sum(*source, response, np.flatnonzero(~(isi | has_cfo)).astype(np.int64), y)
         impaired = np.flatnonzero((isi | has_cfo) & ~series).astype(np.int64)
         if impaired.size == 0 and not series.any():
@@ -520,10 +520,9 @@ class TimeDomainUplink:
             slots = np.cumsum(isi[devices]) - 1
             slots[~isi[devices]] = -1
             num_isi = int(isi[devices].sum())
-            with LAUNCH_LOCK:
+            with LAUNCH_ENDING_TEAM:  # its spinning worker would hold a core from the FFTs
                 _precode(*source, response, devices, slots, num_subcarriers // 2,
                          a_freq[: devices.size], b_freq[:num_isi])
-            release_openmp_team()  # its spinning worker would hold a core from the FFTs
             a_time = scipy.fft.ifft(a_freq[: devices.size], axis=-1, norm="ortho", workers=_workers(),
                                     overwrite_x=True)
             b_time = scipy.fft.ifft(b_freq[:num_isi], axis=-1, norm="ortho", workers=_workers(),
@@ -536,10 +535,9 @@ class TimeDomainUplink:
             eps = self.cfo_subcarriers[devices]
             cfo_start = np.exp(2j * np.pi * np.outer(eps, symbol_start) / num_subcarriers)
             cfo_step = np.exp(2j * np.pi * np.outer(eps, window_sample) / num_subcarriers)
-            with LAUNCH_LOCK:
+            with LAUNCH_ENDING_TEAM:  # (the next chunk's FFTs, or the window's)
                 _combine(a_time, b_time, slots, cfo_start.astype(np.complex64),
                          cfo_step.astype(np.complex64), isi_taps, isi_lags, l_min, cp, window)
-            release_openmp_team()
         order = _natural_index(num_subcarriers)
         return y + scipy.fft.fft(window, axis=-1, norm="ortho", workers=_workers())[:, order]
 
@@ -554,10 +552,9 @@ class TimeDomainUplink:
         weight = (np.exp(2j * np.pi * np.outer(eps, symbol_start) / num_subcarriers)
                   * np.exp(1j * np.pi * eps)[:, None]).astype(np.complex64)
         coefficients = np.empty((terms, num_symbols, num_subcarriers), np.complex64)
-        with LAUNCH_LOCK:
+        with LAUNCH_ENDING_TEAM:  # the FFTs follow
             _cfo_series(*source, response, devices.astype(np.int64), weight,
                         2.0 * np.pi * eps, num_subcarriers // 2, coefficients)
-        release_openmp_team()
         powers = scipy.fft.ifft(coefficients, axis=-1, norm="ortho", workers=_workers(),
                                 overwrite_x=True)
         offset = 1j * (window_sample / num_subcarriers - 0.5)

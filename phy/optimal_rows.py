@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH_LOCK, read_only
+from native.launch import LAUNCH, read_only
 
 _MAX_ITERATIONS = 100
 _TOLERANCE = 1e-13
@@ -178,7 +178,7 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     num_subcarriers = u.shape[1]
     num_symbols = -(-updates.shape[1] // num_subcarriers)
     # pass 1 runs the rows device by device (warm starts), pass 2 symbol by symbol
-    with LAUNCH_LOCK:
+    with LAUNCH:
         lam = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
     by_symbol = np.argsort(symbols, kind="stable")
     symbol_starts = np.searchsorted(symbols[by_symbol], np.arange(num_symbols + 1))
@@ -187,7 +187,7 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     power = np.empty(devices.size, np.float64)
     distortion = np.empty(devices.size, np.float64)
     attenuated = np.empty(devices.size, np.int64)
-    with LAUNCH_LOCK:
+    with LAUNCH:
         _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, weights,
                      lam, g_corr, w_corr, power, distortion, attenuated)
     out = (g_corr, w_corr, power.astype(np.float32), distortion.astype(np.float32),
@@ -220,7 +220,7 @@ def optimal_row_amplitudes(updates, devices, symbols, u, budget_w, multipliers=N
     """
     updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
     out = np.empty((devices.size, u.shape[1]), np.float32)
-    with LAUNCH_LOCK:
+    with LAUNCH:
         if multipliers is None or np.shape(multipliers) != devices.shape:
             multipliers = _solved_multipliers(updates, devices, symbols, u_live, budget_w)
         _amplitudes(updates, devices, symbols, u_live, live,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from native.launch import inside_tensorflow_op
 from phy.grid_sums import gather_rows
 from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
 from phy.parameters import POWER_CONTROLS, TruncatedInversionControl
@@ -361,7 +360,7 @@ class OptimalPower(PowerControl):
         """:meth:`PowerControl.budget_rows` by :func:`phy.optimal_rows.optimal_rows`
         (eq. ``Opt_v`` on the rows where they lie in ``updates``: no gathered rows)."""
         g_corr, w_corr, row_power, row_dist, row_att, multipliers = tf.numpy_function(
-            inside_tensorflow_op(lambda *args: optimal_rows(*args, with_multipliers=True)),
+            lambda *args: optimal_rows(*args, with_multipliers=True),
             [updates, devices, symbols, u, est_gain, weights, power_budget_w],
             [tf.float32] * 5 + [tf.float64], stateful=False,
         )

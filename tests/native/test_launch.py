@@ -1,5 +1,6 @@
-"""How kernels are launched (:mod:`native.launch`): a TensorFlow op's OpenMP team is
-ended after the op, so the main thread's stays the only one."""
+"""How kernels are launched (:mod:`native.launch`): a launch from TensorFlow's threads
+ends its OpenMP team, so the main thread's stays the only one; the main thread keeps
+its team in :data:`LAUNCH` and ends it in :data:`LAUNCH_ENDING_TEAM`."""
 
 import os
 import threading
@@ -11,7 +12,9 @@ import tensorflow as tf
 from numba import njit, prange
 
 from native import launch
-from native.launch import inside_tensorflow_op
+from native.launch import LAUNCH, LAUNCH_ENDING_TEAM
+
+pytestmark = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one Numba thread: no team")
 
 
 @njit(parallel=True)
@@ -26,24 +29,51 @@ def _threads() -> set[str]:
     return set(os.listdir("/proc/self/task"))
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one Numba thread: no team")
-def test_a_tensorflow_ops_team_is_ended_after_the_op():
-    """A parallel kernel run from TF's thread in a graph leaves no worker thread
-    behind (without the wrapper it leaves one per TF thread that ran it); on the main
-    thread, asked to, its team ends too."""
+def _omp_layer():
     _touch(np.empty(64))  # the main thread's team
     if numba.threading_layer() != "omp":
         pytest.skip("the OpenMP layer is not Numba's layer here")
+
+
+def test_a_launch_from_another_thread_leaves_no_team_behind():
+    """A thread that launches in LAUNCH and lives on (as TF's threads do) keeps no
+    worker thread: the only new thread is itself (without the release, its team's
+    worker would be a second one)."""
+    _omp_layer()
+    before = _threads()
+    launched, done, native_id = threading.Event(), threading.Event(), []
+
+    def body():
+        with LAUNCH:
+            _touch(np.empty(64))
+        native_id.append(str(threading.get_native_id()))
+        launched.set()
+        done.wait()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    try:
+        assert launched.wait(60)
+        assert _threads() - before == set(native_id)
+    finally:
+        done.set()
+        thread.join()
+
+
+def test_a_launch_from_tensorflows_thread_leaves_no_team_behind():
+    """The same from inside a ``tf.numpy_function`` in a graph, where TF runs it."""
+    _omp_layer()
     ran_on = []
 
     def kernel(x):
         ran_on.append(threading.get_ident())
-        _touch(np.empty(64))
+        with LAUNCH:
+            _touch(np.empty(64))
         return x
 
     @tf.function
     def graph(x):
-        return tf.numpy_function(inside_tensorflow_op(kernel), [x], tf.float32, stateful=False)
+        return tf.numpy_function(kernel, [x], tf.float32, stateful=False)
 
     graph(tf.constant(1.0))  # traced, and TF's threads started
     before = _threads()
@@ -51,15 +81,34 @@ def test_a_tensorflow_ops_team_is_ended_after_the_op():
         assert graph(tf.constant(2.0)).numpy() == 2.0
     assert threading.get_ident() not in ran_on
     assert _threads() - before == set()
-    assert launch.release_openmp_team() is True  # on the main thread: its team ends too
-    _touch(np.empty(64))  # and the next launch starts a new one
 
 
-def test_a_call_on_the_main_thread_keeps_its_team():
+def test_the_main_thread_keeps_its_team_in_launch():
     """The same worker threads (by id) before and after: ended and restarted, the
     worker would come back with a new id."""
-    _touch(np.empty(64))
+    _omp_layer()
     before = _threads()
-    assert inside_tensorflow_op(lambda x: x)(np.float32(1.0)) == 1.0
+    for _ in range(3):
+        with LAUNCH:
+            _touch(np.empty(64))
     _touch(np.empty(64))
     assert _threads() - before == set()
+
+
+def test_launch_ending_team_ends_the_main_threads_team():
+    _omp_layer()
+    before = _threads()
+    with LAUNCH_ENDING_TEAM:
+        _touch(np.empty(64))
+    after_end = _threads()
+    assert before - after_end != set()  # the worker is gone
+    _touch(np.empty(64))  # and the next launch starts a new one
+    assert _threads() - after_end != set()
+
+
+def test_the_lock_is_released_when_the_launch_raises():
+    with pytest.raises(RuntimeError):
+        with LAUNCH:
+            raise RuntimeError("a kernel failed")
+    assert launch._Launch._lock.acquire(blocking=False)
+    launch._Launch._lock.release()
