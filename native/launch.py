@@ -14,11 +14,11 @@
   other than the main one when the launch is over (:func:`release_openmp_team`).
 * **The team ended where threaded work follows.** Between launches the main thread's
   worker spins (libgomp's default, up to 300,000 times), which is what the training's
-  thousands of small launches per round want; but a kernel followed by TF's or scipy's
-  threaded work would have that worker hold a core from it. The PHY's kernels, each
-  followed by such work, launch in :data:`LAUNCH_ENDING_TEAM`, which ends the team on
-  every thread (starting it again costs about 0.07 ms); the training's in
-  :data:`LAUNCH`. What each is worth is in ``benchmarks/README.md``.
+  thousands of small launches per round want; but a kernel followed by threaded work
+  outside Numba would have that worker hold a core from it. The time-domain uplink's
+  kernels that scipy's threaded FFTs follow launch in :data:`LAUNCH_ENDING_TEAM`, which
+  ends the team on the main thread too (starting it again costs about 0.05 ms); every
+  other kernel in :data:`LAUNCH`. What each is worth is in ``benchmarks/README.md``.
 * **Inputs read-only.** Numba compiles one specialisation of a kernel per tuple of
   argument types, and an array's writeable flag is part of its type. A kernel input
   that arrives read-only on one path (memory of a TensorFlow tensor) and writeable on
@@ -64,11 +64,11 @@ class _Launch:
 
 
 LAUNCH = _Launch(end_team=False)
-"""Around the training's parallel launches: the main thread keeps its team (its worker
-spins between the launches), any other thread's team is ended after the launch."""
+"""Around a parallel launch: the main thread keeps its team (its worker spins between
+launches), any other thread's team is ended after the launch."""
 
 LAUNCH_ENDING_TEAM = _Launch(end_team=True)
-"""Around the PHY's parallel launches, which TF's or scipy's threaded work follows: the
+"""Around a parallel launch that threaded work outside Numba follows (scipy's FFTs): the
 launching thread's team is ended after the launch, whichever thread it is."""
 
 _BLAS = None
