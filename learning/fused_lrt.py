@@ -98,7 +98,9 @@ def _series_variances(code, sigma_t, anchor, delta, out):
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _layer_params(phase1, code, a, b, c, out):
-    """One layer's device-specific parameters, written just before its products.
+    """One layer's device-specific parameters (at a device's first step, just before
+    the layer's products; at later steps, right after the layer's update in the step
+    before: :func:`_device_step`).
 
     Phase 1 (``phase1``): the variances ``out = sigma_k^2`` of the covariance reading
     ``code`` (:mod:`learning.covariance`) from ``a = sigma_t``, ``b`` its anchor and
@@ -125,14 +127,14 @@ def _layer_params(phase1, code, a, b, c, out):
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
 def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1, tables_k, tables_w,
-             tables_f, act, sd, eps, tmp, first, params_ready):
+             tables_f, act, sd, eps, tmp, first):
     """LRT forward of one device; returns the offset of the logits ``[M n, C]`` in ``act``.
 
     Input: ``mean``, ``var`` float32 [d]: the shared one is read, the device's own one
     (phase 1: ``var``; phase 2: ``mean``; ``own`` is that same array, writable) is
     written layer by layer from ``p_a``, ``p_b``, ``p_c`` (:func:`_layer_params`) just
-    before the layer's products, unless ``params_ready`` (the step before wrote them
-    after its update, :func:`_device_step`);
+    before the layer's products at the device's ``first`` step (later steps find them
+    written by the step before, after its update: :func:`_device_step`);
     ``n`` real rows, already in ``act[:n in_0]``; ``layers`` int64 [L, 4] = (in, out,
     kernel offset, bias offset); the Philox key and the ziggurat tables. Written:
     every layer's input (``act``), ``sqrt(delta)`` (``sd``: [n, out] for layer 1,
@@ -148,7 +150,7 @@ def _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0,
     for layer in range(num_layers):
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
         lo, hi = k_at, b_at + n_out
-        if not params_ready:
+        if first:
             _layer_params(phase1, code, p_a[lo:hi], p_b[lo:hi], p_c[lo:hi], own[lo:hi])
         rows = n if layer == 0 else num_mc * n
         h = act[a_at : a_at + rows * n_in].reshape(rows, n_in)
@@ -235,8 +237,8 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     :func:`~learning.fused_local.nu_update_serial`.
     With ``prepare_next``, each layer's parameters for the next step (``own``, from
     ``p_a``, ``p_b`` and the new iterate) are written right after its update, while
-    its slices are in cache; that step's forward then takes them as they are (not
-    ``first``: ``params_ready``).
+    its slices are in cache; that step's forward (not ``first``) takes them as they
+    are.
     Returns (task loss, KL term (without lambda_k), floored entries).
     """
     num_layers = layers.shape[0]
@@ -244,7 +246,7 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     loss = 0.0
     if n > 0:
         logits_at = _forward(phase1, code, mean, var, own, p_a, p_b, p_c, n, num_mc, layers, k0, k1,
-                             tables_k, tables_w, tables_f, act, sd, eps, tmp, first, not first)
+                             tables_k, tables_w, tables_f, act, sd, eps, tmp, first)
         classes = layers[num_layers - 1, 1]
         logits = act[logits_at : logits_at + rows * classes].reshape(rows, classes)
         loss = _softmax_xent(logits, labels, n, num_mc, nll_mean, tmp[0, : rows * classes].reshape(rows, classes))

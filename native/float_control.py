@@ -3,12 +3,12 @@
 TensorFlow's CPU thread pools run every op with subnormal results flushed to zero and
 subnormal inputs read as zero (``port::ScopedFlushDenormal``: the FTZ and DAZ bits of
 x86's MXCSR). Numba's threads run with the default control word, and on Intel CPUs
-every operation that meets a subnormal takes a microcode assist, tens of times its
-own cost; deep in a backward pass, gradients that small are common. The parallel
+every operation that meets a subnormal takes a microcode assist: the LRT's phase 2,
+whose products met them, took 0.62 s per paper-size round with them and 0.42 s
+flushed (2026-11-27, an Intel Xeon; ``benchmarks/README.md``). The parallel
 kernels of the local training (``learning/fused_*.py``, :mod:`native.sampling`)
 therefore start each work item with :func:`flush_subnormals` and end it with
-:func:`restore_float_control`: the same arithmetic as TF's, and the time the assists
-took (``benchmarks/README.md``).
+:func:`restore_float_control`: the same arithmetic as TF's, without the assists.
 
 The control word is per thread and is restored at the end of each work item, so
 nothing outside the kernel (NumPy on the main thread, the PHY) sees the change. BLAS

@@ -17,8 +17,8 @@
   thousands of small launches per round want; but a kernel followed by threaded work
   outside Numba would have that worker hold a core from it. The time-domain uplink's
   kernels that scipy's threaded FFTs follow launch in :data:`LAUNCH_ENDING_TEAM`, which
-  ends the team on the main thread too (starting it again costs about 0.05 ms); every
-  other kernel in :data:`LAUNCH`. What each is worth is in ``benchmarks/README.md``.
+  ends the team on the main thread too (starting it again cost about 0.05 ms here on
+  2026-11-27); every other kernel in :data:`LAUNCH`. What each is worth is in ``benchmarks/README.md``.
 * **Inputs read-only.** Numba compiles one specialisation of a kernel per tuple of
   argument types, and an array's writeable flag is part of its type. A kernel input
   that arrives read-only on one path (memory of a TensorFlow tensor) and writeable on
