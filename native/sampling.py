@@ -366,6 +366,14 @@ def shared_gradients(g_mean, g_std, shared_mean: bool, shared_std: bool):
     return g_mean, g_std
 
 
+GRAD_GROUP = 16
+"""Parameter tensors per launch of the gradient kernel: Numba passes a tuple into a
+parallel region only up to ``NUMBA_PARFOR_MAX_TUPLE_SIZE`` (100) elements, and ResNet-56
+has 167 tensors; each launch takes the chunks of its group's tensors. The kernel compiles
+once per tuple length, and its compile time grows with the length (a group of 64 had not
+compiled after 8 CPU-minutes), so the groups stay small: the MLPs' 12 tensors are one."""
+
+
 class Layout:
     """Where each sampled tensor lives in the flat parameter vector and in the output.
 
@@ -391,8 +399,16 @@ class Layout:
         self.tensor_of = np.repeat(np.arange(count), chunks).astype(np.int64)
         self.chunk_of = np.concatenate([np.arange(c) for c in chunks]).astype(np.int64)
         grad_chunks = [-(-n // CHUNK) for n in self.sizes]
-        self.grad_tensor_of = np.repeat(np.arange(count), grad_chunks).astype(np.int64)
-        self.grad_chunk_of = np.concatenate([np.arange(c) for c in grad_chunks]).astype(np.int64)
+        grad_tensor_of = np.repeat(np.arange(count), grad_chunks).astype(np.int64)
+        grad_chunk_of = np.concatenate([np.arange(c) for c in grad_chunks]).astype(np.int64)
+        # the tensors in groups of at most GRAD_GROUP, one _grad launch each:
+        # (first, stop, tensor_of relative to first, chunk_of, mean_at[first:stop])
+        self.grad_groups = []
+        for first in range(0, count, GRAD_GROUP):
+            stop = min(first + GRAD_GROUP, count)
+            rows = (grad_tensor_of >= first) & (grad_tensor_of < stop)
+            self.grad_groups.append((first, stop, grad_tensor_of[rows] - first,
+                                     grad_chunk_of[rows], self.mean_at[first:stop].copy()))
 
     def fill(self, mean: np.ndarray, std: np.ndarray, seed) -> list[np.ndarray]:
         """``mean + std * eps`` for every tensor: a list of float32 ``[M, n_l]``.
@@ -445,8 +461,9 @@ class Layout:
         g_mean = np.empty(mean.size, np.float32)
         g_std = np.empty(mean.size, np.float32)
         with LAUNCH:
-            _grad(self.grad_tensor_of, self.grad_chunk_of, self.mean_at, grads, samples,
-                  mean, std, g_mean, g_std)
+            for first, stop, tensor_of, chunk_of, mean_at in self.grad_groups:
+                _grad(tensor_of, chunk_of, mean_at, grads[first:stop], samples[first:stop],
+                      mean, std, g_mean, g_std)
         return g_mean, g_std
 
 
