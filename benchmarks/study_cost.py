@@ -47,23 +47,56 @@ SAMPLES = (10, 50)
 for the round's cost per extra sample."""
 
 
-def _configurations(tiny: bool) -> list[tuple[str, str]]:
+CONVNETS = {
+    "resnet56": {
+        "scenario": "paper_cifar100.toml",
+        "stand_in": ['data.dataset="synthetic"', "data.synthetic_classes=100",
+                     "data.synthetic_shape=[32, 32, 3]", "data.synthetic_train_size=5000",
+                     "data.synthetic_test_size=200", "cell.num_devices=1", "rounds=2"],
+        "samples": {"bayes_aircomp": (50, 100)},
+        "default_samples": (100,),
+    },
+}
+"""The convnets' measurement (``--architecture``): the paper's CIFAR-100 scenario on a
+synthetic stand-in with CIFAR-100's shapes (32 x 32 x 3 images, 100 classes; the real data
+is not on this machine), one device (a paper-size round of ResNet-56 costs hours of CPU),
+two rounds (round 0 traces, round 1 is measured; the run's one evaluation, at its last
+round, is subtracted), 200 test images (the cost model scales the evaluation by the test
+set's size). The proposed method is measured at 50 and 100 samples per device for the
+slope; a baseline at 100 only, its slope taken as proportional (round / n): a convnet's
+full-batch step is its per-sample convolutions."""
+
+
+def _configurations(tiny: bool, architecture: str = "mlp") -> list[tuple[str, str]]:
+    if architecture != "mlp":
+        return [("bayes_aircomp", "reparameterization")] + [(a, "any") for a in ALGORITHMS[1:]]
     configs = [("bayes_aircomp", e) for e in ESTIMATORS]
     configs += [(a, "any") for a in ALGORITHMS[1:]]
     return configs[:2] + configs[2:3] if tiny else configs
 
 
-def _overrides(algorithm: str, estimator: str, tiny: bool, samples: int) -> list[str]:
+def _samples(algorithm: str, architecture: str) -> tuple[int, ...]:
+    if architecture == "mlp":
+        return SAMPLES
+    convnet = CONVNETS[architecture]
+    return convnet["samples"].get(algorithm, convnet["default_samples"])
+
+
+def _overrides(algorithm: str, estimator: str, tiny: bool, samples: int,
+               architecture: str = "mlp") -> list[str]:
     items = [f'algorithm.name="{algorithm}"', "rounds=5", "eval.every=100", "trace.per_device=false",
              f"data.mean_samples_per_device={samples}"]
     if estimator != "any":
         items.append(f'algorithm.estimator="{estimator}"')
     if tiny:
         items += ["cell.num_devices=4", "model.hidden_units=[8]", 'data.dataset="synthetic"']
+    if architecture != "mlp":
+        items += CONVNETS[architecture]["stand_in"]
     return items
 
 
-def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
+def measure(algorithm: str, estimator: str, tiny: bool, samples: int,
+            architecture: str = "mlp") -> dict:
     """In this process: one core, the scenario's rounds through the engine; CPU seconds."""
     import numba
     import tensorflow as tf
@@ -78,8 +111,10 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
     from cosim.scenario import load_scenario, scenario_num_params
     from learning.metrics import evaluate_probs
 
-    scenario = load_scenario(ROOT / "scenarios" / "paper_mnist.toml",
-                             _overrides(algorithm, estimator, tiny, samples))
+    convnet = architecture != "mlp"
+    scenario = load_scenario(
+        ROOT / "scenarios" / (CONVNETS[architecture]["scenario"] if convnet else "paper_mnist.toml"),
+        _overrides(algorithm, estimator, tiny, samples, architecture))
     c0 = time.process_time()
     engine = Engine(scenario)
     state = engine.initial_state()
@@ -90,12 +125,10 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
         state, record = engine.run_round(t, state)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
-        assert record.evaluated == (t in EVAL_ROUNDS), (t, record.evaluated)
-    round_s = statistics.median(cpu[1:4])
-    fixed_s = build_s + max(0.0, cpu[0] - round_s)
+        assert record.evaluated == (t + 1 == scenario.rounds if convnet else t in EVAL_ROUNDS)
     evals = []
     predict_mean = getattr(engine.algorithm, "predict_mean_probs", None)
-    for _ in range(3):
+    for _ in range(1 if convnet else 3):
         c0 = time.process_time()
         probs = np.asarray(engine.algorithm.predict_probs(
             state, engine.x_test, scenario.eval.predictive_samples,
@@ -106,7 +139,9 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
             evaluate_probs(mean, engine.y_test, num_bins=scenario.eval.ece_bins)
         evals.append(time.process_time() - c0)
     eval_s = statistics.median(evals)
-    return {"algorithm": algorithm, "estimator": estimator, "round_core_s": round_s,
+    round_s = cpu[1] - eval_s if convnet else statistics.median(cpu[1:4])
+    fixed_s = build_s + max(0.0, cpu[0] - round_s)
+    return {"algorithm": algorithm, "architecture": architecture, "test_size": len(engine.y_test), "estimator": estimator, "round_core_s": round_s,
             "eval_core_s": eval_s, "fixed_core_s": fixed_s, "cpu_s": cpu, "wall_s": wall,
             "num_params": scenario_num_params(scenario), "num_devices": scenario.cell.num_devices,
             "local_steps": scenario.algorithm.local_steps,
@@ -133,39 +168,66 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def write_table(rows: list[dict], path: Path) -> None:
-    first = rows[0]
+def _table(rows: list[dict]) -> dict:
+    """One architecture's table from its rows (one or two sample sizes per configuration:
+    two give the slope per extra sample, one a slope proportional to the round)."""
     rounds: dict[str, dict[str, float]] = {}
     evals: dict[str, float] = {}
     slopes: dict[str, dict[str, float]] = {}
     fixed: dict[str, dict[str, float]] = {}
-    for row, more in zip(rows[0::2], rows[1::2]):
-        rounds.setdefault(row["algorithm"], {})[row["estimator"]] = round(row["round_core_s"], 4)
-        slope = (more["round_core_s"] - row["round_core_s"]) / (
-            more["mean_samples_per_device"] - row["mean_samples_per_device"])
-        slopes.setdefault(row["algorithm"], {})[row["estimator"]] = round(max(slope, 0.0), 5)
-        fixed.setdefault(row["algorithm"], {})[row["estimator"]] = round(row["fixed_core_s"], 3)
-        evals[row["algorithm"]] = round(max(evals.get(row["algorithm"], 0.0), row["eval_core_s"]), 4)
-    table = {
+    architecture = rows[0]["architecture"]
+    reference = SAMPLES[0] if architecture == "mlp" else CONVNETS[architecture]["default_samples"][0]
+    for key in dict.fromkeys((r["algorithm"], r["estimator"]) for r in rows):
+        sizes = sorted((r for r in rows if (r["algorithm"], r["estimator"]) == key),
+                       key=lambda r: r["mean_samples_per_device"])
+        at = next(r for r in sizes if r["mean_samples_per_device"] == reference)
+        algorithm, estimator = key
+        rounds.setdefault(algorithm, {})[estimator] = round(at["round_core_s"], 4)
+        if len(sizes) > 1:
+            slope = (sizes[-1]["round_core_s"] - sizes[0]["round_core_s"]) / (
+                sizes[-1]["mean_samples_per_device"] - sizes[0]["mean_samples_per_device"])
+        else:
+            slope = at["round_core_s"] / at["mean_samples_per_device"]
+        slopes.setdefault(algorithm, {})[estimator] = round(max(slope, 0.0), 5)
+        fixed.setdefault(algorithm, {})[estimator] = round(at["fixed_core_s"], 3)
+        evals[algorithm] = round(max(evals.get(algorithm, 0.0), at["eval_core_s"]), 4)
+    first = rows[0]
+    test_size = 10_000 if architecture == "mlp" else first["test_size"]
+    return {
         "measured": f"{datetime.date.today().isoformat()}, commit {_commit()}, {_cpu_model()}, "
                     "one core per run, CPU time",
-        "architectures": ["mlp"],
+        "architectures": [architecture],
         "reference": {"num_params": first["num_params"], "num_devices": first["num_devices"],
                       "local_steps": first["local_steps"], "mc_samples": first["mc_samples"],
-                      "predictive_samples": first["predictive_samples"], "test_size": 10_000,
-                      "mean_samples_per_device": first["mean_samples_per_device"]},
+                      "predictive_samples": first["predictive_samples"], "test_size": test_size,
+                      "mean_samples_per_device": reference},
         "test_set_sizes": {"mnist": 10_000, "cifar100": 10_000},
         "round_core_s": rounds,
         "round_core_s_per_sample": slopes,
         "run_fixed_core_s": fixed,
         "eval_core_s": evals,
     }
+
+
+def write_table(rows: list[dict], path: Path) -> None:
+    """Rewrite ``cosim/cost_table.py`` with the rows' architecture's table, keeping the
+    other architectures' tables as they are."""
+    from cosim.cost_table import ARCHITECTURE_TABLES, COST_TABLE
+
+    table, architecture = _table(rows), rows[0]["architecture"]
+    main_table, others = COST_TABLE, dict(ARCHITECTURE_TABLES)
+    if architecture == "mlp":
+        main_table = table
+    else:
+        others[architecture] = table
     text = (
         '"""The measured cost table of :mod:`cosim.study_cost` (written by\n'
         "``benchmarks/study_cost.py --write``; do not edit by hand): CPU seconds of one\n"
         "paper-size round (without evaluation) per algorithm and estimator, and of one\n"
-        'evaluation, on one core."""\n\n'
-        f"COST_TABLE = {json.dumps(table, indent=4)}\n"
+        "evaluation, on one core: ``COST_TABLE`` for the MLP, ``ARCHITECTURE_TABLES`` for\n"
+        'the other architectures (``--architecture NAME``), each with its own reference size."""\n\n'
+        f"COST_TABLE = {json.dumps(main_table, indent=4)}\n\n"
+        f"ARCHITECTURE_TABLES = {json.dumps(others, indent=4)}\n"
     )
     path.write_text(text, encoding="utf-8")
 
@@ -174,19 +236,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite cosim/cost_table.py")
     p.add_argument("--tiny", action="store_true", help="a tiny model on synthetic data")
+    p.add_argument("--architecture", default="mlp", choices=("mlp", *CONVNETS),
+                   help="measure this architecture's table (the convnets on a stand-in: CONVNETS)")
     p.add_argument("--one", nargs=3, metavar=("ALGORITHM", "ESTIMATOR", "SAMPLES"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one:
         algorithm, estimator, samples = args.one
-        print("RESULT " + json.dumps(measure(algorithm, estimator, args.tiny, int(samples))),
-              flush=True)
+        print("RESULT " + json.dumps(measure(algorithm, estimator, args.tiny, int(samples),
+                                             args.architecture)), flush=True)
         return 0
     rows: list[dict] = []
     for algorithm, estimator, samples in (
-            (a, e, n) for a, e in _configurations(args.tiny) for n in SAMPLES):
-        command = [sys.executable, __file__, "--one", algorithm, estimator, str(samples)] + (
-            ["--tiny"] if args.tiny else [])
+            (a, e, n) for a, e in _configurations(args.tiny, args.architecture)
+            for n in _samples(a, args.architecture)):
+        command = [sys.executable, __file__, "--one", algorithm, estimator, str(samples),
+                   "--architecture", args.architecture] + (["--tiny"] if args.tiny else [])
         done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
         result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode != 0 or not result:

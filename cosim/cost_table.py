@@ -1,7 +1,8 @@
 """The measured cost table of :mod:`cosim.study_cost` (written by
 ``benchmarks/study_cost.py --write``; do not edit by hand): CPU seconds of one
 paper-size round (without evaluation) per algorithm and estimator, and of one
-evaluation, on one core."""
+evaluation, on one core: ``COST_TABLE`` for the MLP, ``ARCHITECTURE_TABLES`` for
+the other architectures (``--architecture NAME``), each with its own reference size."""
 
 COST_TABLE = {
     "measured": "2026-11-27, commit 67b5f89, Intel(R) Xeon(R) Processor, one core per run, CPU time",
@@ -93,3 +94,5 @@ COST_TABLE = {
         "fedgmt": 0.0752
     }
 }
+
+ARCHITECTURE_TABLES = {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cosim.cost_table import COST_TABLE
+from cosim.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 from cosim.scenario import Scenario, scenario_num_params
 
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
@@ -82,15 +82,18 @@ def _evaluations(scenario: Scenario) -> int:
     return sum(1 for t in range(rounds) if (t + 1) % every == 0 or t + 1 == rounds)
 
 
-def _test_size(scenario: Scenario) -> int:
-    sizes = COST_TABLE["test_set_sizes"]
+def _test_size(scenario: Scenario, table: dict) -> int:
+    sizes = table["test_set_sizes"]
     size = sizes.get(scenario.data.dataset, scenario.data.synthetic_test_size)
     return min(size, scenario.data.test_subset) if scenario.data.test_subset else size
 
 
 def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     """The estimate for one run of ``scenario`` (``num_params``: d, computed when None)."""
-    table, ref = COST_TABLE, COST_TABLE["reference"]
+    architecture = scenario.model.architecture
+    table = COST_TABLE if architecture in COST_TABLE["architectures"] else ARCHITECTURE_TABLES.get(
+        architecture, COST_TABLE)
+    ref = table["reference"]
     d = scenario_num_params(scenario) if num_params is None else int(num_params)
     algorithm = scenario.algorithm
     entry = table["round_core_s"].get(algorithm.name, {})
@@ -99,14 +102,14 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     slope = table["round_core_s_per_sample"].get(algorithm.name, {}).get(key, 0.0)
     per_eval = table["eval_core_s"].get(algorithm.name)
     rounds, evaluations = scenario.rounds, _evaluations(scenario)
-    if (scenario.model.architecture not in table["architectures"] or per_round is None
+    if (architecture not in table["architectures"] or per_round is None
             or per_eval is None):
         return RunCost(math.nan, math.nan, rounds, evaluations, known=False)
     scale = (d / ref["num_params"]) * (scenario.cell.num_devices / ref["num_devices"])
     samples = scenario.data.mean_samples_per_device - ref["mean_samples_per_device"]
     round_s = (max(per_round + slope * samples, 0.0) * scale
                * (algorithm.local_steps / ref["local_steps"]))
-    eval_s = per_eval * (d / ref["num_params"]) * (_test_size(scenario) / ref["test_size"])
+    eval_s = per_eval * (d / ref["num_params"]) * (_test_size(scenario, table) / ref["test_size"])
     if algorithm.name == _BAYESIAN:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
@@ -137,5 +140,9 @@ def study_cost_lines(scenarios: list[Scenario], cpus: float | None = None) -> li
                       for s, c in zip(scenarios, costs) if not c.known})
     if unknown:
         lines.append(f"  not estimated (no measured cost): {', '.join(unknown)}")
-    lines.append(f"  cost table: {COST_TABLE['measured']} (benchmarks/study_cost.py)")
+    measured = {COST_TABLE["measured"]: None}
+    measured.update({ARCHITECTURE_TABLES[a]["measured"] + f" ({a})": None
+                     for a in sorted({s.model.architecture for s in scenarios})
+                     if a in ARCHITECTURE_TABLES})
+    lines += [f"  cost table: {m} (benchmarks/study_cost.py)" for m in measured]
     return lines
