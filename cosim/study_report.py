@@ -7,6 +7,13 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
   (``cumulative_uplink_symbols``, ``cumulative_channel_uses``, ``test_accuracy``, ``ece``,
   ``posterior_mean_accuracy``, ...; NaN where a round was not evaluated, and the
   posterior-mean columns NaN for runs without a posterior). Only committed rounds.
+- :func:`stability`: per run, how its evaluated accuracy behaves after its best
+  (:data:`NEAR_PEAK`): ``peak``, ``peak_round``, ``final``, ``final_round``,
+  ``post_peak_drop = peak - final`` and ``near_peak_share``, the share of the evaluations
+  from the first one within :data:`NEAR_PEAK` of the peak to the last that stay within it
+  (1: the run keeps what it attained; the paper's "maintains its attained accuracy"
+  against the SAM methods' "post-peak degradation"); :func:`stability_over_seeds` gives
+  each measure's mean and 95 % CI per axis-value combination.
 - :func:`summarize_over_seeds`: per axis-value combination, per x and per metric: the
   number of seeds ``n``, ``mean``, ``std`` (ddof 1) and the 95 % Student-t confidence
   interval of the mean, ``mean -/+ t_{0.975, n-1} * std / sqrt(n)`` (NaN for n < 2).
@@ -36,14 +43,18 @@ from cosim.scenario import read_toml
 from cosim.study_file import RUNS_DIR, STUDY_COPY, Study, StudyError, unswept
 from cosim.trace import TraceError, read_trace
 
-__all__ = ["GRID_POINTS", "X_COLUMNS", "pooled_reliability", "report", "study_table",
-           "summarize_over_seeds"]
+__all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "pooled_reliability", "report", "stability",
+           "stability_over_seeds", "study_table", "summarize_over_seeds"]
 
 GRID_POINTS = 50
 """Points of the common channel-use grid of ``x_kind = uplink | total``."""
 X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "total": "cumulative_channel_uses"}
 """The trace column behind each channel-use x."""
 CONFIDENCE = 0.95
+NEAR_PEAK = 0.01
+"""Relative tolerance of :func:`stability`: an evaluation is near the peak when its
+accuracy is at least ``(1 - NEAR_PEAK) * peak``."""
+STABILITY_MEASURES = ("peak", "final", "post_peak_drop", "near_peak_share", "peak_round")
 FIGURE_METRICS = ("test_accuracy", "ece", "posterior_mean_accuracy", "posterior_mean_ece")
 """The metrics :func:`report` draws (a posterior-mean figure only when some run has a
 posterior; :func:`summarize_over_seeds` summarises every numeric column)."""
@@ -241,6 +252,47 @@ def summarize_over_seeds(
     return pd.DataFrame(rows)
 
 
+def stability(table: pd.DataFrame, axes: Sequence[str],
+              metric: str = "test_accuracy") -> pd.DataFrame:
+    """Per run (the module docstring's measures of ``metric``, higher is better): columns
+    ``run``, ``seed``, the axes, ``peak``, ``peak_round`` (the first round at the peak),
+    ``final``, ``final_round``, ``post_peak_drop``, ``near_peak_share``, ``evaluations``;
+    runs with no finite ``metric`` are left out."""
+    rows = []
+    if metric not in table:
+        return pd.DataFrame(columns=["run", "seed", *axes, *STABILITY_MEASURES])
+    for _, run in table.groupby("run", sort=False):
+        values = run[metric].to_numpy(dtype=float)
+        ok = np.isfinite(values)
+        if not ok.any():
+            continue
+        values, rounds = values[ok], run["round"].to_numpy()[ok]
+        best = int(np.argmax(values))
+        near = values >= (1.0 - NEAR_PEAK) * values[best]
+        first_near = int(np.argmax(near))
+        rows.append({"run": run["run"].iloc[0], "seed": run["seed"].iloc[0],
+                     **{a: run[a].iloc[0] for a in axes},
+                     "peak": values[best], "peak_round": int(rounds[best]),
+                     "final": values[-1], "final_round": int(rounds[-1]),
+                     "post_peak_drop": values[best] - values[-1],
+                     "near_peak_share": float(near[first_near:].mean()),
+                     "evaluations": int(values.size)})
+    return pd.DataFrame(rows)
+
+
+def stability_over_seeds(per_run: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """:func:`stability`'s measures per axis-value combination over seeds: columns
+    ``<axes>, measure, n, mean, std, ci95_low, ci95_high``."""
+    rows = []
+    for key, group in _groups(per_run, axes):
+        lead = dict(zip(axes, key, strict=True))
+        for measure in STABILITY_MEASURES:
+            rows.append({**lead, "measure": measure,
+                         **dict(zip(("n", "mean", "std", "ci95_low", "ci95_high"),
+                                    _ci(group[measure].to_numpy(dtype=float)), strict=True))})
+    return pd.DataFrame(rows)
+
+
 @contextlib.contextmanager
 def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = False):
     """A figure of ``rows`` x ``cols`` panels in :mod:`cosim.plots`' style and layout,
@@ -419,7 +471,8 @@ def _file_part(text: str) -> str:
 
 
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
-    """Write ``table.csv``, ``table.parquet``, ``summary.csv``,
+    """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
+    ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
     ``figures/<metric>_vs_<x>.png`` and, for every numeric axis,
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
     value) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
@@ -438,7 +491,9 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     labels, only = copy.labels, copy.only
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
-    written = [out / "table.csv", out / "table.parquet", out / "summary.csv"]
+    per_run = stability(table, axes)
+    written = [out / "table.csv", out / "table.parquet", out / "summary.csv",
+               out / "stability.csv", out / "stability_summary.csv"]
     figures = out / "figures"
     try:
         for output in (*written, out / "reliability.csv", figures):
@@ -449,6 +504,10 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
             parquet_ready(table, axes).to_parquet(tmp, index=False)
         with atomic_output(written[2]) as tmp:
             summary.to_csv(tmp, index=False)
+        with atomic_output(written[3]) as tmp:
+            per_run.to_csv(tmp, index=False)
+        with atomic_output(written[4]) as tmp:
+            stability_over_seeds(per_run, axes).to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)
     except OSError as error:
         raise StudyError([f"cannot write the report: {error}"], str(out)) from None

@@ -605,3 +605,32 @@ def test_an_axis_mixing_a_keyword_and_numbers_writes_parquet(tmp_path):
     ready.to_parquet(tmp_path / "t.parquet", index=False)
     back = pd.read_parquet(tmp_path / "t.parquet")
     assert list(back["algorithm.covariance_learning_rate"]) == ["learning_rate", "5.0"]
+
+
+def test_stability_measures_the_drop_after_the_peak_and_the_time_near_it():
+    """One run that keeps what it attains and one that degrades after its peak (the
+    paper's SAM methods): the measures of cosim.study_report.stability, by hand."""
+    from cosim.study_report import NEAR_PEAK, stability, stability_over_seeds
+
+    rounds = np.arange(0, 50, 5)
+    keeps = [0.2, 0.5, 0.8, 0.85, 0.86, 0.862, 0.861, 0.86, 0.858, 0.861]
+    degrades = [0.2, 0.6, 0.8, 0.9, 0.85, 0.8, 0.82, 0.75, 0.7, 0.7]
+    table = pd.DataFrame({
+        "run": ["a"] * 10 + ["b"] * 10 + ["c"] * 10, "seed": [1] * 10 + [1] * 10 + [2] * 10,
+        "algorithm.name": ["keeps"] * 10 + ["degrades"] * 20, "round": np.tile(rounds, 3),
+        "test_accuracy": keeps + degrades + degrades})
+    table.loc[3, "test_accuracy"] = np.nan  # a round that was not evaluated
+    per_run = stability(table, ["algorithm.name"])
+    a, b = per_run.iloc[0], per_run.iloc[1]
+    assert (a["peak"], a["peak_round"], a["final"], a["final_round"]) == (0.862, 25, 0.861, 45)
+    assert a["post_peak_drop"] == pytest.approx(0.001)
+    # from the first evaluation within 1 % of 0.862 (0.86 at round 20) every one stays near
+    assert a["near_peak_share"] == 1.0 and a["evaluations"] == 9
+    assert (0.99 * 0.862 <= 0.858) and NEAR_PEAK == 0.01
+    assert (b["peak"], b["peak_round"], b["final"]) == (0.9, 15, 0.7)
+    assert b["post_peak_drop"] == pytest.approx(0.2)
+    assert b["near_peak_share"] == pytest.approx(1 / 7)  # rounds 15-45: only the peak itself
+    summary = stability_over_seeds(per_run, ["algorithm.name"])
+    drop = summary[(summary["algorithm.name"] == "degrades")
+                   & (summary["measure"] == "post_peak_drop")].iloc[0]
+    assert drop["n"] == 2 and drop["mean"] == pytest.approx(0.2) and drop["std"] == pytest.approx(0)
