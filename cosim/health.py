@@ -399,10 +399,10 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
 
 def health_section(trace: str | Path | TraceData) -> str:
     """The ``health`` section ``cosim inspect`` prints after :func:`cosim.trace.summarize`
-    (a blank line, a heading, the indented :func:`health_lines`; empty for a trace
-    without committed rounds)."""
+    (a line break, a blank line, a heading, the indented :func:`health_lines`; empty for
+    a trace without committed rounds)."""
     data = trace if isinstance(trace, TraceData) else read_trace(trace)
     if data.completed_rounds == 0:
         return ""
-    lines = ["", "  health (docs/health.md)", *(f"    {line}" for line in health_lines(health(data)))]
+    lines = ["", "", "  health (docs/health.md)", *(f"    {line}" for line in health_lines(health(data)))]
     return "\n".join(lines)

@@ -84,7 +84,7 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert "test_accuracy" in out
     assert "  posterior (round 1) precision_rel_change " in out
     assert "OFDM symbols: uplink " in out and "%), downlink " in out
-    assert "\n  health (docs/health.md)\n    air      median NMSE" in out
+    assert " rounds\n\n  health (docs/health.md)\n    air      median NMSE" in out
     out_dir = tmp_path / "figs"
     assert main(["plot", str(trace), str(trace), "--out", str(out_dir), "--labels", "a", "b"]) == 0
     for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance",

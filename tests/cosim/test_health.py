@@ -254,5 +254,5 @@ def test_api_and_inspect_give_the_same_summary(tmp_path):
     path = write(tmp_path / "t.h5", clean_columns())
     assert api.health(path) == health(path)
     section = health_section(path)
-    assert section.splitlines()[1] == "  health (docs/health.md)"
-    assert section.splitlines()[2:] == [f"    {line}" for line in health_lines(health(path))]
+    assert section.startswith("\n\n  health (docs/health.md)\n")  # a blank line above it
+    assert section.splitlines()[3:] == [f"    {line}" for line in health_lines(health(path))]
