@@ -21,7 +21,9 @@ why each threshold is what it is):
   distance and the share of its values the power constraint clipped
   (``clipped_fraction_<phase>``); flagged when that share is at least
   :data:`CLIPPED_FRACTION_FLAG`;
-* divergence (the checks of :mod:`cosim.divergence`, from the stored rows) and its early
+* divergence (from the stored rows, as :mod:`cosim.divergence` checks it: a non-finite
+  model or update, a non-finite training loss outside discarded rounds, a loss above
+  ``LOSS_EXPLOSION_FACTOR`` times round 0's; not its check of other metrics) and its early
   sign: the training loss at the evaluated rounds rising :data:`LOSS_RISING_EVALUATIONS`
   times in a row by at least :data:`LOSS_RISING_RELATIVE` in all;
 * with ``[participation]``: dropouts, stragglers (``per_device/participated``) and the
@@ -187,7 +189,8 @@ def _divergence(data: TraceData) -> dict[str, Any]:
         add(np.isinf(loss) | (np.isnan(loss) & ~discarded), "training loss non-finite")
         reference = float(loss[0]) if t and np.isfinite(loss[0]) and loss[0] > 0 else None
         if reference is not None:
-            add(np.abs(_nan_to(loss, 0.0)) > LOSS_EXPLOSION_FACTOR * reference,
+            finite = np.where(np.isfinite(loss), loss, 0.0)  # a non-finite loss is named above
+            add(np.abs(finite) > LOSS_EXPLOSION_FACTOR * reference,
                 f"training loss above {LOSS_EXPLOSION_FACTOR:g} times round 0's")
     first = min(reasons) if reasons else None
     out: dict[str, Any] = {"diverged_round": first, "reasons": reasons.get(first, []) if first is not None else []}

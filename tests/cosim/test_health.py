@@ -256,3 +256,19 @@ def test_api_and_inspect_give_the_same_summary(tmp_path):
     section = health_section(path)
     assert section.startswith("\n\n  health (docs/health.md)\n")  # a blank line above it
     assert section.splitlines()[3:] == [f"    {line}" for line in health_lines(health(path))]
+
+
+@pytest.mark.parametrize("change, reason", [
+    (_loss_times(1001.0), "training loss above 1000 times round 0's"),
+    (lambda c: _set(c, "rounds", "nonfinite_update_entries", [0] * 6 + [3] + [0] * 3),
+     "non-finite entries in the devices' updates"),
+    (lambda c: _set(c, "rounds", "train_loss", [*c["rounds"]["train_loss"][:6], np.inf, 1, 1, 1]),
+     "training loss non-finite"),
+])
+def test_each_divergence_check_names_round_and_reason(tmp_path, change, reason):
+    columns = clean_columns()
+    change(columns)
+    report = health(write(tmp_path / "t.h5", columns))
+    assert report["divergence"]["diverged_round"] == 6
+    assert report["divergence"]["reasons"] == [reason]
+    assert "diverged" in _names(report)
