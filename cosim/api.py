@@ -10,6 +10,7 @@
     result.per_device                # long form: round, device, quantity, phase, value
     result.devices                   # one row per device: position, distance, path gain, samples
     frames = api.to_pandas(result.trace_path)   # the same three frames from any trace file
+    api.health(result.trace_path)    # did the air interface and the posterior behave? (a dict)
 
 * :func:`load_scenario` takes a path or a shipped name (``cosim scenarios``) and
   overrides as a dict of dotted keys, validated exactly like ``cosim run --set``
@@ -23,6 +24,10 @@
   the three frames read back from the trace it wrote, plus the run's outcome.
 * :func:`to_pandas` gives the frames of any trace (:class:`TraceFrames`), without
   TensorFlow.
+* :func:`health` gives a trace's health summary as a dict (:func:`cosim.health.health`:
+  the estimate's NMSE, the power budget, the posterior's movement, the worst device,
+  divergence and its early signs, dropouts; ``flags`` name the docs that explain them),
+  without TensorFlow.
 
 Where :func:`run` writes its trace: by default in a new temporary directory
 (``tempfile.mkdtemp``, kept after the run and named in ``result.trace_path``), so that
@@ -48,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cosim.health import health
 from cosim.scenario import (
     Overrides,
     Scenario,
@@ -64,6 +70,7 @@ __all__ = [
     "RunResult",
     "ScenarioError",
     "TraceFrames",
+    "health",
     "load_scenario",
     "run",
     "to_pandas",

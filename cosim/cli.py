@@ -372,10 +372,12 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_USAGE
             return EXIT_FAILED if "incomplete" in states else EXIT_OK
         if args.command == "inspect":
-            from cosim.trace import TraceError, summarize
+            from cosim.health import health_section
+            from cosim.trace import TraceError, read_trace, summarize
 
             try:
-                text = summarize(_existing(args.trace))
+                data = read_trace(_existing(args.trace))
+                text = summarize(data.path) + health_section(data)
             except TraceError as error:
                 raise UsageError(str(error)) from None
             print(text)

@@ -515,7 +515,7 @@ class Engine:
             scalars[f"aggregate_error_{name}"] = error
             scalars[f"aggregate_nmse_{name}"] = normalised_error(error, power_sum)
             over = result.tx_power_max_w > power.tx_power_w * (1.0 + BUDGET_TOLERANCE)
-            if power.control in ("optimal", "truncated_inversion"):
+            if self.power_control.budgeted:  # KKT, TCI, or a registered control that keeps P
                 scalars[f"power_over_budget_{name}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
             for key, value in {**local_metrics, **server_metrics}.items():
                 value = np.asarray(value)

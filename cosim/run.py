@@ -441,6 +441,14 @@ def run_command(
         f"{summary.channel_uses:.6g} channel uses (OFDM symbols), {summary.wall_s:.1f} s"
     )
     print(f"trace: {summary.trace_path}")
+    if summary.completed_rounds > 0:  # what the trace says about the air and the posterior
+        from cosim.health import health, health_lines
+
+        try:
+            for line in health_lines(health(summary.trace_path)):
+                print(f"health: {line}")
+        except TraceError as error:  # the run and its trace stand
+            print(f"cosim run: no health summary: {error}", file=sys.stderr)
     status = EXIT_DIVERGED if summary.diverged else EXIT_OK
     if plots and summary.completed_rounds > 0:
         from cosim.plots import PlotError, plot_traces

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
@@ -108,14 +109,32 @@ class _VariantTable(_Section):
         return {key: getattr(self, key) for key in keys}
 
 
+def _registered(registry: Mapping[str, Variant]):
+    """A validator: the value must name a variant of ``registry`` as it is *now* (a
+    variant registered after import, e.g. from a notebook, is accepted), else pydantic's
+    own ``literal_error`` ("must be one of 'a', 'b' or 'c'")."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and value in registry:
+            return value
+        names = [repr(name) for name in registry]
+        expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+    return check
+
+
 def variant_table(registry: Mapping[str, Variant], *, table: str, key: str,
                   default: str) -> type[_VariantTable]:
     """The base model of a table whose ``key`` picks one of ``registry``'s variants
     (:mod:`phy.parameters`): ``key`` and every variant's keys, as the variant's model
     declares them (bounds, defaults). A key the chosen variant requires must be set
     (``"csi.nmse_db: required by csi.model = 'gaussian'"``); the other variants' keys
-    are accepted and validated but not used, so one file can sweep ``key``."""
-    fields: dict[str, Any] = {key: (Literal[tuple(registry)], default)}
+    are accepted and validated but not used, so one file can sweep ``key``. ``key`` is
+    checked against the registry when a scenario is validated, so a variant added to it
+    later (``phy.parameters.POWER_CONTROLS["mine"] = Variant(...)``) is a valid value;
+    its keys must be among those the table had at import (a new variant brings none)."""
+    fields: dict[str, Any] = {key: (Annotated[str, BeforeValidator(_registered(registry))], default)}
     for variant in registry.values():
         for name, info in variant.parameters.model_fields.items():
             if name in fields:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,20 +86,21 @@ def positive_or_keyword(keyword: str):
 @dataclass(frozen=True)
 class Variant:
     """One registered component: its ``parameters`` model and its ``implementation``
-    (``"module:callable"``), called with the parameters as keyword arguments (each
+    (``"module:callable"``, or the callable itself for one defined where a module path
+    cannot name it, e.g. in a notebook), called with the parameters as keyword arguments (each
     renamed by ``arguments`` where the constructor calls it otherwise, left out where
     ``arguments`` maps it to None: a key used by another part) and with those
     of the caller's other arguments it names in ``extras`` (objects, not parameters:
     a channel model, a pilot spacing)."""
 
     parameters: type[Parameters]
-    implementation: str
+    implementation: str | Callable[..., Any]
     arguments: Mapping[str, str | None] = field(default_factory=dict)
     extras: tuple[str, ...] = ()
 
     def target(self) -> Any:
-        """The implementation (imported now)."""
-        return load(self.implementation)
+        """The implementation (imported now when named by a string)."""
+        return load(self.implementation) if isinstance(self.implementation, str) else self.implementation
 
     def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
         """The component for ``values`` (the model's keys; other keys are ignored, so a

@@ -69,6 +69,8 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert main(["run", str(path)]) == 0
     out = capsys.readouterr().out
     assert "test accuracy" in out
+    assert "\nhealth: air      median NMSE of the estimate: " in out  # docs/health.md
+    assert "\nhealth: flag" in out or "\nhealth: flags    none" in out
     trace = tmp_path / "tiny-seed3.h5"
     assert trace.is_file()
     figures = tmp_path / "tiny-seed3-figures"
@@ -82,6 +84,7 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert "test_accuracy" in out
     assert "  posterior (round 1) precision_rel_change " in out
     assert "OFDM symbols: uplink " in out and "%), downlink " in out
+    assert " rounds\n\n  health (docs/health.md)\n    air      median NMSE" in out
     out_dir = tmp_path / "figs"
     assert main(["plot", str(trace), str(trace), "--out", str(out_dir), "--labels", "a", "b"]) == 0
     for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance",
