@@ -159,7 +159,8 @@ def _watch_parent(parent_pid: int) -> None:
 
 def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None) -> None:
     """A local worker's loop: receive ``(run name, scenario as TOML text)``, answer with
-    ``_run_task``'s result dict; ``None`` or a closed pipe ends it. SIGINT is the driver's
+    ``_run_task``'s result dict; ``None`` or a closed pipe ends it (``os._exit``: between
+    runs nothing is open). SIGINT is the driver's
     (a terminal's Ctrl-C reaches the whole process group): the worker ignores it and is
     stopped by the driver. Its output (TensorFlow's, the runs' own lines) goes to
     ``log_path``, appended, as a Ray worker's goes to its session log."""
@@ -180,9 +181,11 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
         try:
             message = connection.recv()
         except (EOFError, OSError):
-            return
-        if message is None:
-            return
+            message = None
+        if message is None:  # every trace is closed: leave without the interpreter's
+            sys.stdout.flush()  # teardown (TensorFlow's took seconds)
+            sys.stderr.flush()
+            os._exit(0)
         name, text = message
         # the scenario travels as its TOML (scenario_to_toml: every key, resolved), which
         # parses back to an equal Scenario; its pydantic classes do not pickle
@@ -206,10 +209,18 @@ class _Worker:
         # reaches the whole process group, and a starting interpreter would die of it
         # with a traceback. The driver ignores SIGINT for the few milliseconds of the
         # start (a blocked mask would not do: the spawn resets it in the child)
+        # OpenMP (and the BLAS under NumPy) held to the run's CPUs as Ray holds its
+        # workers' (OMP_NUM_THREADS, unless the environment sets it): read once, when the
+        # worker's NumPy loads, so it goes in the environment the worker starts with
+        threads = None if "OMP_NUM_THREADS" in os.environ else str(max(1, math.ceil(cpus)))
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
         try:
+            if threads is not None:
+                os.environ["OMP_NUM_THREADS"] = threads
             self.process.start()
         finally:
+            if threads is not None:
+                os.environ.pop("OMP_NUM_THREADS", None)
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
         child.close()
