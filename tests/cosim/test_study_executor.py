@@ -354,3 +354,24 @@ def test_a_local_worker_killed_fails_its_own_run_only(tmp_path):
         "WorkerDied: the worker process was killed by SIGKILL (out of memory?)"), first
     assert second["state"] == "done", second
     assert "1 done, 1 failed of 2" in printed
+
+
+@pytest.mark.parametrize(("options", "cpus_per_run", "expected"), [
+    (["--num-cpus", "1"], 2,
+     "resources.cpus_per_run: the local executor has 1 CPUs (--num-cpus), fewer than 2"),
+    (["--executor", "local", "--address", "127.0.0.1:6379"], 1,
+     "--address: a Ray cluster's address; the local executor takes none"),
+])
+def test_local_executor_options_that_cannot_run_exit_2_before_writing(tmp_path, capsys, options,
+                                                                      cpus_per_run, expected):
+    """cpus_per_run above the local executor's CPUs (it would never start a run) and an
+    address given to the local executor: exit 2 naming them, nothing written."""
+    from cosim.cli import main
+
+    study = _study(tmp_path)
+    study.write_text(study.read_text().replace("cpus_per_run = 1", f"cpus_per_run = {cpus_per_run}"))
+    out = tmp_path / "out"
+    assert main(["study", "run", str(study), "--out", str(out), *options]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
+    assert not out.exists()
