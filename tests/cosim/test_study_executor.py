@@ -73,6 +73,19 @@ def _workers(driver: int) -> list[int]:
     return found
 
 
+TRACKER = "multiprocessing.resource_tracker"
+"""multiprocessing's helper process (spawn starts one): it leaves once it reads the end
+of its pipe from the driver, a moment after the driver exits."""
+
+
+def _gone(session: int) -> bool:
+    """Whether ``session`` empties (it is polled; the bound only makes a hang fail)."""
+    deadline = time.monotonic() + 30
+    while _in_session(session) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _in_session(session)
+
+
 def _kill_session(session: int) -> None:
     """Clean-up whatever happened: SIGKILL to every process of ``session``."""
     for line in _in_session(session):
@@ -155,12 +168,14 @@ def test_a_signal_stops_a_study_and_everything_it_started(tmp_path, capsys, sign
                                group=signum != signal.SIGTERM)
     try:
         status = driver.wait(timeout=WAIT_S)
-        left = _in_session(driver.pid)
+        left = [p for p in _in_session(driver.pid) if TRACKER not in p]
+        tracker_gone = _gone(driver.pid)
     finally:
         _kill_session(driver.pid)
     printed = (tmp_path / "driver.log").read_text()
     assert status == code, printed
     assert not left, f"left running after the study ended: {left}"
+    assert tracker_gone, "multiprocessing's resource tracker outlived the study"
     name = signal.Signals(signum).name
     assert f"study stopped ({name})" in printed and "Traceback" not in printed, printed
     state = _status(out)
