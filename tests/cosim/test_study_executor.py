@@ -12,6 +12,8 @@ import contextlib
 import http.server
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,16 +193,24 @@ def test_a_signal_stops_a_study_and_everything_it_started(tmp_path, capsys, sign
             assert read_trace(run["trace"]).completed_rounds == 2
 
 
-def test_sigterm_leaves_no_ray_process_alive(tmp_path):
-    """`--executor ray`: SIGTERM to the driver alone; once it has exited (143), no process
-    holding a file of the embedded Ray's session (its head processes, its workers, which
-    Ray leaves to notice their raylet gone) is alive."""
-    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # the session goes below it
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
-    study = _study(tmp_path)
-    out = tmp_path / "out"
+def test_sigterm_leaves_no_ray_process_alive_and_ray_sockets_fit(tmp_path):
+    """`--executor ray` with TMPDIR (Ray's default temporary directory, RAY_TMPDIR unset)
+    and the study directory so deep that Ray's socket paths would pass the 107 bytes of
+    a Unix socket (Ray's start failed with an OSError): the embedded Ray's directory goes
+    under /tmp instead and the study runs. SIGTERM to the driver alone: once it has
+    exited (143), no process holding a file in the embedded Ray's directory (its head
+    processes, its workers, which Ray leaves to notice their raylet gone) is alive."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    assert len(str(deep)) > UNIX_SOCKET_PATH_MAX
+    env = {k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"}
+    env["TMPDIR"] = str(deep)
+    study = _study(deep)
+    out = deep / "out"
     driver = _start_and_signal(study, out, signal.SIGTERM, tmp_path / "driver.log",
                                "--num-cpus", "2", "--executor", "ray", group=False, env=env)
+    found = re.search(r"temporary files and logs in (\S+)\)", (tmp_path / "driver.log").read_text())
+    ray_tmp = found.group(1) if found else "/tmp/cosim-ray-unknown"
     try:
         status = driver.wait(timeout=WAIT_S)
         left = _processes_naming(ray_tmp) + _in_session(driver.pid)
@@ -209,11 +219,31 @@ def test_sigterm_leaves_no_ray_process_alive(tmp_path):
         for pid in _processes_naming(ray_tmp):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     printed = (tmp_path / "driver.log").read_text()
+    assert found and ray_tmp.startswith("/tmp/cosim-ray-"), printed
     assert status == 143, printed
     assert not left, f"Ray processes alive after the study ended: {left}"
     assert _status(out)["stopped"] == "SIGTERM"
-    assert all(p.name.startswith("cosim-ray-") for p in Path(ray_tmp).iterdir())
+
+
+def test_rays_directory_falls_back_to_tmp_when_its_socket_paths_would_not_fit(tmp_path,
+                                                                              monkeypatch):
+    """Ray's directory goes below RAY_TMPDIR (else TMPDIR) when Ray's socket paths fit
+    there, else below /tmp."""
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    short = tempfile.mkdtemp(prefix="rs", dir="/tmp")
+    try:
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+        monkeypatch.setenv("TMPDIR", str(deep))
+        assert ray_temp_base() == "/tmp"
+        monkeypatch.setenv("TMPDIR", short)
+        assert ray_temp_base() == short
+        monkeypatch.setenv("RAY_TMPDIR", str(deep))
+        assert ray_temp_base() == "/tmp"
+    finally:
+        os.rmdir(short)
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
@@ -315,30 +345,6 @@ def test_a_cluster_address_that_is_no_ray_head_answers_in_one_line(tmp_path, cas
     assert not out.exists()
     if case == "a head that wants a token":
         assert "set RAY_AUTH_MODE=token" in lines[0]
-
-
-def test_ray_socket_paths_stay_short_under_a_deep_temporary_directory(tmp_path, monkeypatch):
-    """TMPDIR (Ray's default temporary directory) and the study directory so deep that
-    Ray's socket paths would pass the 107 bytes of a Unix socket: the embedded Ray puts
-    its session under /tmp instead, and the study runs."""
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
-    deep.mkdir(parents=True)
-    monkeypatch.delenv("RAY_TMPDIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(deep))
-    assert len(str(deep)) > UNIX_SOCKET_PATH_MAX
-    assert ray_temp_base() == "/tmp"
-    monkeypatch.setenv("RAY_TMPDIR", "/tmp")
-    assert ray_temp_base() == "/tmp"
-
-    study = _study(deep, seeds="[1]", axes='"power.tx_power_dbm" = [10.0]', rounds=1)
-    out = deep / "out"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"}
-    env["TMPDIR"] = str(deep)
-    done = subprocess.run(_command(study, out, "--num-cpus", "1", "--executor", "ray"), env=env,
-                          capture_output=True, text=True, timeout=WAIT_S)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "temporary files and logs in /tmp/cosim-ray-" in done.stdout
-    assert {r["state"] for r in _status(out)["runs"].values()} == {"done"}
 
 
 def test_a_local_worker_killed_fails_its_own_run_only(tmp_path):
