@@ -165,13 +165,15 @@ def _size_in(text: str) -> tuple[float, float]:
             f"must be W,H in inches, two numbers > 0 (e.g. 3.5,2.6), got {text!r}") from None
 
 EXAMPLES_STUDY = """examples:
-  cosim study run study.toml --out studies/power          # a local Ray on this machine
+  cosim study run study.toml --out studies/power          # worker processes on this machine
   cosim study run study.toml --out studies/power --address auto   # the cluster of `ray start`
+  cosim study run study.toml --out studies/power --executor ray   # an embedded Ray, to try one
   cosim study report studies/power --x uplink
   cosim study compact studies/power   # drop the finished runs' resume checkpoints
 
 exit status of `study run`: 0 every run done, 1 some run failed or diverged (the others
-complete; DIR/status.json says which and why), 2 bad input (nothing run). Run it again
+complete; DIR/status.json says which and why), 2 bad input (nothing run), 129 / 130 /
+143 stopped by SIGHUP / SIGINT / SIGTERM (status.json says stopped). Run it again
 to complete what is missing. File format: docs/studies.md.
 """
 
@@ -288,7 +290,8 @@ def _parser() -> argparse.ArgumentParser:
 
     study = _command(
         sub, "study",
-        "run many scenarios (an axis product x seeds) as Ray tasks, and report them", EXAMPLES_STUDY)
+        "run many scenarios (an axis product x seeds) in worker processes or as Ray tasks, "
+        "and report them", EXAMPLES_STUDY)
     study_sub = study.add_subparsers(dest="study_command", metavar="STUDY_COMMAND")
     study_run = _command(
         study_sub, "run",
@@ -298,11 +301,17 @@ def _parser() -> argparse.ArgumentParser:
     study_run.add_argument("--out", required=True, help="output directory (traces in DIR/runs/)")
     study_run.add_argument(
         "--address", default=None,
-        help="connect to this Ray cluster (`auto`, or HOST:PORT of `ray start --head`) instead "
-        "of starting a local Ray")
+        help="run on this Ray cluster (`auto`, or HOST:PORT of `ray start --head`) instead "
+        "of in worker processes on this machine")
+    study_run.add_argument(
+        "--executor", choices=("local", "ray"), default=None,
+        help="local: worker processes on this machine, no network socket (the default "
+        "without --address); ray: Ray tasks (the default with --address; without it, an "
+        "embedded Ray on this machine)")
     study_run.add_argument(
         "--num-cpus", type=int, default=None,
-        help="CPUs of the local Ray (default: this machine's cores; ignored with --address)")
+        help="CPUs of the local executor or embedded Ray (default: this machine's cores; "
+        "ignored with --address)")
     study_report = _command(
         study_sub, "report",
         "tidy table, seed summary with 95%% CI and figures of a study directory", EXAMPLES_STUDY)
@@ -505,7 +514,8 @@ def study_command(args: argparse.Namespace) -> int:
 
         if args.num_cpus is not None and args.num_cpus < 1:
             raise UsageError(f"--num-cpus: must be >= 1 (got {args.num_cpus})")
-        return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus)
+        return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus,
+                         executor=args.executor)
     if args.study_command == "report":
         from cosim.study_report import report
 

@@ -1,4 +1,5 @@
-"""Studies: many runs of one base scenario (an axis product x seeds), run as Ray tasks.
+"""Studies: many runs of one base scenario (an axis product x seeds), run as tasks in
+worker processes on this machine or on a Ray cluster.
 
 A study file (TOML; every key in ``docs/studies.md``)::
 
@@ -19,20 +20,19 @@ A study file (TOML; every key in ``docs/studies.md``)::
 every point before anything runs; any problem is a :class:`StudyError` naming the key
 and the value.
 
-:func:`run_study` runs every point that is not complete as a plain Ray task (not Ray
-Tune: a run is already a resumable trace and nothing is searched or stopped early).
-Each task calls :func:`cosim.run.run_scenario` with ``resume=True``, so a study killed
+:func:`run_study` runs every point that is not complete as one task of an executor
+(:mod:`cosim.study_executor`: worker processes on this machine by default, plain Ray
+tasks on a cluster; not Ray Tune: a run is already a resumable trace and nothing is
+searched or stopped early). Each task calls :func:`cosim.run.run_scenario` with ``resume=True``, so a study killed
 at any moment and started again runs only what is missing. This module imports
 neither TensorFlow nor Ray at import time (the tasks import TensorFlow in the workers;
-the driver never does).
+the driver never does, and imports Ray only for the Ray executor).
 """
 
 from __future__ import annotations
 
-import gc
 import json
-import math
-import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -42,8 +42,13 @@ from typing import Any, TextIO
 import numpy as np
 
 from cosim.atomic_write import write_bytes_atomic, write_text_atomic
-from cosim.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_TERMINATED
-from cosim.scenario import Scenario
+from cosim.exit_codes import (
+    EXIT_FAILED,
+    EXIT_HANGUP,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+)
 from cosim.study_cost import study_cost_lines
 from cosim.study_file import (  # the study file, re-exported: where callers found it
     RUNS_DIR,
@@ -55,6 +60,7 @@ from cosim.study_file import (  # the study file, re-exported: where callers fou
     run_name,
     unswept,
 )
+from cosim.study_task import _run_and_release, _run_task  # noqa: F401 (where tests find them)
 
 __all__ = [
     "RUNS_DIR",
@@ -71,6 +77,8 @@ __all__ = [
 
 STATUS_FILE = "status.json"
 """Per-run state and error in the output directory, rewritten after every change."""
+LOGS_DIR = "logs"
+"""The local executor's worker output (``worker-N.log``) in the output directory."""
 SUMMARY_EVERY_S = 30.0
 """Seconds between two periodic summary lines while runs are going on."""
 WAIT_SLICE_S = 0.5
@@ -84,76 +92,20 @@ def wait_timeout(until_summary_s: float) -> float:
     return min(WAIT_SLICE_S, max(0.1, until_summary_s))
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""The signals that stop a study: its runs in flight are stopped, status.json says so."""
+STOP_EXIT = {signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP,
+             signal.SIGINT: EXIT_INTERRUPTED}
+"""The exit status of ``cosim study run`` stopped by each signal (128 + its number)."""
+
+
 class StudyStopped(Exception):
-    """SIGTERM while a study runs: the runs in flight are stopped, the status says so."""
+    """SIGTERM, SIGHUP or SIGINT while a study runs (its number the argument): the runs in
+    flight are stopped, the status says so."""
 
 
 
 # --------------------------------------------------------------------------- running
-
-
-def _run_and_release(scenario: Scenario):
-    """``run_scenario(scenario, resume=True, progress=False)``, then a full garbage
-    collection, whether the run returned or raised.
-
-    A run's algorithm and trainer objects hold tf.functions of their own methods
-    (reference cycles), and with them the run's host buffers (``BufferPool``,
-    ``Workspace``). Freed only by the cyclic collector's full passes, which a worker that
-    runs one task after another seldom makes, they piled up: +0.55 GB per paper-size run
-    of the proposed method, a worker killed by Ray's memory monitor at 14.87 GB in its
-    24th run (docs/studies.md).
-    """
-    from cosim.run import run_scenario
-
-    try:
-        return run_scenario(scenario, resume=True, progress=False)
-    finally:
-        gc.collect()
-
-
-def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
-    """One run inside a Ray worker: :func:`_run_and_release`.
-
-    Never raises: returns ``{"state": "done" | "failed", "error", "completed_rounds",
-    "wall_s", "node"}`` (``node``: the Ray node id it ran on). A diverged run is failed. TensorFlow and Numba are held to
-    ``ceil(cpus)`` threads (TensorFlow's once per worker process, before its first use).
-    """
-    started = time.perf_counter()
-    node = None
-    try:
-        import ray
-
-        node = ray.get_runtime_context().get_node_id()
-        from native.tensorflow_import import import_for_command
-
-        threads = max(1, math.ceil(cpus))
-        import_for_command()
-        import tensorflow as tf
-
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(threads)
-        except RuntimeError:  # a reused worker: TensorFlow is initialised already
-            pass
-        try:
-            import numba
-
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        except (ImportError, ValueError):
-            pass
-        summary = _run_and_release(scenario)
-    except Exception as error:  # reported in status.json; the other runs go on
-        return {"state": "failed", "error": f"{type(error).__name__}: {error}",
-                "completed_rounds": None, "wall_s": time.perf_counter() - started, "node": node}
-    result = {"state": "done", "error": None, "completed_rounds": summary.completed_rounds,
-              "wall_s": summary.wall_s, "node": node}
-    if summary.diverged:
-        result.update(state="failed", error=f"diverged: stopped after round "
-                      f"{summary.completed_rounds - 1} (the trace holds it)")
-    elif summary.completed_rounds < scenario.rounds:
-        result.update(state="failed", error=f"stopped after {summary.completed_rounds} of "
-                      f"{scenario.rounds} rounds")
-    return result
 
 
 def _trace_state(path: Path) -> tuple[int | None, str | None]:
@@ -303,29 +255,40 @@ def run_study(
     *,
     address: str | None = None,
     num_cpus: int | None = None,
+    executor: str | None = None,
     summary_every_s: float = SUMMARY_EVERY_S,
     stream: TextIO | None = None,
 ) -> int:
     """Run every point of a study not complete yet; the exit status (0 all runs done,
-    1 some failed).
+    1 some failed; 129, 130, 143 stopped by SIGHUP, SIGINT, SIGTERM).
 
-    Validates the study and every point first (:class:`StudyError`, nothing written).
-    Writes ``out_dir/study.toml`` (the study file's bytes), ``out_dir/status.json``
+    Validates the options (``executor``, ``address``: :mod:`cosim.study_executor`), the
+    study and every point first (:class:`StudyError`, nothing written). Writes
+    ``out_dir/study.toml`` (the study file's bytes), ``out_dir/status.json``
     (:class:`_Status`) and the traces under ``out_dir/runs/``. A run whose trace has
-    ``completed_rounds == rounds`` is skipped without a task (done), so is one whose
-    committed rounds hold a diverged round (failed: resuming would diverge again);
-    every other one is one
-    Ray task (``num_cpus = cpus_per_run``; workers are reused, so TensorFlow starts
-    once per worker) that resumes its trace. With ``address`` the command connects to
-    that Ray cluster (``"auto"``: the one started on this machine by ``ray start``),
-    else it starts a local Ray of ``num_cpus`` CPUs (default: this machine's) and
-    shuts it down at the end; it disconnects from a cluster without stopping it. Prints
-    a line per finished run (done/failed/total) and a summary line every
-    ``summary_every_s`` seconds.
+    ``completed_rounds == rounds`` is skipped (done), so is one whose committed rounds
+    hold a diverged round (failed: resuming would diverge again); every other one is one
+    task (:func:`_run_task`, ``cpus_per_run`` CPUs) that resumes its trace.
+
+    ``executor``: ``"local"`` (the default without ``address``) runs the tasks in worker
+    processes on this machine, ``floor(num_cpus / cpus_per_run)`` at a time, with no
+    network socket (their output in ``out_dir/logs/``); ``"ray"`` (the default with
+    ``address``) runs them as Ray tasks, on the cluster at ``address`` (``"auto"``: the
+    one ``ray start`` runs on this machine; disconnected from at the end, not stopped) or
+    on an embedded Ray of ``num_cpus`` CPUs (shut down at the end). ``num_cpus``
+    defaults to this machine's cores. Workers are reused, so TensorFlow starts once per
+    worker. SIGTERM, SIGHUP and SIGINT stop the runs in flight and every process the
+    study started; ``status.json`` then says ``stopped``. Prints a line per finished run
+    (done/failed/total) and a summary line every ``summary_every_s`` seconds.
     """
     stream = stream or sys.stdout
+    from cosim.study_executor import make_executor
+
     study = load_study(study_file, validate=False)
     out = Path(out_dir)
+    executor = make_executor(executor, address=address, num_cpus=num_cpus,
+                             cpus_per_run=study.cpus_per_run, log_dir=out / LOGS_DIR)
+    executor.check()  # a bad --address or cpus_per_run: refused before anything is written
     if out.exists() and not out.is_dir():
         raise StudyError([f"--out: {out} exists and is not a directory"], str(study_file))
     points = study.points(out)
@@ -334,7 +297,7 @@ def run_study(
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
-    for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR):
+    for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR, out / LOGS_DIR):
         if output.is_symlink():
             raise StudyError([f"{output}: a symbolic link where the study writes its own "
                               "file; refusing to write through it"], str(study_file))
@@ -369,76 +332,58 @@ def run_study(
     if not todo:
         return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
 
-    import logging
-    import signal
     import threading
-
-    import ray
 
     def stop(signum, frame):
         raise StudyStopped(signum)
 
     late_stop: list[int] = []
 
-    def stopped(when: str) -> int:
-        """Record and say that SIGTERM stopped the study; its exit status."""
-        status.data["stopped"] = "SIGTERM"
+    def stopped(signum: int, when: str) -> int:
+        """Record and say that a signal stopped the study; its exit status (128 + signal)."""
+        name = signal.Signals(signum).name
+        status.data["stopped"] = name
         status.write()
         c = status.counts()
-        say(f"study stopped (SIGTERM){when}: {c['done']} done, {c['failed']} failed of {total}; "
+        say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of {total}; "
             f"the same command resumes it; status: {status.path}")
-        return EXIT_TERMINATED
+        return STOP_EXIT[signum]
 
     in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGTERM) if in_main else None
-    embedded = address is None
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS} if in_main else {}
+
+    def handle(handler) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, handler)
+
     try:
-        if embedded:
-            # address="local": a new Ray of our own even when another one (another study's)
-            # runs on this machine; ray.init() alone would connect to that one
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
-                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                     object_store_memory=128 * 2**20)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-        if in_main:  # after ray.init, which installs a handler of its own
-            signal.signal(signal.SIGTERM, stop)
-        largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]),
-                      default=0.0)
-        if largest < study.cpus_per_run:
-            raise StudyError([f"resources.cpus_per_run: no Ray node has {study.cpus_per_run:g} "
-                              f"CPUs (the largest has {largest:g})"], str(study_file))
-        say(f"ray: {'local, ' if embedded else f'cluster {address}, '}"
-            f"{ray.cluster_resources().get('CPU', 0):g} CPUs, {len(ray.nodes())} node(s)")
-        task = ray.remote(num_cpus=study.cpus_per_run, max_retries=0)(_run_task)
-        pending = {}
+        if in_main:
+            handle(stop)
+        line = executor.start()
+        if in_main:  # again after ray.init, which installs a SIGTERM handler of its own
+            handle(stop)
+        say(line)
         submitted_at = time.time()
         for point in todo:
-            pending[task.remote(point.scenario, study.cpus_per_run)] = point
+            executor.submit(point.name, point.scenario)
             status.update(point.name, state="queued")
-        status.data["tasks_submitted"] = len(pending)
+        status.data["tasks_submitted"] = len(todo)
         status.write()
         started = last_summary = time.monotonic()
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_timeout(
-                summary_every_s - (time.monotonic() - last_summary)))
-            for ref in ready:
-                point = pending.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as error:  # the worker died (OOM kill, crash)
-                    result = {"state": "failed", "error": f"{type(error).__name__}: {error}"}
-                status.update(point.name, **result)
+        while executor.pending:
+            for name, result in executor.wait(wait_timeout(
+                    summary_every_s - (time.monotonic() - last_summary))):
+                status.update(name, **result)
                 status.write()
                 c = status.counts()
-                line = (f"[{c['done']} done, {c['failed']} failed / {total}] {point.name}: "
+                line = (f"[{c['done']} done, {c['failed']} failed / {total}] {name}: "
                         f"{result['state']}")
                 if result.get("wall_s") is not None:
                     line += f" ({result['wall_s']:.1f} s)"
                 if result["error"]:
                     line += f": {result['error']}"
                 say(line)
-            if time.monotonic() - last_summary >= summary_every_s and pending:
+            if time.monotonic() - last_summary >= summary_every_s and executor.pending:
                 committed, asked = status.observe(points, submitted_at)
                 status.write()
                 c = status.counts()
@@ -447,23 +392,27 @@ def run_study(
                     f"{time.monotonic() - started:.0f} s")
                 last_summary = time.monotonic()
     except (StudyStopped, SystemError) as error:
-        # a SIGTERM inside ray.wait reaches us as the SystemError Ray's Cython raises
+        # a signal inside ray.wait reaches us as the SystemError Ray's Cython raises
         # around our StudyStopped (its cause)
-        if not isinstance(error, StudyStopped) and not isinstance(
-                error.__cause__ or error.__context__, StudyStopped):
+        cause = error if isinstance(error, StudyStopped) else (error.__cause__ or error.__context__)
+        if not isinstance(cause, StudyStopped):
             raise
+        if in_main:  # a second signal while the runs are stopped is the same request
+            handle(lambda signum, frame: late_stop.append(signum))
+        executor.stop()
         for run in status.data["runs"].values():
-            if run["state"] in ("queued", "running"):
+            if run["state"] in ("pending", "queued", "running"):
                 run["state"] = "stopped"
-        return stopped("")
+        return stopped(cause.args[0], "")
     finally:
-        if in_main:  # a SIGTERM while Ray shuts down is honoured once it has (below)
-            signal.signal(signal.SIGTERM, lambda signum, frame: late_stop.append(signum))
-        ray.shutdown()  # stops the embedded Ray; only disconnects from a cluster
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        if in_main:  # a signal while the executor shuts down is honoured once it has (below)
+            handle(lambda signum, frame: late_stop.append(signum))
+        executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
     if late_stop:  # every run had ended; the study stops all the same, as asked
-        return stopped(" as its last runs ended")
+        return stopped(late_stop[0], " as its last runs ended")
     c = status.counts()
     say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
         f"({len(todo)} tasks run); status: {status.path}")

@@ -1,5 +1,7 @@
-"""`cosim study run | report` on tiny synthetic studies: Ray tasks, resume, failures, the
-report's statistics, bad study files, and a two-node Ray cluster (`--address`)."""
+"""`cosim study run | report` on tiny synthetic studies: the local executor's and Ray's
+tasks, resume, failures, the report's statistics, bad study files, and a two-node Ray
+cluster (`--address`). The executors' signals, sockets and addresses:
+test_study_executor.py."""
 
 from __future__ import annotations
 
@@ -48,8 +50,9 @@ def _status(out: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """A 4-run study (2 tx powers x 2 seeds) run once on a local Ray of 2 CPUs, with a
-    summary line every 0.2 s; ``(study, out, exit status, printed)``."""
+    """A 4-run study (2 tx powers x 2 seeds) run once by the local executor (2 CPUs: two
+    worker processes), with a summary line every 0.2 s; ``(study, out, exit status,
+    printed)``."""
     base = tmp_path_factory.mktemp("study")
     study = _study(base)
     out = base / "out"
@@ -244,14 +247,34 @@ def _processes_naming(*marks: str, also: str = "") -> list[int]:
     return pids
 
 
-def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_path, capsys):
+def _in_session(session: int) -> list[str]:
+    """The live (not zombie) processes of ``session``, each as ``"PID: command line"``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.append(f"{entry.name}: {cmdline[:120]}")
+    return found
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_path, capsys,
+                                                               executor):
     """`cosim study run` (4 runs, 2 at a time) is SIGKILLed as soon as its first run is
-    done, all of it at one instant, as when its machine goes down: the driver with its
-    whole process group (the embedded Ray's head processes) and the Ray workers, which
-    sit in process groups of their own (found by the files they hold open under the
-    study's RAY_TMPDIR). Killed with the driver alone, a worker finishes the tasks it
-    holds before it notices its raylet gone (docs/studies.md), and a tiny study's runs
-    take 0.1 s: it may complete every run. Nothing of the study survives the kill. Run
+    done. With `--executor ray`, all of it at one instant, as when its machine goes down:
+    the driver with its whole process group (the embedded Ray's head processes) and the
+    Ray workers, which sit in process groups of their own (found by the files they hold
+    open under the study's RAY_TMPDIR). Killed with the driver alone, a Ray worker
+    finishes the tasks it holds before it notices its raylet gone (docs/studies.md), and
+    a tiny study's runs take 0.1 s: it may complete every run. With the local executor
+    the driver alone is killed: its workers see it gone and end by themselves (no
+    process of the study's session is left). Nothing of the study survives the kill. Run
     again, the study submits exactly the runs whose traces were not complete (resuming
     the partial ones) and ends with the table of the uninterrupted study (the
     `finished` fixture: the same study run once)."""
@@ -265,7 +288,8 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_pat
     ray_tmp = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # short: Ray's socket paths
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
     driver = subprocess.Popen([sys.executable, "-m", "cosim.cli", "study", "run", str(study),
-                               "--out", str(out), "--num-cpus", "2"], env=env,
+                               "--out", str(out), "--num-cpus", "2", "--executor", executor],
+                              env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
@@ -279,7 +303,15 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_pat
             time.sleep(0.05)
         assert driver.poll() is None, "the study ended before it could be killed"
         workers = _processes_naming(ray_tmp)
-        os.killpg(driver.pid, signal.SIGKILL)
+        if executor == "local":  # the driver alone: its workers must leave by themselves
+            os.kill(driver.pid, signal.SIGKILL)
+            driver.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while _in_session(driver.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _in_session(driver.pid), "local workers outlived their killed driver"
+        with contextlib.suppress(ProcessLookupError):  # the group is gone with the local one
+            os.killpg(driver.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while workers and time.monotonic() < deadline:  # and any worker started meanwhile
             for pid in workers:
@@ -290,9 +322,10 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_pat
         driver.wait(timeout=30)
         survivors = _processes_naming(ray_tmp)
     finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-        for pid in _processes_naming(ray_tmp):  # stop what the test started, whatever happened
+        for line in _in_session(driver.pid):  # stop what the test started, whatever happened
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        for pid in _processes_naming(ray_tmp):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -307,7 +340,8 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(finished, tmp_pat
     assert 1 <= len(complete) < len(names)
 
     capsys.readouterr()
-    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2",
+                 "--executor", executor]) == 0
     state = _status(out)
     assert state["tasks_submitted"] == len(names) - len(complete)
     for name, run in state["runs"].items():
