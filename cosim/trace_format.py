@@ -7,9 +7,12 @@ reads them; both build on this module. No TensorFlow.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -117,6 +120,53 @@ def _attr(value: Any) -> Any:
 OPEN_RETRY_S = 0.2
 """Pause between attempts to open an HDF5 trace that does not open (the open may race
 the writer's flush); a file that is not HDF5 at all is refused at once."""
+
+
+LIVE_READ_ATTEMPTS = 25
+"""Reads of a trace another process is writing that may race its flushes (each
+:data:`OPEN_RETRY_S` apart: 5 s in all) before :func:`read_live` calls it being written."""
+
+
+def writer_pid(path: Path) -> int | None:
+    """The id of the process writing the trace at ``path`` (the one holding its writer
+    lock, :meth:`cosim.trace.TraceWriter.create`), or None when no process does or it
+    cannot be told. Asks the system (``F_GETLK``) without taking a lock, so a run
+    starting meanwhile is not refused. Linux's ``struct flock`` layout; elsewhere None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        query = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+        kind, _, _, _, pid = struct.unpack("hh4xqqi4x", answer)
+    except (OSError, struct.error, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return pid if kind != fcntl.F_UNLCK and pid > 0 else None
+
+
+def read_live(path: Path, read: Callable[[], Any]) -> Any:
+    """``read()``, tried again while it fails with :class:`TraceError` and another
+    process is writing ``path``: a reader that opens the file during the writer's flush
+    sees part of the old state and part of the new (a ``completed_rounds`` ahead of its
+    rows, a chunk half-written that fails its checksum), which a read a moment later
+    does not. After :data:`LIVE_READ_ATTEMPTS` such reads the error says the trace is
+    being written, never that it is damaged; a file nobody writes fails at once."""
+    for attempt in range(LIVE_READ_ATTEMPTS):
+        try:
+            return read()
+        except TraceError:
+            pid = writer_pid(path)
+            if pid is None:
+                raise
+            if attempt == LIVE_READ_ATTEMPTS - 1:
+                raise TraceError(f"trace {path} is incomplete, being written by process {pid}: "
+                                 f"{LIVE_READ_ATTEMPTS} reads met its writes half-way; read it "
+                                 "again later") from None
+            time.sleep(OPEN_RETRY_S)
+    raise AssertionError("unreachable")
 
 
 def _one_line(exc: BaseException) -> str:
