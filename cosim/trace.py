@@ -92,6 +92,7 @@ from cosim.trace_format import (
     checksum_options,
     closed_file_problems,
     damaged_datasets,
+    regular_file,
 )
 from cosim.trace_read import (
     TraceData,
@@ -255,6 +256,13 @@ def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: boo
     that is not a directory or not writable.
     """
     path = Path(path)
+    try:
+        _check_target(path, resume=resume, overwrite=overwrite)
+    except OSError as exc:  # a name longer than the system allows, a link loop, ...
+        raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+
+
+def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
     if path.is_dir():
         raise TraceError(f"cannot create trace {path}: it is a directory")
     if path.exists() or path.is_symlink():
@@ -433,6 +441,7 @@ class TraceWriter:
     # ----------------------------------------------------------------- opening
     @staticmethod
     def _lock(path: Path) -> int:
+        regular_file(path, "open trace")  # never a FIFO or a device
         try:
             fd = os.open(path, os.O_RDWR)
         except OSError as exc:

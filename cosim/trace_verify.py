@@ -22,6 +22,7 @@ from cosim.trace_format import (
     _open_for_reading,
     damaged_datasets,
     read_live,
+    regular_file,
     writer_pid,
 )
 
@@ -47,8 +48,13 @@ def verify_trace(path: Path) -> Verdict:
     "incomplete" and says so; a check that meets the writer's flush half-way is made
     again (:func:`cosim.trace_format.read_live`), and one that keeps failing while the
     writer runs is reported as being written, not as damaged."""
+    try:
+        regular_file(path, "verify")  # a FIFO, a device, a socket: refused, never opened
+    except TraceError as error:
+        return Verdict(path, "not a trace", str(error).partition(": ")[2])
     if not path.is_file() or not _is_hdf5(path):
-        reason = "no such file" if not path.exists() else "not an HDF5 file"
+        reason = "no such file" if not path.exists() and not path.is_symlink() else (
+            "a broken symbolic link" if not path.exists() else "not an HDF5 file")
         return Verdict(path, "not a trace", reason)
     try:
         verdict = read_live(path, lambda: _verify_once(path))
