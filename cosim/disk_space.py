@@ -11,15 +11,25 @@ where nothing has been written yet. Where the file system cannot allocate ahead
 (``EOPNOTSUPP``: some network and FUSE file systems), the free space reported by
 ``statvfs`` is checked instead (no guarantee against another process filling the disk
 in between). :func:`release` gives back what a closed file did not use.
+
+When a write fails all the same (a raw chunk HDF5 writes outside a flush),
+:func:`abandon` closes the HDF5 file without another byte reaching it, and
+:func:`release_failures` collects the failures h5py can only print.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
+import re
+import sys
+import tempfile
+from typing import Any
 
-__all__ = ["DiskFullError", "free_bytes", "release", "reserve"]
+__all__ = ["DiskFullError", "abandon", "free_bytes", "release", "release_failures", "reserve",
+           "size_text", "write_failure"]
 
 _KEEP_SIZE = 0x01  # FALLOC_FL_KEEP_SIZE (linux/falloc.h)
 _FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -76,3 +86,69 @@ def release(fd: int) -> None:
         os.ftruncate(fd, os.fstat(fd).st_size)
     except OSError:
         pass
+
+
+def write_failure(exc: BaseException) -> str:
+    """Why a write to a trace failed, in one line: the system's reason (h5py reports a
+    failed ``write`` as a RuntimeError whose text carries ``errno = N``)."""
+    code = getattr(exc, "errno", None)
+    if not (isinstance(exc, OSError) and code):
+        found = re.search(r"errno = (\d+)", str(exc))
+        code = int(found.group(1)) if found else None
+    return os.strerror(code) if code else (" ".join(str(exc).split()) or type(exc).__name__)
+
+
+def size_text(nbytes: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} bytes"
+
+
+@contextlib.contextmanager
+def release_failures():
+    """Collect (and keep off stderr) the errors HDF5 reports only while h5py releases an
+    object: a dataset closed after a failed write tries to write its cached chunks
+    again, and h5py can only print that ("Exception ignored in ... __dealloc__"). The
+    block's caller treats a collected error as the write failure it is."""
+    caught: list[BaseException] = []
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if "h5py" in str(unraisable.object) and isinstance(unraisable.exc_value, (OSError, RuntimeError)):
+            caught.append(unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield caught
+    finally:
+        sys.unraisablehook = previous
+
+
+def abandon(file: Any, lock_fd: int | None) -> None:
+    """Close ``file`` without another byte reaching it: HDF5's descriptor is first pointed
+    at an anonymous in-memory file, so whatever HDF5 still holds (the uncommitted round's
+    rows, dirty headers) is flushed there. After a write failed half-way, this keeps the
+    file as the last completed flush left it (a further flush, or HDF5's own retry on
+    close, would write headers in place around the hole the failed write left)."""
+    if file is not None:
+        try:
+            fd = file.id.get_vfd_handle()
+            try:
+                sink = os.memfd_create("abandoned-trace")
+            except (AttributeError, OSError):
+                sink = os.dup(tempfile.TemporaryFile().fileno())
+            os.dup2(sink, fd)
+            os.close(sink)
+        except (OSError, RuntimeError, ValueError, TypeError):
+            pass
+        with release_failures():
+            try:
+                file.close()
+            except (OSError, RuntimeError, ValueError):
+                pass
+    if lock_fd is not None and lock_fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(lock_fd)

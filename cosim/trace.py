@@ -41,24 +41,24 @@ and a process that writes a trace must not also open it for reading. Readers
 see the state of the last flush; :func:`read_trace` retries an open that races a
 flush.
 
-The module is split by concern: the format's constants, errors, checkpoint slots and
-the read-only open in :mod:`cosim.trace_format`, reading and the summary in
-:mod:`cosim.trace_read`; this module writes, resumes and checks targets, and
-re-exports the names of both (``from cosim.trace import ...`` is the API).
+A full disk stops the writer at the room it reserves before each flush, never half-way
+through one; a write that fails all the same abandons the file where its last flush
+left it (:mod:`cosim.disk_space`, :meth:`TraceWriter._writing`).
+
+The module is split by concern: the format's constants, errors, checkpoint slots, the
+read-only open and the target checks in :mod:`cosim.trace_format`, reading and the
+summary in :mod:`cosim.trace_read`, the resume's scenario comparison in
+:mod:`cosim.trace_compare`; this module writes and resumes, and re-exports the names
+(``from cosim.trace import ...`` is the API).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import fcntl
 import json
 import os
-import re
-import sys
-import tempfile
-import tomllib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,8 +67,17 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosim.disk_space import DiskFullError, free_bytes, release, reserve
-from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
+from cosim.disk_space import (
+    DiskFullError,
+    abandon,
+    free_bytes,
+    release,
+    release_failures,
+    reserve,
+    size_text,
+    write_failure,
+)
+from cosim.trace_compare import _check_rounds_grow, _comparable, _key_lines
 from cosim.trace_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
@@ -86,12 +95,15 @@ from cosim.trace_format import (
     _load_slot,
     _one_line,
     _open_for_reading,
+    _os_reason,
     _package_versions,
     _unopenable,
     _valid_slot,
+    check_trace_target,
     checksum_options,
     closed_file_problems,
     damaged_datasets,
+    is_trace,
     regular_file,
 )
 from cosim.trace_read import (
@@ -118,54 +130,6 @@ __all__ = [
     "read_trace",
     "summarize",
 ]
-
-
-def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
-    """The scenario as compared on ``--resume``: as this version reads it, in today's keys
-    (a trace from before ``[runtime]`` resumes, :func:`cosim.scenario.migrate_table`),
-    with every key, so a key added since the trace was written takes its default on
-    both sides (``algorithm.fedsmoo.max_grad_norm``, the clip the code applied before);
-    ``[runtime]`` as it resolves (an explicit ``backend = "numba"`` is the run
-    ``"auto"`` made); without ``trace.path`` (where the trace lies does not change its
-    result, so a moved trace or study directory resumes), and without ``rounds`` when it
-    may grow."""
-    table = migrate_table(tomllib.loads(scenario_text))
-    try:
-        scenario = parse_scenario(table)
-        table = tomllib.loads(scenario.to_toml())
-        table["runtime"] = dataclasses.asdict(scenario.resolved_runtime())
-    except ScenarioError:
-        pass  # compared as written (such a trace cannot be resumed by a valid scenario)
-    table.get("trace", {}).pop("path", None)
-    if without_rounds:
-        table.pop("rounds", None)
-    return table
-
-
-def _key_lines(table: dict) -> list[str]:
-    """``dotted.key = value`` per key of a scenario table (one line each, arrays
-    included): what a resume's mismatch message diffs, so every changed line names its
-    key."""
-    lines: list[str] = []
-
-    def walk(table: dict, prefix: str) -> None:
-        for key, value in table.items():
-            if isinstance(value, dict):
-                walk(value, f"{prefix}{key}.")
-            elif value is not None:
-                lines.append(f"{prefix}{key} = {toml_value(value)}")
-
-    walk(table, "")
-    return lines
-
-
-def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
-    old, new = tomllib.loads(stored).get("rounds"), tomllib.loads(scenario_text).get("rounds")
-    if old is not None and new is not None and new < old:
-        raise TraceError(
-            f"cannot resume {path}: rounds = {new} is fewer than the trace's rounds = {old}; "
-            "--resume may raise rounds, not lower it"
-        )
 
 
 def partial_path(path: str | Path) -> Path:
@@ -229,138 +193,14 @@ def _create_exclusively(path: Path) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644))
 
 
-def is_trace(path: str | Path) -> bool:
-    """Whether ``path`` is an HDF5 file with this project's trace header."""
-    path = Path(path)
-    if not path.is_file() or not h5py.is_hdf5(path):
-        return False
-    try:
-        with h5py.File(path, "r", locking=False) as file:
-            return "schema_version" in file.attrs and "scenario" in file.attrs
-    except OSError:
-        return False
-
-
-def _os_reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
-    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
-    trace at ``path``. Creates and writes nothing, so a run checks this before its
-    set-up (and :meth:`TraceWriter.create` again, for library callers).
-
-    Refused: a directory at ``path``; an existing file without ``resume`` or
-    ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
-    is not a trace of this project; and, unless an existing trace is resumed, a parent
-    that is not a directory or not writable.
-    """
-    path = Path(path)
-    try:
-        _check_target(path, resume=resume, overwrite=overwrite)
-    except OSError as exc:  # a name longer than the system allows, a link loop, ...
-        raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
-
-
-def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
-    if path.is_dir():
-        raise TraceError(f"cannot create trace {path}: it is a directory")
-    if path.exists() or path.is_symlink():
-        if resume:
-            return
-        if not overwrite:
-            raise TraceExistsError(
-                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
-            )
-        if not is_trace(path):
-            raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
-    parent = path.parent
-    while not parent.exists():
-        if parent.is_symlink():  # a dangling link
-            raise TraceError(f"cannot create trace {path}: {parent} is a broken link")
-        parent = parent.parent
-    if not parent.is_dir():
-        raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TraceError(f"cannot create trace {path}: {parent} is not writable")
-
-
 FLUSH_MARGIN_BYTES = 2**18
-"""Bytes reserved on the disk before every flush of a trace on top of the data written
-since the last one (chunks, checkpoint arrays, signals, and :data:`NEW_DATASET_BYTES`
-per dataset created): room for HDF5's metadata (object headers, chunk indexes), so that
-a flush never meets a full disk half-way (:mod:`cosim.disk_space`). Measured on the
-tests' trace (300 rounds): a flush added at most 3.9 KiB more than the data written
-since the one before (2026-11-27)."""
+"""Bytes reserved before every flush on top of the data written since the last one
+(chunks, checkpoint arrays, signals, :data:`NEW_DATASET_BYTES` per new dataset): room
+for HDF5's metadata. Measured on the tests' trace (300 rounds, 2026-11-27): a flush
+added at most 3.9 KiB more than the data written since the one before."""
 NEW_DATASET_BYTES = 2**12
 """The metadata a new dataset may add to the file (its object header, its chunk
 index's first node), counted on top of its first chunk."""
-
-
-def _write_failure(exc: BaseException) -> str:
-    """Why a write to a trace failed, in one line: the system's reason (h5py reports a
-    failed ``write`` as a RuntimeError whose text carries ``errno = N``)."""
-    code = getattr(exc, "errno", None)
-    if not (isinstance(exc, OSError) and code):
-        found = re.search(r"errno = (\d+)", str(exc))
-        code = int(found.group(1)) if found else None
-    return os.strerror(code) if code else _one_line(exc)
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{int(nbytes)} bytes"
-
-
-@contextlib.contextmanager
-def _release_failures():
-    """Collect (and keep off stderr) the errors HDF5 reports only while h5py releases an
-    object: a dataset closed after a failed write tries to write its cached chunks
-    again, and h5py can only print that ("Exception ignored in ... __dealloc__"). The
-    block's caller treats a collected error as the write failure it is."""
-    caught: list[BaseException] = []
-    previous = sys.unraisablehook
-
-    def hook(unraisable) -> None:
-        if "h5py" in str(unraisable.object) and isinstance(unraisable.exc_value, (OSError, RuntimeError)):
-            caught.append(unraisable.exc_value)
-        else:
-            previous(unraisable)
-
-    sys.unraisablehook = hook
-    try:
-        yield caught
-    finally:
-        sys.unraisablehook = previous
-
-
-def _abandon(file: h5py.File | None, lock_fd: int | None) -> None:
-    """Close ``file`` without another byte reaching it: HDF5's descriptor is first pointed
-    at an anonymous in-memory file, so whatever HDF5 still holds (the uncommitted round's
-    rows, dirty headers) is flushed there. After a write failed half-way, this keeps the
-    file as the last completed flush left it (a further flush, or HDF5's own retry on
-    close, would write headers in place around the hole the failed write left)."""
-    if file is not None:
-        try:
-            fd = file.id.get_vfd_handle()
-            try:
-                sink = os.memfd_create("abandoned-trace")
-            except (AttributeError, OSError):
-                sink = os.dup(tempfile.TemporaryFile().fileno())
-            os.dup2(sink, fd)
-            os.close(sink)
-        except (OSError, RuntimeError, ValueError, TypeError):
-            pass
-        with _release_failures():
-            try:
-                file.close()
-            except (OSError, RuntimeError, ValueError):
-                pass
-    if lock_fd is not None and lock_fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(lock_fd)
 
 
 class TraceWriter:
@@ -398,20 +238,20 @@ class TraceWriter:
         if self._failed is not None:
             raise TraceError(self._failed)
         try:
-            with _release_failures() as released:
+            with release_failures() as released:
                 yield
             if released:  # a write that failed where h5py could not raise it
                 raise released[0]
         except (OSError, RuntimeError) as exc:
             t = self._completed
-            reason = _write_failure(exc)
+            reason = write_failure(exc)
             if isinstance(exc, DiskFullError) and self._lock_fd >= 0:
                 free = free_bytes(self._lock_fd)
                 need = self._pending + FLUSH_MARGIN_BYTES
-                reason += (f" ({_size(free)} free, the round needs about {_size(need)})"
+                reason += (f" ({size_text(free)} free, the round needs about {size_text(need)})"
                            if free is not None else "")
-            with _release_failures():  # the open datasets go with the file, into the sink
-                _abandon(self._file, self._lock_fd)
+            with release_failures():  # the open datasets go with the file, into the sink
+                abandon(self._file, self._lock_fd)
                 self._open.clear()
             self._lock_fd = -1
             held = f"rounds 0-{t - 1}" if t > 0 else "no round yet"
@@ -424,9 +264,8 @@ class TraceWriter:
             raise TraceError(self._failed) from None
 
     def _flush(self) -> None:
-        """Reserve the bytes this flush may add (:data:`FLUSH_MARGIN_BYTES` plus what was
-        written since the last one), then flush: a full disk stops the writer before
-        the flush, never half-way through it."""
+        """Reserve what this flush may add (:data:`FLUSH_MARGIN_BYTES` and what was written
+        since the last one), then flush: a full disk stops the writer before it."""
         reserve(self._lock_fd, self._pending + FLUSH_MARGIN_BYTES)
         self._file.flush()
         self._pending = 0
@@ -524,13 +363,13 @@ class TraceWriter:
             os.replace(partial, path)
         except BaseException as exc:
             if file is not None:  # nothing more reaches the partial file, which goes
-                _abandon(file, None)
+                abandon(file, None)
             if ours:
                 partial.unlink(missing_ok=True)
             if lock_fd is not None:
                 os.close(lock_fd)
             if isinstance(exc, (OSError, RuntimeError)):
-                raise TraceError(f"cannot create trace {path}: {_write_failure(exc)}") from None
+                raise TraceError(f"cannot create trace {path}: {write_failure(exc)}") from None
             raise
         return cls(file, path, lock_fd)
 
@@ -614,13 +453,13 @@ class TraceWriter:
             file.flush()
         except BaseException as exc:
             if writing:  # nothing more of a failed resume reaches the file
-                _abandon(file, fd)
+                abandon(file, fd)
             else:  # refused: closed as it was opened (HDF5 restores its header's flags)
                 file.close()
                 os.close(fd)
             if isinstance(exc, DiskFullError) or (isinstance(exc, (OSError, RuntimeError))
                                                   and "errno = " in str(exc)):
-                raise TraceError(f"cannot resume {path}: {_write_failure(exc)}; the trace was "
+                raise TraceError(f"cannot resume {path}: {write_failure(exc)}; the trace was "
                                  "left as it was: resume it once there is room") from None
             if isinstance(exc, OSError) and exc.errno:  # the system's fault now, not the file's
                 raise TraceError(f"cannot resume {path}: {_os_reason(exc)}") from None

@@ -406,3 +406,61 @@ def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
             raise
         return file
     raise AssertionError("unreachable")
+
+
+def is_trace(path: str | Path) -> bool:
+    """Whether ``path`` is an HDF5 file with this project's trace header."""
+    path = Path(path)
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    try:
+        with h5py.File(path, "r", locking=False) as file:
+            return "schema_version" in file.attrs and "scenario" in file.attrs
+    except OSError:
+        return False
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
+    trace at ``path``. Creates and writes nothing, so a run checks this before its
+    set-up (and :meth:`TraceWriter.create` again, for library callers).
+
+    Refused: a directory at ``path``; an existing file without ``resume`` or
+    ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
+    is not a trace of this project; and, unless an existing trace is resumed, a parent
+    that is not a directory or not writable.
+    """
+    path = Path(path)
+    try:
+        _check_target(path, resume=resume, overwrite=overwrite)
+    except TraceError:  # TraceExistsError is an OSError too
+        raise
+    except OSError as exc:  # a name longer than the system allows, a link loop, ...
+        raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+
+
+def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
+    if path.is_dir():
+        raise TraceError(f"cannot create trace {path}: it is a directory")
+    if path.exists() or path.is_symlink():
+        if resume:
+            return
+        if not overwrite:
+            raise TraceExistsError(
+                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
+            )
+        if not is_trace(path):
+            raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
+    parent = path.parent
+    while not parent.exists():
+        if parent.is_symlink():  # a dangling link
+            raise TraceError(f"cannot create trace {path}: {parent} is a broken link")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TraceError(f"cannot create trace {path}: {parent} is not writable")
