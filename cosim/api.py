@@ -255,21 +255,29 @@ def run(
         scenario = with_overrides(scenario, overrides or {})
     else:
         scenario = load_scenario(scenario, overrides or ())
+    made = None  # the temporary directory this call makes, removed if the run leaves it empty
     if trace_path is None:
         if resume:
             raise ValueError("resume=True needs trace_path, the trace to continue")
-        trace_path = Path(tempfile.mkdtemp(prefix=f"cosim-{scenario.name}-")) / (
-            f"{scenario.name}-seed{scenario.seed}.h5"
-        )
-    template = str(Path(trace_path).expanduser()).replace("{", "{{").replace("}", "}}")
-    scenario = with_overrides(scenario, {"trace.path": template})
-    check_resources(scenario, source=repr(scenario.name))
+        made = Path(tempfile.mkdtemp(prefix=f"cosim-{scenario.name}-"))
+        trace_path = made / f"{scenario.name}-seed{scenario.seed}.h5"
+    try:
+        template = str(Path(trace_path).expanduser()).replace("{", "{{").replace("}", "}}")
+        scenario = with_overrides(scenario, {"trace.path": template})
+        check_resources(scenario, source=repr(scenario.name))
 
-    import_for_command()  # the command's environment, unless TensorFlow is loaded
-    from cosim.run import run_scenario  # the engine: TensorFlow, learning, phy
+        import_for_command()  # the command's environment, unless TensorFlow is loaded
+        from cosim.run import run_scenario  # the engine: TensorFlow, learning, phy
 
-    summary = run_scenario(scenario, resume=resume, overwrite=overwrite, progress=progress,
-                           stop_on_divergence=stop_on_divergence)
+        summary = run_scenario(scenario, resume=resume, overwrite=overwrite, progress=progress,
+                               stop_on_divergence=stop_on_divergence)
+    except BaseException:
+        if made is not None:
+            try:
+                made.rmdir()  # only when empty: a trace it holds stays
+            except OSError:
+                pass
+        raise
     frames = to_pandas(summary.trace_path)
     return RunResult(
         trace_path=frames.trace_path,

@@ -333,8 +333,21 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``cosim`` command line ``argv`` (default: ``sys.argv[1:]``); the exit status.
 
     TensorFlow is imported for ``run`` only; a bad scenario, override or file exits 2
-    with one message and no traceback.
+    with one message and no traceback. Everything the command writes to stdout and
+    stderr goes through :class:`cosim.printable.PrintableStream`: a key, label or path
+    holding control characters (``\x1b[2J``) is echoed with them escaped.
     """
+    from cosim.printable import PrintableStream
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
         _parser().print_help()
@@ -557,10 +570,14 @@ def _existing(path: str) -> Path:
     """``path`` as a trace file to read; UsageError naming it when it is missing, a
     directory or not a regular file."""
     p = Path(path)
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        raise UsageError(f"no such trace file: {path}") from None
+    except OSError as exc:  # a name too long, a link loop, a directory not searchable
+        raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
     if p.is_dir():
         raise UsageError(f"cannot read trace {path}: it is a directory")
-    if not p.exists():
-        raise UsageError(f"no such trace file: {path}")
     if not p.is_file():
         raise UsageError(f"cannot read trace {path}: not a regular file")
     return p

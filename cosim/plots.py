@@ -88,7 +88,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from cosim.atomic_write import OutputError, atomic_output
+from cosim.atomic_write import OutputError, check_output_path
 from cosim.plot_style import (
     ACCURACY_AXES,
     DEFAULT_ACCURACY_AXIS,
@@ -237,9 +237,18 @@ def plot_traces(
         _check_plottable(trace, axes)
     # labels are text, never matplotlib math: a "$" is drawn as a dollar sign
     names = [str(n).replace("$", r"\$") for n in (list(labels) if labels else trace_labels(traces))]
-    with tempfile.TemporaryDirectory(prefix="cosim-plot-") as scratch:
-        drawn = _draw(traces, names, Path(scratch), axes, options, note)
-        return _move_into(drawn, out_dir)
+    try:
+        with tempfile.TemporaryDirectory(prefix="cosim-plot-") as scratch:
+            try:
+                drawn = _draw(traces, names, Path(scratch), axes, options, note)
+            except OSError as exc:
+                raise PlotError(f"cannot draw the figures in {scratch} (the temporary "
+                                f"directory): {exc.strerror or exc}; nothing was written to "
+                                f"{out_dir}") from None
+            return _move_into(drawn, out_dir)
+    except OSError as exc:  # the temporary directory itself
+        raise PlotError(f"cannot make a temporary directory to draw the figures in: "
+                        f"{exc.strerror or exc}; nothing was written to {out_dir}") from None
 
 
 def _check_plottable(trace: TraceData, axes: Sequence[str]) -> None:
@@ -260,26 +269,31 @@ def _check_plottable(trace: TraceData, axes: Sequence[str]) -> None:
 
 
 def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
-    """Put the drawn figures into ``out_dir`` (created with its parents), each one complete
-    or not at all (copied to a fresh file beside its name, then renamed onto it: atomic
-    even when the scratch directory is on another file system) and never through a
-    planted link; on a failure, remove what was put and the directory if this call
-    created it."""
+    """Put the drawn figures into ``out_dir`` (created with its parents), never through a
+    planted link, and replace the figures already there only once every new one is whole:
+    each is first copied to a fresh file beside its name (so this works when the scratch
+    directory is on another file system), all of them flushed to disk, and only then
+    renamed onto their names. A failure while copying (a full disk) removes the copies
+    and the directories this call created, and leaves every earlier figure as it was."""
     created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
-    moved: list[Path] = []
+    copies: list[tuple[Path, Path]] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for figure in drawn:
             target = out_dir / figure.name
             try:
-                with atomic_output(target, inside=out_dir) as tmp:
-                    shutil.copyfile(figure, tmp)
+                check_output_path(target, inside=out_dir)
             except OutputError as exc:
                 raise PlotError(str(exc)) from None
-            moved.append(target)
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=out_dir)
+            os.close(fd)
+            copies.append((Path(name), target))
+            shutil.copyfile(figure, name)
+            with open(name, "rb+") as written:
+                os.fsync(written.fileno())
     except (OSError, PlotError) as exc:
-        for figure in moved:
-            figure.unlink(missing_ok=True)
+        for tmp, _ in copies:
+            tmp.unlink(missing_ok=True)
         for directory in created:  # deepest first
             try:
                 directory.rmdir()
@@ -287,7 +301,12 @@ def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
                 break
         if isinstance(exc, PlotError):
             raise
-        raise PlotError(f"cannot write figures to {out_dir}: {exc.strerror or exc}") from None
+        raise PlotError(f"cannot write figures to {out_dir}: {exc.strerror or exc}; the "
+                        "figures already there were left as they were") from None
+    moved: list[Path] = []
+    for tmp, target in copies:  # renames need no room: each figure old or new, whole
+        os.replace(tmp, target)
+        moved.append(target)
     return moved
 
 

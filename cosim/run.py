@@ -195,18 +195,48 @@ class TensorBoardScalars:
         import tensorflow as tf
 
         self._tf = tf
-        self._writer = tf.summary.create_file_writer(str(directory))
+        self.directory = Path(directory)
+        try:  # creates the directory and the event file now: a fault is met here
+            self._writer = tf.summary.create_file_writer(str(directory))
+            self._writer.flush()
+        except (tf.errors.OpError, OSError) as exc:
+            raise SetupError(f"--tensorboard {directory}: cannot write TensorBoard summaries "
+                             f"there: {_tensorflow_reason(exc)}") from None
 
     def write(self, record) -> None:
-        with self._writer.as_default(step=int(record.round)):
-            for name, value in record.scalars.items():
-                value = float(value)
-                if math.isfinite(value):
-                    self._tf.summary.scalar(name, value, description=metric_label(name))
-        self._writer.flush()
+        """Write ``record``'s finite scalars; :class:`TensorBoardError` (one line) when
+        the event file cannot be written."""
+        try:
+            with self._writer.as_default(step=int(record.round)):
+                for name, value in record.scalars.items():
+                    value = float(value)
+                    if math.isfinite(value):
+                        self._tf.summary.scalar(name, value, description=metric_label(name))
+            self._writer.flush()
+        except (self._tf.errors.OpError, OSError) as exc:
+            raise TensorBoardError(_tensorflow_reason(exc)) from None
 
     def close(self) -> None:
-        self._writer.close()
+        """Close the event file; a fault now (a full disk) is ignored: the summaries
+        written so far stay, the trace holds every round."""
+        try:
+            self._writer.close()
+        except (self._tf.errors.OpError, OSError):
+            pass
+
+
+class TensorBoardError(Exception):
+    """An event file that cannot be written (one line: the system's reason)."""
+
+
+def _tensorflow_reason(exc: BaseException) -> str:
+    """The system's reason in a TensorFlow I/O error, in one line: TensorFlow says
+    ``{{function_node ...}} PATH; REASON [Op:...]`` (or ``REASON`` after the last ``; ``
+    of its first line)."""
+    text = getattr(exc, "message", None) or str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    reason = first.rpartition("; ")[2].split(" [Op:")[0].strip()
+    return reason or first
 
 
 def run_scenario(
@@ -237,6 +267,21 @@ def run_scenario(
     """
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
+    # before the trace: a TensorBoard directory that cannot be written is a SetupError
+    board = TensorBoardScalars(tensorboard_dir) if tensorboard_dir is not None else None
+    try:
+        return _run(scenario, path, scenario_text, resume=resume, overwrite=overwrite,
+                    progress=progress, engine=engine, stop_on_divergence=stop_on_divergence,
+                    board=board)
+    finally:
+        if board is not None:
+            board.close()
+
+
+def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, overwrite: bool,
+         progress: bool, engine: Engine | None, stop_on_divergence: bool,
+         board: TensorBoardScalars | None) -> RunSummary:
+    """:func:`run_scenario` once its TensorBoard writer (or None) is made."""
     writer, checkpoint, start = None, None, 0
     if resume and path.exists():
         writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text,
@@ -321,7 +366,6 @@ def run_scenario(
     )
 
     bar = Progress(scenario.rounds, start, scenario.name) if progress else None
-    board = TensorBoardScalars(tensorboard_dir) if tensorboard_dir is not None else None
 
     def say(text: str) -> None:
         if bar is not None:
@@ -349,7 +393,14 @@ def run_scenario(
             )
             completed = record.round + 1
             if board is not None:
-                board.write(record)
+                try:
+                    board.write(record)
+                except TensorBoardError as error:
+                    say(f"cosim run: warning: TensorBoard summaries stopped at round {record.round}"
+                        f" ({board.directory}: {error}); the run goes on without them (the "
+                        "trace holds every round)")
+                    board.close()
+                    board = None
             if record.evaluated:
                 last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
             if bar is not None:
@@ -369,8 +420,6 @@ def run_scenario(
     finally:
         if bar is not None:
             bar.close()
-        if board is not None:
-            board.close()
         writer.close()
     if math.isnan(last_acc) and completed > 0:  # nothing evaluated now: the trace's last
         last_acc, last_ece = _last_evaluation(path)

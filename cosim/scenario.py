@@ -234,10 +234,27 @@ def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], 
     if isinstance(overrides, str):
         raise TypeError(f"overrides must be a sequence of key.path=value items or a mapping, "
                         f"not a single string ({overrides!r}); wrap it in a list")
-    if not isinstance(overrides, Mapping):
-        return [_parse_override(item) for item in overrides]
+    if isinstance(overrides, Mapping):
+        pairs = list(overrides.items())
+    else:
+        try:
+            given = list(overrides)
+        except TypeError:
+            raise ScenarioError([f"{type(overrides).__name__} {overrides!r}: overrides are a "
+                                 "mapping of dotted keys or a list of key.path=value items"],
+                                source) from None
+        items = []
+        for item in given:  # "key=value" items, or (key, value) pairs as a mapping's
+            if isinstance(item, str):
+                items.append(_parse_override(item))
+            elif isinstance(item, (tuple, list)) and len(item) == 2:
+                items += _override_items(dict([item]), "overrides")
+            else:
+                raise ScenarioError([f"{item!r}: an override is a key.path=value string or a "
+                                     "(key.path, value) pair"], source)
+        return items
     items = []
-    for key, value in overrides.items():
+    for key, value in pairs:
         if not isinstance(key, str) or not _KEY_PATH.fullmatch(key):
             raise ScenarioError([f"{key!r}: an override key must be a dotted key path such as "
                                  "'cell.radius_m'"], source)

@@ -111,10 +111,23 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
     samples); ``c = 3`` for FedAvg-like algorithms (weights, gradient, update) and
     ``c = 4`` for those with a second d-vector (SCAFFOLD, FedSMOO). Activations and
     TensorFlow workspace are not included.
+
+    A BS with N_r > 1 antennas (``bs.num_antennas``) adds ``32 K N_r F``: the uplink
+    channel ``[K, N_r, F]`` complex64 as TensorFlow draws it, its NumPy copy, and the
+    combiner's complex128 work on it (``cosim/engine.py::Engine._draw_antennas``); in
+    the time domain (``ofdm.domain = "time"``) also ``8 N_r N (F + CP)``, one received
+    waveform per antenna (``phy/combiner.py::CombinedUplink``).
     """
     k, d, c = scenario.cell.num_devices, int(num_params), _vectors_per_device(scenario)
-    n = symbols_per_phase(max(uplink_phase_values(scenario, d).values()), scenario.ofdm.num_subcarriers)
-    return 4 * k * d * c + 8 * k * n * scenario.ofdm.num_subcarriers
+    f = scenario.ofdm.num_subcarriers
+    n = symbols_per_phase(max(uplink_phase_values(scenario, d).values()), f)
+    need = 4 * k * d * c + 8 * k * n * f
+    antennas = scenario.bs.num_antennas
+    if antennas > 1:
+        need += 32 * k * antennas * f
+        if scenario.ofdm.domain == "time":
+            need += 8 * antennas * n * (f + scenario.ofdm.cyclic_prefix_samples)
+    return need
 
 
 def available_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None:
@@ -146,6 +159,8 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
         keys.append(f"data.synthetic_shape = {list(s.data.synthetic_shape)}")
     if s.algorithm.name == "bayes_aircomp" and s.algorithm.estimator == "reparameterization":
         keys.append(f"algorithm.mc_samples = {s.algorithm.mc_samples}")
+    if s.bs.num_antennas > 1:
+        keys.append(f"bs.num_antennas = {s.bs.num_antennas}")
     values = max(uplink_phase_values(s, num_params).values())
     f = s.ofdm.num_subcarriers
     if symbols_per_phase(values, f) * f > 2 * values:  # zero padding at least doubles the grid
@@ -196,7 +211,8 @@ def check_resources(
         return need
     problem = (
         f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for one local step "
-        f"of all devices (d = {d:,} weights; 4 K d c + 8 K N F bytes), more than the "
+        f"of all devices (d = {d:,} weights; 4 K d c + 8 K N F"
+        f"{' + 32 K N_r F' if scenario.bs.num_antennas > 1 else ''} bytes), more than the "
         f"{have / 2**30:,.2f} GiB of memory available; lower one of these keys"
     )
     raise ScenarioTooLarge([problem], source if source is not None else repr(scenario.name),

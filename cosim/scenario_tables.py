@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from cosim.limits import MAX_ROUNDS
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.runtime import (  # stdlib only
@@ -498,7 +499,7 @@ class Scenario(_Section):
 
     name: str = Field("quickstart", pattern=r"^[A-Za-z0-9._-]+$")
     seed: int = Field(1, ge=0, le=2**31 - 1)
-    rounds: int = Field(30, ge=1)
+    rounds: int = Field(30, ge=1, le=MAX_ROUNDS)
     cell: CellConfig = CellConfig()
     channel: ChannelConfig = ChannelConfig()
     ofdm: OfdmConfig = OfdmConfig()

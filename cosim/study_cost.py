@@ -79,7 +79,8 @@ class RunCost:
 
 def _evaluations(scenario: Scenario) -> int:
     every, rounds = scenario.eval.every, scenario.rounds
-    return sum(1 for t in range(rounds) if (t + 1) % every == 0 or t + 1 == rounds)
+    # rounds t with (t + 1) % every == 0, and the last round when it is not one of them
+    return rounds // every + (1 if rounds % every else 0)
 
 
 def _test_size(scenario: Scenario, table: dict) -> int:

@@ -40,6 +40,10 @@ STUDY_COPY = "study.toml"
 RUNS_DIR = "runs"
 """Traces go to ``DIR/runs/<run name>.h5``."""
 
+MAX_LABEL_CHARS = 200
+"""The longest label a study's ``[labels]`` may give (a legend entry or an axis title:
+longer ones cannot be laid out, and matplotlib's layout of a 200,000-character label
+did not finish)."""
 _TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
@@ -148,7 +152,10 @@ class Study:
                     except ScenarioError as error:
                         where = ", ".join(f"{k} = {toml_value(v)}" for k, v in values.items())
                         where = f"point {where}, seed {seed}" if where else f"seed {seed}"
-                        problems += [f"{where}: {p}" for p in error.problems]
+                        # a fault of the scenario file itself names it (not the study's line)
+                        base = (f"scenario {self.scenario}: " if error.source == self.scenario
+                                else "")
+                        problems += [f"{where}: {base}{p}" for p in error.problems]
                 points.append(RunPoint(name, int(seed), values, tuple(overrides), scenario))
         if problems:
             raise StudyError(problems, str(self.source))
@@ -205,6 +212,13 @@ def _only_problems(only: Any, axes: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _what(path: Path) -> str:
+    """What ``path`` is, for a message: missing, a directory, or not a regular file."""
+    if not path.exists():
+        return "missing"
+    return "a directory" if path.is_dir() else "not a regular file"
+
+
 def _value_text(value: Any) -> str:
     """An axis value as it appears in a run name: strings bare, ``10.0`` as ``10``."""
     if isinstance(value, str):
@@ -227,8 +241,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def load_study(path: str | Path, *, validate: bool = True) -> Study:
-    """Read and check a study file (and, with ``validate``, every point of it).
+def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: bool = True) -> Study:
+    """Read and check a study file (and, with ``validate``, every point of it; with
+    ``resolve_scenario`` False, its ``scenario`` is not looked for: a study's copy in
+    its output directory, read for its axes, seeds and labels).
 
     Raises
     ------
@@ -252,7 +268,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
 
     scenario = data.get("scenario")
     resolved = ""
-    if not isinstance(scenario, str) or not scenario:
+    if not resolve_scenario:
+        pass
+    elif not isinstance(scenario, str) or not scenario:
         problems.append(f"scenario: must be a scenario file or a shipped scenario name "
                         f"(got {scenario!r})")
     else:
@@ -261,6 +279,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
             resolved = str(candidate)
         elif shipped_scenario_path(scenario) is not None:
             resolved = str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
+        elif candidate.exists() or "/" in scenario or scenario.endswith(".toml"):
+            problems.append(f"scenario: {scenario!r} is not a scenario file (it resolves to "
+                            f"{candidate}, which is {_what(candidate)})")
         else:
             problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
                             "nor a shipped scenario (`cosim scenarios`)")
@@ -309,6 +330,9 @@ def load_study(path: str | Path, *, validate: bool = True) -> Study:
     for key, label in labels.items():
         if not isinstance(label, str) or not label.strip():
             problems.append(f"labels.{key}: must be a non-empty string (got {label!r})")
+        elif len(label) > MAX_LABEL_CHARS:
+            problems.append(f"labels.{key}: at most {MAX_LABEL_CHARS} characters, a figure's "
+                            f"legend or axis (got {len(label):,}: {label[:40]!r}...)")
         elif key not in named:
             problems.append(f"labels.{key}: names no axis and no axis value "
                             f"(an axis key, or \"key=value\" as in the run names; got {key!r})")

@@ -39,8 +39,7 @@ import pandas as pd
 from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plot_style import RINGS, _legend_below
-from cosim.scenario import read_toml
-from cosim.study_file import RUNS_DIR, STUDY_COPY, Study, StudyError, unswept
+from cosim.study_file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "pooled_reliability", "report", "stability",
@@ -184,10 +183,7 @@ def _hashable(value):
 def _axes_only(copy: Path) -> Study:
     """The study copy read for its axes and seeds only (validated when the study ran;
     its relative ``scenario`` need not resolve from ``DIR``)."""
-    data = read_toml(copy, str(copy), error=StudyError)
-    return Study(source=copy, scenario="", seeds=tuple(data.get("seeds", ())),
-                 set=dict(data.get("set", {})), axes=dict(data.get("axes", {})),
-                 labels=dict(data.get("labels", {})), only=dict(data.get("only", {})))
+    return load_study(copy, validate=False, resolve_scenario=False)  # its keys checked as ran
 
 
 def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
@@ -488,7 +484,9 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     out = Path(out_dir)
     axes, runs = _runs(out)
     copy = _axes_only(out / STUDY_COPY)
-    labels, only = copy.labels, copy.only
+    # labels are text, never matplotlib math (as in `cosim plot`): a "$" is a dollar sign
+    labels = {key: text.replace("$", r"\$") for key, text in copy.labels.items()}
+    only = copy.only
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     per_run = stability(table, axes)

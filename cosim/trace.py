@@ -41,20 +41,24 @@ and a process that writes a trace must not also open it for reading. Readers
 see the state of the last flush; :func:`read_trace` retries an open that races a
 flush.
 
-The module is split by concern: the format's constants, errors, checkpoint slots and
-the read-only open in :mod:`cosim.trace_format`, reading and the summary in
-:mod:`cosim.trace_read`; this module writes, resumes and checks targets, and
-re-exports the names of both (``from cosim.trace import ...`` is the API).
+A full disk stops the writer at the room it reserves before each flush, never half-way
+through one; a write that fails all the same abandons the file where its last flush
+left it (:mod:`cosim.disk_space`, :meth:`TraceWriter._writing`).
+
+The module is split by concern: the format's constants, errors, checkpoint slots, the
+read-only open and the target checks in :mod:`cosim.trace_format`, reading and the
+summary in :mod:`cosim.trace_read`, the resume's scenario comparison in
+:mod:`cosim.trace_compare`; this module writes and resumes, and re-exports the names
+(``from cosim.trace import ...`` is the API).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import difflib
 import fcntl
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,7 +67,17 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
+from cosim.disk_space import (
+    DiskFullError,
+    abandon,
+    free_bytes,
+    release,
+    release_failures,
+    reserve,
+    size_text,
+    write_failure,
+)
+from cosim.trace_compare import _check_rounds_grow, _comparable, _key_lines
 from cosim.trace_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
@@ -81,12 +95,16 @@ from cosim.trace_format import (
     _load_slot,
     _one_line,
     _open_for_reading,
+    _os_reason,
     _package_versions,
     _unopenable,
     _valid_slot,
+    check_trace_target,
     checksum_options,
     closed_file_problems,
     damaged_datasets,
+    is_trace,
+    regular_file,
 )
 from cosim.trace_read import (
     TraceData,
@@ -112,54 +130,6 @@ __all__ = [
     "read_trace",
     "summarize",
 ]
-
-
-def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
-    """The scenario as compared on ``--resume``: as this version reads it, in today's keys
-    (a trace from before ``[runtime]`` resumes, :func:`cosim.scenario.migrate_table`),
-    with every key, so a key added since the trace was written takes its default on
-    both sides (``algorithm.fedsmoo.max_grad_norm``, the clip the code applied before);
-    ``[runtime]`` as it resolves (an explicit ``backend = "numba"`` is the run
-    ``"auto"`` made); without ``trace.path`` (where the trace lies does not change its
-    result, so a moved trace or study directory resumes), and without ``rounds`` when it
-    may grow."""
-    table = migrate_table(tomllib.loads(scenario_text))
-    try:
-        scenario = parse_scenario(table)
-        table = tomllib.loads(scenario.to_toml())
-        table["runtime"] = dataclasses.asdict(scenario.resolved_runtime())
-    except ScenarioError:
-        pass  # compared as written (such a trace cannot be resumed by a valid scenario)
-    table.get("trace", {}).pop("path", None)
-    if without_rounds:
-        table.pop("rounds", None)
-    return table
-
-
-def _key_lines(table: dict) -> list[str]:
-    """``dotted.key = value`` per key of a scenario table (one line each, arrays
-    included): what a resume's mismatch message diffs, so every changed line names its
-    key."""
-    lines: list[str] = []
-
-    def walk(table: dict, prefix: str) -> None:
-        for key, value in table.items():
-            if isinstance(value, dict):
-                walk(value, f"{prefix}{key}.")
-            elif value is not None:
-                lines.append(f"{prefix}{key} = {toml_value(value)}")
-
-    walk(table, "")
-    return lines
-
-
-def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
-    old, new = tomllib.loads(stored).get("rounds"), tomllib.loads(scenario_text).get("rounds")
-    if old is not None and new is not None and new < old:
-        raise TraceError(
-            f"cannot resume {path}: rounds = {new} is fewer than the trace's rounds = {old}; "
-            "--resume may raise rounds, not lower it"
-        )
 
 
 def partial_path(path: str | Path) -> Path:
@@ -223,53 +193,14 @@ def _create_exclusively(path: Path) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644))
 
 
-def is_trace(path: str | Path) -> bool:
-    """Whether ``path`` is an HDF5 file with this project's trace header."""
-    path = Path(path)
-    if not path.is_file() or not h5py.is_hdf5(path):
-        return False
-    try:
-        with h5py.File(path, "r", locking=False) as file:
-            return "schema_version" in file.attrs and "scenario" in file.attrs
-    except OSError:
-        return False
-
-
-def _os_reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
-    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
-    trace at ``path``. Creates and writes nothing, so a run checks this before its
-    set-up (and :meth:`TraceWriter.create` again, for library callers).
-
-    Refused: a directory at ``path``; an existing file without ``resume`` or
-    ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
-    is not a trace of this project; and, unless an existing trace is resumed, a parent
-    that is not a directory or not writable.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise TraceError(f"cannot create trace {path}: it is a directory")
-    if path.exists() or path.is_symlink():
-        if resume:
-            return
-        if not overwrite:
-            raise TraceExistsError(
-                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
-            )
-        if not is_trace(path):
-            raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
-    parent = path.parent
-    while not parent.exists():
-        if parent.is_symlink():  # a dangling link
-            raise TraceError(f"cannot create trace {path}: {parent} is a broken link")
-        parent = parent.parent
-    if not parent.is_dir():
-        raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise TraceError(f"cannot create trace {path}: {parent} is not writable")
+FLUSH_MARGIN_BYTES = 2**18
+"""Bytes reserved before every flush on top of the data written since the last one
+(chunks, checkpoint arrays, signals, :data:`NEW_DATASET_BYTES` per new dataset): room
+for HDF5's metadata. Measured on the tests' trace (300 rounds, 2026-11-27): a flush
+added at most 3.9 KiB more than the data written since the one before."""
+NEW_DATASET_BYTES = 2**12
+"""The metadata a new dataset may add to the file (its object header, its chunk
+index's first node), counted on top of its first chunk."""
 
 
 class TraceWriter:
@@ -286,12 +217,70 @@ class TraceWriter:
         self.path = path
         self._lock_fd = lock_fd
         self._completed = int(file.attrs["completed_rounds"])
+        found = _valid_slot(file.get("checkpoint"), self._completed)
+        self._checkpoint_round = found[0] if found else None
+        self._checkpoint_written = False
+        self._pending = 0  # bytes written since the last flush (an upper bound)
+        self._failed: str | None = None  # why the writer was abandoned
+        self._open: dict[str, h5py.Dataset] = {}
+        """The round datasets written so far, kept open: a dataset closed after each
+        write would write its cached chunk then, outside the flush whose room is
+        reserved (:meth:`_flush`)."""
         self.version_changes: dict[str, tuple[str, str]] = {}
         """On resume: package -> (version that wrote the trace, this one), where they differ."""
+
+    @contextlib.contextmanager
+    def _writing(self):
+        """Around every write: a write the system refuses (a full disk, a quota, an I/O
+        error) abandons the file where its last completed flush left it
+        (:func:`_abandon`) and raises :class:`TraceError` in one line naming the file,
+        the round and what resumes; later calls raise it again."""
+        if self._failed is not None:
+            raise TraceError(self._failed)
+        try:
+            with release_failures() as released:
+                yield
+            if released:  # a write that failed where h5py could not raise it
+                raise released[0]
+        except (OSError, RuntimeError) as exc:
+            t = self._completed
+            reason = write_failure(exc)
+            if isinstance(exc, DiskFullError) and self._lock_fd >= 0:
+                free = free_bytes(self._lock_fd)
+                need = self._pending + FLUSH_MARGIN_BYTES
+                reason += (f" ({size_text(free)} free, the round needs about {size_text(need)})"
+                           if free is not None else "")
+            with release_failures():  # the open datasets go with the file, into the sink
+                abandon(self._file, self._lock_fd)
+                self._open.clear()
+            self._lock_fd = -1
+            held = f"rounds 0-{t - 1}" if t > 0 else "no round yet"
+            if self._checkpoint_round:
+                again = f"--resume continues it from round {self._checkpoint_round}"
+            else:
+                again = "--resume starts it again from round 0"
+            self._failed = (f"cannot write round {t} of trace {self.path}: {reason}; nothing "
+                            f"committed is lost (it holds {held}): {again} once there is room")
+            raise TraceError(self._failed) from None
+
+    def _flush(self) -> None:
+        """Reserve what this flush may add (:data:`FLUSH_MARGIN_BYTES` and what was written
+        since the last one), then flush: a full disk stops the writer before it."""
+        reserve(self._lock_fd, self._pending + FLUSH_MARGIN_BYTES)
+        self._file.flush()
+        self._pending = 0
+
+    def _count(self, ds: h5py.Dataset | np.ndarray) -> None:
+        """Add what writing (one chunk of) ``ds`` may add to the file to the pending bytes."""
+        if isinstance(ds, h5py.Dataset) and ds.chunks is not None:
+            self._pending += int(np.prod(ds.chunks, dtype=np.int64)) * ds.dtype.itemsize + 4
+        else:
+            self._pending += int(ds.nbytes) + 4
 
     # ----------------------------------------------------------------- opening
     @staticmethod
     def _lock(path: Path) -> int:
+        regular_file(path, "open trace")  # never a FIFO or a device
         try:
             fd = os.open(path, os.O_RDWR)
         except OSError as exc:
@@ -343,12 +332,16 @@ class TraceWriter:
             _create_exclusively(partial)
         except OSError as exc:
             raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
-        file, lock_fd = None, None
+        file, lock_fd, ours = None, None, True
         try:
             file = h5py.File(partial, "w", libver=LIBVER, locking=False)
             # HDF5 opens and closes the file while creating it, which drops lockf locks:
             # the lock is taken on the created file
-            lock_fd = cls._lock(partial)
+            try:
+                lock_fd = cls._lock(partial)
+            except TraceError:  # another process's file now: not ours to remove
+                ours = False
+                raise
             file.attrs["schema_version"] = SCHEMA_VERSION
             file.attrs["checksums"] = CHECKSUMS
             file.attrs["scenario"] = scenario_text
@@ -365,16 +358,18 @@ class TraceWriter:
                 devices_group.create_dataset(name, data=value, **checksum_options(value))
             file.create_group("rounds")
             file.attrs["completed_rounds"] = 0
+            reserve(lock_fd, FLUSH_MARGIN_BYTES)
             file.flush()
             os.replace(partial, path)
         except BaseException as exc:
-            if file is not None:
-                file.close()
-            if lock_fd is not None:  # ours; a lock refused means another process's file
+            if file is not None:  # nothing more reaches the partial file, which goes
+                abandon(file, None)
+            if ours:
                 partial.unlink(missing_ok=True)
+            if lock_fd is not None:
                 os.close(lock_fd)
-            if isinstance(exc, OSError):
-                raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+            if isinstance(exc, (OSError, RuntimeError)):
+                raise TraceError(f"cannot create trace {path}: {write_failure(exc)}") from None
             raise
         return cls(file, path, lock_fd)
 
@@ -402,6 +397,7 @@ class TraceWriter:
         except OSError as exc:
             os.close(fd)
             raise TraceError(f"cannot open trace {path}: {_unopenable(path, exc)}") from None
+        writing = False  # until the checks pass, the file is only read
         try:
             problems = closed_file_problems(file)  # before anything is written to it
             if problems:
@@ -439,6 +435,7 @@ class TraceWriter:
             found = _valid_slot(file.get("checkpoint"), int(file.attrs["completed_rounds"]))
             checkpoint = _load_slot(found[1], found[0]) if found else None
             restart = checkpoint.completed_rounds if checkpoint else 0
+            writing = True
             cls._truncate(file, restart)
             file.attrs["completed_rounds"] = restart
             file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
@@ -452,10 +449,18 @@ class TraceWriter:
                 file.attrs["resumed_with_versions"] = json.dumps(history)
             if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
                 file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
+            reserve(fd, FLUSH_MARGIN_BYTES)
             file.flush()
         except BaseException as exc:
-            file.close()
-            os.close(fd)
+            if writing:  # nothing more of a failed resume reaches the file
+                abandon(file, fd)
+            else:  # refused: closed as it was opened (HDF5 restores its header's flags)
+                file.close()
+                os.close(fd)
+            if isinstance(exc, DiskFullError) or (isinstance(exc, (OSError, RuntimeError))
+                                                  and "errno = " in str(exc)):
+                raise TraceError(f"cannot resume {path}: {write_failure(exc)}; the trace was "
+                                 "left as it was: resume it once there is room") from None
             if isinstance(exc, OSError) and exc.errno:  # the system's fault now, not the file's
                 raise TraceError(f"cannot resume {path}: {_os_reason(exc)}") from None
             if isinstance(exc, (RuntimeError, OSError, KeyError)):  # h5py's faults of a damaged file
@@ -471,11 +476,15 @@ class TraceWriter:
         """Set row ``row`` of each listed ``/rounds`` dataset (path relative to
         ``/rounds``, e.g. ``"ece"``, ``"reliability/bin_count"``; absent ones are
         skipped) back to its fill value (NaN / -1), and flush."""
-        for name in names:
-            ds = self._file["rounds"].get(name)
-            if isinstance(ds, h5py.Dataset) and ds.shape[0] > row:
+        with self._writing():
+            found = [ds for ds in (self._file["rounds"].get(name) for name in names)
+                     if isinstance(ds, h5py.Dataset) and ds.shape[0] > row]
+            for ds in found:
+                self._count(ds)
+            reserve(self._lock_fd, self._pending + FLUSH_MARGIN_BYTES)  # before any write
+            for ds in found:
                 ds[row] = _fill_value(ds.dtype)
-        self._file.flush()
+            self._flush()
 
     @staticmethod
     def _truncate(file: h5py.File, rows: int) -> None:
@@ -504,8 +513,11 @@ class TraceWriter:
 
     def _row(self, group: h5py.Group, name: str, values: np.ndarray) -> None:
         t = self._completed
-        if name in group:
-            ds = group[name]
+        key = f"{group.name}/{name}"
+        ds = self._open.get(key)
+        if ds is None and name in group:
+            ds = self._open[key] = group[name]
+        if ds is not None:
             if ds.shape[1:] != values.shape:
                 raise ValueError(f"{ds.name}: rows have shape {ds.shape[1:]}, got {values.shape}")
         else:
@@ -514,11 +526,14 @@ class TraceWriter:
             ds = group.create_dataset(name, shape=(t + 1, *values.shape), maxshape=(None, *values.shape),
                                       dtype=dtype, chunks=(chunk_rows, *values.shape),
                                       fillvalue=_fill_value(dtype), fletcher32=True)
+            self._open[key] = ds
+            self._pending += NEW_DATASET_BYTES
         if ds.shape[0] < t + 1:
             ds.resize(t + 1, axis=0)
         if ds.dtype.kind == "i" and values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0):
             raise ValueError(f"{ds.name} holds integers, got {values}")
         ds[t] = values
+        self._count(ds)
 
     def append_round(self, record: Mapping[str, float | int]) -> None:
         """Scalar columns of the current round: /rounds/<key> [T] (float64 or int64).
@@ -531,14 +546,16 @@ class TraceWriter:
                 if int(value) != self._completed:
                     raise ValueError(f"record round {value} != the trace's current round {self._completed}")
                 continue  # written as int64 by commit()
-            self._row(self._file["rounds"], key, np.asarray(value))
+            with self._writing():
+                self._row(self._file["rounds"], key, np.asarray(value))
 
     def append_series(self, group: str, name: str, values: np.ndarray) -> None:
         """A vector row of the current round: /rounds/<group>/<name> [T, *values.shape]."""
         values = np.asarray(values)
         if values.ndim < 1:
             raise ValueError(f"append_series({group!r}, {name!r}) needs an array, got a scalar")
-        self._row(self._file["rounds"].require_group(group), name, values)
+        with self._writing():
+            self._row(self._file["rounds"].require_group(group), name, values)
 
     def append_per_device(self, name: str, values: np.ndarray) -> None:
         """One value per device for the current round: /rounds/per_device/<name> [T, K]."""
@@ -546,12 +563,17 @@ class TraceWriter:
 
     def write_signals(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Raw arrays of the current round (complex allowed): /signals/round_NNNNN/<name>."""
-        group = self._file.require_group("signals").require_group(f"round_{self._completed:05d}")
-        for name, value in arrays.items():
-            if name in group:
-                del group[name]
-            value = np.asarray(value)
-            group.create_dataset(name, data=value, **checksum_options(value))
+        with self._writing():
+            group = self._file.require_group("signals").require_group(f"round_{self._completed:05d}")
+            arrays = {name: np.asarray(value) for name, value in arrays.items()}
+            for value in arrays.values():
+                self._count(value)
+                self._pending += NEW_DATASET_BYTES
+            reserve(self._lock_fd, self._pending + FLUSH_MARGIN_BYTES)  # large ones go at once
+            for name, value in arrays.items():
+                if name in group:
+                    del group[name]
+                group.create_dataset(name, data=value, **checksum_options(value))
 
     def write_checkpoint(self, arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None) -> None:
         """Save the state reached at the end of the current round (valid once committed).
@@ -560,29 +582,37 @@ class TraceWriter:
         place when names, shapes and dtypes are unchanged (the file does not grow).
         ``attrs`` must be JSON-serialisable; floats round-trip exactly.
         """
-        root = self._file.require_group("checkpoint")
-        newest = _valid_slot(root, self._completed)
-        name = _SLOTS[1] if newest is not None and newest[1].name.endswith(_SLOTS[0]) else _SLOTS[0]
-        slot = root.require_group(name)
-        slot.attrs["completed_rounds"] = -1  # invalid while it is rewritten
-        self._file.flush()
-        for key in [k for k in slot if k not in arrays]:
-            del slot[key]
-        for key, value in arrays.items():
-            value = np.asarray(value)
-            if key in slot and (slot[key].shape != value.shape or slot[key].dtype != value.dtype):
+        arrays = {key: np.asarray(value) for key, value in arrays.items()}
+        with self._writing():
+            root = self._file.require_group("checkpoint")
+            newest = _valid_slot(root, self._completed)
+            name = _SLOTS[1] if newest is not None and newest[1].name.endswith(_SLOTS[0]) else _SLOTS[0]
+            slot = root.require_group(name)
+            slot.attrs["completed_rounds"] = -1  # invalid while it is rewritten
+            for value in arrays.values():  # room for the arrays too, before any is written
+                self._count(value)
+            self._flush()
+            for key in [k for k in slot if k not in arrays]:
                 del slot[key]
-            if key in slot:
-                slot[key][...] = value
-            else:
-                slot.create_dataset(key, data=value, **checksum_options(value))
-        slot.attrs["attrs_json"] = json.dumps(dict(attrs or {}))
-        slot.attrs["completed_rounds"] = self._completed + 1
+            for key, value in arrays.items():
+                if key in slot and (slot[key].shape != value.shape or slot[key].dtype != value.dtype):
+                    del slot[key]
+                if key in slot:
+                    slot[key][...] = value
+                else:
+                    slot.create_dataset(key, data=value, **checksum_options(value))
+                    self._pending += NEW_DATASET_BYTES
+                self._count(value)
+            slot.attrs["attrs_json"] = json.dumps(dict(attrs or {}))
+            slot.attrs["completed_rounds"] = self._completed + 1
+            self._checkpoint_written = True
 
     def set_attrs(self, **attrs: Any) -> None:
         """Add or replace root attributes (str, int, float)."""
-        for key, value in attrs.items():
-            self._file.attrs[key] = value
+        with self._writing():
+            for key, value in attrs.items():
+                self._file.attrs[key] = value
+                self._pending += len(str(value).encode())
 
     def append(self, record: Any) -> None:
         """Write an engine round record: any object with ``round`` (int), ``scalars``
@@ -613,17 +643,21 @@ class TraceWriter:
     def commit(self) -> int:
         """Finish the current round atomically; returns the new ``completed_rounds``."""
         t = self._completed
-        self._row(self._file["rounds"], "round", np.asarray(t, dtype=np.int64))
 
         def pad(_name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset) and obj.shape[0] < t + 1:
                 obj.resize(t + 1, axis=0)
+                self._count(obj)
 
-        self._file["rounds"].visititems(pad)
-        self._file.flush()
-        self._file.attrs["completed_rounds"] = t + 1
-        self._file.flush()
+        with self._writing():
+            self._row(self._file["rounds"], "round", np.asarray(t, dtype=np.int64))
+            self._file["rounds"].visititems(pad)
+            self._flush()
+            self._file.attrs["completed_rounds"] = t + 1
+            self._flush()
         self._completed = t + 1
+        if self._checkpoint_written:
+            self._checkpoint_round, self._checkpoint_written = t + 1, False
         return self._completed
 
     def column(self, name: str) -> np.ndarray | None:
@@ -640,16 +674,23 @@ class TraceWriter:
         return _load_slot(found[1], found[0]) if found else None
 
     def flush(self) -> None:
-        self._file.flush()
+        with self._writing():
+            self._flush()
 
     def close(self) -> None:
-        """Flush and close (uncommitted rows stay beyond ``completed_rounds`` and are ignored)."""
-        if self._file.id.valid:
-            self._file.flush()
-            self._file.close()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        """Flush and close (uncommitted rows stay beyond ``completed_rounds`` and are
+        ignored); the disk space reserved ahead is given back. After a failed write
+        (:class:`TraceError` from a write) there is nothing left to close."""
+        if self._failed is not None or self._lock_fd < 0:
+            return
+        with self._writing():
+            if self._file.id.valid:
+                self._flush()
+                self._open.clear()
+                self._file.close()
+        release(self._lock_fd)
+        os.close(self._lock_fd)
+        self._lock_fd = -1
 
     def __enter__(self) -> TraceWriter:
         return self

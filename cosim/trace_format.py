@@ -7,9 +7,13 @@ reads them; both build on this module. No TensorFlow.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import stat
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -17,6 +21,9 @@ from typing import Any
 
 import h5py
 import numpy as np
+
+from cosim.limits import MAX_ROUNDS
+from native.memory import memory_budget
 
 SCHEMA_VERSION = 1
 EVAL_COLUMNS = ("test_accuracy", "test_nll", "ece")
@@ -119,6 +126,53 @@ OPEN_RETRY_S = 0.2
 the writer's flush); a file that is not HDF5 at all is refused at once."""
 
 
+LIVE_READ_ATTEMPTS = 25
+"""Reads of a trace another process is writing that may race its flushes (each
+:data:`OPEN_RETRY_S` apart: 5 s in all) before :func:`read_live` calls it being written."""
+
+
+def writer_pid(path: Path) -> int | None:
+    """The id of the process writing the trace at ``path`` (the one holding its writer
+    lock, :meth:`cosim.trace.TraceWriter.create`), or None when no process does or it
+    cannot be told. Asks the system (``F_GETLK``) without taking a lock, so a run
+    starting meanwhile is not refused. Linux's ``struct flock`` layout; elsewhere None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        query = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+        kind, _, _, _, pid = struct.unpack("hh4xqqi4x", answer)
+    except (OSError, struct.error, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return pid if kind != fcntl.F_UNLCK and pid > 0 else None
+
+
+def read_live(path: Path, read: Callable[[], Any]) -> Any:
+    """``read()``, tried again while it fails with :class:`TraceError` and another
+    process is writing ``path``: a reader that opens the file during the writer's flush
+    sees part of the old state and part of the new (a ``completed_rounds`` ahead of its
+    rows, a chunk half-written that fails its checksum), which a read a moment later
+    does not. After :data:`LIVE_READ_ATTEMPTS` such reads the error says the trace is
+    being written, never that it is damaged; a file nobody writes fails at once."""
+    for attempt in range(LIVE_READ_ATTEMPTS):
+        try:
+            return read()
+        except TraceError:
+            pid = writer_pid(path)
+            if pid is None:
+                raise
+            if attempt == LIVE_READ_ATTEMPTS - 1:
+                raise TraceError(f"trace {path} is incomplete, being written by process {pid}: "
+                                 f"{LIVE_READ_ATTEMPTS} reads met its writes half-way; read it "
+                                 "again later") from None
+            time.sleep(OPEN_RETRY_S)
+    raise AssertionError("unreachable")
+
+
 def _one_line(exc: BaseException) -> str:
     """Why an open or a read failed, in one line: the OS's reason for an errno, else
     HDF5's message with its whitespace collapsed."""
@@ -207,11 +261,44 @@ def damaged_datasets(file: h5py.File) -> list[str]:
     return damaged
 
 
-MAX_ROUNDS = 10_000_000
-"""The most rounds a trace can claim (``completed_rounds``); more is a damaged or crafted
-header, refused before anything is allocated."""
 MAX_READ_BYTES = 16 * 2**30
 """The most bytes the committed rows of a trace's datasets may add up to when read."""
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**26 else f"{nbytes / 2**20:,.1f} MiB"
+
+
+def _shape_problems(file: h5py.File, datasets: list[tuple[str, h5py.Dataset]], done: int) -> list[str]:
+    """Datasets whose shapes are not the trace's own (K devices: the first axis of every
+    ``/devices/*`` table and the row of every ``/rounds/per_device/*`` column, K the
+    smallest of them), and reads that would take more than :func:`memory_budget` (the
+    committed rows of ``/rounds``, all of ``/devices`` and of the checkpoints): headers
+    only, nothing allocated."""
+    problems: list[str] = []
+    tables = [(where, d) for where, d in datasets if where.startswith("/devices/")]
+    columns = [(where, d) for where, d in datasets if where.startswith("/rounds/per_device/")]
+    sizes = [d.shape[0] for _, d in tables if d.ndim >= 1] + [
+        d.shape[1] for _, d in columns if d.ndim == 2]
+    k = min(sizes) if sizes else None
+    for where, d in tables:
+        if d.ndim == 0 or d.shape[0] != k:
+            problems.append(f"{where} has shape {d.shape}, but the trace has {k} devices")
+    for where, d in columns:
+        if d.shape[1:] != (k,):
+            problems.append(f"{where} has rows of shape {d.shape[1:]}, but the trace has "
+                            f"{k} devices")
+    need = []
+    for where, d in datasets:
+        row = int(np.prod(d.shape[1:], dtype=np.float64)) * d.dtype.itemsize if d.ndim else 0
+        if where.startswith("/rounds/") and d.ndim >= 1:
+            need.append((where, min(done, d.shape[0]) * float(row)))
+        elif where.startswith(("/devices/", "/checkpoint/")):
+            need.append((where, float(np.prod(d.shape, dtype=np.float64)) * d.dtype.itemsize))
+    total, budget = sum(n for _, n in need), memory_budget(MAX_READ_BYTES)
+    if need and total > budget:
+        largest = max(need, key=lambda item: item[1])
+        problems.append(f"reading it would take {_gib(total)}, more than the {_gib(budget)} this "
+                        f"process may take ({largest[0]}: shape {file[largest[0]].shape})")
+    return problems
 
 
 def closed_file_problems(file: h5py.File) -> list[str]:
@@ -254,12 +341,7 @@ def closed_file_problems(file: h5py.File) -> list[str]:
         problems.append(f"completed_rounds = {raw!r} cannot be real (the file holds {rows} rows "
                         f"of /rounds/round)")
     elif not problems:
-        need = [(where, done * int(np.prod(d.shape[1:], dtype=np.float64)) * d.dtype.itemsize)
-                for where, d in datasets if where.startswith("/rounds/") and d.ndim >= 1]
-        if sum(n for _, n in need) > MAX_READ_BYTES:
-            largest = max(need, key=lambda item: item[1])
-            problems.append(f"its committed rows would take {sum(n for _, n in need) / 2**30:,.0f} GiB "
-                            f"to read ({largest[0]}: shape {file[largest[0]].shape}); not a real trace")
+        problems += _shape_problems(file, datasets, done)
     return problems
 
 
@@ -275,11 +357,34 @@ def check_closed(file: h5py.File, path: Path) -> None:
         raise TraceError(f"refusing trace {path}: " + "; ".join(problems[:3]) + more)
 
 
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFDIR: "a directory"}
+
+
+def regular_file(path: Path, doing: str = "read") -> None:
+    """:class:`TraceError` ("cannot DOING PATH: it is a FIFO ...") unless ``path`` is a
+    regular file (links followed; a missing file passes, for the caller to name): a
+    FIFO, a device or a socket is refused before anything opens it, so no read blocks."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TraceError(f"cannot {doing} {path}: {_one_line(exc)}") from None
+    if stat.S_ISDIR(mode):
+        return  # the caller says "it is a directory" its own way
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise TraceError(f"cannot {doing} {path}: it is {kind}, not a regular file")
+
+
 def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
     """``path`` opened read-only and checked closed (:func:`check_closed`), or
     :class:`TraceError` naming it (missing, a directory, empty, not HDF5, truncated or
     damaged, not closed). An HDF5 file that does not open is tried
     ``attempts`` times, :data:`OPEN_RETRY_S` apart; anything else fails at once."""
+    regular_file(path, "read trace")  # first: also names a name too long, a link loop
     if path.is_dir():
         raise TraceError(f"cannot read trace {path}: it is a directory")
     for attempt in range(attempts):
@@ -301,3 +406,61 @@ def _open_for_reading(path: Path, attempts: int = 5) -> h5py.File:
             raise
         return file
     raise AssertionError("unreachable")
+
+
+def is_trace(path: str | Path) -> bool:
+    """Whether ``path`` is an HDF5 file with this project's trace header."""
+    path = Path(path)
+    if not path.is_file() or not h5py.is_hdf5(path):
+        return False
+    try:
+        with h5py.File(path, "r", locking=False) as file:
+            return "schema_version" in file.attrs and "scenario" in file.attrs
+    except OSError:
+        return False
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
+    trace at ``path``. Creates and writes nothing, so a run checks this before its
+    set-up (and :meth:`TraceWriter.create` again, for library callers).
+
+    Refused: a directory at ``path``; an existing file without ``resume`` or
+    ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
+    is not a trace of this project; and, unless an existing trace is resumed, a parent
+    that is not a directory or not writable.
+    """
+    path = Path(path)
+    try:
+        _check_target(path, resume=resume, overwrite=overwrite)
+    except TraceError:  # TraceExistsError is an OSError too
+        raise
+    except OSError as exc:  # a name longer than the system allows, a link loop, ...
+        raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+
+
+def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
+    if path.is_dir():
+        raise TraceError(f"cannot create trace {path}: it is a directory")
+    if path.exists() or path.is_symlink():
+        if resume:
+            return
+        if not overwrite:
+            raise TraceExistsError(
+                f"trace {path} already exists; continue it with --resume or replace it with --overwrite"
+            )
+        if not is_trace(path):
+            raise TraceError(f"refusing to overwrite {path}: it is not an aircomp-cosim trace")
+    parent = path.parent
+    while not parent.exists():
+        if parent.is_symlink():  # a dangling link
+            raise TraceError(f"cannot create trace {path}: {parent} is a broken link")
+        parent = parent.parent
+    if not parent.is_dir():
+        raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TraceError(f"cannot create trace {path}: {parent} is not writable")

@@ -27,6 +27,7 @@ from cosim.trace_format import (
     _open_for_reading,
     _valid_slot,
     read_dataset,
+    read_live,
 )
 
 
@@ -93,7 +94,8 @@ class TraceData:
 
 
 def read_trace(path: str | Path) -> TraceData:
-    """Read every committed round of a trace (safe while a writer has it open).
+    """Read every committed round of a trace (safe while a writer has it open: a read
+    that meets the writer's flush half-way is made again, :func:`read_live`).
 
     Raises
     ------
@@ -105,13 +107,18 @@ def read_trace(path: str | Path) -> TraceData:
         checksum (named; traces written before checksums are read unchecked).
     """
     path = Path(path)
-    with _open_for_reading(path) as file:
-        try:
-            return _read_open_trace(path, file)
-        except TraceError:
-            raise
-        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
-            raise TraceError(f"cannot read trace {path}: damaged HDF5 file ({_one_line(exc)})") from None
+
+    def read() -> TraceData:
+        with _open_for_reading(path) as file:
+            try:
+                return _read_open_trace(path, file)
+            except TraceError:
+                raise
+            except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
+                raise TraceError(f"cannot read trace {path}: damaged HDF5 file "
+                                 f"({_one_line(exc)})") from None
+
+    return read_live(path, read)
 
 
 def _read_open_trace(path: Path, file: h5py.File) -> TraceData:

@@ -21,6 +21,9 @@ from cosim.trace_format import (
     _is_hdf5,
     _open_for_reading,
     damaged_datasets,
+    read_live,
+    regular_file,
+    writer_pid,
 )
 
 __all__ = ["Verdict", "verify_paths"]
@@ -41,26 +44,56 @@ class Verdict:
 
 
 def verify_trace(path: Path) -> Verdict:
-    """The state of the trace at ``path``."""
+    """The state of the trace at ``path``. A trace another process is writing is
+    "incomplete" and says so; a check that meets the writer's flush half-way is made
+    again (:func:`cosim.trace_format.read_live`), and one that keeps failing while the
+    writer runs is reported as being written, not as damaged."""
+    try:
+        regular_file(path, "verify")  # a FIFO, a device, a socket: refused, never opened
+    except TraceError as error:
+        return Verdict(path, "not a trace", str(error).partition(": ")[2])
     if not path.is_file() or not _is_hdf5(path):
-        reason = "no such file" if not path.exists() else "not an HDF5 file"
+        reason = "no such file" if not path.exists() and not path.is_symlink() else (
+            "a broken symbolic link" if not path.exists() else "not an HDF5 file")
         return Verdict(path, "not a trace", reason)
+    try:
+        verdict = read_live(path, lambda: _verify_once(path))
+    except _Damaged as damaged:  # and nobody writes it
+        return damaged.verdict
+    except TraceError as error:  # read_live's: it is being written
+        return Verdict(path, "incomplete", str(error))
+    pid = writer_pid(path)
+    if pid is not None and verdict.state in ("ok", "incomplete"):
+        detail = "; ".join(x for x in (verdict.detail, f"being written by process {pid}") if x)
+        return Verdict(path, "incomplete", detail)
+    return verdict
+
+
+class _Damaged(TraceError):
+    """A verdict of "damaged", raised so that :func:`read_live` may try again."""
+
+    def __init__(self, verdict: Verdict):
+        super().__init__(verdict.detail)
+        self.verdict = verdict
+
+
+def _verify_once(path: Path) -> Verdict:
     try:
         file = _open_for_reading(path)
     except TraceError as error:
-        return Verdict(path, "damaged", str(error))
+        raise _Damaged(Verdict(path, "damaged", str(error))) from None
     with file:
         if "schema_version" not in file.attrs:
             return Verdict(path, "not a trace", "an HDF5 file without the trace header")
         damaged = damaged_datasets(file)
         if damaged:
             more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
-            return Verdict(path, "damaged", f"dataset {', '.join(damaged[:3])}{more} fails its "
-                           "checksum or cannot be read")
+            raise _Damaged(Verdict(path, "damaged", f"dataset {', '.join(damaged[:3])}{more} "
+                                   "fails its checksum or cannot be read"))
         done = int(file.attrs.get("completed_rounds", 0))
         try:
             planned = int(tomllib.loads(str(file.attrs.get("scenario", ""))).get("rounds", done))
-        except (tomllib.TOMLDecodeError, TypeError, ValueError):
+        except (tomllib.TOMLDecodeError, TypeError, ValueError, OverflowError):
             planned = done
         note = "" if "checksums" in file.attrs else "written before checksums: read back, not checked"
     if done < planned:

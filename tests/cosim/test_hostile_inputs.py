@@ -1,0 +1,106 @@
+"""Hostile inputs that are not files: absurd counts refused by the schema with their
+bound, estimates in closed form, and a terminal nobody can write to."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.limits import MAX_ROUNDS
+from cosim.printable import printable
+from cosim.scenario import load_scenario
+from cosim.study_cost import _evaluations
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("99999999999999999999999", "rounds: must be <= 1e+07 (got 99999999999999999999999)"),
+    ("inf", "rounds: must be an integer (got inf)"),
+    (str(MAX_ROUNDS + 1), f"rounds: must be <= 1e+07 (got {MAX_ROUNDS + 1})")])
+def test_absurd_round_counts_are_refused_with_their_bound(tmp_path, capsys, value, expected):
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", f"rounds={value}"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
+
+
+def test_the_evaluation_count_is_closed_form_and_exact():
+    for rounds in (1, 2, 3, 7, 10, 11, 100):
+        for every in (1, 2, 3, 7, 10, 200):
+            scenario = load_scenario(None, [f"rounds={rounds}", f"eval.every={every}"])
+            walked = sum(1 for t in range(rounds) if (t + 1) % every == 0 or t + 1 == rounds)
+            assert _evaluations(scenario) == walked, (rounds, every)
+    largest = load_scenario(None, [f"rounds={MAX_ROUNDS}", "eval.every=3"])
+    assert _evaluations(largest) == MAX_ROUNDS // 3 + 1  # at once: no walk over the rounds
+
+
+def test_validate_of_the_largest_round_count_answers(tmp_path, capsys):
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", f"rounds={MAX_ROUNDS}"]) == 0
+    assert f"{MAX_ROUNDS} rounds" in capsys.readouterr().out
+
+
+def test_control_characters_are_shown_not_obeyed(tmp_path, capsys):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "x"\n[cell]\n"radius\\u001b[2J\\u001b]0;owned\\u0007x" = 5\n')
+    assert main(["validate", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert "cell.radius\\x1b[2J\\x1b]0;owned\\x07x: unknown key" in err, err
+    assert "\x1b" not in err and "\x07" not in err
+    assert main(["inspect", str(tmp_path / "no\x1b[2Jtrace.h5")]) == 2
+    assert "no\\x1b[2Jtrace.h5" in capsys.readouterr().err
+    assert printable("a\u202eb\tc\n") == "a\\u202eb\tc\n"  # a bidirectional override too
+
+
+def test_overrides_as_pairs_are_read_and_anything_else_is_one_line():
+    from cosim.scenario import ScenarioError
+
+    assert load_scenario(None, [("rounds", 3), "seed=4"]).rounds == 3
+    with pytest.raises(ScenarioError, match=r"3: an override is a key.path=value string or a "
+                       r"\(key.path, value\) pair"):
+        load_scenario(None, [3])
+
+
+def test_api_run_removes_its_temporary_directory_on_a_refusal(tmp_path, monkeypatch):
+    import tempfile
+
+    from cosim import api
+    from cosim.scenario import ScenarioTooLarge
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ScenarioTooLarge):
+        api.run(None, {"cell.num_devices": 100_000, "model.hidden_units": [100_000]},
+                progress=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_trace_name_longer_than_the_system_allows_is_one_line(tmp_path, capsys):
+    long_name = tmp_path / ("a" * 300 + ".h5")
+    assert main(["inspect", str(long_name)]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(".h5: File name too long")
+    from cosim.trace import TraceError, check_trace_target
+
+    with pytest.raises(TraceError, match="File name too long"):
+        check_trace_target(long_name)
+
+
+def test_the_memory_estimate_counts_the_bs_antennas():
+    """The issue's case: N_r antennas were left out (a scenario that could not fit was
+    estimated at ~0.00 GiB). The [K, N_r, F] channel adds 32 K N_r F bytes (its
+    TensorFlow draw, the NumPy copy, the combiner's complex128 work), the time domain
+    one received waveform per antenna, 8 N_r N (F + CP)."""
+    from cosim.scenario import ScenarioTooLarge, check_resources
+    from cosim.scenario_derived import memory_estimate_bytes, symbols_per_phase, uplink_phase_values
+
+    one = load_scenario(None, [])
+    many = load_scenario(None, ["bs.num_antennas=4096"])
+    d = 1000
+    k, f = one.cell.num_devices, one.ofdm.num_subcarriers
+    assert memory_estimate_bytes(many, d) - memory_estimate_bytes(one, d) == 32 * k * 4096 * f
+    with pytest.raises(ScenarioTooLarge, match=r"bs\.num_antennas = 4096"):
+        check_resources(many, d, available_bytes=memory_estimate_bytes(one, d) * 2)
+    time = load_scenario(None, ["bs.num_antennas=8", 'ofdm.domain="time"',
+                                "ofdm.cyclic_prefix_length=16"])
+    n = symbols_per_phase(max(uplink_phase_values(time, d).values()), f)
+    cp = time.ofdm.cyclic_prefix_samples
+    frequency = load_scenario(None, ["bs.num_antennas=8"])
+    assert (memory_estimate_bytes(time, d) - memory_estimate_bytes(frequency, d)
+            == 8 * 8 * n * (f + cp))

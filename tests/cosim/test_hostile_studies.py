@@ -1,0 +1,62 @@
+"""Study files and study copies that once gave tracebacks: one line each (exit 2), or a
+clean report."""
+
+from __future__ import annotations
+
+import pytest
+from small_trace import write_small_trace
+
+from cosim.cli import main
+from cosim.study_file import MAX_LABEL_CHARS, RUNS_DIR, STUDY_COPY, run_name
+
+
+def _study_dir(tmp_path, extra: str = "", axes: bool = True):
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    head = 'scenario = "x"\nseeds = [1]\n'
+    body = '[axes]\n"power.tx_power_dbm" = [10.0, 20.0]\n' if axes else ""
+    (out / STUDY_COPY).write_text(head + extra + body)
+    for power in (10.0, 20.0):
+        write_small_trace(out / RUNS_DIR / f"{run_name({'power.tx_power_dbm': power}, 1)}.h5")
+    return out
+
+
+def test_math_text_in_a_study_label_is_drawn_as_text(tmp_path):
+    out = _study_dir(tmp_path)
+    (out / STUDY_COPY).write_text((out / STUDY_COPY).read_text()
+                                  + '[labels]\n"power.tx_power_dbm" = "$\\\\frac{$"\n')
+    assert main(["study", "report", str(out)]) == 0
+
+
+@pytest.mark.parametrize(("copy", "expected"), [
+    ("axes = 5\n", "axes: must be a table of dotted keys -> lists (got 5)"),
+    ('seeds = "1"\n', "seeds: must be a non-empty list of ints (got '1')"),
+    ('[set]\n"model.x" = {a = 1}\n', "set.model.x: a nested table"),
+])
+def test_a_damaged_study_copy_is_one_line(tmp_path, capsys, copy, expected):
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    write_small_trace(out / RUNS_DIR / "seed1.h5")
+    seeds = "" if copy.startswith("seeds") else "seeds = [1]\n"
+    (out / STUDY_COPY).write_text(f'scenario = "x"\n{seeds}{copy}')
+    assert main(["study", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err, err
+
+
+def test_a_label_longer_than_the_bound_is_refused_with_it(tmp_path, capsys):
+    out = _study_dir(tmp_path)
+    (out / STUDY_COPY).write_text((out / STUDY_COPY).read_text()
+                                  + f'[labels]\n"power.tx_power_dbm" = "{"x" * 200_000}"\n')
+    assert main(["study", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (f"labels.power.tx_power_dbm: at most {MAX_LABEL_CHARS} characters, a figure's "
+            "legend or axis (got 200,000:") in err, err
+
+
+def test_a_study_whose_scenario_is_not_a_scenario_file_names_it(tmp_path, capsys):
+    study = tmp_path / "s.toml"
+    study.write_text('scenario = "/etc/passwd"\nseeds = [1]\n')
+    assert main(["validate", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert "seed 1: scenario /etc/passwd: TOML syntax error" in err, err
