@@ -2,7 +2,7 @@
 
 Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
 learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
-``--version`` import none of them (nor does ``study``: its Ray workers import
+``--version`` import none of them (nor does ``study``: its workers import
 TensorFlow, the command does not), so they start in a fraction of a second
 (``tests/cosim/test_cli_startup.py`` holds this, ``benchmarks/cli_startup.py`` times
 it). ``validate`` gets d by arithmetic (:func:`cosim.scenario.scenario_num_params`),
