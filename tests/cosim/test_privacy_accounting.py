@@ -44,7 +44,7 @@ def test_one_round_equals_the_analytic_gaussian_mechanism(noise_multiplier):
     pld = privacy.epsilon_of(event, DELTA, "pld")
     rdp = privacy.epsilon_of(event, DELTA, "rdp")
     assert pld == pytest.approx(exact, rel=1e-6)
-    assert exact - 1e-9 <= pld <= exact + privacy.PLD_DISCRETIZATION
+    assert exact - 1e-9 <= pld <= exact + privacy.pld_interval(rdp)
     assert pld <= rdp <= 1.5 * pld
 
 
