@@ -104,9 +104,11 @@ def round_event(noise_multipliers: Sequence[float], sampling_probability: float 
     return dp_accounting.PoissonSampledDpEvent(sampling_probability, inner)
 
 
-def epsilon_of(event: dp_accounting.DpEvent, delta: float, accountant: str = "pld") -> float:
+def epsilon_of(event: dp_accounting.DpEvent, delta: float, accountant: str = "pld",
+               expected_epsilon: float | None = None) -> float:
     """Epsilon at ``delta`` of ``event`` by the named library accountant (``inf`` for a
-    non-private event)."""
+    non-private event). The PLD's interval is :func:`pld_interval` of
+    ``expected_epsilon``, by default of the event's RDP epsilon."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     rdp = _accountant("rdp")
@@ -115,7 +117,7 @@ def epsilon_of(event: dp_accounting.DpEvent, delta: float, accountant: str = "pl
     if accountant == "rdp" or not bound <= PLD_MAX_EPSILON:
         _accountant(accountant)  # the name is checked
         return bound
-    acc = _accountant(accountant, bound)
+    acc = _accountant(accountant, bound if expected_epsilon is None else expected_epsilon)
     acc.compose(event)
     return float(acc.get_epsilon(delta))
 
@@ -152,7 +154,8 @@ class PrivacyLedger:
     ``"pld"`` figure, fed one event per round.
 
     ``add_round(event)`` composes the round and returns ``(epsilon so far, the round's own
-    epsilon)`` at ``delta``. With ``"pld"``, once the RDP figure passes
+    epsilon)`` at ``delta``; both on the PLD grid of the run's ``expected_epsilon``
+    (:func:`pld_interval`), so the round's own figure may be pessimistic by that interval. With ``"pld"``, once the RDP figure passes
     :data:`PLD_MAX_EPSILON` the PLD accountant is dropped and the RDP figure (an upper
     bound) is reported from then on. A resumed run replays its rounds' events.
     """
@@ -165,8 +168,8 @@ class PrivacyLedger:
         self.delta = float(delta)
         self.accountant = accountant
         self._rdp = _accountant("rdp")
-        self._pld = (_accountant("pld", min(expected_epsilon, PLD_MAX_EPSILON))
-                     if accountant == "pld" else None)
+        self._expected = min(float(expected_epsilon), PLD_MAX_EPSILON)
+        self._pld = _accountant("pld", self._expected) if accountant == "pld" else None
         _accountant(accountant)  # the name is checked
 
     def add_round(self, event: dp_accounting.DpEvent) -> tuple[float, float]:
@@ -175,7 +178,8 @@ class PrivacyLedger:
             self._pld.compose(event)
         else:
             self._pld = None
-        return self.epsilon, epsilon_of(event, self.delta, self.accountant)
+        # the round's own epsilon on the run's PLD grid (one interval of pessimism at most)
+        return self.epsilon, epsilon_of(event, self.delta, self.accountant, self._expected)
 
     @property
     def epsilon(self) -> float:
