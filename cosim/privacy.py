@@ -261,6 +261,8 @@ class Projection:
         z = ", ".join(f"z_{name} = {value:.4g}" for name, value in self.noise_multipliers.items())
         sampled = f", Poisson q = {self.sampling_probability:.4g}" \
             if self.sampling_probability < 1.0 else ""
+        if accountant == "pld" and self.epsilon > PLD_MAX_EPSILON:
+            accountant = f"the RDP bound: the PLD is not run above {PLD_MAX_EPSILON:g}"
         return (f"  privacy   projected epsilon = {self.epsilon:.6g} at delta = {delta:g} after "
                 f"{rounds} rounds ({accountant}; {z}{sampled}); assumes {self.assumes}")
 
