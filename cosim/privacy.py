@@ -123,12 +123,13 @@ def epsilon_of(event: dp_accounting.DpEvent, delta: float, accountant: str = "pl
 
 
 def projected_epsilon(event: dp_accounting.DpEvent, rounds: int, delta: float,
-                      accountant: str = "pld") -> float:
+                      accountant: str = "pld", expected_epsilon: float | None = None) -> float:
     """Epsilon after ``rounds`` identical rounds: the library's ``SelfComposedDpEvent``
     (the PLD accountant self-composes by FFT: cost grows like log(rounds), not rounds)."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds!r}")
-    return epsilon_of(dp_accounting.SelfComposedDpEvent(event, rounds), delta, accountant)
+    return epsilon_of(dp_accounting.SelfComposedDpEvent(event, rounds), delta, accountant,
+                      expected_epsilon)
 
 
 def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
@@ -328,6 +329,50 @@ def project(scenario, num_params: int) -> Projection:
     return Projection(epsilon, z, q, assumes)
 
 
+def plan_artificial_noise(scenario, projection: Projection) -> float:
+    """The least artificial noise power per subcarrier (W, on top of ``sigma_z^2``) with
+    which the projected run meets ``privacy.target_epsilon``: found by the library's
+    ``calibrate_dp_mechanism`` (Brent's method on the total noise, each search point the
+    library's epsilon of the projected rounds), so the planned run ends at or below its
+    target and within 1 % of it. 0 where the channel alone meets it; ``inf`` where no
+    noise can (no bound on a device's signal).
+
+    The projection's noise multipliers are ``sqrt(sigma_z^2 / 2) / sensitivity_p``; a
+    total noise std s per real dimension gives ``s / sensitivity_p``.
+    """
+    from dp_accounting.mechanism_calibration import (
+        ExplicitBracketInterval,
+        LowerEndpointAndGuess,
+        calibrate_dp_mechanism,
+    )
+
+    config = scenario.privacy
+    target = config.target_epsilon
+    if projection.epsilon is None or target is None:
+        raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")
+    if projection.epsilon <= target:
+        return 0.0
+    z = list(projection.noise_multipliers.values())
+    if not all(value > 0.0 for value in z):
+        return math.inf
+    noise_std = math.sqrt(scenario.power.noise_power_w / 2.0)
+
+    def event(ratio: float) -> dp_accounting.DpEvent:  # ratio = s / sqrt(sigma_z^2 / 2)
+        return dp_accounting.SelfComposedDpEvent(
+            round_event([ratio * value for value in z], projection.sampling_probability),
+            scenario.rounds)
+
+    # the RDP accountant first (cheap at any noise; its epsilon is above the PLD's, so its
+    # noise is enough), then the chosen one between half of that and that
+    ratio = calibrate_dp_mechanism(lambda: _accountant("rdp"), event, target, config.delta,
+                                   LowerEndpointAndGuess(1.0, 2.0), tol=1e-6)
+    if config.accountant == "pld":
+        ratio = calibrate_dp_mechanism(
+            lambda: _accountant("pld", target), event, target, config.delta,
+            ExplicitBracketInterval(max(1.0, 0.5 * ratio), ratio), tol=1e-6 * ratio)
+    return (ratio * noise_std) ** 2 * 2.0 - scenario.power.noise_power_w
+
+
 def check_target(scenario, num_params: int, projection: Projection | None = None) -> None:
     """Raise ValueError (``privacy.target_epsilon: ...``) when the scenario's projected
     epsilon exceeds ``privacy.target_epsilon``, or cannot be projected while a target is
@@ -341,11 +386,15 @@ def check_target(scenario, num_params: int, projection: Projection | None = None
         raise ValueError(f"privacy.target_epsilon: = {target:g} cannot be checked before the "
                          f"run: {projection.assumes}")
     if projection.epsilon > target:
+        noise_w = plan_artificial_noise(scenario, projection)
+        plan = "" if not math.isfinite(noise_w) else (
+            f"; artificial noise of {10 * math.log10(noise_w * 1e3):.2f} dBm per subcarrier at "
+            "the receiver would meet it, which the uplink does not add yet")
         raise ValueError(
             f"privacy.target_epsilon: = {target:g} is below the projected epsilon "
             f"{projection.epsilon:.4g} at delta = {config.delta:g} after {scenario.rounds} rounds "
             f"(worst noise multiplier {min(projection.noise_multipliers.values()):.3g}; "
-            f"{projection.assumes}); raise the target or lower power.tx_power_dbm or rounds")
+            f"{projection.assumes}){plan}; raise the target or lower power.tx_power_dbm or rounds")
 
 
 def refuse_over_target(scenario, source: str | None = None) -> Projection | None:
