@@ -61,6 +61,38 @@ class PhaseMechanism:
         return float(self.noise_multiplier[self.worst_device])
 
 
+def transmit_scaling(weights, estimated_gain, gamma_w: float, delta_bar: float, mask=None
+                     ) -> np.ndarray:
+    """``sqrt(u_kf) = pi_k sqrt(gamma / delta_bar) / |h_hat_kf|`` (eq. ``PowerAlloc_1``): a
+    device's transmit amplitude per unit of v, as :func:`phase_mechanism` takes it.
+
+    Parameters
+    ----------
+    weights : [K], float
+        pi_k of the devices that send in the phase.
+    estimated_gain : [K, F], float
+        ``|h_hat_kf|^2`` (with N_r > 1: of the effective channel the devices see).
+    gamma_w, delta_bar : float
+        gamma and the phase's ``delta_bar`` (eq. ``rho_avg``; > 0).
+    mask : [K, F], optional
+        1 where the device may send (``PowerControl.transmit_mask``), else 0.
+
+    Returns
+    -------
+    [K, F], np.float64
+        0 where the device does not send (no estimate, masked, pi_k = 0).
+    """
+    if not (gamma_w > 0.0 and delta_bar > 0.0):
+        raise ValueError(f"gamma_w and delta_bar must be positive, got {gamma_w!r} and {delta_bar!r}")
+    g = np.asarray(estimated_gain, np.float64)
+    pi = np.asarray(weights, np.float64)[:, None]
+    with np.errstate(divide="ignore"):
+        scaling = np.where(g > 0.0, pi * np.sqrt(gamma_w / delta_bar) / np.sqrt(g), 0.0)
+    if mask is not None:
+        scaling = np.where(np.asarray(mask) > 0, scaling, 0.0)
+    return scaling
+
+
 def clip_sensitivity(clip_norm: float, received_amplitude) -> np.ndarray:
     """Sensitivity bound from an update clip norm: ``C max_f a_kf``.
 

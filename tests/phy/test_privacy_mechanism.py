@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phy.privacy import budget_sensitivity, clip_sensitivity, phase_mechanism
+from phy.privacy import budget_sensitivity, clip_sensitivity, phase_mechanism, transmit_scaling
 
 
 def _contribution_norm(h_abs, tx_scaling, v):
@@ -88,3 +88,49 @@ def test_joint_multiplier_whitens_each_device_over_its_phases():
     z, worst = joint_noise_multiplier([p1, p2])
     assert worst == 1
     assert z == pytest.approx(1.0 / np.sqrt(1.0 + 9.0))
+
+
+@pytest.mark.parametrize("control", ["optimal", "truncated_inversion"])
+def test_the_simulated_uplink_stays_within_each_devices_sensitivity(control):
+    """phy.aircomp.aggregate's own transmitted symbols (keep_signals): every device's
+    received contribution ||h_k o x_k|| is within its sensitivity from the PHY quantities
+    of the phase (budget bound; with the clip norm set to the device's own update norm,
+    the smaller bound), and with perfect CSI a device that is not attenuated meets its clip
+    bound exactly (the received amplitude per unit of update is pi_k sqrt(gamma/delta_bar)
+    on every subcarrier)."""
+    import tensorflow as tf
+
+    from phy.aircomp import aggregate
+    from phy.power import OptimalPower, TruncatedInversion
+
+    rng = np.random.default_rng(7)
+    k, d, f = 6, 200, 32
+    updates = (rng.standard_normal((k, d)) * rng.exponential(size=(k, 1))).astype(np.float32)
+    weights = np.full(k, 1.0 / k, np.float32)
+    gain_scale = np.linspace(1e-3, 1e-2, k)[:, None]
+    h = (rng.standard_normal((k, f)) + 1j * rng.standard_normal((k, f))) * np.sqrt(gain_scale / 2)
+    h = h.astype(np.complex64)
+    power = OptimalPower() if control == "optimal" else TruncatedInversion(0.5)
+    tx_power_w, noise_w, gamma_w = 1e-3, 1e-9, 1e-9
+    result = aggregate(tf.constant(updates), tf.constant(weights), tf.constant(h), tf.constant(h),
+                       power_control=power, tx_power_w=tx_power_w, noise_power_w=noise_w,
+                       gamma_w=gamma_w, seed=tf.constant([1, 2], tf.int32), keep_signals=True,
+                       path_gain=tf.constant(gain_scale[:, 0], tf.float32))
+    x = result.x.numpy()  # [K, N, F]
+    received = np.sqrt(np.sum(np.abs(h[:, None, :] * x) ** 2, axis=(1, 2)))
+    gain = np.abs(h) ** 2
+    mask = power.transmit_mask(tf.constant(gain, tf.float32),
+                               tf.constant(gain_scale, tf.float32)).numpy()
+    scaling = transmit_scaling(weights, gain, gamma_w, float(result.delta_bar), mask)
+    common = dict(channel_gain=gain, tx_scaling=scaling, sent=np.ones(k, bool),
+                  num_symbols=result.num_symbols, tx_power_w=tx_power_w, noise_power_w=noise_w,
+                  budgeted=True)
+    budget_only = phase_mechanism(**common)
+    assert np.all(received <= budget_only.sensitivity * (1 + 1e-4))
+    attenuated = result.attenuated_fraction.numpy()
+    for device in range(k):  # the clip bound with C = this device's own norm holds too
+        clipped = phase_mechanism(**common, clip_norm=float(np.linalg.norm(updates[device])))
+        assert received[device] <= clipped.sensitivity[device] * (1 + 1e-4)
+        if control == "optimal" and attenuated[device] == 0.0:
+            assert received[device] == pytest.approx(clipped.sensitivity[device], rel=1e-4)
+    assert control != "optimal" or np.any(attenuated == 0.0)
