@@ -495,11 +495,19 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         data = check_dataset_files(scenario.data.dataset, scenario.data.data_dir)
     except DatasetFormatError as error:
         raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
+    projection = None
+    if scenario.privacy is not None:  # a target the projection exceeds is refused here
+        from cosim.privacy import refuse_over_target
+
+        projection = refuse_over_target(scenario, scenario_file or "<default quickstart>")
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
     print(f"  data      {data}")
     for line in study_cost_lines([scenario]):
         print(line)
+    if projection is not None:
+        privacy = scenario.privacy
+        print(projection.line(privacy.delta, scenario.rounds, privacy.accountant))
     return EXIT_OK
 
 

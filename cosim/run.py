@@ -265,6 +265,10 @@ def run_scenario(
     False it says so once and goes on. With ``tensorboard_dir`` every committed round's
     finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
     """
+    if scenario.privacy is not None:  # over its target epsilon: refused before anything
+        from cosim.privacy import refuse_over_target
+
+        refuse_over_target(scenario)
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
     # before the trace: a TensorBoard directory that cannot be written is a SetupError
@@ -471,6 +475,10 @@ def run_command(
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
     check_resources(scenario, source=scenario_file or "<default quickstart>")
+    if scenario.privacy is not None:  # over its target epsilon: refused, naming the file
+        from cosim.privacy import refuse_over_target
+
+        refuse_over_target(scenario, scenario_file or "<default quickstart>")
     if tensorboard_dir is not None and Path(tensorboard_dir).exists() \
             and not Path(tensorboard_dir).is_dir():
         print(f"cosim run: --tensorboard {tensorboard_dir}: exists and is not a directory",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +71,8 @@ def _sub_model(model: type[BaseModel], key: str) -> type[BaseModel] | None:
     if field is None:
         return None
     annotation = field.annotation
+    if not isinstance(annotation, type):  # an optional table, ``PrivacyConfig | None``
+        annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), None)
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 

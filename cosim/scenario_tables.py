@@ -305,6 +305,17 @@ class ParticipationConfig(_Section):
         return max(1, math.floor(self.fraction * num_devices + 0.5))
 
 
+class PrivacyConfig(_Section):
+    """Differential privacy of the uplink as the receiver sees it (``phy/privacy.py``,
+    ``cosim/privacy.py``, ``docs/privacy.md``); the paper has none. Absent: no accounting
+    and the trace as without it."""
+
+    delta: float = Field(1e-5, gt=0.0, lt=1.0)
+    target_epsilon: float | None = Field(None, gt=0.0)
+    accountant: Literal["pld", "rdp"] = "pld"
+    subsampling: Literal["none", "poisson"] = "none"
+
+
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
 _CONVNETS = ("cnn", "resnet56")
 
@@ -515,9 +526,22 @@ class Scenario(_Section):
     eval: EvalConfig = EvalConfig()
     trace: TraceConfig = TraceConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    privacy: PrivacyConfig | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
+        if self.privacy is not None:
+            _require(self.ofdm.domain == "frequency", "ofdm.domain",
+                     f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
+                     "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
+                     "ofdm.domain = \"frequency\"")
+            sampled = (self.participation.scheduling == "uniform"
+                       and self.participation.fraction < 1.0)
+            _require(self.privacy.subsampling == "none" or sampled, "privacy.subsampling",
+                     "= \"poisson\" needs participation.scheduling = \"uniform\" with "
+                     f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
+                     f"{self.participation.fraction:g}): only a uniformly drawn cohort "
+                     "amplifies privacy")
         if self.ofdm.domain == "frequency":
             for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
                 value = getattr(self.sync, key)

@@ -1,0 +1,224 @@
+"""Each device's L2 sensitivity on the received signal of one AirComp phase.
+
+The receiver noise of eq. ``ReceivedSignal`` is a Gaussian mechanism on the devices'
+contributions ``h_k o x_k``: an observer (the BS, or an eavesdropper with its own
+channel) sees ``y[n] = sum_k h_k o x_k[n] + z[n]`` with ``z ~ CN(0, sigma^2 I_F)``, i.e.
+real Gaussian noise of variance ``sigma^2 / 2`` on each of the ``2 N F`` real dimensions
+of the phase. Removing one device's data changes ``y`` by at most that device's
+contribution ``||h_k o x_k||`` over the phase's N symbols (add/remove neighbouring), so
+the device's *noise multiplier* is ``sqrt(sigma^2 / 2) / sensitivity_k`` and the worst
+device (the smallest multiplier) decides the phase's privacy. The derivation, the
+threat model and what is not covered are in ``docs/privacy.md``.
+
+A device sends ``|x_kf| = sqrt(u_kf) v_kf`` (eqs. ``PowerAlloc_1``, ``Gen_x``) with
+``0 <= v <= |Delta|`` under every power control of :mod:`phy.power`, so two bounds hold:
+
+- **clip**: with ``||Delta_k||_2 <= C`` (the update clipped before power control),
+  ``||h_k o x_k|| <= C max_f |h_kf| sqrt(u_kf)`` over the subcarriers the device sends on;
+- **budget**: with ``sum_f u_kf v_knf^2 <= P`` per symbol (eq. ``PowerConst``; the KKT
+  control and TCI), ``||h_k o x_k||^2 <= N P max_f |h_kf|^2`` whatever the data.
+
+The sensitivity is the smaller of the bounds that hold (infinite if none does: full
+inversion without clipping). NumPy only; no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PhaseMechanism:
+    """The Gaussian mechanism of one phase as one observer sees it.
+
+    Attributes
+    ----------
+    sensitivity : [K], np.float64
+        Each device's L2 sensitivity on the observer's received signal (W^1/2 over the
+        phase's N symbols); 0 for a device that did not send, ``inf`` where no bound holds.
+    noise_std : float
+        Standard deviation of the observer's noise per real dimension,
+        ``sqrt((sigma_z^2 + sigma_a^2) / 2)`` (W^1/2).
+    noise_multiplier : [K], np.float64
+        ``noise_std / sensitivity`` (``inf`` for a device that did not send, 0 where the
+        sensitivity is unbounded).
+    worst_device : int
+        Index of the smallest multiplier (the device that decides; -1 if none sent).
+    """
+
+    sensitivity: np.ndarray
+    noise_std: float
+    noise_multiplier: np.ndarray
+    worst_device: int
+
+    @property
+    def worst_noise_multiplier(self) -> float:
+        """The phase's noise multiplier: the worst device's (``inf`` if none sent)."""
+        if self.worst_device < 0:
+            return float("inf")
+        return float(self.noise_multiplier[self.worst_device])
+
+
+def transmit_scaling(weights, estimated_gain, gamma_w: float, delta_bar: float, mask=None
+                     ) -> np.ndarray:
+    """``sqrt(u_kf) = pi_k sqrt(gamma / delta_bar) / |h_hat_kf|`` (eq. ``PowerAlloc_1``): a
+    device's transmit amplitude per unit of v, as :func:`phase_mechanism` takes it.
+
+    Parameters
+    ----------
+    weights : [K], float
+        pi_k of the devices that send in the phase.
+    estimated_gain : [K, F], float
+        ``|h_hat_kf|^2`` (with N_r > 1: of the effective channel the devices see).
+    gamma_w, delta_bar : float
+        gamma and the phase's ``delta_bar`` (eq. ``rho_avg``; > 0).
+    mask : [K, F], optional
+        1 where the device may send (``PowerControl.transmit_mask``), else 0.
+
+    Returns
+    -------
+    [K, F], np.float64
+        0 where the device does not send (no estimate, masked, pi_k = 0).
+    """
+    if not (gamma_w > 0.0 and delta_bar > 0.0):
+        raise ValueError(f"gamma_w and delta_bar must be positive, got {gamma_w!r} and {delta_bar!r}")
+    g = np.asarray(estimated_gain, np.float64)
+    pi = np.asarray(weights, np.float64)[:, None]
+    with np.errstate(divide="ignore"):
+        scaling = np.where(g > 0.0, pi * np.sqrt(gamma_w / delta_bar) / np.sqrt(g), 0.0)
+    if mask is not None:
+        scaling = np.where(np.asarray(mask) > 0, scaling, 0.0)
+    return scaling
+
+
+def clip_sensitivity(clip_norm: float, received_amplitude) -> np.ndarray:
+    """Sensitivity bound from an update clip norm: ``C max_f a_kf``.
+
+    Parameters
+    ----------
+    clip_norm : float
+        C > 0, the L2 norm every device's phase update is clipped to.
+    received_amplitude : [K, F], float
+        ``a_kf = |h_kf| sqrt(u_kf)``: the observer's received amplitude per unit of
+        transmitted amplitude v (0 where the device does not send).
+
+    Returns
+    -------
+    [K], np.float64
+    """
+    if not clip_norm > 0.0:
+        raise ValueError(f"clip_norm must be positive, got {clip_norm!r}")
+    a = np.asarray(received_amplitude, np.float64)
+    return clip_norm * np.max(a, axis=-1, initial=0.0)
+
+
+def budget_sensitivity(tx_power_w: float, num_symbols: int, channel_gain, on=None) -> np.ndarray:
+    """Sensitivity bound from the symbol power budget: ``sqrt(N P max_f |h_kf|^2)``.
+
+    Parameters
+    ----------
+    tx_power_w : float
+        P, the per-OFDM-symbol budget (W).
+    num_symbols : int
+        N, the phase's OFDM symbols.
+    channel_gain : [K, F], float
+        The observer's power gain ``|h_kf|^2`` (summed over its antennas).
+    on : [K, F], bool, optional
+        Where the device may send (TCI's on-subcarriers); every subcarrier if None.
+
+    Returns
+    -------
+    [K], np.float64
+    """
+    if not tx_power_w > 0.0:
+        raise ValueError(f"tx_power_w must be positive, got {tx_power_w!r}")
+    if num_symbols < 1:
+        raise ValueError(f"num_symbols must be >= 1, got {num_symbols!r}")
+    g = np.asarray(channel_gain, np.float64)
+    if on is not None:
+        g = np.where(on, g, 0.0)
+    return np.sqrt(num_symbols * tx_power_w * np.max(g, axis=-1, initial=0.0))
+
+
+def phase_mechanism(*, channel_gain, tx_scaling, sent, num_symbols: int, tx_power_w: float,
+                    noise_power_w: float, budgeted: bool, clip_norm: float | None = None,
+                    artificial_noise_power_w: float = 0.0) -> PhaseMechanism:
+    """The phase's per-device sensitivity and noise multiplier from the PHY quantities.
+
+    Parameters
+    ----------
+    channel_gain : [K, F], float
+        The observer's true power gain ``|h_kf|^2`` (the BS's, summed over its antennas;
+        or an eavesdropper's).
+    tx_scaling : [K, F], float
+        ``sqrt(u_kf)``, each device's transmit amplitude per unit of v (eq.
+        ``PowerAlloc_1``: ``pi_k sqrt(gamma / delta_bar) / |h_hat_kf|``); 0 (or inf, taken
+        as 0) where the device does not send (no channel estimate, a TCI off-subcarrier).
+    sent : [K], bool
+        Who sent in this phase.
+    num_symbols : int
+        N, the phase's OFDM symbols.
+    tx_power_w : float
+        P (W).
+    noise_power_w : float
+        sigma_z^2, the observer's receiver noise power per subcarrier (W).
+    budgeted : bool
+        Whether the power control keeps ``sum_f u v^2 <= P`` (``PowerControl.budgeted``).
+    clip_norm : float, optional
+        C, the clip norm of every device's phase update (None: no clipping).
+    artificial_noise_power_w : float
+        sigma_a^2, noise added on top of the receiver's per subcarrier (W), >= 0.
+
+    Returns
+    -------
+    PhaseMechanism
+    """
+    g = np.asarray(channel_gain, np.float64)
+    s = np.asarray(tx_scaling, np.float64)
+    s = np.where(np.isfinite(s), s, 0.0)
+    sent = np.asarray(sent, bool)
+    if g.ndim != 2 or s.shape != g.shape or sent.shape != g.shape[:1]:
+        raise ValueError(f"channel_gain and tx_scaling must be [K, F] and sent [K], got "
+                         f"{g.shape}, {s.shape} and {sent.shape}")
+    if not noise_power_w + artificial_noise_power_w > 0.0 or artificial_noise_power_w < 0.0:
+        raise ValueError(f"noise_power_w must be > 0 and artificial_noise_power_w >= 0, got "
+                         f"{noise_power_w!r} and {artificial_noise_power_w!r}")
+    sensitivity = np.full(g.shape[0], np.inf)
+    if clip_norm is not None:
+        sensitivity = np.minimum(sensitivity, clip_sensitivity(clip_norm, np.sqrt(g) * s))
+    if budgeted:
+        sensitivity = np.minimum(sensitivity, budget_sensitivity(tx_power_w, num_symbols, g, s > 0))
+    sensitivity = np.where(sent, sensitivity, 0.0)
+    noise_std = float(np.sqrt((noise_power_w + artificial_noise_power_w) / 2.0))
+    with np.errstate(divide="ignore"):
+        multiplier = np.where(sensitivity > 0.0, noise_std / sensitivity, np.inf)
+    worst = int(np.argmin(multiplier)) if sent.any() else -1
+    return PhaseMechanism(sensitivity, noise_std, multiplier, worst)
+
+
+def joint_noise_multiplier(mechanisms) -> tuple[float, int]:
+    """The round's noise multiplier when its phases are taken as one Gaussian mechanism
+    on the observer's received signals of all phases (the stacked vector
+    ``[y_1; y_2]``): each device's whitened L2 sensitivity is
+    ``sqrt(sum_p (sensitivity_pk / noise_std_p)^2)``, and the worst device decides.
+    Used where the library cannot compose the phases inside a subsampled event.
+
+    Parameters
+    ----------
+    mechanisms : sequence of :class:`PhaseMechanism`
+        The round's phases, over the same K devices.
+
+    Returns
+    -------
+    (noise_multiplier, worst_device) : (float, int)
+        ``inf`` and -1 if no device sent in any phase.
+    """
+    whitened = np.zeros_like(mechanisms[0].sensitivity)
+    for m in mechanisms:
+        whitened = whitened + (m.sensitivity / m.noise_std) ** 2
+    if not np.any(whitened > 0.0):
+        return float("inf"), -1
+    worst = int(np.argmax(whitened))
+    return float(1.0 / np.sqrt(whitened[worst])), worst
