@@ -61,10 +61,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from cosim import participation
 from cosim import rng as rngs
 from cosim.divergence import DivergenceWatch
-from cosim.participation import RoundCohort
 from cosim.scenario import Scenario
 from cosim.trace import (
     EVAL_COLUMNS,
@@ -74,24 +72,20 @@ from cosim.trace import (
     channel_use_split,
 )
 from learning import algorithms as fl_algorithms
-from learning.algorithms.base import DeviceData, FederatedAlgorithm
+from learning.algorithms.base import DeviceData, FederatedAlgorithm, Received
 from learning.architectures import build_model
 from learning.catalog import CATALOG
 from learning.datasets import Dataset, load_dataset
 from learning.metrics import evaluate_probs
 from learning.partition import Partition, PoolExhausted, partition, to_device_data
-from phy import aircomp, geometry
-from phy.aggregate_error import aggregate_error, normalised_error
+from native.columns import Columns
+from phy import geometry
 from phy.cells import CELL_MODELS
-from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
-from phy.downlink import multicast_symbols
-from phy.grid import GroupingRule
-from phy.ofdm_time import TimeDomainUplink
+from phy.combiner import ReceiveCombiner
 from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
 from phy.sync import UniformOffsets
+from phy.uplink import Uplink
 
-BUDGET_TOLERANCE = 1e-4
-"""Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
 RUN_COLUMNS = (
     "round",
     "cumulative_channel_uses",
@@ -188,6 +182,12 @@ class RoundRecord:
     signals: dict[str, np.ndarray] = field(default_factory=dict)
     divergence: list[str] = field(default_factory=list)
 
+    def add(self, columns: Columns) -> None:
+        """Add a block's columns (:class:`native.columns.Columns`) to this record."""
+        self.scalars.update(columns.scalars)
+        self.per_device.update(columns.per_device)
+        self.signals.update(columns.signals)
+
     @property
     def evaluated(self) -> bool:
         return not math.isnan(self.scalars.get("test_accuracy", math.nan))
@@ -269,6 +269,32 @@ def build_world(scenario: Scenario) -> StaticWorld:
     )
 
 
+def build_uplink(scenario: Scenario, world: StaticWorld, algorithm: FederatedAlgorithm) -> Uplink:
+    """The scenario's :class:`phy.uplink.Uplink`: its components built from the registries
+    of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
+    ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
+    return Uplink(
+        channel=_channel_of(scenario, world.deployment),
+        csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
+        power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
+        path_gain=world.path_gain, seed=scenario.seed,
+        phases=[(phase.name, phase.num_values) for phase in algorithm.phases()],
+        num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w,
+        noise_power_w=power.noise_power_w, gamma_w=power.gamma_w,
+        downlink_values=algorithm.downlink_values(), bits_per_value=scenario.downlink.bits_per_value,
+        bs_tx_power_w=scenario.downlink.bs_tx_power_w, domain=ofdm.domain,
+        bandwidth_hz=ofdm.bandwidth_hz, cyclic_prefix_length=ofdm.cyclic_prefix_samples,
+        sync=UniformOffsets(scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
+                            scenario.sync.precompensate),
+        combiner=ReceiveCombiner(scenario.bs.combiner), num_antennas=scenario.bs.num_antennas,
+        participation=participation,
+        population_weights=np.asarray(world.device_data.weights, np.float64),
+        local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
+        training_phases=CATALOG[scenario.algorithm.name].training_phases,
+        per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
+    )
+
+
 def count_nonfinite(values) -> int:
     """The number of NaN or infinite entries of ``values`` (a float tensor or array).
 
@@ -310,23 +336,8 @@ class Engine:
             runtime=scenario.runtime.runtime(),
             **scenario.hyper_parameters(),
         )
-        ofdm = scenario.ofdm
-        self.channel = _channel_of(scenario, self.world.deployment)
-        self.sync = UniformOffsets(
-            scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
-            scenario.sync.precompensate,
-        )
-        self.combiner = ReceiveCombiner(scenario.bs.combiner)
-        self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
-        self._path_gain = tf.constant(self.world.path_gain, tf.float32)
-        self._population_weights = np.asarray(self.world.device_data.weights, np.float64)
         self._local_steps = int(scenario.hyper_parameters().get("local_steps", 1))
-        self.power_control = POWER_CONTROLS[scenario.power.control].build(
-            scenario.power.variant_values())
-        self.grids = {
-            phase.name: GroupingRule(phase.num_values, ofdm.num_subcarriers)
-            for phase in self.algorithm.phases()
-        }
+        self.uplink = build_uplink(scenario, self.world, self.algorithm)
         test_subset = scenario.data.test_subset
         x_test, y_test = dataset.x_test, dataset.y_test
         if test_subset is not None:
@@ -343,121 +354,19 @@ class Engine:
         """The algorithm's initial state (deterministic for the scenario's seed)."""
         return self.algorithm.init(rngs.stream_seed(self.scenario.seed, rngs.STATIC_ROUND, "init"))
 
-    def uplink_symbols_per_round(self) -> int:
-        return sum(grid.num_symbols for grid in self.grids.values())
-
     # ------------------------------------------------------------------ one round
-    def _draw_uplink(self, t: int):
-        """The round's channel ``h`` [K, F] and, in the time domain, its
-        :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing offset [samples],
-        CFO [subcarrier spacings]) [K] each (else None and None).
-
-        In the time domain the channel is the one the waveform meets: the discrete-time
-        taps of the model's paths (:meth:`cir`) delayed by the devices' timing offsets,
-        and ``h`` what a device knows of (and estimates) its channel: the taps' response
-        without the offsets, or with them when ``sync.precompensate`` includes the timing
-        (:mod:`phy.sync`); the offsets are drawn from the round's "sync" stream.
-        """
-        seed, ofdm = self.scenario.seed, self.scenario.ofdm
-        channel_seed = rngs.stream_seed(seed, t, "channel")
-        if self.scenario.bs.num_antennas > 1:
-            return self._draw_antennas(t, channel_seed)
-        if ofdm.domain == "frequency":
-            return self.channel(self._path_gain, channel_seed), None, None
-        a, tau = self.channel.cir(self._path_gain, channel_seed)
-        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
-        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
-                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
-        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **geometry_,
-                                             timing_offset_samples=timing, cfo_subcarriers=cfo)
-        known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
-            a.numpy(), tau.numpy(), **geometry_)
-        return tf.constant(known.frequency_response()), uplink, (timing, cfo)
-
-    def _draw_antennas(self, t: int, channel_seed):
-        """:meth:`_draw_uplink` for a BS with N_r > 1 antennas (``bs.num_antennas``).
-
-        The channel model draws ``[K, N_r, F]`` (in the time domain a delay line per device
-        and antenna, the devices' offsets shared by the antennas); the BS's combiner ``m``
-        [N_r, F] (``bs.combiner``, :class:`phy.combiner.ReceiveCombiner`) is computed from
-        the per-antenna responses the devices' own knowledge is based on (the offset-free
-        ones unless ``sync.precompensate`` includes the timing), and ``h`` is the effective
-        channel ``m_f^H h_kf`` everything downstream works on; in the time domain the
-        uplink is a :class:`phy.combiner.CombinedUplink` (each antenna's waveform
-        demodulated, then combined).
-        """
-        seed, ofdm = self.scenario.seed, self.scenario.ofdm
-        num_antennas = self.scenario.bs.num_antennas
-        if ofdm.domain == "frequency":
-            h = self.channel.antennas(self._path_gain, channel_seed, num_antennas).numpy()
-            return tf.constant(effective_channel(h, self.combiner(h))), None, None
-        a, tau = self.channel.cir_antennas(self._path_gain, channel_seed, num_antennas)
-        a, tau = a.numpy(), tau.numpy()
-        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
-        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
-                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
-        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **geometry_, timing_offset_samples=timing,
-                                               cfo_subcarriers=cfo) for r in range(num_antennas)]
-        known = uplinks if self.sync.precodes_timing else [
-            TimeDomainUplink.from_paths(a[:, r], tau, **geometry_) for r in range(num_antennas)]
-        responses = np.stack([u.frequency_response() for u in known], axis=1)  # [K, N_r, F]
-        combiner = self.combiner(responses)
-        uplink = CombinedUplink(uplinks, combiner)
-        return tf.constant(effective_channel(responses, combiner)), uplink, (timing, cfo)
-
-    def _draw_cohort(self, t: int, h_hat) -> RoundCohort | None:
-        """The round's :class:`cosim.participation.RoundCohort` from the "participation"
-        stream and the devices' reported wideband gains; None when every device trains
-        and sends (``[participation]`` at its defaults: nothing is drawn)."""
-        config = self.scenario.participation
-        if participation.full(config):
-            return None
-        gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
-        return participation.draw_cohort(
-            config, gain, len(self.algorithm.phases()), self._local_steps,
-            CATALOG[self.scenario.algorithm.name].training_phases,
-            rngs.numpy_rng(self.scenario.seed, t, "participation"))
-
-    def _phase_link(self, cohort, index: int, data: DeviceData, updates, h, h_hat, uplink):
-        """What phase ``index`` sends over the air (:func:`cosim.participation.phase_link`)."""
-        return participation.phase_link(
-            cohort, index, data, updates, h, h_hat, uplink, path_gain=self._path_gain,
-            population_weights=self._population_weights,
-            bs_knows_dropouts=self.scenario.participation.bs_knows_dropouts)
-
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Run round ``t`` from ``state``; return the new state and the round's record."""
         scenario, seed = self.scenario, self.scenario.seed
-        power = scenario.power
         started = time.perf_counter()
         record = RoundRecord(round=t)
         data = self.world.device_data
         previous_state = state
 
-        h, uplink, offsets = self._draw_uplink(t)
-        h_hat = self.csi(h, self._path_gain, rngs.stream_seed(seed, t, "csi"))
-        cohort = self._draw_cohort(t, h_hat)
-        # the BS multicasts the global model to the devices that train (all without a cohort)
-        listeners = h if cohort is None else tf.gather(h, cohort.scheduled)
-        downlink = multicast_symbols(
-            self.algorithm.downlink_values(),
-            scenario.downlink.bits_per_value,
-            listeners,
-            scenario.downlink.bs_tx_power_w,
-            power.noise_power_w,
-        ) if int(listeners.shape[0]) else 0
-        gain = tf.reduce_mean(tf.abs(h) ** 2, axis=-1)
-        err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
-        record.per_device["mean_channel_gain"] = gain.numpy()
-        record.per_device["csi_nmse"] = (err / tf.maximum(gain, 1e-30)).numpy()
-        if uplink is not None:
-            record.per_device["timing_offset_samples"] = offsets[0]
-            record.per_device["cfo_subcarriers"] = offsets[1]
-            record.per_device["cut_path_power_fraction"] = uplink.cut_power_fraction
-
+        link = self.uplink.round(t)
+        cohort = link.cohort
         carry = None
         scalars = record.scalars
-        uplink_symbols = 0
         nonfinite = 0
         phases = self.algorithm.phases()
         if cohort is not None:
@@ -465,78 +374,28 @@ class Engine:
                 data.cohort(cohort.scheduled) if cohort.scheduled.size else None)
             if data is not None and np.any(cohort.steps < self._local_steps):
                 data = dataclasses.replace(data, local_steps=tf.constant(cohort.steps))
-            record.per_device["participated"] = cohort.status
-            if scenario.participation.deadline_s is not None:
-                steps = np.full(self.scenario.cell.num_devices, np.nan)
-                steps[cohort.scheduled] = cohort.steps
-                record.per_device["local_steps"] = steps
-            scalars["devices_scheduled"] = float(cohort.scheduled.size)
-            scalars["round_discarded"] = float(cohort.discarded)
-            for index, phase in enumerate(phases):
-                sent = int(cohort.sent[index].sum())
-                scalars[f"devices_sent_{phase.name}"] = float(sent)
-                if cohort.discarded and sent:  # sent, then discarded by the BS
-                    uplink_symbols += self.grids[phase.name].num_symbols
-        for index, phase in enumerate(() if cohort is not None and cohort.discarded else phases):
+        for index, phase in enumerate(() if link.discarded else phases):
             updates, carry, local_metrics = self.algorithm.local_update(
                 index, state, carry, data, rngs.stream_seed(seed, t, f"local/{phase.name}")
             )
             nonfinite += count_nonfinite(updates)
-            link = self._phase_link(cohort, index, data, updates, h, h_hat, uplink)
-            result = aircomp.aggregate(
-                link.updates,
-                link.weights,
-                link.h,
-                link.h_hat,
-                power_control=self.power_control,
-                tx_power_w=power.tx_power_w,
-                noise_power_w=power.noise_power_w,
-                gamma_w=power.gamma_w,
-                seed=rngs.stream_seed(seed, t, f"noise/{phase.name}"),
-                keep_signals=self._keep_signals(t),
-                path_gain=link.path_gain,
-                uplink=link.uplink,
-            )
-            error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
-            if link.received is None:
+            result = link.send(phase.name, updates, data.weights)
+            if result.received is None:
                 state, carry, server_metrics = self.algorithm.server_update(
                     index, state, carry, result.estimate
                 )
             else:
                 state, carry, server_metrics = self.algorithm.server_update(
-                    index, state, carry, result.estimate, received=link.received
+                    index, state, carry, result.estimate, received=Received(*result.received)
                 )
-                scalars[f"received_weight_{phase.name}"] = link.received_weight
-            uplink_symbols += self.grids[phase.name].num_symbols
-            name = phase.name
-            scalars[f"delta_bar_{name}"] = float(result.delta_bar)
-            scalars[f"distortion_{name}"] = float(result.aggregated_distortion)
-            scalars[f"noise_power_{name}"] = float(result.noise_power)
-            scalars[f"aggregate_error_{name}"] = error
-            scalars[f"aggregate_nmse_{name}"] = normalised_error(error, power_sum)
-            over = result.tx_power_max_w > power.tx_power_w * (1.0 + BUDGET_TOLERANCE)
-            if power.control in ("optimal", "truncated_inversion"):
-                scalars[f"power_over_budget_{name}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
+            record.add(result.columns())
             for key, value in {**local_metrics, **server_metrics}.items():
                 value = np.asarray(value)
                 if value.ndim == 0:
-                    scalars[f"{key}_{name}"] = float(value)
-            if scenario.trace.per_device:
-                for column, values in ((f"local_distortion_{name}", result.local_distortion),
-                                       (f"tx_power_w_{name}", result.tx_power_mean_w),
-                                       (f"tx_power_max_w_{name}", result.tx_power_max_w),
-                                       (f"clipped_fraction_{name}", result.attenuated_fraction)):
-                    record.per_device[column] = link.per_device(values)
-            if result.y is not None:
-                record.signals[f"y_{name}"] = result.y.numpy()
-                record.signals[f"estimate_{name}"] = result.estimate.numpy()
-        if self._keep_signals(t):
-            record.signals["H"] = h.numpy()
-            record.signals["H_hat"] = h_hat.numpy()
+                    scalars[f"{key}_{phase.name}"] = float(value)
+        record.add(link.columns())
         round_metrics = self._round_metrics(previous_state, state)
 
-        scalars["uplink_symbols"] = float(uplink_symbols)
-        scalars["downlink_symbols"] = float(downlink)
         scalars["nonfinite_update_entries"] = float(nonfinite)
         train_losses = [v for k, v in scalars.items() if k.startswith("train_loss_")]
         scalars["train_loss"] = float(np.mean(train_losses)) if train_losses else math.nan

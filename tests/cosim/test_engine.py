@@ -267,16 +267,14 @@ def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequenc
         scenario = load_scenario(path, aligned)
         engine = Engine(scenario)
         state = engine.initial_state()
-        _, uplink, offsets = engine._draw_uplink(0)
+        _, uplink, offsets = engine.uplink.draw_channel(0)
         assert uplink.isi_free().all() and not np.any(offsets[0]) and not np.any(offsets[1])
         time_state, time_record = engine.run_round(0, state)
 
-        class FrequencyEngine(Engine):  # the same channel, the frequency-domain uplink
-            def _draw_uplink(self, t):
-                h, _, _ = super()._draw_uplink(t)
-                return h, None, None
-
-        frequency_state, frequency_record = FrequencyEngine(scenario).run_round(0, state)
+        frequency = Engine(scenario)  # the same channel, the frequency-domain uplink
+        draw = frequency.uplink.draw_channel
+        frequency.uplink.draw_channel = lambda t: (draw(t)[0], None, None)
+        frequency_state, frequency_record = frequency.run_round(0, state)
         for key in ("distortion_rho", "delta_bar_rho", "train_loss"):
             assert time_record.scalars[key] == frequency_record.scalars[key], key
         compared = 0
