@@ -127,9 +127,9 @@ class ProjectRounds:
         for i in range(eval_repeats + 1):
             start = time.perf_counter()
             probs = eng.algorithm.predict_probs(
-                self.state, eng.x_test, scenario.eval.predictive_samples, seed
+                self.state, eng.world.evaluator.x_test, scenario.eval.predictive_samples, seed
             )
-            evaluate_probs(np.asarray(probs), eng.y_test, num_bins=scenario.eval.ece_bins)
+            evaluate_probs(np.asarray(probs), eng.world.evaluator.y_test, num_bins=scenario.eval.ece_bins)
             if i > 0:  # the first call traces
                 eval_samples.append(time.perf_counter() - start)
         return {

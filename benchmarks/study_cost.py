@@ -71,12 +71,9 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     numba.set_num_threads(1)
-    import numpy as np
 
     from cosim.engine import Engine
-    from cosim.rng import stream_seed
     from cosim.scenario import load_scenario, scenario_num_params
-    from learning.metrics import evaluate_probs
 
     scenario = load_scenario(ROOT / "scenarios" / "paper_mnist.toml",
                              _overrides(algorithm, estimator, tiny, samples))
@@ -94,16 +91,10 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int) -> dict:
     round_s = statistics.median(cpu[1:4])
     fixed_s = build_s + max(0.0, cpu[0] - round_s)
     evals = []
-    predict_mean = getattr(engine.algorithm, "predict_mean_probs", None)
-    for _ in range(3):
+    evaluator = engine.world.evaluator
+    for _ in range(3):  # the last round's evaluation (predictive and, with a posterior, its mean)
         c0 = time.process_time()
-        probs = np.asarray(engine.algorithm.predict_probs(
-            state, engine.x_test, scenario.eval.predictive_samples,
-            stream_seed(scenario.seed, scenario.rounds, "eval")))
-        evaluate_probs(probs, engine.y_test, num_bins=scenario.eval.ece_bins)
-        if predict_mean is not None:
-            mean = np.asarray(predict_mean(state, engine.x_test))
-            evaluate_probs(mean, engine.y_test, num_bins=scenario.eval.ece_bins)
+        evaluator.columns(engine.algorithm, state, scenario.rounds - 1)
         evals.append(time.process_time() - c0)
     eval_s = statistics.median(evals)
     return {"algorithm": algorithm, "estimator": estimator, "round_core_s": round_s,

@@ -14,8 +14,10 @@ Every dataset of a trace is hashed (its dtype, shape and bytes), except ``/round
 ``resume_count`` and the ``version_*`` package versions are left out (``docs/trace.md``),
 and the trace's directory is replaced by ``<out>`` in the ``scenario`` attribute.
 
-Usage::
+Usage (one Numba thread: see benchmarks/README.md for what differs between two passes
+of the same tree otherwise)::
 
+    export NUMBA_NUM_THREADS=1
     NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/trace_digests.py --write digests.json
     NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/trace_digests.py --check digests.json
     python benchmarks/trace_digests.py --only fedavg,time_domain --check digests.json

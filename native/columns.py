@@ -1,7 +1,8 @@
 """What a block of the round adds to its trace record (standard library and NumPy only).
 
-The uplink (:mod:`phy.uplink`) and the other blocks of a round each return a
-:class:`Columns`; the round's record in ``cosim`` merges them.
+The uplink (:mod:`phy.uplink`), the algorithm's metrics and the evaluator each return a
+:class:`Columns`; :class:`cosim.round.RoundRecord` merges them (a name written twice is
+an error).
 """
 
 from __future__ import annotations
