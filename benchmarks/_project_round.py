@@ -22,6 +22,9 @@ import numpy as np
 from cosim import engine as engine_module
 from cosim.scenario import Scenario
 from learning.metrics import evaluate_probs
+from native.streams import stream_seed
+from phy import aircomp as aircomp_module
+from phy.uplink import block as block_module
 
 
 class _Stopwatch:
@@ -62,8 +65,9 @@ class ProjectRounds:
         self.engine = build_engine(scenario)
         self.watch = _Stopwatch()
         # the round's channel draw (and, in the time domain, its taps and offsets)
-        self.engine._draw_uplink = self.watch.wrap("channel", self.engine._draw_uplink)
-        self.engine.csi = self.watch.wrap("csi", self.engine.csi)
+        uplink = self.engine.uplink
+        uplink.draw_channel = self.watch.wrap("channel", uplink.draw_channel)
+        uplink.csi = self.watch.wrap("csi", uplink.csi)
         self.state = self.engine.initial_state()
         self.round = 0
         self.samples: list[float] = []
@@ -75,11 +79,10 @@ class ProjectRounds:
             self._run()
 
     def _run(self):
-        aircomp_module = engine_module.aircomp
         original_aggregate = aircomp_module.aggregate
-        original_multicast = engine_module.multicast_symbols
+        original_multicast = block_module.multicast_symbols
         aircomp_module.aggregate = self.watch.wrap("aircomp", original_aggregate)
-        engine_module.multicast_symbols = self.watch.wrap("downlink", original_multicast)
+        block_module.multicast_symbols = self.watch.wrap("downlink", original_multicast)
         self.watch.reset()
         try:
             start = time.perf_counter()
@@ -87,7 +90,7 @@ class ProjectRounds:
             seconds = time.perf_counter() - start
         finally:
             aircomp_module.aggregate = original_aggregate
-            engine_module.multicast_symbols = original_multicast
+            block_module.multicast_symbols = original_multicast
         self.round += 1
         return seconds, record
 
@@ -120,13 +123,13 @@ class ProjectRounds:
         """
         eng, scenario = self.engine, self.scenario
         eval_samples = []
-        seed = engine_module.rngs.stream_seed(scenario.seed, 0, "eval")
+        seed = stream_seed(scenario.seed, 0, "eval")
         for i in range(eval_repeats + 1):
             start = time.perf_counter()
             probs = eng.algorithm.predict_probs(
-                self.state, eng.x_test, scenario.eval.predictive_samples, seed
+                self.state, eng.world.evaluator.x_test, scenario.eval.predictive_samples, seed
             )
-            evaluate_probs(np.asarray(probs), eng.y_test, num_bins=scenario.eval.ece_bins)
+            evaluate_probs(np.asarray(probs), eng.world.evaluator.y_test, num_bins=scenario.eval.ece_bins)
             if i > 0:  # the first call traces
                 eval_samples.append(time.perf_counter() - start)
         return {
@@ -137,7 +140,7 @@ class ProjectRounds:
             "phy_parts": {k: statistics.median(v) for k, v in self.parts.items()},
             "eval_seconds": statistics.median(eval_samples),
             "num_params": int(eng.num_params),
-            "uplink_symbols": int(eng.uplink_symbols_per_round()),
+            "uplink_symbols": sum(grid.num_symbols for grid in eng.uplink.grids.values()),
             "model_finite": bool(eng.algorithm.is_finite(self.state)),
             "nonfinite_rounds": self.nonfinite_rounds,
         }

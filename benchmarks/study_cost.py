@@ -104,12 +104,9 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int,
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     numba.set_num_threads(1)
-    import numpy as np
 
     from cosim.engine import Engine
-    from cosim.rng import stream_seed
     from cosim.scenario import load_scenario, scenario_num_params
-    from learning.metrics import evaluate_probs
 
     convnet = architecture != "mlp"
     scenario = load_scenario(
@@ -127,21 +124,15 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int,
         wall.append(time.perf_counter() - w0)
         assert record.evaluated == (t + 1 == scenario.rounds if convnet else t in EVAL_ROUNDS)
     evals = []
-    predict_mean = getattr(engine.algorithm, "predict_mean_probs", None)
-    for _ in range(1 if convnet else 3):
+    evaluator = engine.world.evaluator
+    for _ in range(1 if convnet else 3):  # the last round's evaluation (predictive and, with a posterior, its mean)
         c0 = time.process_time()
-        probs = np.asarray(engine.algorithm.predict_probs(
-            state, engine.x_test, scenario.eval.predictive_samples,
-            stream_seed(scenario.seed, scenario.rounds, "eval")))
-        evaluate_probs(probs, engine.y_test, num_bins=scenario.eval.ece_bins)
-        if predict_mean is not None:
-            mean = np.asarray(predict_mean(state, engine.x_test))
-            evaluate_probs(mean, engine.y_test, num_bins=scenario.eval.ece_bins)
+        evaluator.columns(engine.algorithm, state, scenario.rounds - 1)
         evals.append(time.process_time() - c0)
     eval_s = statistics.median(evals)
     round_s = cpu[1] - eval_s if convnet else statistics.median(cpu[1:4])
     fixed_s = build_s + max(0.0, cpu[0] - round_s)
-    return {"algorithm": algorithm, "architecture": architecture, "test_size": len(engine.y_test), "estimator": estimator, "round_core_s": round_s,
+    return {"algorithm": algorithm, "architecture": architecture, "test_size": len(evaluator.y_test), "estimator": estimator, "round_core_s": round_s,
             "eval_core_s": eval_s, "fixed_core_s": fixed_s, "cpu_s": cpu, "wall_s": wall,
             "num_params": scenario_num_params(scenario), "num_devices": scenario.cell.num_devices,
             "local_steps": scenario.algorithm.local_steps,

@@ -115,3 +115,19 @@ class DivergenceWatch:
                 f"({self.reference_loss:.4g})"
             )
         return reasons
+
+
+def advice(algorithm) -> str:
+    """The scenario keys most likely behind a divergence, with their values (``algorithm``:
+    the scenario's ``[algorithm]`` table)."""
+    knobs = [f"algorithm.learning_rate (now {algorithm.learning_rate:g}; a smaller step is the usual cure)"]
+    if algorithm.name == "bayes_aircomp":
+        knobs.append(
+            f'algorithm.nll_reduction (now "{algorithm.nll_reduction}"; "mean" divides '
+            "the step on the means by |D_k|)"
+        )
+        knobs.append(f"algorithm.init_std (now {algorithm.init_std:g})")
+        if algorithm.covariance_learning_rate != "learning_rate":
+            knobs.append(f"algorithm.covariance_learning_rate (now "
+                         f"{algorithm.covariance_learning_rate:g}; phase 1's own step)")
+    return "Likely knobs: " + ", ".join(knobs)

@@ -1,105 +1,28 @@
-"""THE round loop (Algorithm 1), generic over federated-learning algorithms.
+"""The run's loop over rounds (Algorithm 1): :class:`Engine` and the running channel uses.
 
-One :class:`Engine` couples the two halves of the co-simulation. It builds the
-static world of a scenario once (device drop, path gains, dataset and its
-partition, model, algorithm, channel and CSI models) and then, for every round
-``t``:
-
-1. draws a new block-fading channel ``H [K, F]`` and the devices' estimates
-   ``H_hat [K, F]`` (constant over all OFDM symbols of the round); with a multi-antenna
-   BS (``bs.num_antennas`` N_r > 1) ``H`` is the effective channel ``m_f^H h_kf`` of the
-   ``[K, N_r, F]`` draw and the BS's combiner (:mod:`phy.combiner`);
-2. counts the downlink OFDM symbols needed to multicast the global model to the
-   worst device (:mod:`phy.downlink`);
-3. for each phase the algorithm declares (the proposed method: ``rho`` then ``nu``;
-   FedAvg: ``delta``), runs the local step of all K devices at once, sends the
-   [K, n] update vectors through :func:`phy.aircomp.aggregate` (or the error-free
-   reference when ``power.control = "ideal"``), measures the estimate's error against
-   the error-free weighted sum (:mod:`phy.aggregate_error`: ``aggregate_error_<phase>``,
-   ``aggregate_nmse_<phase>``) and applies the server update;
-4. if the algorithm has the optional hook ``round_metrics`` (below), records the
-   round-level metrics it returns;
-5. evaluates the global model every ``eval.every`` rounds (and after the last): the
-   algorithm's ``predict_probs`` (the S-sample posterior predictive for the proposed
-   method) gives ``test_accuracy``, ``test_nll``, ``ece``; an algorithm with the
-   optional hook ``predict_mean_probs(state, x)`` (the proposed method: the posterior
-   mean's softmax) also gives ``posterior_mean_accuracy``, ``posterior_mean_nll``,
-   ``posterior_mean_ece`` (NaN for the others and in rounds without evaluation);
-6. hands one :class:`RoundRecord` to the caller (the trace writer).
-
-Optional algorithm hook (not part of the :class:`FederatedAlgorithm` protocol, so
-an algorithm without it needs nothing)::
-
-    algo.round_metrics(previous_state, state) -> dict[str, float]
-
-``previous_state`` is the state the round started from, ``state`` the state after
-its last phase's server update. Each value (a Python or NumPy/TF scalar) is written
-to ``record.scalars`` under its own name, without a phase suffix, so it becomes the
-``/rounds/<name>`` column of the trace (``docs/trace.md``). A name the engine or the
-run already writes (``uplink_symbols``, ``model_finite``, ``cumulative_*``, ...) is
-refused with a ``ValueError``. Only the proposed method has the hook: it returns
-``precision_rel_change`` (mean over the d entries of
-``|rho_{t+1} - rho_t| / rho_t``), ``precision_changed_fraction`` (share of the d
-entries whose float32 precision, the one the devices use, changed) and ``posterior_std_p05``,
-``posterior_std_p50``, ``posterior_std_p95`` (quantiles over the d entries of the
-global posterior std ``rho_{t+1}^{-1/2}``).
-
-Randomness comes only from :mod:`cosim.rng` streams keyed by (seed, round,
-purpose), so a run replays bit-for-bit and a run resumed at round ``t`` draws
-exactly what an uninterrupted run draws.
+A round is the function :func:`cosim.round.run_round` on the static world
+:func:`cosim.world.build_world` builds once; :class:`Engine` holds the world, starts
+the algorithm's state and yields one ``(state, record)`` per round with the running
+``cumulative_*`` channel uses (:class:`ChannelUses`, the one place they are summed) and
+the round's divergence findings (:class:`cosim.divergence.DivergenceWatch`). Randomness
+comes only from :mod:`cosim.rng` streams keyed by (seed, round, purpose), so a run
+replays bit-for-bit and a run resumed at round ``t`` draws exactly what an uninterrupted
+run draws.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
-
-from cosim import participation
-from cosim import rng as rngs
-from cosim.divergence import DivergenceWatch
-from cosim.participation import RoundCohort
+from cosim.divergence import DivergenceWatch, advice
+from cosim.round import RUN_COLUMNS, RoundRecord, count_nonfinite, run_round
 from cosim.scenario import Scenario
-from cosim.trace import (
-    EVAL_COLUMNS,
-    POSTERIOR_MEAN_COLUMNS,
-    RELIABILITY_SERIES,
-    TraceWriter,
-    channel_use_split,
-)
-from learning import algorithms as fl_algorithms
-from learning.algorithms.base import DeviceData, FederatedAlgorithm
-from learning.architectures import build_model
-from learning.catalog import CATALOG
-from learning.datasets import Dataset, load_dataset
-from learning.metrics import evaluate_probs
-from learning.partition import Partition, PoolExhausted, partition, to_device_data
-from phy import aircomp, geometry
-from phy.aggregate_error import aggregate_error, normalised_error
-from phy.cells import CELL_MODELS
-from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
-from phy.downlink import multicast_symbols
-from phy.grid import GroupingRule
-from phy.ofdm_time import TimeDomainUplink
-from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
-from phy.sync import UniformOffsets
+from cosim.trace import TraceWriter, channel_use_split
+from cosim.world import World, build_world
 
-BUDGET_TOLERANCE = 1e-4
-"""Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
-RUN_COLUMNS = (
-    "round",
-    "cumulative_channel_uses",
-    "cumulative_uplink_symbols",
-    "cumulative_downlink_symbols",
-)
-"""Columns written outside :meth:`Engine.run_round` (``round`` by the trace writer, the
-``cumulative_*`` totals by :meth:`Engine.rounds`, :class:`ChannelUses`)."""
+__all__ = ["RUN_COLUMNS", "ChannelUses", "Engine", "RoundRecord", "World", "build_world", "count_nonfinite"]
 
 
 @dataclass
@@ -158,456 +81,26 @@ class ChannelUses:
         return cls(*split) if split is not None else cls()
 
 
-@dataclass
-class RoundRecord:
-    """Everything one round writes to the trace.
-
-    Attributes
-    ----------
-    round : int
-        Zero-based round index.
-    scalars : dict[str, float]
-        One value per column of ``/rounds`` (NaN for evaluation columns in rounds
-        without evaluation); the ``cumulative_*`` channel uses are added by
-        :meth:`Engine.rounds`, not by :meth:`Engine.run_round`.
-    per_device : dict[str, np.ndarray]
-        ``[K]`` arrays for ``/rounds/per_device``.
-    reliability : dict[str, np.ndarray]
-        ``[ece_bins]`` arrays for ``/rounds/reliability`` (NaN without evaluation).
-    signals : dict[str, np.ndarray]
-        Optional raw signals (only when ``trace.signals`` is on).
-    divergence : list[str]
-        What diverged in this round (:class:`cosim.divergence.DivergenceWatch`; set
-        by :meth:`Engine.rounds`, empty when the round is sane). Not written to the trace.
-    """
-
-    round: int
-    scalars: dict[str, float] = field(default_factory=dict)
-    per_device: dict[str, np.ndarray] = field(default_factory=dict)
-    reliability: dict[str, np.ndarray] = field(default_factory=dict)
-    signals: dict[str, np.ndarray] = field(default_factory=dict)
-    divergence: list[str] = field(default_factory=list)
-
-    @property
-    def evaluated(self) -> bool:
-        return not math.isnan(self.scalars.get("test_accuracy", math.nan))
-
-
-@dataclass(frozen=True)
-class StaticWorld:
-    """What a scenario fixes for the whole run (drawn from the STATIC_ROUND streams)."""
-
-    deployment: geometry.Deployment
-    path_gain: np.ndarray
-    dataset: Dataset
-    partition: Partition
-    device_data: DeviceData
-    label_histogram: np.ndarray
-
-
-def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
-    """The scenario's channel model (:data:`phy.parameters.CHANNEL_MODELS`) on its grid; a
-    3GPP cell (``channel.model = "umi" | "uma" | "rma"``) draws its large-scale state
-    (LoS, path loss, shadow fading) once, from the static "cell" stream."""
-    ofdm = scenario.ofdm
-    return CHANNEL_MODELS[scenario.channel.model].build(
-        scenario.channel.variant_values(), model=scenario.channel.model,
-        positions_m=np.asarray(deployment.positions_m, np.float64),
-        num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
-        sample_period_s=1.0 / ofdm.bandwidth_hz,
-        seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
-        num_bs_antennas=scenario.bs.num_antennas,
-    )
-
-
-def build_world(scenario: Scenario) -> StaticWorld:
-    """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
-    cell = scenario.cell
-    geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "geometry")
-    deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
-    if scenario.channel.model in CELL_MODELS:
-        path_gain = _channel_of(scenario, deployment).path_gain
-    else:
-        path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
-
-    data_cfg = scenario.data
-    dataset = load_dataset(
-        data_cfg.dataset,
-        data_dir=data_cfg.data_dir,
-        synthetic_classes=data_cfg.synthetic_classes,
-        synthetic_shape=tuple(data_cfg.synthetic_shape),
-        synthetic_train=data_cfg.synthetic_train_size,
-        synthetic_test=data_cfg.synthetic_test_size,
-        seed=scenario.seed,
-    )
-    try:
-        parts = partition(
-            dataset.y_train,
-            dataset.num_classes,
-            num_devices=cell.num_devices,
-            scheme=data_cfg.partition,
-            mean_samples_per_device=data_cfg.mean_samples_per_device,
-            size_distribution=data_cfg.size_distribution,
-            labels_per_device=data_cfg.labels_per_device,
-            dirichlet_alpha=data_cfg.dirichlet_alpha,
-            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
-        )
-    except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
-        raise ValueError(
-            f"data.partition = {data_cfg.partition!r}: class {error.label} has {error.available} "
-            f"training samples but all devices together need {error.needed}; lower "
-            f"data.mean_samples_per_device (now {data_cfg.mean_samples_per_device:g}) or "
-            f"cell.num_devices (now {cell.num_devices})"
-        ) from error
-    return StaticWorld(
-        deployment=deployment,
-        path_gain=np.asarray(path_gain, np.float64),
-        dataset=dataset,
-        partition=parts,
-        device_data=to_device_data(dataset, parts),
-        label_histogram=parts.label_histogram(dataset.y_train, dataset.num_classes),
-    )
-
-
-def count_nonfinite(values) -> int:
-    """The number of NaN or infinite entries of ``values`` (a float tensor or array).
-
-    One reduction when there are none, which is the usual case: NaN and inf propagate
-    through a sum, so a finite sum means every entry is finite (an overflowing sum of
-    finite entries only falls through to the exact count).
-    """
-    if bool(tf.math.is_finite(tf.reduce_sum(values))):
-        return 0
-    return int(tf.reduce_sum(tf.cast(~tf.math.is_finite(values), tf.int32)))
-
-
 class Engine:
-    """Runs a scenario round by round.
+    """Runs a scenario round by round: ``Engine(scenario)`` (or on a pre-built ``world``)."""
 
-    Parameters
-    ----------
-    scenario : Scenario
-        The validated scenario.
-    world : StaticWorld, optional
-        Pre-built static world (tests and benchmarks reuse one); built from the
-        scenario when omitted.
-    """
-
-    def __init__(self, scenario: Scenario, world: StaticWorld | None = None):
+    def __init__(self, scenario: Scenario, world: World | None = None):
         self.scenario = scenario
         self.world = world if world is not None else build_world(scenario)
-        dataset = self.world.dataset
-        self.model = build_model(
-            scenario.model.architecture,
-            dataset.input_shape,
-            dataset.num_classes,
-            tuple(scenario.model.hidden_units),
-        )
-        self.algorithm: FederatedAlgorithm = fl_algorithms.build(
-            scenario.algorithm.name,
-            self.model,
-            scenario.cell.num_devices,
-            runtime=scenario.runtime.runtime(),
-            **scenario.hyper_parameters(),
-        )
-        ofdm = scenario.ofdm
-        self.channel = _channel_of(scenario, self.world.deployment)
-        self.sync = UniformOffsets(
-            scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
-            scenario.sync.precompensate,
-        )
-        self.combiner = ReceiveCombiner(scenario.bs.combiner)
-        self.csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
-        self._path_gain = tf.constant(self.world.path_gain, tf.float32)
-        self._population_weights = np.asarray(self.world.device_data.weights, np.float64)
-        self._local_steps = int(scenario.hyper_parameters().get("local_steps", 1))
-        self.power_control = POWER_CONTROLS[scenario.power.control].build(
-            scenario.power.variant_values())
-        self.grids = {
-            phase.name: GroupingRule(phase.num_values, ofdm.num_subcarriers)
-            for phase in self.algorithm.phases()
-        }
-        test_subset = scenario.data.test_subset
-        x_test, y_test = dataset.x_test, dataset.y_test
-        if test_subset is not None:
-            x_test, y_test = x_test[:test_subset], y_test[:test_subset]
-        self.x_test = tf.constant(x_test, tf.float32)
-        self.y_test = np.asarray(y_test)
+        self.algorithm = self.world.algorithm
+        self.uplink = self.world.uplink
 
-    # ------------------------------------------------------------------ state
     @property
     def num_params(self) -> int:
-        return int(self.model.num_params)
+        return self.world.num_params
 
     def initial_state(self) -> Any:
         """The algorithm's initial state (deterministic for the scenario's seed)."""
-        return self.algorithm.init(rngs.stream_seed(self.scenario.seed, rngs.STATIC_ROUND, "init"))
-
-    def uplink_symbols_per_round(self) -> int:
-        return sum(grid.num_symbols for grid in self.grids.values())
-
-    # ------------------------------------------------------------------ one round
-    def _draw_uplink(self, t: int):
-        """The round's channel ``h`` [K, F] and, in the time domain, its
-        :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing offset [samples],
-        CFO [subcarrier spacings]) [K] each (else None and None).
-
-        In the time domain the channel is the one the waveform meets: the discrete-time
-        taps of the model's paths (:meth:`cir`) delayed by the devices' timing offsets,
-        and ``h`` what a device knows of (and estimates) its channel: the taps' response
-        without the offsets, or with them when ``sync.precompensate`` includes the timing
-        (:mod:`phy.sync`); the offsets are drawn from the round's "sync" stream.
-        """
-        seed, ofdm = self.scenario.seed, self.scenario.ofdm
-        channel_seed = rngs.stream_seed(seed, t, "channel")
-        if self.scenario.bs.num_antennas > 1:
-            return self._draw_antennas(t, channel_seed)
-        if ofdm.domain == "frequency":
-            return self.channel(self._path_gain, channel_seed), None, None
-        a, tau = self.channel.cir(self._path_gain, channel_seed)
-        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
-        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
-                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
-        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **geometry_,
-                                             timing_offset_samples=timing, cfo_subcarriers=cfo)
-        known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
-            a.numpy(), tau.numpy(), **geometry_)
-        return tf.constant(known.frequency_response()), uplink, (timing, cfo)
-
-    def _draw_antennas(self, t: int, channel_seed):
-        """:meth:`_draw_uplink` for a BS with N_r > 1 antennas (``bs.num_antennas``).
-
-        The channel model draws ``[K, N_r, F]`` (in the time domain a delay line per device
-        and antenna, the devices' offsets shared by the antennas); the BS's combiner ``m``
-        [N_r, F] (``bs.combiner``, :class:`phy.combiner.ReceiveCombiner`) is computed from
-        the per-antenna responses the devices' own knowledge is based on (the offset-free
-        ones unless ``sync.precompensate`` includes the timing), and ``h`` is the effective
-        channel ``m_f^H h_kf`` everything downstream works on; in the time domain the
-        uplink is a :class:`phy.combiner.CombinedUplink` (each antenna's waveform
-        demodulated, then combined).
-        """
-        seed, ofdm = self.scenario.seed, self.scenario.ofdm
-        num_antennas = self.scenario.bs.num_antennas
-        if ofdm.domain == "frequency":
-            h = self.channel.antennas(self._path_gain, channel_seed, num_antennas).numpy()
-            return tf.constant(effective_channel(h, self.combiner(h))), None, None
-        a, tau = self.channel.cir_antennas(self._path_gain, channel_seed, num_antennas)
-        a, tau = a.numpy(), tau.numpy()
-        timing, cfo = self.sync(self.scenario.cell.num_devices, rngs.stream_seed(seed, t, "sync"))
-        geometry_ = {"bandwidth_hz": ofdm.bandwidth_hz, "num_subcarriers": ofdm.num_subcarriers,
-                     "cyclic_prefix_length": ofdm.cyclic_prefix_samples}
-        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **geometry_, timing_offset_samples=timing,
-                                               cfo_subcarriers=cfo) for r in range(num_antennas)]
-        known = uplinks if self.sync.precodes_timing else [
-            TimeDomainUplink.from_paths(a[:, r], tau, **geometry_) for r in range(num_antennas)]
-        responses = np.stack([u.frequency_response() for u in known], axis=1)  # [K, N_r, F]
-        combiner = self.combiner(responses)
-        uplink = CombinedUplink(uplinks, combiner)
-        return tf.constant(effective_channel(responses, combiner)), uplink, (timing, cfo)
-
-    def _draw_cohort(self, t: int, h_hat) -> RoundCohort | None:
-        """The round's :class:`cosim.participation.RoundCohort` from the "participation"
-        stream and the devices' reported wideband gains; None when every device trains
-        and sends (``[participation]`` at its defaults: nothing is drawn)."""
-        config = self.scenario.participation
-        if participation.full(config):
-            return None
-        gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
-        return participation.draw_cohort(
-            config, gain, len(self.algorithm.phases()), self._local_steps,
-            CATALOG[self.scenario.algorithm.name].training_phases,
-            rngs.numpy_rng(self.scenario.seed, t, "participation"))
-
-    def _phase_link(self, cohort, index: int, data: DeviceData, updates, h, h_hat, uplink):
-        """What phase ``index`` sends over the air (:func:`cosim.participation.phase_link`)."""
-        return participation.phase_link(
-            cohort, index, data, updates, h, h_hat, uplink, path_gain=self._path_gain,
-            population_weights=self._population_weights,
-            bs_knows_dropouts=self.scenario.participation.bs_knows_dropouts)
+        return self.world.initial_state()
 
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
-        """Run round ``t`` from ``state``; return the new state and the round's record."""
-        scenario, seed = self.scenario, self.scenario.seed
-        power = scenario.power
-        started = time.perf_counter()
-        record = RoundRecord(round=t)
-        data = self.world.device_data
-        previous_state = state
-
-        h, uplink, offsets = self._draw_uplink(t)
-        h_hat = self.csi(h, self._path_gain, rngs.stream_seed(seed, t, "csi"))
-        cohort = self._draw_cohort(t, h_hat)
-        # the BS multicasts the global model to the devices that train (all without a cohort)
-        listeners = h if cohort is None else tf.gather(h, cohort.scheduled)
-        downlink = multicast_symbols(
-            self.algorithm.downlink_values(),
-            scenario.downlink.bits_per_value,
-            listeners,
-            scenario.downlink.bs_tx_power_w,
-            power.noise_power_w,
-        ) if int(listeners.shape[0]) else 0
-        gain = tf.reduce_mean(tf.abs(h) ** 2, axis=-1)
-        err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
-        record.per_device["mean_channel_gain"] = gain.numpy()
-        record.per_device["csi_nmse"] = (err / tf.maximum(gain, 1e-30)).numpy()
-        if uplink is not None:
-            record.per_device["timing_offset_samples"] = offsets[0]
-            record.per_device["cfo_subcarriers"] = offsets[1]
-            record.per_device["cut_path_power_fraction"] = uplink.cut_power_fraction
-
-        carry = None
-        scalars = record.scalars
-        uplink_symbols = 0
-        nonfinite = 0
-        phases = self.algorithm.phases()
-        if cohort is not None:
-            data = data if cohort.scheduled.size == self.scenario.cell.num_devices else (
-                data.cohort(cohort.scheduled) if cohort.scheduled.size else None)
-            if data is not None and np.any(cohort.steps < self._local_steps):
-                data = dataclasses.replace(data, local_steps=tf.constant(cohort.steps))
-            record.per_device["participated"] = cohort.status
-            if scenario.participation.deadline_s is not None:
-                steps = np.full(self.scenario.cell.num_devices, np.nan)
-                steps[cohort.scheduled] = cohort.steps
-                record.per_device["local_steps"] = steps
-            scalars["devices_scheduled"] = float(cohort.scheduled.size)
-            scalars["round_discarded"] = float(cohort.discarded)
-            for index, phase in enumerate(phases):
-                sent = int(cohort.sent[index].sum())
-                scalars[f"devices_sent_{phase.name}"] = float(sent)
-                if cohort.discarded and sent:  # sent, then discarded by the BS
-                    uplink_symbols += self.grids[phase.name].num_symbols
-        for index, phase in enumerate(() if cohort is not None and cohort.discarded else phases):
-            updates, carry, local_metrics = self.algorithm.local_update(
-                index, state, carry, data, rngs.stream_seed(seed, t, f"local/{phase.name}")
-            )
-            nonfinite += count_nonfinite(updates)
-            link = self._phase_link(cohort, index, data, updates, h, h_hat, uplink)
-            result = aircomp.aggregate(
-                link.updates,
-                link.weights,
-                link.h,
-                link.h_hat,
-                power_control=self.power_control,
-                tx_power_w=power.tx_power_w,
-                noise_power_w=power.noise_power_w,
-                gamma_w=power.gamma_w,
-                seed=rngs.stream_seed(seed, t, f"noise/{phase.name}"),
-                keep_signals=self._keep_signals(t),
-                path_gain=link.path_gain,
-                uplink=link.uplink,
-            )
-            error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
-            if link.received is None:
-                state, carry, server_metrics = self.algorithm.server_update(
-                    index, state, carry, result.estimate
-                )
-            else:
-                state, carry, server_metrics = self.algorithm.server_update(
-                    index, state, carry, result.estimate, received=link.received
-                )
-                scalars[f"received_weight_{phase.name}"] = link.received_weight
-            uplink_symbols += self.grids[phase.name].num_symbols
-            name = phase.name
-            scalars[f"delta_bar_{name}"] = float(result.delta_bar)
-            scalars[f"distortion_{name}"] = float(result.aggregated_distortion)
-            scalars[f"noise_power_{name}"] = float(result.noise_power)
-            scalars[f"aggregate_error_{name}"] = error
-            scalars[f"aggregate_nmse_{name}"] = normalised_error(error, power_sum)
-            over = result.tx_power_max_w > power.tx_power_w * (1.0 + BUDGET_TOLERANCE)
-            if self.power_control.budgeted:  # KKT, TCI, or a registered control that keeps P
-                scalars[f"power_over_budget_{name}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
-            for key, value in {**local_metrics, **server_metrics}.items():
-                value = np.asarray(value)
-                if value.ndim == 0:
-                    scalars[f"{key}_{name}"] = float(value)
-            if scenario.trace.per_device:
-                for column, values in ((f"local_distortion_{name}", result.local_distortion),
-                                       (f"tx_power_w_{name}", result.tx_power_mean_w),
-                                       (f"tx_power_max_w_{name}", result.tx_power_max_w),
-                                       (f"clipped_fraction_{name}", result.attenuated_fraction)):
-                    record.per_device[column] = link.per_device(values)
-            if result.y is not None:
-                record.signals[f"y_{name}"] = result.y.numpy()
-                record.signals[f"estimate_{name}"] = result.estimate.numpy()
-        if self._keep_signals(t):
-            record.signals["H"] = h.numpy()
-            record.signals["H_hat"] = h_hat.numpy()
-        round_metrics = self._round_metrics(previous_state, state)
-
-        scalars["uplink_symbols"] = float(uplink_symbols)
-        scalars["downlink_symbols"] = float(downlink)
-        scalars["nonfinite_update_entries"] = float(nonfinite)
-        train_losses = [v for k, v in scalars.items() if k.startswith("train_loss_")]
-        scalars["train_loss"] = float(np.mean(train_losses)) if train_losses else math.nan
-        scalars["precision_floor_hits"] = float(
-            sum(v for k, v in scalars.items() if k.startswith("precision_floor_hits_"))
-        )
-
-        finite = self.algorithm.is_finite(state)
-        bins = scenario.eval.ece_bins
-        probs = None
-        if finite and self._evaluate_now(t):
-            probs = np.asarray(self.algorithm.predict_probs(
-                state,
-                self.x_test,
-                scenario.eval.predictive_samples,
-                rngs.stream_seed(seed, t, "eval"),
-            ))
-            # finite weights whose logits overflow: the model has diverged all the same
-            finite = bool(np.all(np.isfinite(probs)))
-        mean_probs = None
-        predict_mean = getattr(self.algorithm, "predict_mean_probs", None)
-        if finite and probs is not None and predict_mean is not None:
-            mean_probs = np.asarray(predict_mean(state, self.x_test))
-            finite = bool(np.all(np.isfinite(mean_probs)))
-        scalars.update(dict.fromkeys(POSTERIOR_MEAN_COLUMNS, math.nan))
-        if finite and probs is not None:
-            ev = evaluate_probs(probs, self.y_test, num_bins=bins)
-            scalars.update(test_accuracy=ev.accuracy, test_nll=ev.nll, ece=ev.ece)
-            record.reliability = {
-                name: np.asarray(getattr(ev, name), np.float64) for name in RELIABILITY_SERIES
-            }
-            if mean_probs is not None:
-                mean = evaluate_probs(mean_probs, self.y_test, num_bins=bins)
-                scalars.update(posterior_mean_accuracy=mean.accuracy, posterior_mean_nll=mean.nll,
-                               posterior_mean_ece=mean.ece)
-        else:
-            scalars.update(dict.fromkeys(EVAL_COLUMNS, math.nan))
-            record.reliability = dict.fromkeys(RELIABILITY_SERIES, np.full(bins, np.nan))
-        scalars["model_finite"] = float(finite)
-        for key, value in round_metrics.items():
-            if key in scalars or key in RUN_COLUMNS or key == "wall_s":
-                raise ValueError(
-                    f"{type(self.algorithm).__name__}.round_metrics returned {key!r}, "
-                    "a column the engine already writes; rename the metric"
-                )
-            scalars[key] = value
-        scalars["wall_s"] = time.perf_counter() - started
-        return state, record
-
-    def _round_metrics(self, previous_state: Any, state: Any) -> dict[str, float]:
-        """The algorithm's optional ``round_metrics(previous_state, state)`` as floats ({} without it)."""
-        hook = getattr(self.algorithm, "round_metrics", None)
-        if hook is None:
-            return {}
-        metrics = {}
-        for key, value in hook(previous_state, state).items():
-            value = np.asarray(value)
-            if value.ndim != 0:
-                raise ValueError(
-                    f"{type(self.algorithm).__name__}.round_metrics()[{key!r}] must be a scalar, "
-                    f"got shape {value.shape}"
-                )
-            metrics[str(key)] = float(value)
-        return metrics
-
-    def _evaluate_now(self, t: int) -> bool:
-        every = self.scenario.eval.every
-        return (t + 1) % every == 0 or t + 1 == self.scenario.rounds
-
-    def _keep_signals(self, t: int) -> bool:
-        return self.scenario.trace.records_signals(t)
+        """Round ``t`` from ``state`` (:func:`cosim.round.run_round`)."""
+        return run_round(state, self.world, t)
 
     # ------------------------------------------------------------------ the loop
     def rounds(
@@ -649,16 +142,5 @@ class Engine:
             yield state, record
 
     def divergence_advice(self) -> str:
-        """The scenario keys most likely behind a divergence, with their values."""
-        algorithm = self.scenario.algorithm
-        knobs = [f"algorithm.learning_rate (now {algorithm.learning_rate:g}; a smaller step is the usual cure)"]
-        if algorithm.name == "bayes_aircomp":
-            knobs.append(
-                f'algorithm.nll_reduction (now "{algorithm.nll_reduction}"; "mean" divides '
-                "the step on the means by |D_k|)"
-            )
-            knobs.append(f"algorithm.init_std (now {algorithm.init_std:g})")
-            if algorithm.covariance_learning_rate != "learning_rate":
-                knobs.append(f"algorithm.covariance_learning_rate (now "
-                             f"{algorithm.covariance_learning_rate:g}; phase 1's own step)")
-        return "Likely knobs: " + ", ".join(knobs)
+        """The scenario keys most likely behind a divergence (:func:`cosim.divergence.advice`)."""
+        return advice(self.scenario.algorithm)

@@ -274,7 +274,7 @@ class BsConfig(_Section):
 
 
 class ParticipationConfig(_Section):
-    """Who takes part in a round (``cosim/participation.py``; the paper: every device,
+    """Who takes part in a round (``phy/uplink/participation.py``; the paper: every device,
     every round): the scheduled share and rule, dropouts after training, stragglers
     against a deadline, and whether the BS knows who dropped."""
 

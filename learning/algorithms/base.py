@@ -2,12 +2,16 @@
 
 An algorithm is a small set of pure functions over a state object, in the
 spirit of FedJAX: it never touches the channel and never loops over rounds.
-The engine (``cosim/engine.py``) owns the round loop. For every round it calls,
-for each phase the algorithm declares::
+The round (``cosim/round.py::run_round``) calls, for each phase the algorithm declares::
 
     updates, carry, metrics = algo.local_update(phase, state, carry, data, seed)
     estimate = <air interface>(updates, data.weights)      # sum_k pi_k updates_k, with errors
     state, carry, metrics = algo.server_update(phase, state, carry, estimate)
+
+and after the last phase ``algo.metrics(previous_state, state, phase_metrics)``: the
+algorithm names every trace column it adds to the round (its phases' scalar metrics under
+``<name>_<phase>``, ``train_loss``, ``precision_floor_hits`` and its own round metrics;
+:func:`round_columns` is the common part).
 
 With partial participation (the scenario's ``[participation]``) ``data`` holds only the
 round's cohort (the devices that train, :attr:`DeviceData.devices`), the air interface
@@ -29,6 +33,7 @@ Shapes: K devices, B padded local samples, d model weights; all float32.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -157,6 +162,34 @@ def gather_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:
     return table if data.devices is None else tf.gather(table, data.devices)
 
 
+def scalar_metrics(*metrics: dict) -> dict[str, float]:
+    """The scalar entries of a phase's metric dicts (``local_update``'s, then
+    ``server_update``'s) as Python floats, in order; ``[K]`` entries are left out."""
+    out = {}
+    for key, value in {k: v for part in metrics for k, v in part.items()}.items():
+        value = np.asarray(value)
+        if value.ndim == 0:
+            out[key] = float(value)
+    return out
+
+
+def round_columns(phases: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The columns every algorithm writes from its phases' metrics.
+
+    Input: phase name -> its scalar metrics (:func:`scalar_metrics`), in phase order
+    (empty in a discarded round). Output: every metric under ``<name>_<phase>``,
+    ``train_loss`` (the mean of the phases' ``train_loss``, NaN without one) and
+    ``precision_floor_hits`` (the sum of the phases' ``precision_floor_hits``; 0 for an
+    algorithm without a precision floor).
+    """
+    columns = {f"{key}_{phase}": value for phase, metrics in phases.items() for key, value in metrics.items()}
+    losses = [metrics["train_loss"] for metrics in phases.values() if "train_loss" in metrics]
+    columns["train_loss"] = float(np.mean(losses)) if losses else math.nan
+    columns["precision_floor_hits"] = float(
+        sum(metrics["precision_floor_hits"] for metrics in phases.values() if "precision_floor_hits" in metrics))
+    return columns
+
+
 def catalog_phases(name: str, num_params: int) -> tuple[PhaseSpec, ...]:
     """The uplink phases of algorithm ``name`` for ``num_params`` = d, from
     :data:`learning.catalog.CATALOG` (what ``phases()`` returns)."""
@@ -211,6 +244,17 @@ class FederatedAlgorithm(Protocol):
 
         Returns the new state, carry, and metrics (e.g. ``precision_floor_hits``).
         """
+        ...
+
+    def metrics(self, previous: Any, state: Any, phases: dict[str, dict[str, float]]) -> dict[str, float]:
+        """Every ``/rounds`` column the algorithm adds to a round that went from
+        ``previous`` to ``state`` with the phases' scalar metrics ``phases``
+        (:func:`round_columns` and the algorithm's own), as Python floats."""
+        ...
+
+    def predict_mean_probs(self, state: Any, x: tf.Tensor) -> tf.Tensor | None:
+        """The posterior mean's class probabilities [N, C], or None for an algorithm
+        without a posterior (its ``posterior_mean_*`` columns are NaN)."""
         ...
 
     def predict_probs(

@@ -53,7 +53,13 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.algorithms.base import (
+    DeviceData,
+    PhaseSpec,
+    catalog_downlink_values,
+    catalog_phases,
+    round_columns,
+)
 from learning.hyperparameters import (
     LIBRARY_INIT_SPREAD,
     LIBRARY_RHO_INIT,
@@ -257,6 +263,23 @@ class BayesAirComp:
         if phase == 1:
             return BayesState(state.mu + estimate64, state.rho), carry, {}
         raise ValueError(f"phase must be 0 or 1, got {phase!r}")
+
+    def metrics(self, previous: BayesState, state: BayesState,
+                phases: dict[str, dict[str, float]]) -> dict[str, float]:
+        """The phases' metrics (``train_loss_<phase>``, ``precision_floor_hits_rho``,
+        ``local_precision_floor_hits_rho``), ``train_loss``, ``precision_floor_hits``
+        (:func:`~learning.algorithms.base.round_columns`) and :meth:`round_metrics`."""
+        columns = round_columns(phases)
+        for key, value in self.round_metrics(previous, state).items():
+            value = np.asarray(value)
+            if value.ndim != 0:
+                raise ValueError(f"{type(self).__name__}.round_metrics()[{key!r}] must be a scalar, "
+                                 f"got shape {value.shape}")
+            if str(key) in columns:
+                raise ValueError(f"{type(self).__name__}.round_metrics returned {key!r}, a column "
+                                 "round_columns already writes; rename the metric")
+            columns[str(key)] = float(value)
+        return columns
 
     def round_metrics(self, previous: BayesState, state: BayesState) -> dict[str, float]:
         """Whether the posterior moved this round (trace columns).

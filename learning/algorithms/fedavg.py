@@ -21,7 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, PhaseSpec, catalog_downlink_values, catalog_phases
+from learning.algorithms.base import (
+    DeviceData,
+    PhaseSpec,
+    catalog_downlink_values,
+    catalog_phases,
+    round_columns,
+)
 from learning.device_steps import continue_where
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
 from learning.models import Model
@@ -194,6 +200,16 @@ class FedAvg:
         if phase != 0:
             raise ValueError(f"phase must be 0, got {phase!r}")
         return PointState(state.w + estimate), carry, {}
+
+    def metrics(self, previous, state, phases: dict[str, dict[str, float]]) -> dict[str, float]:
+        """The phases' metrics, ``train_loss`` and ``precision_floor_hits`` (0)
+        (:func:`~learning.algorithms.base.round_columns`)."""
+        del previous, state
+        return round_columns(phases)
+
+    def predict_mean_probs(self, state, x) -> None:
+        """None: a point model has no posterior mean apart from itself."""
+        del state, x
 
     def predict_probs(self, state: PointState, x, num_samples: int, seed, chunk: int = 1000):
         """Softmax outputs [N, C] of the point model (``num_samples`` and ``seed`` ignored)."""

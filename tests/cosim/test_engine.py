@@ -173,9 +173,10 @@ def test_count_nonfinite_counts_nan_and_inf_and_survives_an_overflowing_sum():
     assert count_nonfinite(huge) == 1
 
 
-def test_round_metrics_hook_writes_unsuffixed_columns(tmp_path):
-    """An algorithm's optional round_metrics(previous_state, state) lands in /rounds under
-    its own names, called once per round with the round's start and end states."""
+def test_round_metrics_write_unsuffixed_columns(tmp_path):
+    """The proposed method's round_metrics(previous_state, state) land in /rounds under
+    their own names (through its ``metrics``), called once per round with the round's
+    start and end states."""
     scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4))
     engine = Engine(scenario)
     calls = []
@@ -185,7 +186,7 @@ def test_round_metrics_hook_writes_unsuffixed_columns(tmp_path):
         return {"precision_changed_fraction": np.float32(0.25), "posterior_std_p50": tf.constant(0.5),
                 "precision_rel_change": 1e-3}
 
-    engine.algorithm.round_metrics = round_metrics  # instance attribute: the hook is optional
+    engine.algorithm.round_metrics = round_metrics  # instance attribute over the method
     initial = engine.initial_state()
     states = [initial]
     for state, record in engine.rounds(initial):
@@ -204,18 +205,22 @@ def test_round_metrics_hook_writes_unsuffixed_columns(tmp_path):
         assert f["rounds/posterior_std_p50"].dtype == np.float64
 
     engine.algorithm.round_metrics = lambda previous, state: {"uplink_symbols": 1.0}
-    with pytest.raises(ValueError, match="round_metrics returned 'uplink_symbols'"):
+    with pytest.raises(ValueError, match="the column 'uplink_symbols' is written twice"):
+        engine.run_round(0, initial)
+    engine.algorithm.round_metrics = lambda previous, state: {"train_loss": 1.0}
+    with pytest.raises(ValueError, match="round_metrics returned 'train_loss'"):
         engine.run_round(0, initial)
     engine.algorithm.round_metrics = lambda previous, state: {"posterior_std": np.ones(3)}
     with pytest.raises(ValueError, match=r"round_metrics\(\)\['posterior_std'\] must be a scalar"):
         engine.run_round(0, initial)
 
 
-def test_no_round_metrics_without_the_hook(tmp_path):
-    """FedAvg has no round_metrics: its records hold none of the proposed method's columns."""
+def test_fedavg_writes_no_posterior_metrics(tmp_path):
+    """FedAvg has no round metrics of its own: its records hold none of the proposed
+    method's columns (``precision_floor_hits`` is 0, as in every trace)."""
     scenario = load_scenario(write_tiny(tmp_path, rounds=1, every=1, algorithm="fedavg", hidden=4))
     engine = Engine(scenario)
-    assert not hasattr(engine.algorithm, "round_metrics")
+    assert engine.algorithm.predict_mean_probs(engine.initial_state(), None) is None
     _, record = engine.run_round(0, engine.initial_state())
     assert not [k for k in record.scalars if k.startswith(("precision_", "posterior_std"))
                 and k != "precision_floor_hits"]
@@ -267,16 +272,14 @@ def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequenc
         scenario = load_scenario(path, aligned)
         engine = Engine(scenario)
         state = engine.initial_state()
-        _, uplink, offsets = engine._draw_uplink(0)
+        _, uplink, offsets = engine.uplink.draw_channel(0)
         assert uplink.isi_free().all() and not np.any(offsets[0]) and not np.any(offsets[1])
         time_state, time_record = engine.run_round(0, state)
 
-        class FrequencyEngine(Engine):  # the same channel, the frequency-domain uplink
-            def _draw_uplink(self, t):
-                h, _, _ = super()._draw_uplink(t)
-                return h, None, None
-
-        frequency_state, frequency_record = FrequencyEngine(scenario).run_round(0, state)
+        frequency = Engine(scenario)  # the same channel, the frequency-domain uplink
+        draw = frequency.uplink.draw_channel
+        frequency.uplink.draw_channel = lambda t: (draw(t)[0], None, None)
+        frequency_state, frequency_record = frequency.run_round(0, state)
         for key in ("distortion_rho", "delta_bar_rho", "train_loss"):
             assert time_record.scalars[key] == frequency_record.scalars[key], key
         compared = 0

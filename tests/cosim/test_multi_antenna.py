@@ -9,7 +9,6 @@ import tensorflow as tf
 from test_engine import _arrays
 from tiny_scenario import time_domain, write_tiny
 
-from cosim import rng as rngs
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import ScenarioError, load_scenario
@@ -46,8 +45,8 @@ _UMI = ['channel.model="umi"']
 def test_antenna_path_at_one_antenna_is_todays_channel(tmp_path, overrides):
     """The multi-antenna draw with N_r = 1 (forced) gives today's channel and uplink exactly."""
     engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1), overrides))
-    h, uplink, offsets = engine._draw_uplink(0)
-    h1, uplink1, offsets1 = engine._draw_antennas(0, rngs.stream_seed(engine.scenario.seed, 0, "channel"))
+    h, uplink, offsets = engine.uplink.draw_channel(0)
+    h1, uplink1, offsets1 = engine.uplink.draw_antennas(0, 1)
     np.testing.assert_array_equal(h1.numpy(), h.numpy())
     if uplink is not None:
         np.testing.assert_array_equal(uplink1.uplinks[0].taps, uplink.taps)
@@ -107,8 +106,8 @@ def test_bad_bs_keys_name_the_key_and_value(tmp_path, override, message):
 def test_effective_channel_keeps_the_noise_power(tmp_path):
     """A unit-norm combiner leaves the noise m^H z at sigma_z^2 per subcarrier."""
     engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1), ["bs.num_antennas=3"]))
-    h = engine.channel.antennas(engine._path_gain, tf.constant([1, 2], tf.int32), 3).numpy()
-    m = engine.combiner(h)
+    h = engine.uplink.channel.antennas(engine.uplink.path_gain, tf.constant([1, 2], tf.int32), 3).numpy()
+    m = engine.uplink.combiner(h)
     z = (np.random.default_rng(2).normal(size=(20000, 3, 64, 2)) @ [1, 1j]) / np.sqrt(2)
     combined = np.einsum("rf,nrf->nf", np.conj(m), z)
     assert abs(np.mean(np.abs(combined) ** 2) - 1.0) < 0.01
@@ -120,7 +119,7 @@ def test_effective_channel_keeps_the_noise_power(tmp_path):
 def test_other_channels_with_three_antennas_run_a_round(tmp_path, overrides):
     engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1),
                                   [*overrides, "bs.num_antennas=3", 'bs.combiner="centroid"']))
-    h, uplink, _ = engine._draw_uplink(0)
+    h, uplink, _ = engine.uplink.draw_channel(0)
     assert h.shape == (8, 64)
     if uplink is not None:
         assert isinstance(uplink, CombinedUplink) and len(uplink.uplinks) == 3

@@ -13,12 +13,12 @@ import tensorflow as tf
 from test_engine import _arrays
 from tiny_scenario import time_domain, write_tiny
 
-from cosim import participation
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import ScenarioError, load_scenario
 from cosim.scenario_tables import ParticipationConfig
 from learning.catalog import CATALOG
+from phy.uplink import participation
 
 ALGORITHMS = ["bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"]
 
@@ -184,8 +184,7 @@ def _one_round(tmp_path, algorithm, overrides):
                              ['power.control="ideal"', *overrides])
     engine = Engine(scenario)
     start = engine.initial_state()
-    h, _, _ = engine._draw_uplink(0)
-    cohort = engine._draw_cohort(0, h)  # ideal: perfect CSI, h_hat = h
+    cohort = engine.uplink.round(0).cohort
     end, record = engine.run_round(0, start)
     return engine, start, end, record, cohort
 

@@ -37,10 +37,13 @@ over the whole cohort when it does not (then the estimate is biased by the facto
 in which some phase reaches the BS from no device is discarded: the global state stays,
 no device's state advances (``round_discarded``).
 
-All draws come from the round's ``"participation"`` stream (:mod:`cosim.rng`) and are
+All draws come from the round's ``"participation"`` stream (:mod:`native.streams`) and are
 made for every device whatever the keys, so a run replays and resumes bit for bit and
 changing one key does not shift the others' draws (:func:`draw_cohort`, NumPy);
 :func:`phase_link` forms what one phase sends (the senders' rows, weights and channels).
+:class:`phy.uplink.Uplink` draws the cohort of every round and sends each phase through
+:func:`phase_link`; the policy's keys (``config``) are the scenario's ``[participation]``
+table, read by attribute (``fraction``, ``scheduling``, ``cohort_size(K)``, ...).
 """
 
 from __future__ import annotations
@@ -50,8 +53,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-
-from learning.algorithms.base import Received
 
 NOT_SCHEDULED, TRANSMITTED, DROPPED, STRAGGLED, FEWER_STEPS = 0.0, 1.0, 2.0, 3.0, 4.0
 """The codes of the per-device trace column ``participated``: not scheduled; sent in every
@@ -162,8 +163,9 @@ class PhaseLink:
     ``updates`` [K_T, n], ``weights`` [K_T] (the BS's, ``pi_k / share``),
     ``reference_weights`` [K_T] (renormalised over the senders: the error-free sum the
     estimate is measured against), the senders' ``h``, ``h_hat`` [K_T, F], ``path_gain``
-    [K_T] and time-domain ``uplink``; ``received`` for the algorithm's server update (None
-    without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)
+    [K_T] and time-domain ``uplink``; ``received`` for the algorithm's server update, as
+    ``(rows [K_T] tf.int32 (the senders' cohort rows), devices [K_T] tf.int32 (their
+    population ids), share)`` (None without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)
     and ``devices`` ((senders [K_T], K) to spread per-device values over the population;
     None: the rows are the population).
     """
@@ -175,7 +177,7 @@ class PhaseLink:
     h_hat: Any
     path_gain: Any
     uplink: Any
-    received: Received | None
+    received: tuple[Any, Any, float] | None
     received_weight: float
     devices: tuple[np.ndarray, int] | None
 
@@ -190,18 +192,18 @@ class PhaseLink:
         return full
 
 
-def phase_link(cohort: RoundCohort | None, index: int, data, updates, h, h_hat, uplink, *,
+def phase_link(cohort: RoundCohort | None, index: int, weights, updates, h, h_hat, uplink, *,
                path_gain, population_weights: np.ndarray, bs_knows_dropouts: bool) -> PhaseLink:
     """What phase ``index`` of a round sends over the air: the whole population's rows
     without a cohort (``cohort`` None), else the cohort rows that send.
 
-    Input: the round's :class:`learning.algorithms.base.DeviceData` ``data`` (the cohort's),
-    its ``updates`` [K_S, n], the channel ``h`` and CSI ``h_hat`` [K, F] of the whole
+    Input: the round's data ``weights`` pi_k [K_S] (the cohort's, renormalised), its
+    ``updates`` [K_S, n], the channel ``h`` and CSI ``h_hat`` [K, F] of the whole
     population, its time-domain ``uplink`` (or None), ``path_gain`` [K] and the devices'
     own shares ``population_weights`` pi_k [K] (float64). Output: :class:`PhaseLink`.
     """
     if cohort is None:
-        return PhaseLink(updates, data.weights, data.weights, h, h_hat, path_gain, uplink,
+        return PhaseLink(updates, weights, weights, h, h_hat, path_gain, uplink,
                          None, 1.0, None)
     rows = np.flatnonzero(cohort.sent[index]).astype(np.int32)
     senders = cohort.scheduled[rows]
@@ -217,7 +219,7 @@ def phase_link(cohort: RoundCohort | None, index: int, data, updates, h, h_hat, 
         h=tf.gather(h, index_t), h_hat=tf.gather(h_hat, index_t),
         path_gain=tf.gather(path_gain, index_t),
         uplink=None if uplink is None else uplink.subset(senders),
-        received=Received(tf.constant(rows), index_t, float(share)),
+        received=(tf.constant(rows), index_t, float(share)),
         received_weight=float(sent_share / cohort_share),
         devices=(senders, population_weights.shape[0]),
     )

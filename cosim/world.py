@@ -1,0 +1,172 @@
+"""The static world of a run, built once from its scenario: :func:`build_world`.
+
+The device drop, the path gains, the dataset and its partition (from the scenario's
+STATIC_ROUND streams), the model, the FL algorithm, the uplink block
+(:class:`phy.uplink.Uplink`, its components built from the registries of
+:mod:`phy.parameters` with ``Variant.build``) and the evaluator. Everything a round
+changes is in the algorithm's state (:func:`cosim.round.run_round`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cosim import rng as rngs
+from cosim.evaluation import Evaluator
+from cosim.scenario import Scenario
+from learning import algorithms as fl_algorithms
+from learning.algorithms.base import DeviceData, FederatedAlgorithm
+from learning.architectures import build_model
+from learning.catalog import CATALOG
+from learning.datasets import Dataset, load_dataset
+from learning.partition import Partition, PoolExhausted, partition, to_device_data
+from phy import geometry
+from phy.cells import CELL_MODELS
+from phy.combiner import ReceiveCombiner
+from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
+from phy.sync import UniformOffsets
+from phy.uplink import Uplink
+
+
+@dataclass(frozen=True)
+class World:
+    """What a scenario fixes for the whole run.
+
+    Attributes: ``scenario``; ``deployment`` (:class:`phy.geometry.Deployment`),
+    ``path_gain`` [K] float64, ``dataset``, ``partition``, ``device_data`` (the padded
+    local datasets), ``label_histogram`` [K, C]; ``model``, ``algorithm``
+    (:class:`learning.algorithms.base.FederatedAlgorithm`), ``uplink``
+    (:class:`phy.uplink.Uplink`), ``evaluator`` (:class:`cosim.evaluation.Evaluator`),
+    ``local_steps`` (E).
+    """
+
+    scenario: Scenario
+    deployment: geometry.Deployment
+    path_gain: np.ndarray
+    dataset: Dataset
+    partition: Partition
+    device_data: DeviceData
+    label_histogram: np.ndarray
+    model: Any
+    algorithm: FederatedAlgorithm
+    uplink: Uplink
+    evaluator: Evaluator
+    local_steps: int
+
+    @property
+    def num_params(self) -> int:
+        """d, the model's weights."""
+        return int(self.model.num_params)
+
+    def initial_state(self) -> Any:
+        """The algorithm's initial state (deterministic for the scenario's seed)."""
+        return self.algorithm.init(rngs.stream_seed(self.scenario.seed, rngs.STATIC_ROUND, "init"))
+
+
+def build_world(scenario: Scenario) -> World:
+    """The static parts of ``scenario``'s run, built once (deterministic for its seed)."""
+    static = _static_data(scenario)
+    dataset = static["dataset"]
+    model = build_model(scenario.model.architecture, dataset.input_shape, dataset.num_classes,
+                        tuple(scenario.model.hidden_units))
+    algorithm = fl_algorithms.build(scenario.algorithm.name, model, scenario.cell.num_devices,
+                                    runtime=scenario.runtime.runtime(), **scenario.hyper_parameters())
+    return World(
+        scenario=scenario, **static, model=model, algorithm=algorithm,
+        uplink=build_uplink(scenario, static, algorithm),
+        evaluator=Evaluator.from_scenario(scenario, dataset),
+        local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
+    )
+
+
+def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
+    """The scenario's channel model (:data:`phy.parameters.CHANNEL_MODELS`) on its grid; a
+    3GPP cell (``channel.model = "umi" | "uma" | "rma"``) draws its large-scale state
+    (LoS, path loss, shadow fading) once, from the static "cell" stream."""
+    ofdm = scenario.ofdm
+    return CHANNEL_MODELS[scenario.channel.model].build(
+        scenario.channel.variant_values(), model=scenario.channel.model,
+        positions_m=np.asarray(deployment.positions_m, np.float64),
+        num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
+        sample_period_s=1.0 / ofdm.bandwidth_hz,
+        seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
+        num_bs_antennas=scenario.bs.num_antennas,
+    )
+
+
+def _static_data(scenario: Scenario) -> dict:
+    """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
+    cell = scenario.cell
+    geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "geometry")
+    deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
+    if scenario.channel.model in CELL_MODELS:
+        path_gain = _channel_of(scenario, deployment).path_gain
+    else:
+        path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
+
+    data_cfg = scenario.data
+    dataset = load_dataset(
+        data_cfg.dataset,
+        data_dir=data_cfg.data_dir,
+        synthetic_classes=data_cfg.synthetic_classes,
+        synthetic_shape=tuple(data_cfg.synthetic_shape),
+        synthetic_train=data_cfg.synthetic_train_size,
+        synthetic_test=data_cfg.synthetic_test_size,
+        seed=scenario.seed,
+    )
+    try:
+        parts = partition(
+            dataset.y_train,
+            dataset.num_classes,
+            num_devices=cell.num_devices,
+            scheme=data_cfg.partition,
+            mean_samples_per_device=data_cfg.mean_samples_per_device,
+            size_distribution=data_cfg.size_distribution,
+            labels_per_device=data_cfg.labels_per_device,
+            dirichlet_alpha=data_cfg.dirichlet_alpha,
+            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
+        )
+    except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
+        raise ValueError(
+            f"data.partition = {data_cfg.partition!r}: class {error.label} has {error.available} "
+            f"training samples but all devices together need {error.needed}; lower "
+            f"data.mean_samples_per_device (now {data_cfg.mean_samples_per_device:g}) or "
+            f"cell.num_devices (now {cell.num_devices})"
+        ) from error
+    return dict(
+        deployment=deployment,
+        path_gain=np.asarray(path_gain, np.float64),
+        dataset=dataset,
+        partition=parts,
+        device_data=to_device_data(dataset, parts),
+        label_histogram=parts.label_histogram(dataset.y_train, dataset.num_classes),
+    )
+
+
+def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm) -> Uplink:
+    """The scenario's :class:`phy.uplink.Uplink`: its components built from the registries
+    of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
+    ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
+    return Uplink(
+        channel=_channel_of(scenario, world["deployment"]),
+        csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
+        power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
+        path_gain=world["path_gain"], seed=scenario.seed,
+        phases=[(phase.name, phase.num_values) for phase in algorithm.phases()],
+        num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w,
+        noise_power_w=power.noise_power_w, gamma_w=power.gamma_w,
+        downlink_values=algorithm.downlink_values(), bits_per_value=scenario.downlink.bits_per_value,
+        bs_tx_power_w=scenario.downlink.bs_tx_power_w, domain=ofdm.domain,
+        bandwidth_hz=ofdm.bandwidth_hz, cyclic_prefix_length=ofdm.cyclic_prefix_samples,
+        sync=UniformOffsets(scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
+                            scenario.sync.precompensate),
+        combiner=ReceiveCombiner(scenario.bs.combiner), num_antennas=scenario.bs.num_antennas,
+        participation=participation,
+        population_weights=np.asarray(world["device_data"].weights, np.float64),
+        local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
+        training_phases=CATALOG[scenario.algorithm.name].training_phases,
+        per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
+    )

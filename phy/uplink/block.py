@@ -1,0 +1,330 @@
+"""The uplink of a run as one block: built once, then one :class:`RoundLink` per round.
+
+:class:`Uplink` holds the static parts (the channel model, the CSI model, the power
+control, the devices' path gains, the timing/CFO model, the receive combiner, the
+grouping rule of every phase, the cohort policy) and the run's integer seed, from which it
+draws its own streams (:mod:`native.streams`: ``"channel"``, ``"sync"``, ``"csi"``,
+``"participation"``, ``"noise/<phase>"`` of each round). It knows nothing of a scenario
+file or of the learning side: phases are names with a number of values, updates are
+``[K, n]`` tensors, weights ``[K]``.
+
+Per round::
+
+    link = uplink.round(t)                 # channel, CSI, offsets, combiner, cohort
+    result = link.send("rho", updates, weights)   # one phase over the air
+    result.estimate, result.received, result.columns()
+    link.columns()                         # the round's own columns (after the phases)
+
+:meth:`RoundLink.send` is the seam the next schemes (digital, one-bit, non-coherent)
+plug into as siblings of :func:`phy.aircomp.aggregate`; what a phase and a round add to
+the trace is named by :meth:`PhaseResult.columns` and :meth:`RoundLink.columns`
+(:class:`native.columns.Columns`: ``/rounds`` scalars, ``/rounds/per_device`` ``[K]``
+arrays and raw ``/signals``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from native.columns import Columns
+from native.streams import numpy_rng, stream_seed
+from phy import aircomp
+from phy.aggregate_error import aggregate_error, normalised_error
+from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
+from phy.downlink import multicast_symbols
+from phy.grid import GroupingRule
+from phy.ofdm_time import TimeDomainUplink
+from phy.power import PowerControl
+from phy.sync import UniformOffsets
+from phy.uplink import participation as cohorts
+from phy.uplink.participation import RoundCohort
+
+BUDGET_TOLERANCE = 1e-4
+"""Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """One phase over the air.
+
+    Attributes
+    ----------
+    estimate : [n], tf.float32
+        The BS's estimate of the senders' weighted sum (what the server update applies).
+    received : tuple or None
+        ``(rows [K_T] tf.int32, devices [K_T] tf.int32, share)`` of a partial round (the
+        senders' cohort rows, population ids and the BS's weight share), None when every
+        device sent.
+    """
+
+    estimate: tf.Tensor
+    received: tuple[Any, Any, float] | None
+    _columns: Columns
+
+    def columns(self) -> Columns:
+        """The phase's columns: ``delta_bar_<phase>``, ``distortion_<phase>``,
+        ``noise_power_<phase>``, ``aggregate_error_<phase>``, ``aggregate_nmse_<phase>``,
+        ``power_over_budget_<phase>`` (a control that is ``budgeted``),
+        ``received_weight_<phase>`` (a partial round); per device ``local_distortion_``,
+        ``tx_power_w_``, ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with
+        ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept)."""
+        return self._columns
+
+
+class Uplink:
+    """The air interface of a run (channel, CSI, sync, combiner, power control, cohort).
+
+    Parameters
+    ----------
+    channel
+        A channel model of :data:`phy.parameters.CHANNEL_MODELS` (built), called as
+        ``channel(path_gain, seed)`` / ``.cir`` / ``.antennas`` / ``.cir_antennas``.
+    csi
+        A CSI model of :data:`phy.parameters.CSI_MODELS` (built).
+    power_control : phy.power.PowerControl
+    path_gain : [K], float
+        The devices' large-scale gains.
+    seed : int
+        The run seed the round streams derive from.
+    phases : sequence of (name, num_values)
+        The uplink phases in order.
+    num_subcarriers : int
+        F.
+    tx_power_w, noise_power_w, gamma_w : float
+        P, sigma_z^2, gamma.
+    downlink_values, bits_per_value : int
+        What the BS multicasts each round (values) and bits per value.
+    bs_tx_power_w : float
+        The BS's downlink power.
+    domain : "frequency" or "time"
+        Eq. ``ReceivedSignal`` per subcarrier, or the waveform (:mod:`phy.ofdm_time`).
+    bandwidth_hz, cyclic_prefix_length : float, int
+        The time-domain waveform's sampling rate and prefix (``domain = "time"``).
+    sync : phy.sync.UniformOffsets
+        The devices' timing offsets and CFOs (time domain).
+    combiner : phy.combiner.ReceiveCombiner
+        The BS's receive combiner (``num_antennas > 1``).
+    num_antennas : int
+        N_r.
+    participation : the ``[participation]`` table or None
+        The cohort policy (:mod:`phy.uplink.participation`); None or at its defaults:
+        every device trains and sends.
+    population_weights : [K], float64
+        pi_k, the devices' data shares (the BS's weights in a partial round).
+    local_steps, training_phases : int
+        E and the phases in which a device trains (the stragglers' deadline).
+    per_device : bool
+        Write the per-device power and distortion columns of every phase.
+    keep_signals : callable int -> bool
+        The rounds whose raw signals go to the trace.
+    """
+
+    def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
+                 phases: Sequence[tuple[str, int]], num_subcarriers: int, tx_power_w: float,
+                 noise_power_w: float, gamma_w: float, downlink_values: int = 0,
+                 bits_per_value: int = 32, bs_tx_power_w: float = 1.0, domain: str = "frequency",
+                 bandwidth_hz: float | None = None, cyclic_prefix_length: int | None = None,
+                 sync: UniformOffsets | None = None, combiner: ReceiveCombiner | None = None,
+                 num_antennas: int = 1, participation=None, population_weights=None,
+                 local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
+                 keep_signals: Callable[[int], bool] = lambda t: False):
+        self.channel, self.csi, self.power_control = channel, csi, power_control
+        self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
+        self.seed = int(seed)
+        self.grids = {name: GroupingRule(int(n), int(num_subcarriers)) for name, n in phases}
+        self.phase_index = {name: i for i, (name, _) in enumerate(phases)}
+        self.num_devices = int(self.path_gain.shape[0])
+        self.tx_power_w, self.noise_power_w, self.gamma_w = tx_power_w, noise_power_w, gamma_w
+        self.downlink = (int(downlink_values), int(bits_per_value), float(bs_tx_power_w))
+        self.domain, self.num_antennas = domain, int(num_antennas)
+        self.waveform = {"bandwidth_hz": bandwidth_hz, "num_subcarriers": int(num_subcarriers),
+                         "cyclic_prefix_length": cyclic_prefix_length}
+        self.sync = sync if sync is not None else UniformOffsets(0.0, 0.0, "none")
+        self.combiner = combiner if combiner is not None else ReceiveCombiner("centroid")
+        self.participation = None if participation is None or cohorts.full(participation) else participation
+        self.population_weights = (None if population_weights is None
+                                   else np.asarray(population_weights, np.float64))
+        self.local_steps, self.training_phases = int(local_steps), int(training_phases)
+        self.per_device, self.keep_signals = bool(per_device), keep_signals
+
+    def round(self, t: int) -> RoundLink:
+        """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
+        the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
+        and the cohort (:meth:`draw_cohort`)."""
+        h, uplink, offsets = self.draw_channel(t)
+        h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, "csi"))
+        return RoundLink(self, t, h, h_hat, uplink, offsets, self.draw_cohort(t, h_hat))
+
+    def draw_channel(self, t: int):
+        """The round's channel ``h`` [K, F] and, in the time domain, its
+        :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing offset [samples],
+        CFO [subcarrier spacings]) [K] each (else None and None).
+
+        In the time domain the channel is the one the waveform meets: the discrete-time
+        taps of the model's paths (``cir``) delayed by the devices' timing offsets, and
+        ``h`` what a device knows of (and estimates) its channel: the taps' response
+        without the offsets, or with them when the sync precodes the timing
+        (:mod:`phy.sync`); the offsets come from the round's "sync" stream. With N_r > 1
+        antennas the channel model draws ``[K, N_r, F]`` (in the time domain a delay line
+        per device and antenna, the offsets shared), the combiner ``m`` [N_r, F] is
+        computed from the responses the devices' knowledge is based on, and ``h`` is the
+        effective channel ``m_f^H h_kf``; the time-domain uplink is then a
+        :class:`phy.combiner.CombinedUplink`.
+        """
+        if self.num_antennas > 1:
+            return self.draw_antennas(t, self.num_antennas)
+        channel_seed = stream_seed(self.seed, t, "channel")
+        if self.domain == "frequency":
+            return self.channel(self.path_gain, channel_seed), None, None
+        a, tau = self.channel.cir(self.path_gain, channel_seed)
+        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, "sync"))
+        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **self.waveform,
+                                             timing_offset_samples=timing, cfo_subcarriers=cfo)
+        known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
+            a.numpy(), tau.numpy(), **self.waveform)
+        return tf.constant(known.frequency_response()), uplink, (timing, cfo)
+
+    def draw_antennas(self, t: int, num_antennas: int):
+        """:meth:`draw_channel` through the multi-antenna draw (``num_antennas`` = 1 gives
+        the single-antenna channel exactly, with a one-antenna combined uplink)."""
+        channel_seed = stream_seed(self.seed, t, "channel")
+        if self.domain == "frequency":
+            h = self.channel.antennas(self.path_gain, channel_seed, num_antennas).numpy()
+            return tf.constant(effective_channel(h, self.combiner(h))), None, None
+        a, tau = self.channel.cir_antennas(self.path_gain, channel_seed, num_antennas)
+        a, tau = a.numpy(), tau.numpy()
+        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, "sync"))
+        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **self.waveform, timing_offset_samples=timing,
+                                               cfo_subcarriers=cfo) for r in range(num_antennas)]
+        known = uplinks if self.sync.precodes_timing else [
+            TimeDomainUplink.from_paths(a[:, r], tau, **self.waveform) for r in range(num_antennas)]
+        responses = np.stack([u.frequency_response() for u in known], axis=1)  # [K, N_r, F]
+        combiner = self.combiner(responses)
+        return tf.constant(effective_channel(responses, combiner)), CombinedUplink(uplinks, combiner), (timing, cfo)
+
+    def draw_cohort(self, t: int, h_hat) -> RoundCohort | None:
+        """The round's :class:`phy.uplink.participation.RoundCohort` from the
+        "participation" stream and the devices' reported wideband gains; None when every
+        device trains and sends (no policy, or its defaults: nothing is drawn)."""
+        if self.participation is None:
+            return None
+        gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
+        return cohorts.draw_cohort(
+            self.participation, gain, len(self.grids), self.local_steps, self.training_phases,
+            numpy_rng(self.seed, t, "participation"))
+
+
+class RoundLink:
+    """One round's uplink (made by :meth:`Uplink.round`).
+
+    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1),
+    ``uplink`` (the time-domain uplink or None), ``offsets`` ((timing, CFO) [K] or None),
+    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device).
+    """
+
+    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort):
+        self.block, self.t = block, t
+        self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
+        self.keep_signals = block.keep_signals(t)
+        self._sent_symbols = 0
+
+    @property
+    def discarded(self) -> bool:
+        """True when some phase of this round reaches the BS from no device: nothing is sent."""
+        return self.cohort is not None and self.cohort.discarded
+
+    def send(self, phase: str, updates, weights) -> PhaseResult:
+        """Phase ``phase`` over the air: the senders' rows of ``updates`` [K_S, n] (the
+        cohort's rows; all K without a cohort) with the data ``weights`` [K_S] through
+        :func:`phy.aircomp.aggregate` (noise from the round's ``"noise/<phase>"``
+        stream), and the estimate's error against the error-free weighted sum
+        (:func:`phy.aggregate_error.aggregate_error`)."""
+        block = self.block
+        link = cohorts.phase_link(
+            self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
+            path_gain=block.path_gain, population_weights=block.population_weights,
+            bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
+        result = aircomp.aggregate(
+            link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
+            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w, gamma_w=block.gamma_w,
+            seed=stream_seed(block.seed, self.t, f"noise/{phase}"), keep_signals=self.keep_signals,
+            path_gain=link.path_gain, uplink=link.uplink)
+        error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
+        self._sent_symbols += block.grids[phase].num_symbols
+        columns = Columns()
+        scalars = columns.scalars
+        if link.received is not None:
+            scalars[f"received_weight_{phase}"] = link.received_weight
+        scalars[f"delta_bar_{phase}"] = float(result.delta_bar)
+        scalars[f"distortion_{phase}"] = float(result.aggregated_distortion)
+        scalars[f"noise_power_{phase}"] = float(result.noise_power)
+        scalars[f"aggregate_error_{phase}"] = error
+        scalars[f"aggregate_nmse_{phase}"] = normalised_error(error, power_sum)
+        if block.power_control.budgeted:
+            over = result.tx_power_max_w > block.tx_power_w * (1.0 + BUDGET_TOLERANCE)
+            scalars[f"power_over_budget_{phase}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
+        if block.per_device:
+            for column, values in ((f"local_distortion_{phase}", result.local_distortion),
+                                   (f"tx_power_w_{phase}", result.tx_power_mean_w),
+                                   (f"tx_power_max_w_{phase}", result.tx_power_max_w),
+                                   (f"clipped_fraction_{phase}", result.attenuated_fraction)):
+                columns.per_device[column] = link.per_device(values)
+        if result.y is not None:
+            columns.signals[f"y_{phase}"] = result.y.numpy()
+            columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
+        return PhaseResult(result.estimate, link.received, columns)
+
+    def columns(self) -> Columns:
+        """The round's own columns: ``uplink_symbols`` (the phases sent, also those of a
+        discarded round that some device sent in), ``downlink_symbols`` (the global model
+        multicast to the devices that train at the worst one's rate), per device
+        ``mean_channel_gain``, ``csi_nmse`` and in the time domain
+        ``timing_offset_samples``, ``cfo_subcarriers``, ``cut_path_power_fraction``; with
+        a cohort ``devices_scheduled``, ``round_discarded``, ``devices_sent_<phase>``,
+        ``participated`` (and ``local_steps`` with a deadline); the signals ``H``,
+        ``H_hat`` (when kept). Call it after the round's phases."""
+        block, cohort, h, h_hat = self.block, self.cohort, self.h, self.h_hat
+        columns = Columns()
+        scalars, per_device = columns.scalars, columns.per_device
+        gain = tf.reduce_mean(tf.abs(h) ** 2, axis=-1)
+        err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
+        per_device["mean_channel_gain"] = gain.numpy()
+        per_device["csi_nmse"] = (err / tf.maximum(gain, 1e-30)).numpy()
+        if self.uplink is not None:
+            per_device["timing_offset_samples"] = self.offsets[0]
+            per_device["cfo_subcarriers"] = self.offsets[1]
+            per_device["cut_path_power_fraction"] = self.uplink.cut_power_fraction
+        uplink_symbols = self._sent_symbols
+        if cohort is not None:
+            per_device["participated"] = cohort.status
+            if block.participation.deadline_s is not None:
+                steps = np.full(block.num_devices, np.nan)
+                steps[cohort.scheduled] = cohort.steps
+                per_device["local_steps"] = steps
+            scalars["devices_scheduled"] = float(cohort.scheduled.size)
+            scalars["round_discarded"] = float(cohort.discarded)
+            for index, (phase, grid) in enumerate(block.grids.items()):
+                sent = int(cohort.sent[index].sum())
+                scalars[f"devices_sent_{phase}"] = float(sent)
+                if cohort.discarded and sent:  # sent, then discarded by the BS
+                    uplink_symbols += grid.num_symbols
+        scalars["uplink_symbols"] = float(uplink_symbols)
+        scalars["downlink_symbols"] = float(self._downlink_symbols())
+        if self.keep_signals:
+            columns.signals["H"] = h.numpy()
+            columns.signals["H_hat"] = h_hat.numpy()
+        return columns
+
+    def _downlink_symbols(self) -> int:
+        """OFDM symbols to multicast the global model to the devices that train (all
+        without a cohort) at the worst one's rate (:func:`phy.downlink.multicast_symbols`)."""
+        values, bits, power_w = self.block.downlink
+        listeners = self.h if self.cohort is None else tf.gather(self.h, self.cohort.scheduled)
+        if not int(listeners.shape[0]):
+            return 0
+        return multicast_symbols(values, bits, listeners, power_w, self.block.noise_power_w)

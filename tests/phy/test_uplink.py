@@ -1,0 +1,97 @@
+"""The uplink as one block (phy/uplink/): built once, one link per round, one result per phase."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from phy.channel import IidRayleigh
+from phy.csi import PerfectCSI
+from phy.power import FullInversion, OptimalPower, PowerControl
+from phy.uplink import Uplink
+
+K, D, F = 6, 300, 32
+NOISE_W = 10 ** (-7.4) / 1e3
+
+
+class ScaledInversion(PowerControl):
+    """A toy power control, all of it in one class (the second file would be its entry in
+    phy/parameters.py::POWER_CONTROLS): channel inversion scaled down per OFDM symbol to
+    the budget."""
+
+    name = "scaled_inversion"
+    budgeted = True
+
+    def __call__(self, delta_abs, u, power_budget_w=None, channel_gain=None, reference_gain=None):
+        u = tf.broadcast_to(u, tf.shape(delta_abs))
+        live = ~tf.math.is_inf(u)
+        power = tf.reduce_sum(tf.where(live, u * tf.cast(delta_abs, tf.float64) ** 2, tf.zeros_like(u)),
+                              -1, keepdims=True)
+        budget = tf.cast(power_budget_w, tf.float64)
+        scale = tf.sqrt(tf.minimum(tf.ones_like(power), tf.math.divide_no_nan(budget, power)))
+        return tf.where(live, delta_abs * tf.cast(scale, tf.float32), tf.zeros_like(delta_abs))
+
+
+class Unbudgeted(ScaledInversion):
+    budgeted = False
+
+
+def _uplink(control, **kw):
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=control, path_gain=path_gain,
+                  seed=5, phases=[("delta", D)], num_subcarriers=F, tx_power_w=kw.pop("tx_power_w", 1e-3),
+                  noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D, **kw)
+
+
+def _updates(seed=0):
+    rng = np.random.default_rng(seed)
+    return tf.constant(rng.standard_normal((K, D)) * 1e-2, tf.float32), tf.fill([K], 1.0 / K)
+
+
+def test_a_toy_power_control_needs_no_other_file():
+    """A new control plugs into the block as it is: the link counts
+    power_over_budget_<phase> because the control says it is ``budgeted`` (no list of
+    names anywhere), the budget holds, and an unbudgeted one gets no such column."""
+    updates, weights = _updates()
+    columns = _uplink(ScaledInversion()).round(0).send("delta", updates, weights).columns()
+    assert columns.scalars["power_over_budget_delta"] == 0.0
+    assert np.all(columns.per_device["tx_power_max_w_delta"] <= 1e-3 * (1 + 1e-4))
+    assert columns.scalars["distortion_delta"] > 0.0  # the budget binds somewhere
+    unbudgeted = _uplink(Unbudgeted()).round(0).send("delta", updates, weights).columns()
+    assert "power_over_budget_delta" not in unbudgeted.scalars
+    assert "power_over_budget_delta" not in _uplink(FullInversion()).round(0).send(
+        "delta", updates, weights).columns().scalars
+
+
+def test_a_round_replays_from_the_seed_and_names_its_columns():
+    """Two links of the same round draw the same channel and estimate; the round's and the
+    phase's columns are the documented ones."""
+    updates, weights = _updates()
+    block = _uplink(OptimalPower())
+    first, second = block.round(3), block.round(3)
+    np.testing.assert_array_equal(first.h.numpy(), second.h.numpy())
+    a = first.send("delta", updates, weights)
+    b = second.send("delta", updates, weights)
+    np.testing.assert_array_equal(a.estimate.numpy(), b.estimate.numpy())
+    assert a.received is None
+    assert not np.array_equal(block.round(4).h.numpy(), first.h.numpy())
+    assert set(a.columns().scalars) == {f"{name}_delta" for name in (
+        "delta_bar", "distortion", "noise_power", "aggregate_error", "aggregate_nmse", "power_over_budget")}
+    round_columns = first.columns()
+    assert round_columns.scalars["uplink_symbols"] == -(-D // F)
+    assert round_columns.scalars["downlink_symbols"] > 0
+    assert set(round_columns.per_device) == {"mean_channel_gain", "csi_nmse"}
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_kept_signals_come_from_the_reference_chain(keep):
+    """With the signals kept the phase adds y and the estimate, the round H and H_hat, and
+    the estimate agrees with the implementation's (the reference chain's x and y)."""
+    updates, weights = _updates(1)
+    block = _uplink(OptimalPower(), keep_signals=lambda t: keep)
+    link = block.round(0)
+    result = link.send("delta", updates, weights)
+    assert set(result.columns().signals) == ({"y_delta", "estimate_delta"} if keep else set())
+    assert set(link.columns().signals) == ({"H", "H_hat"} if keep else set())
+    plain = _uplink(OptimalPower()).round(0).send("delta", updates, weights)
+    np.testing.assert_allclose(result.estimate.numpy(), plain.estimate.numpy(), rtol=1e-4,
+                               atol=1e-5 * float(np.abs(plain.estimate.numpy()).max()))
