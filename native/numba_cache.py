@@ -38,7 +38,9 @@ def install() -> None:
             cache_file = getattr(self, "_cache_file", None)
             index = getattr(cache_file, "_index_path", None)
             where = index or getattr(self, "_cache_path", "its cache directory")
-            print(f"note: Numba's cache of {getattr(self, '_name', 'a kernel')} ({where}) cannot "
+            func = getattr(self, "_py_func", None)
+            name = getattr(func, "__qualname__", None) or getattr(self, "_name", "a kernel")
+            print(f"note: Numba's cache of {name} ({where}) cannot "
                   f"be read ({type(error).__name__}); compiling it again", file=sys.stderr)
             if index:
                 try:
