@@ -301,12 +301,16 @@ def run_study(
         if output.is_symlink():
             raise StudyError([f"{output}: a symbolic link where the study writes its own "
                               "file; refusing to write through it"], str(study_file))
-    (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     copy = out / STUDY_COPY
-    if copy.is_file() and copy.read_text(encoding="utf-8") != study.text:
-        say(f"note: {copy} differs from {study_file}; replacing it (runs whose scenario "
-            "changed other than by `rounds` will fail to resume)")
-    write_bytes_atomic(copy, study.source.read_bytes())
+    try:  # a read-only or full --out is one line, before anything runs
+        (out / RUNS_DIR).mkdir(parents=True, exist_ok=True)
+        if copy.is_file() and copy.read_text(encoding="utf-8") != study.text:
+            say(f"note: {copy} differs from {study_file}; replacing it (runs whose scenario "
+                "changed other than by `rounds` will fail to resume)")
+        write_bytes_atomic(copy, study.source.read_bytes())
+    except OSError as error:
+        raise StudyError([f"--out: cannot write {out}: {error.strerror or error}"],
+                         str(study_file)) from None
     status = _Status(out / STATUS_FILE, study, points)
     todo = []
     for point in points:

@@ -27,6 +27,10 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from native import numba_cache
+
+numba_cache.install()  # a damaged cache file is compiled again, with a note
+
 __all__ = ["FLUSH_TO_ZERO", "READ_AS_ZERO", "float_control_word", "flush_subnormals", "restore_float_control"]
 
 FLUSH_TO_ZERO = 0x8000

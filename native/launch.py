@@ -37,6 +37,10 @@ import threading
 import numba
 import numpy as np
 
+from native import numba_cache
+
+numba_cache.install()  # a damaged cache file is compiled again, with a note
+
 __all__ = ["LAUNCH", "LAUNCH_ENDING_TEAM", "read_only", "release_openmp_team", "single_threaded_blas"]
 
 

@@ -42,9 +42,12 @@ import numpy as np
 import tensorflow as tf
 from numba import njit, prange, uint32, uint64
 
+from native import numba_cache
 from native.float_control import flush_subnormals, restore_float_control
 from native.host_arrays import aligned_empty
 from native.launch import LAUNCH, read_only
+
+numba_cache.install()  # a damaged cache file is compiled again, with a note
 
 CHUNK = 2048
 """Normals per work item; also fixes which Philox word feeds which element."""

@@ -60,3 +60,25 @@ def test_a_study_whose_scenario_is_not_a_scenario_file_names_it(tmp_path, capsys
     assert main(["validate", str(study)]) == 2
     err = capsys.readouterr().err
     assert "seed 1: scenario /etc/passwd: TOML syntax error" in err, err
+
+
+def test_a_read_only_out_for_study_run_is_one_line(tmp_path, capsys):
+    """A read-only file system (root ignores a directory's permissions, so the test
+    mounts one; skipped where mounting is refused)."""
+    import subprocess
+
+    study = tmp_path / "s.toml"
+    study.write_text('scenario = "quickstart"\nseeds = [1]\n')
+    where = tmp_path / "ro"
+    where.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a read-only file system here ({made.stderr.strip()})")
+    try:
+        assert main(["study", "run", str(study), "--out", str(where / "out")]) == 2
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+    err = capsys.readouterr().err
+    assert f"--out: cannot write {where / 'out'}: Read-only file system" in err, err
+    assert "Traceback" not in err
