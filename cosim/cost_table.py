@@ -95,4 +95,72 @@ COST_TABLE = {
     }
 }
 
-ARCHITECTURE_TABLES = {}
+ARCHITECTURE_TABLES = {
+    "resnet56": {
+        "measured": "2026-11-27, commit bb39d40, AMD EPYC, one core per run, CPU time",
+        "architectures": [
+            "resnet56"
+        ],
+        "reference": {
+            "num_params": 858868,
+            "num_devices": 1,
+            "local_steps": 30,
+            "mc_samples": 1,
+            "predictive_samples": 10,
+            "test_size": 200,
+            "mean_samples_per_device": 100
+        },
+        "test_set_sizes": {
+            "mnist": 10000,
+            "cifar100": 10000
+        },
+        "round_core_s": {
+            "bayes_aircomp": {
+                "reparameterization": 126.01
+            },
+            "fedavg": {
+                "any": 53.97
+            },
+            "fedprox": {
+                "any": 60.41
+            },
+            "scaffold": {
+                "any": 53.67
+            }
+        },
+        "round_core_s_per_sample": {
+            "bayes_aircomp": {
+                "reparameterization": 1.1646
+            },
+            "fedavg": {
+                "any": 0.5397
+            },
+            "fedprox": {
+                "any": 0.6041
+            },
+            "scaffold": {
+                "any": 0.5367
+            }
+        },
+        "run_fixed_core_s": {
+            "bayes_aircomp": {
+                "reparameterization": 49.0
+            },
+            "fedavg": {
+                "any": 22.1
+            },
+            "fedprox": {
+                "any": 20.0
+            },
+            "scaffold": {
+                "any": 22.6
+            }
+        },
+        "eval_core_s": {
+            "bayes_aircomp": 9.97,
+            "fedavg": 0.87,
+            "fedprox": 0.91,
+            "scaffold": 0.87
+        }
+    }
+}

@@ -422,7 +422,7 @@ def test_a_worker_releases_each_runs_memory_before_the_next(tmp_path):
 
 @pytest.mark.parametrize(("text", "expected"), [
     ('scenario = "tiny.toml"\nseeds = [1]\ncolour = 1\n', "colour: unknown key"),
-    ('scenario = "nope.toml"\nseeds = [1]\n', "scenario: 'nope.toml' is neither a file"),
+    ('scenario = "nope.toml"\nseeds = [1]\n', "scenario: 'nope.toml' is not a scenario file"),
     ('scenario = "tiny.toml"\nseeds = "1"\n', "seeds: must be a non-empty list of ints (got '1')"),
     ('scenario = "tiny.toml"\nseeds = [1, 1]\n', "seeds: must be distinct"),
     ('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = 10.0\n',
