@@ -73,10 +73,25 @@ def test_a_baseline_ignores_m_and_the_estimator():
 
 
 def test_an_unmeasured_architecture_is_named_not_guessed():
-    scenario = load_scenario("paper_cifar100")
+    scenario = load_scenario("paper_cifar100", ['model.architecture="cnn"'])
     assert not run_cost(scenario).known and math.isnan(run_cost(scenario).round_core_s)
     lines = study_cost_lines([scenario])
-    assert any("not estimated" in line and "resnet56" in line for line in lines), lines
+    assert any("not estimated" in line and "cnn" in line for line in lines), lines
+
+
+def test_resnet56_is_priced_from_its_own_table():
+    """paper_cifar100 at its table's reference (d, E, M, 100 samples) is the measured
+    device-round times K = 100; the table's provenance is named beside the MLP's."""
+    from cosim.cost_table import ARCHITECTURE_TABLES
+
+    table = ARCHITECTURE_TABLES["resnet56"]
+    scenario = load_scenario("paper_cifar100")
+    cost = run_cost(scenario)
+    per_device = table["round_core_s"]["bayes_aircomp"]["reparameterization"]
+    assert cost.known and cost.round_core_s == pytest.approx(per_device * 100)
+    assert cost.eval_core_s == pytest.approx(table["eval_core_s"]["bayes_aircomp"] * 10_000 / 200)
+    lines = study_cost_lines([scenario])
+    assert any(table["measured"] in line and "(resnet56)" in line for line in lines), lines
 
 
 def test_a_studys_estimate_is_the_sum_of_its_runs():
