@@ -91,8 +91,14 @@ def test_layout_fill_is_mean_plus_std_eps_per_tensor(rng):
     assert np.array_equal(got, fused) or np.array_equal(got, rounded)
 
 
-def test_layout_grad_is_the_reparameterization_gradient(rng):
-    sizes = [5000, 13]
+# ResNet-56 has 167 parameter tensors; Numba passes at most 100 in a tuple to a parallel
+# region, so the gradient runs in groups (sampling.GRAD_GROUP) with the same result
+MANY_TENSORS = [3 * sampling.CHUNK + 5, *np.random.default_rng(5).integers(1, 40, size=116)]
+
+
+@pytest.mark.parametrize("sizes", [[5000, 13], MANY_TENSORS], ids=["two", "117"])
+def test_layout_grad_is_the_reparameterization_gradient(rng, sizes):
+    sizes = [int(n) for n in sizes]
     layout = sampling.Layout(sizes, num_mc=4)
     mean = rng.normal(size=sum(sizes)).astype(np.float32)
     std = rng.uniform(0.1, 2.0, size=sum(sizes)).astype(np.float32)
@@ -103,24 +109,6 @@ def test_layout_grad_is_the_reparameterization_gradient(rng):
         [sampling.standard_normal([4, n], (7, 8), i) for i, n in enumerate(sizes)], axis=1
     )
     g = np.concatenate(grads, axis=1)
-    np.testing.assert_allclose(g_mean, g.sum(0), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(g_std, (g * eps).sum(0), rtol=1e-4, atol=1e-4)
-
-
-def test_layout_grad_takes_more_tensors_than_a_parallel_tuple(rng):
-    """ResNet-56 has 167 parameter tensors; Numba passes at most 100 in a tuple to a
-    parallel region, so the gradient runs in groups (sampling.GRAD_GROUP) with the same
-    result as one pass."""
-    sizes = [int(n) for n in rng.integers(1, 40, size=117)]
-    sizes[20] = 3 * sampling.CHUNK + 5  # a tensor of several chunks
-    layout = sampling.Layout(sizes, num_mc=2)
-    mean = rng.normal(size=sum(sizes)).astype(np.float32)
-    std = rng.uniform(0.1, 2.0, size=sum(sizes)).astype(np.float32)
-    samples = layout.fill(mean, std, (3, 4))
-    grads = [rng.normal(size=w.shape).astype(np.float32) for w in samples]
-    g_mean, g_std = layout.grad(grads, samples, mean, std)
-    g = np.concatenate(grads, axis=1)
-    eps = (np.concatenate(samples, axis=1) - mean) / std
     np.testing.assert_allclose(g_mean, g.sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(g_std, (g * eps).sum(0), rtol=1e-4, atol=1e-4)
 
