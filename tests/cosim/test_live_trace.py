@@ -27,9 +27,12 @@ WRITER = textwrap.dedent("""
     writer = new_trace(Path(sys.argv[1]), 0)
     print("created", flush=True)
     for t in range(int(sys.argv[3])):
+        if t % 40 == 0:
+            sys.stdin.readline()  # paced by the reader: at most 40 rounds per read
         write_round(writer, t)
         writer.commit()
-    sys.stdin.readline()  # holds the trace open until the test has looked
+    while sys.stdin.readline().strip() != "close":  # holds the trace open until the test has looked
+        pass
     writer.close()
 """)
 
@@ -45,6 +48,8 @@ def test_a_trace_read_in_a_loop_while_it_is_written_is_never_damaged(tmp_path):
         seen, reads, verdicts = 0, 0, set()
         while seen < rounds and proc.poll() is None:
             reads += 1
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
             try:
                 frame = to_pandas(path).rounds if reads % 2 else None
                 data = read_trace(path)
@@ -63,7 +68,7 @@ def test_a_trace_read_in_a_loop_while_it_is_written_is_never_damaged(tmp_path):
         assert reads >= 10 and seen == rounds
         assert writer_pid(path) == proc.pid
     finally:
-        proc.communicate("\n", timeout=60)
+        proc.communicate("close\n", timeout=60)
     assert proc.returncode == 0
     assert writer_pid(path) is None
     assert verify_trace(path).state == "ok"  # its scenario plans 6 rounds; it holds 400
