@@ -55,6 +55,7 @@ from phy.parameters import (  # pydantic only
     CSI_MODELS,
     DB_LIMIT,
     POWER_CONTROLS,
+    UPLINK_SCHEMES,
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
@@ -250,6 +251,16 @@ class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", de
     def gamma_w(self) -> float:
         """Power-scaling coefficient gamma in watts (``"noise_power"`` -> sigma_z^2)."""
         return self.noise_power_w if self.gamma == "noise_power" else float(self.gamma)
+
+
+class UplinkConfig(variant_table(UPLINK_SCHEMES, table="uplink", key="scheme", default="analog")):
+    """How a phase goes over the air (paper: the analog scheme of Section IV); each scheme's
+    keys are declared by its parameters in :mod:`phy.parameters`."""
+
+    @property
+    def carries(self) -> str:
+        """``"values"`` or ``"signs"``: what the chosen scheme's estimate is."""
+        return self._registry[self.scheme].parameters.carries
 
 
 class DownlinkConfig(_Section):
@@ -517,6 +528,7 @@ class Scenario(_Section):
     sync: SyncConfig = SyncConfig()
     csi: CsiConfig = CsiConfig()
     power: PowerConfig = PowerConfig()
+    uplink: UplinkConfig = UplinkConfig()
     downlink: DownlinkConfig = DownlinkConfig()
     bs: BsConfig = BsConfig()
     participation: ParticipationConfig = ParticipationConfig()

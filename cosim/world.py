@@ -26,7 +26,7 @@ from learning.partition import Partition, PoolExhausted, partition, to_device_da
 from phy import geometry
 from phy.cells import CELL_MODELS
 from phy.combiner import ReceiveCombiner
-from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
+from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
 
@@ -169,4 +169,6 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
         training_phases=CATALOG[scenario.algorithm.name].training_phases,
         per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
+        scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
+        symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
     )

@@ -262,3 +262,20 @@ POWER_CONTROLS = {
     "ideal": Variant(IdealControl, "phy.power:IdealAggregation"),
 }
 """``power.control`` -> its parameters and class."""
+
+
+# --------------------------------------------------------------------------- uplink schemes
+
+
+class AnalogScheme(Parameters):
+    """The paper's broadband analog aggregation (Section IV): every update superposed on
+    the same resource elements, one real value per element."""
+
+    carries: ClassVar[str] = "values"
+
+
+UPLINK_SCHEMES = {
+    "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog"),
+}
+"""``uplink.scheme`` -> its parameters and class (:mod:`phy.uplink.scheme`); a scheme's
+parameters declare what it ``carries``: ``"values"`` or ``"signs"``."""

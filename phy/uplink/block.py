@@ -15,8 +15,8 @@ Per round::
     result.estimate, result.received, result.columns()
     link.columns()                         # the round's own columns (after the phases)
 
-:meth:`RoundLink.send` is the seam the next schemes (digital, one-bit, non-coherent)
-plug into as siblings of :func:`phy.aircomp.aggregate`; what a phase and a round add to
+:meth:`RoundLink.send` hands each phase to the block's scheme (:mod:`phy.uplink.scheme`:
+the analog chain of the paper, :class:`phy.uplink.analog.Analog`, or a sibling); what a phase and a round add to
 the trace is named by :meth:`PhaseResult.columns` and :meth:`RoundLink.columns`
 (:class:`native.columns.Columns`: ``/rounds`` scalars, ``/rounds/per_device`` ``[K]``
 arrays and raw ``/signals``).
@@ -33,7 +33,6 @@ import tensorflow as tf
 
 from native.columns import Columns
 from native.streams import numpy_rng, stream_seed
-from phy import aircomp
 from phy.aggregate_error import aggregate_error, normalised_error
 from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
 from phy.downlink import multicast_symbols
@@ -42,10 +41,9 @@ from phy.ofdm_time import TimeDomainUplink
 from phy.power import PowerControl
 from phy.sync import UniformOffsets
 from phy.uplink import participation as cohorts
+from phy.uplink.analog import Analog
 from phy.uplink.participation import RoundCohort
-
-BUDGET_TOLERANCE = 1e-4
-"""Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
+from phy.uplink.scheme import Scheme
 
 
 @dataclass(frozen=True)
@@ -122,6 +120,11 @@ class Uplink:
         Write the per-device power and distortion columns of every phase.
     keep_signals : callable int -> bool
         The rounds whose raw signals go to the trace.
+    scheme : phy.uplink.scheme.Scheme
+        How a phase goes over the air (default: :class:`phy.uplink.analog.Analog`).
+    symbol_duration_s : float
+        An OFDM symbol with its cyclic prefix, ``(F + C) / B`` seconds (NaN: unknown;
+        the round's seconds and joules are then NaN).
     """
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
@@ -132,7 +135,8 @@ class Uplink:
                  sync: UniformOffsets | None = None, combiner: ReceiveCombiner | None = None,
                  num_antennas: int = 1, participation=None, population_weights=None,
                  local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
-                 keep_signals: Callable[[int], bool] = lambda t: False):
+                 keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
+                 symbol_duration_s: float = float("nan")):
         self.channel, self.csi, self.power_control = channel, csi, power_control
         self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
         self.seed = int(seed)
@@ -151,6 +155,9 @@ class Uplink:
                                    else np.asarray(population_weights, np.float64))
         self.local_steps, self.training_phases = int(local_steps), int(training_phases)
         self.per_device, self.keep_signals = bool(per_device), keep_signals
+        self.scheme = scheme if scheme is not None else Analog()
+        self.symbol_duration_s = float(symbol_duration_s)
+        self.num_subcarriers = int(num_subcarriers)
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
@@ -232,6 +239,7 @@ class RoundLink:
         self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
         self.keep_signals = block.keep_signals(t)
         self._sent_symbols = 0
+        self._energy_j = np.zeros(block.num_devices, np.float64)
 
     @property
     def discarded(self) -> bool:
@@ -240,48 +248,39 @@ class RoundLink:
 
     def send(self, phase: str, updates, weights) -> PhaseResult:
         """Phase ``phase`` over the air: the senders' rows of ``updates`` [K_S, n] (the
-        cohort's rows; all K without a cohort) with the data ``weights`` [K_S] through
-        :func:`phy.aircomp.aggregate` (noise from the round's ``"noise/<phase>"``
-        stream), and the estimate's error against the error-free weighted sum
-        (:func:`phy.aggregate_error.aggregate_error`)."""
+        cohort's rows; all K without a cohort) with the data ``weights`` [K_S] through the
+        block's scheme (:mod:`phy.uplink.scheme`; noise from the round's
+        ``"noise/<phase>"`` stream), and the estimate's error against the error-free
+        weighted sum (:func:`phy.aggregate_error.aggregate_error`)."""
         block = self.block
         link = cohorts.phase_link(
             self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
             path_gain=block.path_gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
-        result = aircomp.aggregate(
-            link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
-            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w, gamma_w=block.gamma_w,
-            seed=stream_seed(block.seed, self.t, f"noise/{phase}"), keep_signals=self.keep_signals,
-            path_gain=link.path_gain, uplink=link.uplink)
+        result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, f"noise/{phase}"),
+                                   keep_signals=self.keep_signals)
         error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
-        self._sent_symbols += block.grids[phase].num_symbols
+        self._sent_symbols += result.num_symbols
+        rows = slice(None) if link.devices is None else link.devices[0]
+        self._energy_j[rows] += np.asarray(result.tx_energy_j, np.float64)
         columns = Columns()
         scalars = columns.scalars
         if link.received is not None:
             scalars[f"received_weight_{phase}"] = link.received_weight
-        scalars[f"delta_bar_{phase}"] = float(result.delta_bar)
-        scalars[f"distortion_{phase}"] = float(result.aggregated_distortion)
-        scalars[f"noise_power_{phase}"] = float(result.noise_power)
+        scalars.update(result.columns.scalars)
         scalars[f"aggregate_error_{phase}"] = error
         scalars[f"aggregate_nmse_{phase}"] = normalised_error(error, power_sum)
-        if block.power_control.budgeted:
-            over = result.tx_power_max_w > block.tx_power_w * (1.0 + BUDGET_TOLERANCE)
-            scalars[f"power_over_budget_{phase}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
-        if block.per_device:
-            for column, values in ((f"local_distortion_{phase}", result.local_distortion),
-                                   (f"tx_power_w_{phase}", result.tx_power_mean_w),
-                                   (f"tx_power_max_w_{phase}", result.tx_power_max_w),
-                                   (f"clipped_fraction_{phase}", result.attenuated_fraction)):
-                columns.per_device[column] = link.per_device(values)
-        if result.y is not None:
-            columns.signals[f"y_{phase}"] = result.y.numpy()
-            columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
+        for column, values in result.columns.per_device.items():
+            columns.per_device[column] = link.per_device(values)
+        columns.signals.update(result.columns.signals)
         return PhaseResult(result.estimate, link.received, columns)
 
     def columns(self) -> Columns:
         """The round's own columns: ``uplink_symbols`` (the phases sent, also those of a
-        discarded round that some device sent in), ``downlink_symbols`` (the global model
+        discarded round that some device sent in), ``uplink_seconds`` (those symbols with
+        their cyclic prefix), ``uplink_energy_j`` (the senders' transmit energy, the
+        phases the BS received; per device ``tx_energy_j``, 0 for a device that sent
+        nothing), ``downlink_symbols`` (the global model
         multicast to the devices that train at the worst one's rate), per device
         ``mean_channel_gain``, ``csi_nmse`` and in the time domain
         ``timing_offset_samples``, ``cfo_subcarriers``, ``cut_path_power_fraction``; with
@@ -312,8 +311,11 @@ class RoundLink:
                 sent = int(cohort.sent[index].sum())
                 scalars[f"devices_sent_{phase}"] = float(sent)
                 if cohort.discarded and sent:  # sent, then discarded by the BS
-                    uplink_symbols += grid.num_symbols
+                    uplink_symbols += block.scheme.nominal_symbols(grid)
         scalars["uplink_symbols"] = float(uplink_symbols)
+        scalars["uplink_seconds"] = uplink_symbols * block.symbol_duration_s
+        scalars["uplink_energy_j"] = float(self._energy_j.sum())
+        per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
         if self.keep_signals:
             columns.signals["H"] = h.numpy()

@@ -10,6 +10,7 @@ from tiny_scenario import write_tiny
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
+from cosim.scenario_errors import ScenarioError
 from phy.uplink import RoundLink
 
 
@@ -48,3 +49,52 @@ def test_a_toy_algorithm_metric_is_one_line_in_the_algorithm(tmp_path):
     algorithm.metrics = lambda previous, state, phases: {"ece": 0.0}
     with pytest.raises(ValueError, match="'ece' is written twice"):
         engine.run_round(0, engine.initial_state())
+
+
+class _ToyExactScheme:
+    """A toy scheme (the exact weighted sum, one symbol per 2F values, no energy): the
+    scheme seam as a newcomer meets it."""
+
+    carries = "values"
+
+    def nominal_symbols(self, grid):
+        return -(-grid.num_values // (2 * grid.num_subcarriers))
+
+    def send(self, link, block, *, phase, seed, keep_signals):
+        import tensorflow as tf
+
+        from native.columns import Columns
+        from phy.grid import GroupingRule
+        from phy.uplink import SchemeResult
+
+        estimate = tf.linalg.matvec(link.updates, link.weights, transpose_a=True)
+        grid = GroupingRule(int(link.updates.shape[1]), block.num_subcarriers)
+        symbols = self.nominal_symbols(grid)
+        columns = Columns(scalars={f"toy_symbols_{phase}": float(symbols)})
+        return SchemeResult(estimate, symbols, np.zeros(int(link.updates.shape[0])), columns)
+
+
+def test_a_toy_scheme_is_one_class_and_one_registry_entry(tmp_path, monkeypatch):
+    """A new over-the-air scheme is a class behind :class:`phy.uplink.scheme.Scheme` and
+    one entry of :data:`phy.parameters.UPLINK_SCHEMES`: the scenario selects it by
+    ``uplink.scheme``, its columns and symbols reach the trace with no other change, and an
+    unregistered name is refused naming ``uplink.scheme``."""
+    from native.parameters import Parameters, Variant
+    from phy.parameters import UPLINK_SCHEMES
+
+    path = write_tiny(tmp_path, rounds=2, every=2, hidden=4)
+    with pytest.raises(ScenarioError, match=r"uplink\.scheme: must be one of 'analog'"):
+        load_scenario(path, overrides=['uplink.scheme="toy"'])
+
+    class ToyParameters(Parameters):
+        pass
+
+    monkeypatch.setitem(UPLINK_SCHEMES, "toy", Variant(ToyParameters, _ToyExactScheme))
+    summary = run_scenario(load_scenario(path, overrides=['uplink.scheme="toy"']), progress=False)
+    with h5py.File(summary.trace_path, "r") as f:
+        rounds = f["rounds"]
+        assert "delta_bar_rho" not in rounds  # the analog chain's own column
+        assert np.all(rounds["aggregate_nmse_rho"][()] < 1e-10)
+        np.testing.assert_array_equal(rounds["uplink_energy_j"][()], 0.0)
+        np.testing.assert_array_equal(rounds["uplink_symbols"][()],
+                                      rounds["toy_symbols_rho"][()] + rounds["toy_symbols_nu"][()])

@@ -79,7 +79,24 @@ def test_a_round_replays_from_the_seed_and_names_its_columns():
     round_columns = first.columns()
     assert round_columns.scalars["uplink_symbols"] == -(-D // F)
     assert round_columns.scalars["downlink_symbols"] > 0
-    assert set(round_columns.per_device) == {"mean_channel_gain", "csi_nmse"}
+    assert set(round_columns.per_device) == {"mean_channel_gain", "csi_nmse", "tx_energy_j"}
+    assert np.isnan(round_columns.scalars["uplink_seconds"])  # no numerology given
+
+
+def test_seconds_and_joules_follow_the_symbols_and_the_power():
+    """uplink_seconds is the phases' symbols times (F + C) / B, a device's energy its mean
+    per-symbol power times the symbols times that duration, the round's energy their sum."""
+    updates, weights = _updates(2)
+    duration_s = (F + 4) / (F * 30e3)
+    link = _uplink(OptimalPower(), symbol_duration_s=duration_s).round(1)
+    phase = link.send("delta", updates, weights).columns()
+    columns = link.columns()
+    num_symbols = -(-D // F)
+    assert columns.scalars["uplink_seconds"] == pytest.approx(num_symbols * duration_s)
+    expected = phase.per_device["tx_power_w_delta"].astype(np.float64) * num_symbols * duration_s
+    np.testing.assert_allclose(columns.per_device["tx_energy_j"], expected, rtol=1e-12)
+    assert columns.scalars["uplink_energy_j"] == pytest.approx(expected.sum(), rel=1e-12)
+    assert columns.scalars["uplink_energy_j"] > 0.0
 
 
 @pytest.mark.parametrize("keep", [False, True])

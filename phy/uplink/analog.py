@@ -1,0 +1,57 @@
+"""``uplink.scheme = "analog"``: the paper's broadband analog aggregation (Section IV,
+eqs. ``rho_avg`` ... ``delta_n``), :func:`phy.aircomp.aggregate` behind the scheme seam."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from native.columns import Columns
+from phy import aircomp
+from phy.uplink.scheme import SchemeResult, energy_j
+
+BUDGET_TOLERANCE = 1e-4
+"""Relative slack above P before a device-symbol counts as over budget (float32 rounding)."""
+
+
+class Analog:
+    """Every sender's amplitude-and-sign-encoded update superposed on the same
+    subcarriers (one real value per resource element, eq. ``Gen_x``), the power control
+    of ``power.control`` and the receiver's scaling gamma (eq. ``delta_n``).
+
+    Columns per phase: ``delta_bar_<phase>``, ``distortion_<phase>``,
+    ``noise_power_<phase>``, ``power_over_budget_<phase>`` (a control that is
+    ``budgeted``); per sender ``local_distortion_``, ``tx_power_w_``,
+    ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with ``trace.per_device``); the
+    signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
+    """
+
+    carries = "values"
+
+    def nominal_symbols(self, grid) -> int:
+        """N = ceil(n / F): one real value per resource element."""
+        return grid.num_symbols
+
+    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+        result = aircomp.aggregate(
+            link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
+            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w, gamma_w=block.gamma_w,
+            seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink)
+        columns = Columns()
+        scalars = columns.scalars
+        scalars[f"delta_bar_{phase}"] = float(result.delta_bar)
+        scalars[f"distortion_{phase}"] = float(result.aggregated_distortion)
+        scalars[f"noise_power_{phase}"] = float(result.noise_power)
+        if block.power_control.budgeted:
+            over = result.tx_power_max_w > block.tx_power_w * (1.0 + BUDGET_TOLERANCE)
+            scalars[f"power_over_budget_{phase}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
+        if block.per_device:
+            columns.per_device.update({
+                f"local_distortion_{phase}": result.local_distortion.numpy(),
+                f"tx_power_w_{phase}": result.tx_power_mean_w.numpy(),
+                f"tx_power_max_w_{phase}": result.tx_power_max_w.numpy(),
+                f"clipped_fraction_{phase}": result.attenuated_fraction.numpy()})
+        if result.y is not None:
+            columns.signals[f"y_{phase}"] = result.y.numpy()
+            columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
+        energy = energy_j(result.tx_power_mean_w.numpy(), result.num_symbols, block.symbol_duration_s)
+        return SchemeResult(result.estimate, result.num_symbols, energy, columns)

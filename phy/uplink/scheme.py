@@ -1,0 +1,78 @@
+"""What an over-the-air scheme is: one phase of the senders' updates in, the BS's
+estimate, the channel uses, the transmit energy and the scheme's own columns out.
+
+A scheme (``uplink.scheme``: :data:`phy.parameters.UPLINK_SCHEMES`) is a sibling behind
+:meth:`phy.uplink.RoundLink.send`. The round link hands it the phase's
+:class:`phy.uplink.participation.PhaseLink` (the senders' updates ``[K_T, n]``, the BS's
+weights, the channel and CSI of the senders) and the block it belongs to (the power
+budget, the noise, the receiver scaling, the OFDM numerology); it returns a
+:class:`SchemeResult`. What every scheme shares (the estimate's error against the
+error-free weighted sum, the received weight of a partial round, the round's symbols,
+seconds and joules) is written once by the round link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import tensorflow as tf
+
+from native.columns import Columns
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    """One phase of one scheme.
+
+    Attributes
+    ----------
+    estimate : [n], tf.float32
+        What the BS hands to the server update: the estimate of the senders' weighted sum
+        (a value-carrying scheme) or its sign per entry (a sign-carrying scheme: the
+        majority vote, in {-1, 0, +1}).
+    num_symbols : int
+        The OFDM symbols the phase occupied on the grid (its channel uses).
+    tx_energy_j : [K_T], float64
+        Each sender's transmit energy in the phase (J): the sum over its symbols of
+        ``||x_k^(n)||^2`` times the symbol duration with its cyclic prefix.
+    columns : native.columns.Columns
+        The scheme's own columns: ``/rounds`` scalars named ``<column>_<phase>``,
+        per-device arrays over the senders ``[K_T]`` (spread over the population by the
+        round link, NaN for a device that did not send) and raw signals.
+    """
+
+    estimate: tf.Tensor
+    num_symbols: int
+    tx_energy_j: np.ndarray
+    columns: Columns
+
+
+class Scheme(Protocol):
+    """An over-the-air scheme.
+
+    ``carries`` is ``"values"`` (the estimate approximates the weighted sum: any
+    algorithm) or ``"signs"`` (the estimate is a sign per entry: an algorithm whose
+    server update takes a majority vote, ``learning.catalog.Entry.sends == "signs"``).
+    """
+
+    carries: str
+
+    def send(self, link: Any, block: Any, *, phase: str, seed: Any, keep_signals: bool) -> SchemeResult:
+        """Phase ``phase`` of ``link`` (:class:`phy.uplink.participation.PhaseLink`) over
+        the air of ``block`` (:class:`phy.uplink.Uplink`), the receiver noise drawn from
+        the stateless ``seed`` ([2] int32)."""
+        ...
+
+    def nominal_symbols(self, grid: Any) -> int:
+        """The symbols a phase occupies when it is sent but not simulated (a round the BS
+        discards): for ``grid`` (:class:`phy.grid.GroupingRule` of the phase's values)."""
+        ...
+
+
+def energy_j(power_w, num_symbols: int, symbol_duration_s: float) -> np.ndarray:
+    """``[K]`` transmit energy (J) from the mean per-symbol power ``power_w`` [K] (W) over
+    ``num_symbols`` OFDM symbols of ``symbol_duration_s`` seconds each (NaN when the
+    duration is unknown)."""
+    return np.asarray(power_w, np.float64) * float(num_symbols) * float(symbol_duration_s)
