@@ -274,8 +274,47 @@ class AnalogScheme(Parameters):
     carries: ClassVar[str] = "values"
 
 
+ONE_BIT_MODULATIONS = ("bpsk", "qpsk")
+"""``uplink.one_bit_modulation``: one sign per resource element (the real part), or two
+(the real and the imaginary part)."""
+
+
+class OneBitScheme(Parameters):
+    """One-bit broadband digital aggregation (Zhu, Du, Gunduz, Huang, IEEE TWC 2021):
+    the signs of the updates as BPSK or QPSK symbols under truncated channel inversion,
+    the BS's sign of the superposed signal a majority vote per entry."""
+
+    carries: ClassVar[str] = "signs"
+    one_bit_modulation: Literal[ONE_BIT_MODULATIONS] = Field(
+        "bpsk", description="bpsk: one sign per resource element; qpsk: two (I and Q)")
+    # The same convention and default as power.tci_gain_threshold (docs/choices.md).
+    one_bit_gain_threshold: float = Field(
+        0.1, ge=0, description="truncation threshold on |h_hat|^2 relative to the path gain; "
+        "a subcarrier below it stays silent (1 - e^-t of i.i.d. Rayleigh subcarriers)")
+
+
+NONCOHERENT_POWER = ("path_gain_inversion", "full_power")
+"""``uplink.noncoherent_power``: each device's tone power scaled by its weight over its
+long-term path gain (the weakest at its full share), or the full share P / (F/2) each."""
+
+
+class NoncoherentMvScheme(Parameters):
+    """Non-coherent majority vote (Sahin and Yang, IEEE TWC 2023): each sign activates
+    one of two subcarriers with a random-phase symbol, the BS compares their energies; no
+    instantaneous CSI at the devices or the BS."""
+
+    carries: ClassVar[str] = "signs"
+    noncoherent_power: Literal[NONCOHERENT_POWER] = Field(
+        "path_gain_inversion", description="path_gain_inversion: mean received power pi_k c "
+        "(large-scale fading compensated); full_power: P / (F/2) per active tone")
+
+
 UPLINK_SCHEMES = {
     "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog"),
+    "one_bit": Variant(OneBitScheme, "phy.uplink.one_bit:OneBit",
+                       {"one_bit_modulation": "modulation", "one_bit_gain_threshold": "gain_threshold"}),
+    "noncoherent_mv": Variant(NoncoherentMvScheme, "phy.uplink.noncoherent_mv:NoncoherentMajorityVote",
+                              {"noncoherent_power": "power"}),
 }
 """``uplink.scheme`` -> its parameters and class (:mod:`phy.uplink.scheme`); a scheme's
 parameters declare what it ``carries``: ``"values"`` or ``"signs"``."""

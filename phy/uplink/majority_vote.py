@@ -1,0 +1,71 @@
+"""What the sign-carrying schemes share: the senders' weighted majority sign per entry and
+how often the BS's vote misses it (``uplink.scheme = "one_bit"``,
+:mod:`phy.uplink.one_bit`; ``"noncoherent_mv"``, :mod:`phy.uplink.noncoherent_mv`).
+
+The true weighted majority of entry i is ``sign(m_i)``, ``m_i = sum_k pi_k sgn(u_ki)``
+over the senders (``pi_k`` the BS's weights; a zero update entry votes 0). Entry i is a
+*tie* when ``|m_i| <= TIE_TOLERANCE * sum_k pi_k |sgn(u_ki)|`` (float64): no vote is
+right or wrong there, so a tie counts in ``vote_tie_rate_<phase>`` and is left out of
+``vote_error_rate_<phase>``, the share of the other entries where the BS's vote in
+{-1, 0, +1} differs from ``sign(m_i)`` (a vote of 0 on a strict majority is an error).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+TIE_TOLERANCE = 1e-9
+"""A tie: ``|m_i|`` at most this share of the entry's voting weight (float64 rounding of
+equal weights that cancel)."""
+
+
+def signs_of(updates) -> tf.Tensor:
+    """``sgn(u)`` [K, n] tf.float32 in {-1, 0, +1} of ``updates`` [K, n] (NaN votes 0)."""
+    u = tf.convert_to_tensor(updates, tf.float32)
+    return tf.where(tf.math.is_nan(u), tf.zeros_like(u), tf.sign(u))
+
+
+def true_majority(signs, weights) -> tuple[np.ndarray, np.ndarray]:
+    """The senders' weighted majority per entry.
+
+    Input: ``signs`` [K, n] in {-1, 0, +1}, ``weights`` [K] (the BS's pi_k).
+    Output: ``majority`` [n] float64 in {-1, 0, +1} (0 on a tie) and ``tie`` [n] bool.
+    """
+    s = np.asarray(signs, np.float64)
+    w = np.asarray(weights, np.float64)
+    margin = w @ s
+    scale = w @ np.abs(s)
+    tie = np.abs(margin) <= TIE_TOLERANCE * scale
+    return np.where(tie, 0.0, np.sign(margin)), tie
+
+
+def vote_columns(vote, signs, weights, phase: str) -> dict[str, float]:
+    """``vote_error_rate_<phase>`` (the share of the entries with a strict majority whose
+    ``vote`` [n] differs from it; NaN when every entry is a tie) and
+    ``vote_tie_rate_<phase>`` (the share of tied entries) for the senders' ``signs``
+    [K, n] with ``weights`` [K]."""
+    majority, tie = true_majority(signs, weights)
+    v = np.asarray(vote, np.float64)
+    strict = int(np.count_nonzero(~tie))
+    errors = int(np.count_nonzero((v != majority) & ~tie))
+    return {f"vote_error_rate_{phase}": errors / strict if strict else math.nan,
+            f"vote_tie_rate_{phase}": float(np.count_nonzero(tie)) / max(tie.size, 1)}
+
+
+def complex_noise(seed, shape, noise_power_w: float) -> tf.Tensor:
+    """CN(0, ``noise_power_w``) per element, ``shape`` tf.complex64, from the stateless
+    ``seed`` [2] int32 (real and imaginary parts each of variance sigma_z^2 / 2)."""
+    z = tf.random.stateless_normal([*shape, 2], seed, dtype=tf.float32) * math.sqrt(noise_power_w / 2.0)
+    return tf.complex(z[..., 0], z[..., 1])
+
+
+def receive(x, h, uplink) -> tf.Tensor:
+    """The BS's noiseless grid ``y`` [N, F] tf.complex64 of the devices' symbols ``x``
+    [K, N, F]: ``sum_k h_kf x_k[n, f]`` (eq. ``ReceivedSignal`` per subcarrier), or through
+    the time-domain ``uplink`` (:class:`phy.ofdm_time.TimeDomainUplink`) when given."""
+    if uplink is not None:
+        return tf.constant(uplink(np.asarray(x, np.complex64)))
+    return tf.einsum("knf,kf->nf", tf.cast(x, tf.complex64), tf.cast(h, tf.complex64))

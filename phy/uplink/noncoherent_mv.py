@@ -1,0 +1,119 @@
+"""``uplink.scheme = "noncoherent_mv"``: non-coherent majority vote with frequency-shift
+keying (Sahin and Yang, "Distributed learning over a wireless network with non-coherent
+majority vote computation", IEEE TWC 22(11), 2023).
+
+Every sender's sign of entry i, ``s_ki = sgn(u_ki)``, activates one of a pair of
+subcarriers: entry i sits on OFDM symbol ``i // M`` and pair ``j = i % M`` (``M = floor(F
+/ 2)`` pairs per symbol: subcarriers 2j for +1 and 2j + 1 for -1; a sign of 0 activates
+neither; an odd F leaves its last subcarrier unused). The active tone carries a symbol of
+random phase, ``x_k = sqrt(p_k) exp(j theta_k)``, theta uniform and independent per
+device and entry: no CSI at the devices, no precoding. The BS receives ``y = sum_k h_kf
+x_kf + z`` on both tones and compares the energies::
+
+    vote_i = sgn(|y_{n, 2j}|^2 - |y_{n, 2j+1}|^2)
+
+(no CSI at the BS either). Two resource elements per sign: ``ceil(n / M)`` OFDM symbols
+per phase. Tone power (``uplink.noncoherent_power``):
+
+* ``"path_gain_inversion"`` (default): ``p_k = c pi_k / g_k`` with ``c = min_k (P / M)
+  g_k / pi_k``: the devices compensate their large-scale gain g_k (long-term knowledge,
+  not instantaneous CSI; Sahin and Yang assume it compensated) and weight their energy by
+  pi_k; the limiting device sends at its full share P / M of the per-symbol budget;
+* ``"full_power"``: ``p_k = P / M`` for every device (unweighted, uncompensated).
+
+Under Rayleigh fading ``h_kf ~ CN(0, g_k)`` independent over devices and subcarriers, the
+energy on a tone is exponential: ``E_+ ~ Exp(mean mu_+)``, ``mu_+ = sum_{k: s_k = +1} p_k
+g_k + sigma_z^2`` (likewise ``mu_-``), the two independent, so an entry whose true
+majority is +1 is missed with ``P(E_- > E_+) = mu_- / (mu_+ + mu_-)`` (tested against the
+simulation). Without noise the vote equals the majority exactly where the senders are
+unanimous (the other tone holds no energy); where they are not, the fading and the random
+phases decide even without noise.
+
+Columns: ``vote_error_rate_<phase>``, ``vote_tie_rate_<phase>``
+(:mod:`phy.uplink.majority_vote`); per sender ``tx_power_w_<phase>`` (with
+``trace.per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from native.columns import Columns
+from phy.parameters import NoncoherentMvScheme
+from phy.uplink.majority_vote import complex_noise, receive, signs_of, vote_columns
+from phy.uplink.scheme import SchemeResult, energy_j
+
+
+def tone_powers(power: str, path_gain, weights, tone_budget_w: float) -> np.ndarray:
+    """``p_k`` [K] float64 (W per active tone) for ``uplink.noncoherent_power`` ``power``,
+    the devices' ``path_gain`` and ``weights`` [K] and the full share ``tone_budget_w`` =
+    P / M."""
+    g = np.asarray(path_gain, np.float64)
+    if power == "full_power":
+        return np.full(g.shape, float(tone_budget_w))
+    w = np.asarray(weights, np.float64)
+    c = float(np.min(tone_budget_w * g / w)) if g.size else 0.0
+    return c * w / g
+
+
+class NoncoherentMajorityVote:
+    """``uplink.scheme = "noncoherent_mv"`` (module docstring): FSK majority vote.
+
+    Parameters
+    ----------
+    power : "path_gain_inversion" or "full_power"
+        The devices' tone power.
+
+    ``send`` returns the vote [n] tf.float32 in {-1, 0, +1}.
+    """
+
+    carries = "signs"
+
+    def __init__(self, power: str = "path_gain_inversion"):
+        self.power = NoncoherentMvScheme.check(noncoherent_power=power).noncoherent_power
+
+    @staticmethod
+    def pairs(num_subcarriers: int) -> int:
+        """M = floor(F / 2), the signs per OFDM symbol (ValueError for F < 2)."""
+        if num_subcarriers < 2:
+            raise ValueError(f"ofdm.num_subcarriers: noncoherent_mv needs at least 2 subcarriers "
+                             f"(got {num_subcarriers})")
+        return num_subcarriers // 2
+
+    def nominal_symbols(self, grid) -> int:
+        """``ceil(n / floor(F / 2))``: two resource elements per sign."""
+        return -(-grid.num_values // self.pairs(grid.num_subcarriers))
+
+    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+        signs = signs_of(link.updates)
+        num_devices, n = (int(d) for d in signs.shape)
+        f = block.num_subcarriers
+        m = self.pairs(f)
+        num_symbols = -(-n // m)
+        grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * m - n]]), [num_devices, num_symbols, m])
+        noise_seed, phase_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+        theta = tf.random.stateless_uniform([num_devices, num_symbols, m], phase_seed, maxval=2.0 * math.pi)
+        p = tone_powers(self.power, link.path_gain, link.weights, block.tx_power_w / m)
+        amplitude = tf.constant(np.sqrt(p).astype(np.float32))[:, None, None]
+        symbol = tf.complex(amplitude * tf.cos(theta), amplitude * tf.sin(theta))
+        plus = tf.cast(grid > 0, tf.complex64) * symbol
+        minus = tf.cast(grid < 0, tf.complex64) * symbol
+        x = tf.reshape(tf.stack([plus, minus], axis=-1), [num_devices, num_symbols, 2 * m])
+        if f > 2 * m:
+            x = tf.pad(x, [[0, 0], [0, 0], [0, f - 2 * m]])
+        y = receive(x, link.h, link.uplink) + complex_noise(noise_seed, [num_symbols, f], block.noise_power_w)
+        energy_tone = tf.abs(y[:, : 2 * m]) ** 2
+        vote = tf.reshape(tf.sign(energy_tone[:, 0::2] - energy_tone[:, 1::2]), [-1])[:n]
+
+        power = tf.reduce_sum(tf.abs(x) ** 2, axis=[1, 2]).numpy().astype(np.float64)  # [K], over N symbols
+        columns = Columns(scalars=vote_columns(vote, signs, link.weights, phase))
+        if block.per_device:
+            columns.per_device[f"tx_power_w_{phase}"] = power / num_symbols
+        if keep_signals:
+            columns.signals[f"y_{phase}"] = y.numpy()
+            columns.signals[f"estimate_{phase}"] = vote.numpy()
+        energy = energy_j(power / num_symbols, num_symbols, block.symbol_duration_s)
+        return SchemeResult(vote, num_symbols, energy, columns)
