@@ -260,7 +260,7 @@ class UplinkConfig(variant_table(UPLINK_SCHEMES, table="uplink", key="scheme", d
     @property
     def carries(self) -> str:
         """``"values"`` or ``"signs"``: what the chosen scheme's estimate is."""
-        return self._registry[self.scheme].parameters.carries
+        return getattr(self._registry[self.scheme].parameters, "carries", "values")
 
 
 class DownlinkConfig(_Section):
@@ -542,6 +542,12 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
+        sends = CATALOG[self.algorithm.name].sends
+        _require(self.uplink.carries == "values" or sends == "signs", "uplink.scheme",
+                 f"= {self.uplink.scheme!r} carries only signs (a majority vote), and "
+                 f"algorithm.name = {self.algorithm.name!r} needs the weighted sum of values: "
+                 f"use an algorithm that sends signs ({', '.join(repr(n) for n, e in CATALOG.items() if e.sends == 'signs')}) "
+                 "or a scheme that carries values")
         if self.privacy is not None:
             _require(self.ofdm.domain == "frequency", "ofdm.domain",
                      f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "

@@ -31,6 +31,7 @@ from learning.hyperparameters import (
     FedProxParameters,
     FedSmooParameters,
     ScaffoldParameters,
+    SignSgdParameters,
 )
 
 
@@ -41,7 +42,10 @@ class Entry:
     hyper-parameter model, whether its own keys sit in a sub-table
     ``[algorithm.<name>]`` (``own_table``) or in ``[algorithm]``, and in how many of its
     phases a device trains (``training_phases``: E local steps each; a straggler's
-    compute time counts them)."""
+    compute time counts them), and what its updates are (``sends``): ``"values"`` (its
+    server update needs the weighted sum: a scheme that carries only signs,
+    ``uplink.scheme`` with ``carries = "signs"``, is refused) or ``"signs"`` (sgn of
+    something, the server update takes the sign of the estimate: any scheme)."""
 
     uplink: tuple[str, ...]
     downlink: int
@@ -49,6 +53,7 @@ class Entry:
     parameters: type[AlgorithmParameters]
     own_table: bool = True
     training_phases: int = 1
+    sends: str = "values"
 
     def phase_values(self, num_params: int) -> dict[str, int]:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
@@ -69,6 +74,8 @@ CATALOG = {
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
                      FedSmooParameters),
     "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters),
+    "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
+                     sends="signs"),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

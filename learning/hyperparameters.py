@@ -37,6 +37,7 @@ __all__ = [
     "FedSmooParameters",
     "HyperParameters",
     "ScaffoldParameters",
+    "SignSgdParameters",
     "check_init",
     "defaults",
     "positive_or_keyword",
@@ -143,3 +144,13 @@ class FedGmtParameters(AlgorithmParameters):
     sharpness_gamma: float = Field(1.0, ge=0, description="weight of the teacher's KL")
     temperature: float = Field(3.0, gt=0, description="distillation temperature")
     dynamic_alpha: float = Field(0.1, ge=0, description="alpha = 1/beta, the ADMM dual's weight")
+
+
+class SignSgdParameters(AlgorithmParameters):
+    """signSGD with majority vote (Bernstein et al., ICML 2018 / ICLR 2019) as a delta on
+    FedAvg: the devices send sgn(Delta_k), the server steps by the vote."""
+
+    server_learning_rate: float = Field(0.001, gt=0, description="eta_s, the server's step per unit of the vote")
+    server_momentum: float = Field(0.0, ge=0, lt=1, description="beta of v <- beta v + vote (0: none)")
+    error_feedback: bool = Field(False, description="each device keeps what its scaled sign did not carry "
+                                                    "(Karimireddy et al. 2019) and adds it to its next delta")

@@ -20,7 +20,7 @@ from cosim.scenario_tables import ParticipationConfig
 from learning.catalog import CATALOG
 from phy.uplink import participation
 
-ALGORITHMS = ["bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"]
+ALGORITHMS = ["bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt", "signsgd"]
 
 
 def _cohort(config, gain, phases=2, steps=3, seed=0, training_phases=1):
