@@ -1,6 +1,6 @@
 """``uplink.scheme = "noncoherent_mv"``: non-coherent majority vote with frequency-shift
 keying (Sahin and Yang, "Distributed learning over a wireless network with non-coherent
-majority vote computation", IEEE TWC 22(11), 2023).
+majority vote computation", IEEE Trans. Wireless Commun., 2023).
 
 Every sender's sign of entry i, ``s_ki = sgn(u_ki)``, activates one of a pair of
 subcarriers: entry i sits on OFDM symbol ``i // M`` and pair ``j = i % M`` (``M = floor(F

@@ -1,12 +1,12 @@
 """``uplink.scheme = "one_bit"``: one-bit broadband digital aggregation (OBDA; Zhu, Du,
 Gunduz, Huang, "One-bit over-the-air aggregation for communication-efficient federated
-edge learning: design and convergence analysis", IEEE TWC 20(3), 2021).
+edge learning: design and convergence analysis", IEEE Trans. Wireless Commun., 2021).
 
 Every sender sends the signs of its update, ``s_ki = sgn(u_ki)`` in {-1, 0, +1}, as
 digital symbols on the shared grid: BPSK, one sign per resource element (``c = s``), or
 QPSK, two (``c = s_I + j s_Q``, entries 2e and 2e + 1 on element e), element e on OFDM
 symbol ``e // F``, subcarrier ``e % F``. Each device inverts its channel (truncated
-channel inversion, OBDA's eq. (8)) on the subcarriers whose estimated gain reaches the
+channel inversion, as OBDA) on the subcarriers whose estimated gain reaches the
 threshold and stays silent on the others::
 
     x_k[n, f] = sqrt(eta) pi_k c_k[n, f] / h_hat_kf      if |h_hat_kf|^2 >= t g_k
@@ -22,7 +22,7 @@ needs the most power at the per-OFDM-symbol budget P::
 (``E_s = |c|^2`` of a full symbol: 1 for BPSK, 2 for QPSK; ``F_used = min(F, elements)``,
 the subcarriers of the fullest OFDM symbol). The BS receives ``y = sum_k h_kf x_kf + z``,
 ``z ~ CN(0, sigma_z^2)``, and its vote is the sign of the real part (and of the imaginary
-part with QPSK), OBDA's majority-vote decoder (eq. (10)). With perfect CSI the real part
+part with QPSK), OBDA's majority-vote decoder. With perfect CSI the real part
 of element (n, f) is ``sqrt(eta) sum_{k on f} pi_k s_k + Re z``, so an entry whose margin
 ``m = sqrt(eta) sum_{k on f} pi_k s_k`` has the sign of the true majority is missed with
 probability ``Q(|m| / sqrt(sigma_z^2 / 2))`` (tested against the simulation).
