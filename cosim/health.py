@@ -7,6 +7,8 @@
 What it looks at (each only when the trace has the columns; ``docs/health.md`` says
 why each threshold is what it is):
 
+* a sign-carrying scheme's phases (``vote_error_rate_<phase>``): the median vote error and
+  tie rates, and not their NMSE (a vote against the senders' mean sign);
 * the median over rounds of ``aggregate_nmse_<phase>``, per phase; the phase's estimate is
   **noise-dominated** when that median is at least :data:`NOISE_DOMINATED_NMSE` (1: the
   over-the-air error carries at least as much energy as the sum it estimates), and the
@@ -97,6 +99,8 @@ def _nmse(data: TraceData) -> dict[str, dict[str, Any]]:
     out = {}
     num_params = data.attrs.get("num_params")
     for phase in _phases(data.rounds, "aggregate_nmse_"):
+        if f"vote_error_rate_{phase}" in data.rounds:  # a vote: its NMSE against the mean sign is no noise measure
+            continue
         values = _finite(data.rounds[f"aggregate_nmse_{phase}"])
         if not values.size:
             continue
@@ -110,6 +114,19 @@ def _nmse(data: TraceData) -> dict[str, dict[str, Any]]:
             if ok.any():
                 entry["noise_share"] = float(np.median(num_params * noise[ok] / error[ok]))
         out[phase] = entry
+    return out
+
+
+def _votes(data: TraceData) -> dict[str, dict[str, Any]]:
+    """Per phase of a sign-carrying scheme: the median over rounds of
+    ``vote_error_rate_<phase>`` and of ``vote_tie_rate_<phase>``."""
+    out = {}
+    for phase in _phases(data.rounds, "vote_error_rate_"):
+        errors = _finite(data.rounds[f"vote_error_rate_{phase}"])
+        ties = _finite(data.rounds.get(f"vote_tie_rate_{phase}", np.array([])))
+        if errors.size:
+            out[phase] = {"median_error_rate": float(np.median(errors)), "rounds": int(errors.size),
+                          "median_tie_rate": float(np.median(ties)) if ties.size else None}
     return out
 
 
@@ -265,7 +282,9 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
     -------
     dict
         ``trace`` (str), ``rounds`` (committed), ``algorithm``; ``nmse`` ({phase: {median,
-        rounds, noise_dominated, noise_share}}), ``power_over_budget`` ({phase:
+        rounds, noise_dominated, noise_share}}; not for a phase of a sign-carrying scheme),
+        ``vote`` ({phase: {median_error_rate, rounds, median_tie_rate}}: the phases of a
+        sign-carrying scheme, ``uplink.scheme = "one_bit"`` or ``"noncoherent_mv"``), ``power_over_budget`` ({phase:
         {rounds_over, max_devices}}), ``posterior_std`` (first / last p05, p50, p95,
         ``relative_change``, ``moved``; None without those columns), ``worst_device``
         (phase, device, distance_m, mean_distortion, median_device_distortion,
@@ -284,7 +303,7 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
     report: dict[str, Any] = {
         "trace": str(data.path), "rounds": data.completed_rounds,
         "algorithm": data.attrs.get("algorithm", data.scenario.get("algorithm", {}).get("name")),
-        "nmse": _nmse(data), "power_over_budget": _power_budget(data),
+        "nmse": _nmse(data), "vote": _votes(data), "power_over_budget": _power_budget(data),
         "posterior_std": _posterior(data), "worst_device": _worst_device(data),
         "divergence": _divergence(data), "participation": _participation(data),
     }
@@ -354,6 +373,12 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
         verdict = ("noise-dominated" if any(e["noise_dominated"] for e in report["nmse"].values())
                    else "signal-dominated")
         lines.append(f"air      median NMSE of the estimate: {', '.join(parts)}: {verdict}")
+    if report.get("vote"):
+        parts = [f"{phase} {entry['median_error_rate']:.3g}"
+                 + (f" ({100 * entry['median_tie_rate']:.0f} % of the entries tie)"
+                    if entry["median_tie_rate"] is not None else "")
+                 for phase, entry in report["vote"].items()]
+        lines.append(f"air      median vote error rate: {', '.join(parts)}")
     if report["power_over_budget"]:
         worst = max(e["max_devices"] for e in report["power_over_budget"].values())
         lines.append("power    " + ("no device over the budget" if worst == 0

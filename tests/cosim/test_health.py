@@ -272,3 +272,19 @@ def test_each_divergence_check_names_round_and_reason(tmp_path, change, reason):
     assert report["divergence"]["diverged_round"] == 6
     assert report["divergence"]["reasons"] == [reason]
     assert "diverged" in _names(report)
+
+
+def test_a_vote_phase_reports_its_error_rate_and_no_nmse(tmp_path):
+    """A phase of a sign-carrying scheme (it writes ``vote_error_rate_<phase>``) is judged
+    by its vote error and tie rates; its NMSE against the mean sign (4 here) raises no
+    noise_dominated flag."""
+    columns = clean_columns()
+    _set(columns, "rounds", "aggregate_nmse_rho", np.full(ROUNDS, 4.0))
+    _set(columns, "rounds", "vote_error_rate_rho", np.linspace(0.1, 0.3, ROUNDS))
+    _set(columns, "rounds", "vote_tie_rate_rho", np.full(ROUNDS, 0.125))
+    report = health(write(tmp_path / "vote.h5", columns))
+    assert "rho" not in report["nmse"] and "nu" in report["nmse"]
+    assert report["vote"] == {"rho": {"median_error_rate": pytest.approx(0.2), "rounds": ROUNDS,
+                                      "median_tie_rate": 0.125}}
+    assert report["flags"] == []
+    assert "air      median vote error rate: rho 0.2 (12 % of the entries tie)" in health_lines(report)
