@@ -29,7 +29,7 @@ def test_it_sends_the_signs_of_fedavgs_deltas_and_steps_by_the_vote(task):  # no
     np.testing.assert_array_equal(signs.numpy(), np.sign(delta.numpy()))
     estimate = tf.reduce_sum(data.weights[:, None] * signs, axis=0)
     new, _, _ = sign.server_update(0, state, None, estimate)
-    np.testing.assert_array_equal(new.w.numpy(), (state.w + 0.001 * tf.sign(estimate)).numpy())
+    np.testing.assert_array_equal(new.w.numpy(), (state.w + 0.003 * tf.sign(estimate)).numpy())
     heavy = SignSgd(model, NUM_DEVICES, server_momentum=0.5, server_learning_rate=0.01, **COMMON)
     again, _, _ = heavy.server_update(0, SignState(state.w, tf.ones_like(state.w)), None, estimate)
     v = 0.5 * tf.ones_like(state.w) + tf.sign(estimate)
