@@ -33,6 +33,20 @@ def symbols_per_phase(num_values: int, num_subcarriers: int) -> int:
     return -(-int(num_values) // int(num_subcarriers))
 
 
+def scheme_symbols_per_phase(scenario: Scenario, num_values: int) -> int:
+    """OFDM symbols of one phase of ``num_values`` under ``uplink.scheme``: the scheme's
+    own count when its parameters declare one (``symbols(n, F)``, e.g. ``one_bit`` QPSK's
+    ceil(n / 2F), ``noncoherent_mv``'s ceil(n / floor(F/2))), else :func:`symbols_per_phase`."""
+    from phy.parameters import UPLINK_SCHEMES  # no TensorFlow
+
+    f = scenario.ofdm.num_subcarriers
+    parameters = UPLINK_SCHEMES[scenario.uplink.scheme].parameters
+    if not hasattr(parameters, "symbols"):
+        return symbols_per_phase(num_values, f)
+    own = {k: v for k, v in scenario.uplink.variant_values().items() if k in parameters.model_fields}
+    return parameters.check(**own).symbols(num_values, f)
+
+
 def uplink_phase_values(scenario: Scenario, num_params: int) -> dict[str, int]:
     """Real values each device sends per phase, ``{phase name: values}``, for ``num_params`` = d."""
     return CATALOG[scenario.algorithm.name].phase_values(num_params)
@@ -233,7 +247,7 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
     s, d = scenario, int(num_params)
     f = s.ofdm.num_subcarriers
     phases = uplink_phase_values(s, d)
-    symbols = {name: symbols_per_phase(v, f) for name, v in phases.items()}
+    symbols = {name: scheme_symbols_per_phase(s, v) for name, v in phases.items()}
     uplink = sum(symbols.values())
     dl_values = downlink_values(s, d)
     mem = memory_estimate_bytes(s, d)

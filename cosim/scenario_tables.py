@@ -548,6 +548,9 @@ class Scenario(_Section):
                  f"algorithm.name = {self.algorithm.name!r} needs the weighted sum of values: "
                  f"use an algorithm that sends signs ({', '.join(repr(n) for n, e in CATALOG.items() if e.sends == 'signs')}) "
                  "or a scheme that carries values")
+        _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2,
+                 "ofdm.num_subcarriers", f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' "
+                 "needs at least 2 subcarriers (a pair per sign)")
         if self.privacy is not None:
             _require(self.ofdm.domain == "frequency", "ofdm.domain",
                      f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "

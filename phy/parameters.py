@@ -292,6 +292,12 @@ class OneBitScheme(Parameters):
         0.1, ge=0, description="truncation threshold on |h_hat|^2 relative to the path gain; "
         "a subcarrier below it stays silent (1 - e^-t of i.i.d. Rayleigh subcarriers)")
 
+    def symbols(self, num_values: int, num_subcarriers: int) -> int:
+        """OFDM symbols of a phase of ``num_values`` signs: ceil(n / F) (BPSK) or
+        ceil(n / (2 F)) (QPSK)."""
+        elements = -(-int(num_values) // (2 if self.one_bit_modulation == "qpsk" else 1))
+        return -(-elements // int(num_subcarriers))
+
 
 NONCOHERENT_POWER = ("path_gain_inversion", "full_power")
 """``uplink.noncoherent_power``: each device's tone power scaled by its weight over its
@@ -307,6 +313,14 @@ class NoncoherentMvScheme(Parameters):
     noncoherent_power: Literal[NONCOHERENT_POWER] = Field(
         "path_gain_inversion", description="path_gain_inversion: mean received power pi_k c "
         "(large-scale fading compensated); full_power: P / (F/2) per active tone")
+
+    def symbols(self, num_values: int, num_subcarriers: int) -> int:
+        """OFDM symbols of a phase of ``num_values`` signs: ceil(n / floor(F / 2)), two
+        resource elements per sign (ValueError for F < 2)."""
+        if num_subcarriers < 2:
+            raise ValueError(f"ofdm.num_subcarriers: noncoherent_mv needs at least 2 subcarriers "
+                             f"(got {num_subcarriers})")
+        return -(-int(num_values) // (int(num_subcarriers) // 2))
 
 
 UPLINK_SCHEMES = {

@@ -73,7 +73,8 @@ class NoncoherentMajorityVote:
     carries = "signs"
 
     def __init__(self, power: str = "path_gain_inversion"):
-        self.power = NoncoherentMvScheme.check(noncoherent_power=power).noncoherent_power
+        self.parameters = NoncoherentMvScheme.check(noncoherent_power=power)
+        self.power = self.parameters.noncoherent_power
 
     @staticmethod
     def pairs(num_subcarriers: int) -> int:
@@ -85,14 +86,14 @@ class NoncoherentMajorityVote:
 
     def nominal_symbols(self, grid) -> int:
         """``ceil(n / floor(F / 2))``: two resource elements per sign."""
-        return -(-grid.num_values // self.pairs(grid.num_subcarriers))
+        return self.parameters.symbols(grid.num_values, grid.num_subcarriers)
 
     def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
         signs = signs_of(link.updates)
         num_devices, n = (int(d) for d in signs.shape)
         f = block.num_subcarriers
         m = self.pairs(f)
-        num_symbols = -(-n // m)
+        num_symbols = self.parameters.symbols(n, f)
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * m - n]]), [num_devices, num_symbols, m])
         noise_seed, phase_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
         theta = tf.random.stateless_uniform([num_devices, num_symbols, m], phase_seed, maxval=2.0 * math.pi)

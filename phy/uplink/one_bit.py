@@ -85,14 +85,14 @@ class OneBit:
 
     def __init__(self, modulation: str = "bpsk", gain_threshold: float = 0.1):
         checked = OneBitScheme.check(one_bit_modulation=modulation, one_bit_gain_threshold=gain_threshold)
+        self.parameters = checked
         self.modulation = checked.one_bit_modulation
         self.gain_threshold = float(checked.one_bit_gain_threshold)
         self.signs_per_element = 2 if self.modulation == "qpsk" else 1
 
     def nominal_symbols(self, grid) -> int:
         """``ceil(n / F)`` (BPSK) or ``ceil(n / (2 F))`` (QPSK)."""
-        elements = -(-grid.num_values // self.signs_per_element)
-        return -(-elements // grid.num_subcarriers)
+        return self.parameters.symbols(grid.num_values, grid.num_subcarriers)
 
     def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
         signs = signs_of(link.updates)
