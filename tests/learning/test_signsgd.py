@@ -83,3 +83,22 @@ def test_bad_keys_raise(task):  # noqa: F811
         SignSgd(task[0], NUM_DEVICES, server_momentum=1.0)
     with pytest.raises(ValueError, match="server_learning_rate"):
         SignSgd(task[0], NUM_DEVICES, server_learning_rate=0.0)
+
+
+def test_in_a_partial_round_only_the_received_devices_memories_advance(task):  # noqa: F811
+    """A cohort of 4 devices of which the BS received 3: their memories become the new
+    ones, every other device (the cohort's unreceived one, the unscheduled) keeps its own."""
+    from learning.algorithms.base import Received
+
+    model, data, _, _ = task
+    algo = SignSgd(model, NUM_DEVICES, error_feedback=True, **COMMON)
+    state = algo.init(SEED)
+    state = SignFeedbackState(state.w, state.v, tf.fill(state.e_k.shape, 0.5))
+    cohort = data.cohort([1, 4, 6, 8])
+    signs, memory, _ = algo.local_update(0, state, None, cohort, SEED)
+    received = Received(rows=tf.constant([0, 2, 3]), devices=tf.constant([1, 6, 8]), share=0.5)
+    estimate = tf.reduce_sum(tf.gather(cohort.weights, received.rows)[:, None] * tf.gather(signs, received.rows), 0)
+    new, _, _ = algo.server_update(0, state, memory, estimate, received=received)
+    e_k = new.e_k.numpy()
+    np.testing.assert_array_equal(e_k[[1, 6, 8]], memory.numpy()[[0, 2, 3]])
+    np.testing.assert_array_equal(np.delete(e_k, [1, 6, 8], axis=0), 0.5)
