@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy.parameters import NoncoherentMvScheme
-from phy.uplink.majority_vote import complex_noise, receive, signs_of, vote_columns
+from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_columns
 from phy.uplink.scheme import SchemeResult, energy_j
 
 
@@ -98,18 +98,27 @@ class NoncoherentMajorityVote:
         noise_seed, phase_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
         theta = tf.random.stateless_uniform([num_devices, num_symbols, m], phase_seed, maxval=2.0 * math.pi)
         p = tone_powers(self.power, link.path_gain, link.weights, block.tx_power_w / m)
-        amplitude = tf.constant(np.sqrt(p).astype(np.float32))[:, None, None]
-        symbol = tf.complex(amplitude * tf.cos(theta), amplitude * tf.sin(theta))
-        plus = tf.cast(grid > 0, tf.complex64) * symbol
-        minus = tf.cast(grid < 0, tf.complex64) * symbol
-        x = tf.reshape(tf.stack([plus, minus], axis=-1), [num_devices, num_symbols, 2 * m])
-        if f > 2 * m:
-            x = tf.pad(x, [[0, 0], [0, 0], [0, f - 2 * m]])
-        y = receive(x, link.h, link.uplink) + complex_noise(noise_seed, [num_symbols, f], block.noise_power_w)
+        cos, sin = tf.cos(theta), tf.sin(theta)
+        plus, minus = tf.cast(grid > 0, tf.float32), tf.cast(grid < 0, tf.float32)
+        if link.uplink is None:  # each tone of the pairs on its own: [N, M] each
+            amplitude = np.broadcast_to(np.sqrt(p)[:, None], (num_devices, m))
+            h = tf.convert_to_tensor(link.h)
+            tones = [superpose(mask * cos, mask * sin, amplitude, h[:, offset: 2 * m: 2])
+                     for offset, mask in ((0, plus), (1, minus))]
+            y = tf.reshape(tf.stack(tones, axis=-1), [num_symbols, 2 * m])
+            y = tf.pad(y, [[0, 0], [0, f - 2 * m]])
+        else:  # the waveform: the devices' whole grids
+            c_re = tf.reshape(tf.stack([plus * cos, minus * cos], axis=-1), [num_devices, num_symbols, 2 * m])
+            c_im = tf.reshape(tf.stack([plus * sin, minus * sin], axis=-1), [num_devices, num_symbols, 2 * m])
+            pad = [[0, 0], [0, 0], [0, f - 2 * m]]
+            amplitude = np.broadcast_to(np.sqrt(p)[:, None], (num_devices, f))
+            y = superpose(tf.pad(c_re, pad), tf.pad(c_im, pad), amplitude, link.h, link.uplink)
+        y = y + complex_noise(noise_seed, [num_symbols, f], block.noise_power_w)
         energy_tone = tf.abs(y[:, : 2 * m]) ** 2
         vote = tf.reshape(tf.sign(energy_tone[:, 0::2] - energy_tone[:, 1::2]), [-1])[:n]
 
-        power = tf.reduce_sum(tf.abs(x) ** 2, axis=[1, 2]).numpy().astype(np.float64)  # [K], over N symbols
+        active = tf.reduce_sum(tf.abs(signs), axis=1).numpy().astype(np.float64)  # [K]: tones sent
+        power = p * active  # [K], over the N symbols
         columns = Columns(scalars=vote_columns(vote, signs, link.weights, phase))
         if block.per_device:
             columns.per_device[f"tx_power_w_{phase}"] = power / num_symbols

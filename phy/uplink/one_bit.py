@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy.parameters import OneBitScheme
-from phy.uplink.majority_vote import complex_noise, receive, signs_of, vote_columns
+from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_columns
 from phy.uplink.scheme import SchemeResult, energy_j
 
 
@@ -102,19 +102,20 @@ class OneBit:
         num_symbols = -(-elements // f)
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * f * per - n]]),
                           [num_devices, num_symbols, f, per])
-        c = tf.complex(grid[..., 0], grid[..., 1] if per == 2 else tf.zeros_like(grid[..., 0]))
         eta, on = inversion_scale(link.h_hat, link.path_gain, link.weights, gain_threshold=self.gain_threshold,
                                   used_subcarriers=min(f, elements), symbol_energy=float(per),
                                   tx_power_w=block.tx_power_w)
         h_hat = np.asarray(link.h_hat, np.complex128)
         w = np.asarray(link.weights, np.float64)[:, None]
         precoder = np.where(on, math.sqrt(eta) * w / np.where(on, h_hat, 1.0), 0.0)  # [K, F]
-        x = c * tf.constant(precoder.astype(np.complex64))[:, None, :]
-        y = receive(x, link.h, link.uplink) + complex_noise(seed, [num_symbols, f], block.noise_power_w)
+        c_re, c_im = grid[..., 0], (grid[..., 1] if per == 2 else None)
+        y = superpose(c_re, c_im, precoder, link.h, link.uplink) + complex_noise(
+            seed, [num_symbols, f], block.noise_power_w)
         parts = [tf.sign(tf.math.real(y))] + ([tf.sign(tf.math.imag(y))] if per == 2 else [])
         vote = tf.reshape(tf.stack(parts, axis=-1), [-1])[:n]
 
-        power = tf.reduce_sum(tf.abs(x) ** 2, axis=[1, 2]).numpy().astype(np.float64)  # [K], over N symbols
+        used = tf.reduce_sum(tf.abs(grid), axis=[1, 3]).numpy().astype(np.float64)  # [K, F]: sum of |c|^2
+        power = (np.abs(precoder) ** 2 * used).sum(axis=1)  # [K], over the N symbols
         columns = Columns(scalars=vote_columns(vote, signs, link.weights, phase))
         columns.scalars[f"silent_fraction_{phase}"] = float(1.0 - on.mean()) if on.size else math.nan
         columns.scalars[f"inversion_amplitude_{phase}"] = math.sqrt(eta)
