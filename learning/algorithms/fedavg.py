@@ -69,7 +69,7 @@ class LocalSGD:
     """E full-batch gradient steps for all K devices, one compiled call per step
     (``learning_rate`` and ``local_steps`` as the algorithm validated them).
 
-    One step, for every device at once (:meth:`step`)::
+    One step, for every device at once (one compiled call, ``_step``)::
 
         loss, g = objective and its gradient at w              (objective, penalty)
         point   = an ascent point, or None                     (ascent)
@@ -133,6 +133,8 @@ class LocalSGD:
         return grad
 
     def _step_impl(self, w, anchor, x, y, mask, inputs=(), carried=()):
+        """One step of every device: new weights [K, d], the reported loss [K] at ``w``
+        and the advanced ``carried``."""
         loss, grad = self.gradient(w, anchor, inputs, x, y, mask)
         point, carried = self.ascent(w, grad, anchor, inputs, carried)
         if point is not None:
