@@ -87,3 +87,20 @@ def test_a_trace_written_before_checksums_still_reads_with_a_note(tmp_path, caps
     assert "written before checksums" in capsys.readouterr().out
     assert main(["verify", str(path)]) == 0
     assert "written before checksums" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rounds", ["inf", "nan", "1e400", "99999999999999999999999", '"six"'])
+def test_verify_reads_a_stored_scenario_with_an_absurd_round_count(tmp_path, capsys, rounds):
+    """A trace whose stored scenario claims ``rounds = inf`` (or NaN, an overflowing float,
+    a huge integer, a string) is verified against its committed rounds: one line, no
+    OverflowError traceback (it raised one at 63dafd1)."""
+    path = tmp_path / "odd.h5"
+    new_trace(path, 2, name="t").close()
+    with h5py.File(path, "r+") as f:
+        f.attrs["scenario"] = f"rounds = {rounds}\n"
+    status = main(["verify", str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    huge = rounds == "99999999999999999999999"
+    assert status == (1 if huge else 0)
+    assert (f"{path}: incomplete (2 of {rounds} rounds)" in err) if huge else (f"{path}: ok" in out)
