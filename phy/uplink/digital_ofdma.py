@@ -1,0 +1,295 @@
+"""``uplink.scheme = "digital_ofdma"``: the digital baseline of over-the-air FL.
+
+Orthogonal access as the analog scheme is compared against in Zhu, Wang, Huang,
+"Broadband analog aggregation for low-latency federated edge learning", IEEE TWC 2020
+(their OFDMA baseline): the senders share the F subcarriers, each sends its own
+quantized update at the rate its channel allows, and the BS decodes each device on its
+own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.participation.PhaseLink`:
+
+1. **Quantization** (:func:`stochastic_quantize`): device k sends ``s_k = max_i |x_ki|``
+   (a 32-bit float) and each value on the grid of ``L = 2^b`` levels
+   ``-s_k + j Delta_k``, ``Delta_k = 2 s_k / (L - 1)``, rounded up with probability
+   ``(x - g_lo) / Delta_k`` and down otherwise, so ``E[q] = x`` (unbiased; b = 1 is the
+   stochastic sign scaled by s_k). Its payload is ``B_k = n b + 32`` bits.
+2. **Subcarriers** (:func:`allocate`): ``"equal"`` interleaves them, subcarrier f to
+   sender ``f mod K_T`` (F_k = floor(F / K_T) or one more); ``"max_min"`` is Rhee and
+   Cioffi's greedy (VTC 2000): each sender in turn takes its best free subcarrier, then
+   the sender of the lowest rate so far takes its best free one until none is left
+   (from the reported ``h_hat``).
+3. **Rate** (:func:`plan`): device k spreads P over its F_k subcarriers in every OFDM
+   symbol, so subcarrier f has ``SNR_kf = (P / F_k) |h_kf|^2 / sigma_z^2`` and carries
+   ``r_kf = log2(1 + SNR_hat_kf / (Gamma M))`` bits per symbol, from the device's CSI
+   ``h_hat`` (Gamma = ``snr_gap_db``, the code's gap to capacity; M = ``rate_margin_db``,
+   a back-off against CSI error). ``R_k = sum_f r_kf`` bits per OFDM symbol, and the
+   device needs ``N_k = ceil(B_k / R_k)`` symbols.
+4. **Outage**: a device whose ``N_k`` exceeds the slot budget (``slot_symbols``), or
+   whose rate is 0, does not transmit; one that transmits is decoded when its codeword's
+   rate fits the true channel, ``R_k <= sum_f log2(1 + SNR_kf / Gamma)`` (the codeword
+   spans its subcarriers: the mutual-information rule of a code over parallel
+   channels), else it is lost. Both are in outage: dropped this phase.
+5. **Estimate**: the exact weighted sum of the decoded quantized updates, their BS
+   weights renormalised over the decoded devices to the senders' total
+   (``w'_k = w_k sum_T w / sum_D w``, as the BS does for a device it knows dropped);
+   0 when no device is decoded (the server then applies no change).
+
+The phase occupies the symbols of its slowest transmitting device (``max N_k``, at most
+the budget); device k's energy is ``P N_k`` times the symbol duration (0 when it does not
+transmit). The quantizer's draws come from the phase's stateless seed, so a resumed run
+replays them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from native.columns import Columns
+from phy.uplink.scheme import SchemeResult
+
+SCALE_BITS = 32
+"""Side information per device and phase: the scale s_k as a 32-bit float."""
+
+DECODE_TOLERANCE = 1e-9
+"""Relative slack of the decoding test ``R_k <= C_k`` (float64 rounding: with perfect
+CSI the two sums are equal)."""
+
+
+def _generator(seed) -> np.random.Generator:
+    """A NumPy generator from a stateless seed ([2] int32, tf or NumPy)."""
+    words = np.asarray(seed.numpy() if isinstance(seed, tf.Tensor) else seed, np.int64)
+    return np.random.default_rng(np.random.SeedSequence([int(w) & 0x7FFFFFFF for w in words.ravel()]))
+
+
+def quantize_row(x: np.ndarray, bits_per_value: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """One device's stochastic, unbiased quantization.
+
+    Input: ``x`` [n] float (its update), ``bits_per_value`` b, the generator its
+    ``n`` uniform draws come from. Output: ``(q [n] float64, s)``: every ``q`` on the
+    grid ``-s + j 2 s / (2^b - 1)``, ``j = 0 .. 2^b - 1``, ``E[q] = x``, and the scale
+    ``s = max |x|`` (float64 of the float32 value). An all-zero update gives zeros; a
+    non-finite one propagates (the round's ``nonfinite_update_entries`` counts it).
+    """
+    x = np.asarray(x, np.float64)
+    u = rng.random(x.shape[0])
+    scale = float(np.max(np.abs(x))) if x.size else 0.0
+    if scale == 0.0:
+        return np.zeros_like(x), scale
+    if not math.isfinite(scale):
+        return x.copy(), scale
+    step = 2.0 * scale / (2.0 ** bits_per_value - 1.0)
+    position = np.minimum((x + scale) / step, 2.0 ** bits_per_value - 1.0)
+    low = np.floor(position)
+    return -scale + (low + (u < position - low)) * step, scale
+
+
+def stochastic_quantize(updates, bits_per_value: int, seed) -> tuple[np.ndarray, np.ndarray]:
+    """Every sender's :func:`quantize_row`, the rows drawn in order from ``seed``.
+
+    Input: ``updates`` [K, n] (tf or NumPy), b, the stateless seed [2] int32.
+    Output: ``(q [K, n] float64, scale [K] float64)``; what :class:`DigitalOfdma` sends.
+    """
+    x = np.asarray(updates.numpy() if isinstance(updates, tf.Tensor) else updates)
+    rng = _generator(seed)
+    rows = [quantize_row(row, bits_per_value, rng) for row in x]
+    return np.stack([q for q, _ in rows]) if rows else np.zeros(x.shape), np.array([s for _, s in rows])
+
+
+def allocate(gain_hat: np.ndarray, allocation: str, tx_power_w: float, noise_power_w: float,
+             gap: float = 1.0) -> np.ndarray:
+    """The owner of every subcarrier.
+
+    Input: ``gain_hat`` [K, F] float (the reported ``|h_hat_kf|^2``, K <= F),
+    ``allocation`` ``"equal"`` or ``"max_min"``, P, sigma_z^2 and the linear gap of the
+    rate (:func:`bits_per_symbol`). Output: [F] int64, the sender each subcarrier goes to;
+    every sender gets at least one subcarrier.
+    """
+    num_devices, num_subcarriers = gain_hat.shape
+    if not 0 < num_devices <= num_subcarriers:
+        raise ValueError(f"needs 1 to F = {num_subcarriers} senders, got {num_devices}")
+    if allocation == "equal":
+        return np.arange(num_subcarriers) % num_devices
+    if allocation != "max_min":
+        raise ValueError(f"allocation must be 'equal' or 'max_min', got {allocation!r}")
+    owner = np.full(num_subcarriers, -1, np.int64)
+    preference = np.argsort(-gain_hat, axis=1, kind="stable")  # each device's best first
+    cursor = np.zeros(num_devices, np.int64)
+    chosen: list[list[int]] = [[] for _ in range(num_devices)]
+    rate = np.zeros(num_devices)
+
+    def take(k: int) -> None:
+        while owner[preference[k, cursor[k]]] >= 0:
+            cursor[k] += 1
+        f = int(preference[k, cursor[k]])
+        owner[f] = k
+        chosen[k].append(f)
+        snr = (tx_power_w / len(chosen[k])) * gain_hat[k, chosen[k]] / noise_power_w
+        rate[k] = np.sum(np.log2(1.0 + snr / gap))
+
+    for k in range(num_devices):
+        take(k)
+    for _ in range(num_subcarriers - num_devices):
+        take(int(np.argmin(rate)))
+    return owner
+
+
+def bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
+                    gap: float) -> np.ndarray:
+    """``[K]`` bits per OFDM symbol, ``sum_{f owned by k} log2(1 + (P / F_k) gain_kf /
+    (sigma_z^2 gap))`` (float64), from ``gain`` [K, F] and ``owner`` [F]."""
+    num_devices = gain.shape[0]
+    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
+    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    return np.bincount(owner, weights=np.log2(1.0 + snr / gap), minlength=num_devices)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One phase's transmissions (:func:`plan`), over the K_T senders.
+
+    Attributes
+    ----------
+    owner : [F] int64
+        The sender of every subcarrier.
+    subcarriers : [K_T] int64
+        F_k.
+    rate : [K_T] float64
+        R_k, the bits per OFDM symbol chosen from the CSI estimate.
+    capacity : [K_T] float64
+        C_k, the rate the true channel carries with the code's gap.
+    bits : [K_T] int64
+        B_k = n b + 32.
+    symbols : [K_T] float64
+        N_k = ceil(B_k / R_k) (inf at rate 0).
+    transmits : [K_T] bool
+        N_k within the budget (and R_k > 0).
+    decoded : [K_T] bool
+        Transmits and R_k <= C_k.
+    num_symbols : int
+        The slot: max N_k over the devices that transmit (0: none).
+    """
+
+    owner: np.ndarray
+    subcarriers: np.ndarray
+    rate: np.ndarray
+    capacity: np.ndarray
+    bits: np.ndarray
+    symbols: np.ndarray
+    transmits: np.ndarray
+    decoded: np.ndarray
+    num_symbols: int
+
+    @property
+    def outage(self) -> np.ndarray:
+        """[K_T] bool: not decoded (the budget, a zero rate, or a rate the channel does not carry)."""
+        return ~self.decoded
+
+
+def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_power_w: float,
+         noise_power_w: float, snr_gap_db: float = 0.0, rate_margin_db: float = 0.0,
+         slot_symbols: int | None = None) -> Plan:
+    """Who sends what and who is decoded in one phase (module docstring, steps 2 to 4).
+
+    Input: ``h_hat``, ``h`` [K_T, F] complex (the senders' CSI and true channel), n, the
+    scheme's keys, P and sigma_z^2 (W). Output: :class:`Plan`.
+    """
+    gain_hat = np.abs(np.asarray(h_hat, np.complex128)) ** 2
+    gain = np.abs(np.asarray(h, np.complex128)) ** 2
+    gap = 10.0 ** (snr_gap_db / 10.0)
+    chosen_gap = gap * 10.0 ** (rate_margin_db / 10.0)
+    owner = allocate(gain_hat, allocation, tx_power_w, noise_power_w, chosen_gap)
+    rate = bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, chosen_gap)
+    capacity = bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
+    num_devices = gain.shape[0]
+    bits = np.full(num_devices, int(num_values) * int(bits_per_value) + SCALE_BITS, np.int64)
+    with np.errstate(divide="ignore"):
+        symbols = np.where(rate > 0.0, np.ceil(bits / np.where(rate > 0.0, rate, 1.0)), np.inf)
+    transmits = np.isfinite(symbols)
+    if slot_symbols is not None:
+        transmits &= symbols <= slot_symbols
+    decoded = transmits & (rate <= capacity * (1.0 + DECODE_TOLERANCE))
+    num_symbols = int(symbols[transmits].max()) if transmits.any() else 0
+    return Plan(owner, np.bincount(owner, minlength=num_devices).astype(np.int64), rate, capacity, bits,
+                symbols, transmits, decoded, num_symbols)
+
+
+def decoded_weights(weights: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """The BS's weights over the decoded devices, renormalised to the senders' total
+    (``w_k sum w / sum_decoded w``; 0 for the others; all 0 when none is decoded)."""
+    weights = np.asarray(weights, np.float64)
+    kept = np.where(decoded, weights, 0.0)
+    total = kept.sum()
+    return kept * (weights.sum() / total) if total > 0.0 else kept
+
+
+class DigitalOfdma:
+    """Orthogonal digital transmission of stochastically quantized updates (module
+    docstring). Keys: :class:`phy.parameters.DigitalOfdmaScheme`.
+
+    Columns per phase: ``outage_devices_<phase>``, ``bits_sent_<phase>``,
+    ``symbols_needed_<phase>``, ``decoded_weight_<phase>``; per sender (with
+    ``trace.per_device``) ``bits_per_symbol_<phase>``, ``symbols_<phase>``,
+    ``subcarriers_<phase>``, ``outage_<phase>``; the signal ``estimate_<phase>`` (when
+    kept).
+    """
+
+    carries = "values"
+
+    def __init__(self, bits_per_value: int = 8, allocation: str = "equal", snr_gap_db: float = 0.0,
+                 rate_margin_db: float = 0.0, slot_symbols: int | None = None):
+        from phy.parameters import DigitalOfdmaScheme
+
+        DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, snr_gap_db=snr_gap_db,
+                                 rate_margin_db=rate_margin_db, slot_symbols=slot_symbols)
+        self.bits_per_value, self.allocation = int(bits_per_value), allocation
+        self.snr_gap_db, self.rate_margin_db = float(snr_gap_db), float(rate_margin_db)
+        self.slot_symbols = None if slot_symbols is None else int(slot_symbols)
+
+    def nominal_symbols(self, grid) -> int:
+        """The slot budget; 0 without one (the rates need the senders' channels, which a
+        phase the BS discards does not get)."""
+        return self.slot_symbols or 0
+
+    def plan(self, link, block, num_values: int) -> Plan:
+        """:func:`plan` for the senders of ``link`` over ``block``'s air."""
+        return plan(link.h_hat.numpy(), link.h.numpy(), num_values, bits_per_value=self.bits_per_value,
+                    allocation=self.allocation, tx_power_w=block.tx_power_w,
+                    noise_power_w=block.noise_power_w, snr_gap_db=self.snr_gap_db,
+                    rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
+
+    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+        updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
+        num_senders, num_values = updates.shape
+        schedule = self.plan(link, block, num_values)
+        weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
+        rng = _generator(seed)
+        total = np.zeros(num_values, np.float64)
+        for k in range(num_senders):
+            q, _ = quantize_row(updates[k], self.bits_per_value, rng)  # every sender's draw, in order
+            if weights[k] != 0.0:
+                total += weights[k] * q
+        estimate = tf.constant(total.astype(np.float32))
+
+        columns = Columns()
+        scalars = columns.scalars
+        scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
+        scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
+        finite = schedule.symbols[np.isfinite(schedule.symbols)]
+        scalars[f"symbols_needed_{phase}"] = (float(schedule.symbols.max()) if finite.size == num_senders
+                                              else math.inf)
+        link_weights = np.asarray(link.weights, np.float64)
+        scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
+                                              if link_weights.sum() > 0.0 else 0.0)
+        if block.per_device:
+            columns.per_device.update({
+                f"bits_per_symbol_{phase}": schedule.rate,
+                f"symbols_{phase}": schedule.symbols,
+                f"subcarriers_{phase}": schedule.subcarriers.astype(np.float64),
+                f"outage_{phase}": schedule.outage.astype(np.float64)})
+        if keep_signals:
+            columns.signals[f"estimate_{phase}"] = estimate.numpy()
+        used = np.where(schedule.transmits, schedule.symbols, 0.0)
+        energy = block.tx_power_w * used * block.symbol_duration_s
+        return SchemeResult(estimate, schedule.num_symbols, energy, columns)
