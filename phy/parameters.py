@@ -287,9 +287,16 @@ class DigitalOfdmaScheme(Parameters):
     allocation: Literal["equal", "max_min"] = Field(
         "equal", description="the senders' subcarriers: an equal interleaved split, or Rhee "
         "and Cioffi's greedy max-min rate allocation (VTC 2000)")
+    rate_model: Literal["shannon", "nr_mcs"] = Field(
+        "shannon", description="the rate a device's SNR allows: Shannon with the gap "
+        "snr_gap_db, or the 5G NR MCS (TS 38.214 Table 5.1.3.1-1) whose tabulated BLER at "
+        "the device's effective SNR is at most target_bler")
     snr_gap_db: float = Field(
         0.0, ge=0, le=DB_LIMIT, description="Gamma, the code's SNR gap to capacity [dB]: a "
         "subcarrier carries log2(1 + SNR / Gamma) bits per OFDM symbol (0: capacity)")
+    target_bler: float = Field(
+        0.1, gt=0, lt=1, description="with rate_model = 'nr_mcs': the block error rate an "
+        "MCS must reach at the device's effective SNR to be chosen")
     rate_margin_db: float = Field(
         0.0, ge=0, le=DB_LIMIT, description="back-off [dB] a device applies to the SNR of its "
         "CSI estimate when it picks its rate (against outage under CSI error)")

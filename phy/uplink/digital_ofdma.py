@@ -40,8 +40,11 @@ replays them.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 import tensorflow as tf
@@ -135,6 +138,74 @@ def allocate(gain_hat: np.ndarray, allocation: str, tx_power_w: float, noise_pow
     return owner
 
 
+NR_MCS_TABLE = ("sionna.sys", "bler_tables/PUSCH_table1.json")
+"""The BLER curves Sionna ships for the PUSCH with MCS table 1 (TS 38.214 Table
+5.1.3.1-1, up to 64-QAM), AWGN, per code block size."""
+
+NR_MCS_CODE_BLOCK_BITS = "2000"
+"""The longest code block the table gives: the payloads here are far longer (segmented
+into many code blocks), and longer blocks have steeper curves."""
+
+
+@functools.lru_cache(maxsize=16)
+def nr_mcs_table(target_bler: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The usable NR MCSs at a target block error rate.
+
+    Output: ``(mcs_index [M] int64, spectral_efficiency [M] float64 (bits per resource
+    element, Q_m R of TS 38.214 Table 5.1.3.1-1, from Sionna's ``decode_mcs_index``),
+    snr_threshold [M] float64 (linear))``, ascending in both: for each MCS of Sionna's
+    PUSCH table 1 (indices 3 to 27), the SNR at which its BLER curve for
+    :data:`NR_MCS_CODE_BLOCK_BITS`-bit code blocks first reaches ``target_bler``, linear
+    between the table's SNR points (1.8 dB apart); an MCS that never reaches it within the
+    table (up to 20 dB), or that needs more SNR than one of higher efficiency, is left out.
+    """
+    from sionna.phy.nr.utils import decode_mcs_index
+
+    package, name = NR_MCS_TABLE
+    table = json.loads(resources.files(package).joinpath(name).read_text())
+    curves = table["category"]["0"]["index"]["1"]["MCS"]
+    index, threshold_db = [], []
+    for mcs in sorted(curves, key=int):
+        snr_db = np.asarray(curves[mcs]["SNR_db"], np.float64)
+        bler = np.asarray(curves[mcs]["CBS"][NR_MCS_CODE_BLOCK_BITS]["BLER"], np.float64)
+        reached = np.flatnonzero(bler <= target_bler)
+        if not reached.size:
+            continue
+        i = int(reached[0])
+        if i == 0:
+            at = snr_db[0]
+        else:  # linear in BLER between the last point above the target and the first at or below it
+            at = snr_db[i - 1] + (snr_db[i] - snr_db[i - 1]) * (bler[i - 1] - target_bler) / (bler[i - 1] - bler[i])
+        index.append(int(mcs))
+        threshold_db.append(float(at))
+    order, rate = decode_mcs_index(np.asarray(index, np.int32), table_index=1, is_pusch=True,
+                                   transform_precoding=False)
+    efficiency = order.numpy().astype(np.float64) * rate.numpy().astype(np.float64)
+    index, threshold_db = np.asarray(index, np.int64), np.asarray(threshold_db)
+    keep = [i for i in range(index.size)  # efficient: no MCS of higher efficiency needs less SNR
+            if not np.any((efficiency > efficiency[i]) & (threshold_db <= threshold_db[i]))]
+    keep = sorted(keep, key=lambda i: (efficiency[i], threshold_db[i]))
+    return index[keep], efficiency[keep], 10.0 ** (threshold_db[keep] / 10.0)
+
+
+def mcs_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
+                        margin: float, target_bler: float) -> tuple[np.ndarray, np.ndarray]:
+    """``([K] bits per OFDM symbol, [K] MCS index (-1: none))`` with one NR MCS per device, as
+    NR sends a transport block: the most efficient MCS of :func:`nr_mcs_table` whose
+    threshold is at most the device's effective SNR over its F_k subcarriers divided by
+    ``margin``, ``2^(mean_f log2(1 + SNR_kf)) - 1`` (the capacity-equivalent SNR, mutual
+    information with Gaussian inputs), times F_k subcarriers."""
+    num_devices = gain.shape[0]
+    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
+    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    mean_bits = np.bincount(owner, weights=np.log2(1.0 + snr), minlength=num_devices) / count
+    effective = (2.0 ** mean_bits - 1.0) / margin
+    index, efficiency, threshold = nr_mcs_table(float(target_bler))
+    usable = np.searchsorted(threshold, effective * (1.0 + DECODE_TOLERANCE), side="right") - 1
+    rate = np.where(usable >= 0, count * efficiency[np.maximum(usable, 0)], 0.0)
+    return rate, np.where(usable >= 0, index[np.maximum(usable, 0)], -1)
+
+
 def bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
                     gap: float) -> np.ndarray:
     """``[K]`` bits per OFDM symbol, ``sum_{f owned by k} log2(1 + (P / F_k) gain_kf /
@@ -188,20 +259,28 @@ class Plan:
 
 
 def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_power_w: float,
-         noise_power_w: float, snr_gap_db: float = 0.0, rate_margin_db: float = 0.0,
-         slot_symbols: int | None = None) -> Plan:
+         noise_power_w: float, rate_model: str = "shannon", snr_gap_db: float = 0.0,
+         target_bler: float = 0.1, rate_margin_db: float = 0.0, slot_symbols: int | None = None) -> Plan:
     """Who sends what and who is decoded in one phase (module docstring, steps 2 to 4).
 
     Input: ``h_hat``, ``h`` [K_T, F] complex (the senders' CSI and true channel), n, the
-    scheme's keys, P and sigma_z^2 (W). Output: :class:`Plan`.
+    scheme's keys, P and sigma_z^2 (W). Output: :class:`Plan`. With ``rate_model =
+    "nr_mcs"`` the rates are :func:`mcs_bits_per_symbol` (the gap is not used; the
+    ``"max_min"`` allocation still ranks the devices by their Shannon rates).
     """
     gain_hat = np.abs(np.asarray(h_hat, np.complex128)) ** 2
     gain = np.abs(np.asarray(h, np.complex128)) ** 2
-    gap = 10.0 ** (snr_gap_db / 10.0)
-    chosen_gap = gap * 10.0 ** (rate_margin_db / 10.0)
-    owner = allocate(gain_hat, allocation, tx_power_w, noise_power_w, chosen_gap)
-    rate = bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, chosen_gap)
-    capacity = bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
+    margin = 10.0 ** (rate_margin_db / 10.0)
+    gap = 10.0 ** (snr_gap_db / 10.0) if rate_model == "shannon" else 1.0
+    owner = allocate(gain_hat, allocation, tx_power_w, noise_power_w, gap * margin)
+    if rate_model == "shannon":
+        rate = bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, gap * margin)
+        capacity = bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
+    elif rate_model == "nr_mcs":
+        rate, _ = mcs_bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, margin, target_bler)
+        capacity, _ = mcs_bits_per_symbol(gain, owner, tx_power_w, noise_power_w, 1.0, target_bler)
+    else:
+        raise ValueError(f"rate_model must be 'shannon' or 'nr_mcs', got {rate_model!r}")
     num_devices = gain.shape[0]
     bits = np.full(num_devices, int(num_values) * int(bits_per_value) + SCALE_BITS, np.int64)
     with np.errstate(divide="ignore"):
@@ -237,14 +316,17 @@ class DigitalOfdma:
 
     carries = "values"
 
-    def __init__(self, bits_per_value: int = 8, allocation: str = "equal", snr_gap_db: float = 0.0,
-                 rate_margin_db: float = 0.0, slot_symbols: int | None = None):
+    def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
+                 snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,
+                 slot_symbols: int | None = None):
         from phy.parameters import DigitalOfdmaScheme
 
-        DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, snr_gap_db=snr_gap_db,
+        DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, rate_model=rate_model,
+                                 snr_gap_db=snr_gap_db, target_bler=target_bler,
                                  rate_margin_db=rate_margin_db, slot_symbols=slot_symbols)
-        self.bits_per_value, self.allocation = int(bits_per_value), allocation
-        self.snr_gap_db, self.rate_margin_db = float(snr_gap_db), float(rate_margin_db)
+        self.bits_per_value, self.allocation, self.rate_model = int(bits_per_value), allocation, rate_model
+        self.snr_gap_db, self.target_bler = float(snr_gap_db), float(target_bler)
+        self.rate_margin_db = float(rate_margin_db)
         self.slot_symbols = None if slot_symbols is None else int(slot_symbols)
 
     def nominal_symbols(self, grid) -> int:
@@ -256,7 +338,8 @@ class DigitalOfdma:
         """:func:`plan` for the senders of ``link`` over ``block``'s air."""
         return plan(link.h_hat.numpy(), link.h.numpy(), num_values, bits_per_value=self.bits_per_value,
                     allocation=self.allocation, tx_power_w=block.tx_power_w,
-                    noise_power_w=block.noise_power_w, snr_gap_db=self.snr_gap_db,
+                    noise_power_w=block.noise_power_w, rate_model=self.rate_model,
+                    snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
                     rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
 
     def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:

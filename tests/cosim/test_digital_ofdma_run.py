@@ -18,14 +18,15 @@ DIGITAL = 'uplink.scheme="digital_ofdma"'
 D = 6 * 6 * 4 + 4 + 4 * 4 + 4  # the tiny MLP with 4 hidden units: the values of every phase
 
 
-@pytest.mark.parametrize(("algorithm", "learning_rate", "budget"),
-                         [("bayes_aircomp", 0.05, None), ("fedavg", 0.3, 60)])
-def test_the_tiny_run_writes_the_schemes_columns(tmp_path, algorithm, learning_rate, budget):
+@pytest.mark.parametrize(("algorithm", "learning_rate", "budget", "rate_model"),
+                         [("bayes_aircomp", 0.05, None, "shannon"), ("fedavg", 0.3, 60, "shannon"),
+                          ("fedavg", 0.3, None, "nr_mcs")])
+def test_the_tiny_run_writes_the_schemes_columns(tmp_path, algorithm, learning_rate, budget, rate_model):
     """Every phase's outage, bits and symbols; the round's symbols are the phases' slots
     (the slowest transmitting device, within the budget), a device's energy is P times its
     symbols times the symbol duration, and the devices over the budget are exactly those
     in outage (perfect CSI: no rate outage), with no energy."""
-    overrides = [DIGITAL, "uplink.bits_per_value=8", "trace.per_device=true"]
+    overrides = [DIGITAL, "uplink.bits_per_value=8", "trace.per_device=true", f'uplink.rate_model="{rate_model}"']
     if budget is not None:
         overrides.append(f"uplink.slot_symbols={budget}")
     scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4, algorithm=algorithm,

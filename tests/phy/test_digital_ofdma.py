@@ -208,3 +208,51 @@ def test_bad_keys_name_themselves():
         DigitalOfdma(slot_symbols=0)
     with pytest.raises(ValueError, match="allocation"):
         DigitalOfdma(allocation="best")
+    with pytest.raises(ValueError, match="rate_model"):
+        DigitalOfdma(rate_model="lte")
+    with pytest.raises(ValueError, match="target_bler"):
+        DigitalOfdma(target_bler=1.0)
+
+
+def test_the_nr_mcs_table_is_ts_38214_table_1_with_thresholds_from_the_bler_curves():
+    """MCS 10 of TS 38.214 Table 5.1.3.1-1 is 16-QAM at R = 340/1024; the usable MCSs
+    rise in efficiency and threshold, and a lower target BLER needs at least as much SNR."""
+    from phy.uplink.digital_ofdma import nr_mcs_table
+
+    index, efficiency, threshold = nr_mcs_table(0.1)
+    assert efficiency[list(index).index(10)] == pytest.approx(4 * 340 / 1024, rel=1e-6)
+    assert np.all(np.diff(efficiency) > 0) and np.all(np.diff(threshold) >= 0)
+    strict_index, _, strict = nr_mcs_table(0.01)
+    for i, mcs in enumerate(strict_index):
+        if mcs in index:
+            assert strict[i] >= threshold[list(index).index(mcs)]
+
+
+def test_nr_mcs_rates_are_one_mcs_per_device_from_its_effective_snr(rng):
+    """Device k's rate is F_k times the efficiency of the most efficient MCS whose threshold
+    is at most 2^(mean_f log2(1 + SNR_kf)) - 1 (recomputed here); a device below the lowest
+    threshold does not transmit; one whose CSI is 6 dB high picks an MCS its channel does
+    not carry and is lost."""
+    from phy.uplink.digital_ofdma import nr_mcs_table
+
+    num_devices, num_subcarriers, n = 4, 32, 300
+    # per-subcarrier SNR = (P / 8) g / sigma^2: mean gains for about -20, 4, 8 and 8 dB
+    base = 10.0 * np.log10(8 * NOISE_W / P_W)
+    h = _channel(rng, num_devices, num_subcarriers, base + np.array([-20.0, 4.0, 8.0, 8.0]))
+    h_hat = h.copy()
+    h_hat[3] *= 2.0
+    result = plan(h_hat, h, n, bits_per_value=4, allocation="equal", tx_power_w=P_W, noise_power_w=NOISE_W,
+                  rate_model="nr_mcs", target_bler=0.1)
+    _, efficiency, threshold = nr_mcs_table(0.1)
+    for k in range(num_devices):
+        own = np.flatnonzero(result.owner == k)
+        snr = (P_W / own.size) * np.abs(h_hat[k, own]) ** 2 / NOISE_W
+        effective = 2.0 ** np.mean(np.log2(1.0 + snr)) - 1.0
+        usable = np.flatnonzero(threshold <= effective)
+        expected = own.size * efficiency[usable[-1]] if usable.size else 0.0
+        assert result.rate[k] == pytest.approx(expected, rel=1e-12)
+        if expected:
+            assert result.symbols[k] == math.ceil((n * 4 + SCALE_BITS) / expected)
+    assert result.rate[0] == 0.0 and not result.transmits[0]
+    assert result.rate[3] > result.capacity[3]
+    np.testing.assert_array_equal(result.decoded, [False, True, True, False])
