@@ -359,9 +359,8 @@ class DigitalOfdma:
         scalars = columns.scalars
         scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
         scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
-        finite = schedule.symbols[np.isfinite(schedule.symbols)]
-        scalars[f"symbols_needed_{phase}"] = (float(schedule.symbols.max()) if finite.size == num_senders
-                                              else math.inf)
+        finite = schedule.symbols[np.isfinite(schedule.symbols)]  # a sender at rate 0 is in outage
+        scalars[f"symbols_needed_{phase}"] = float(finite.max()) if finite.size else 0.0
         link_weights = np.asarray(link.weights, np.float64)
         scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
                                               if link_weights.sum() > 0.0 else 0.0)

@@ -256,3 +256,20 @@ def test_nr_mcs_rates_are_one_mcs_per_device_from_its_effective_snr(rng):
     assert result.rate[0] == 0.0 and not result.transmits[0]
     assert result.rate[3] > result.capacity[3]
     np.testing.assert_array_equal(result.decoded, [False, True, True, False])
+
+
+def test_a_sender_at_rate_zero_is_in_outage_and_the_phase_columns_stay_finite(rng):
+    """A device with no channel (h = 0) has rate 0: it does not transmit, it is in outage,
+    its symbols are inf per device, and the phase's symbols_needed is the others' max (a
+    non-finite scalar would stop the run as diverged)."""
+    h = _channel(rng, 3, 12, [10.0, 10.0, 10.0])
+    h[1] = 0.0
+    link, block = _link_and_block(rng, h, h, 50, [0.3, 0.3, 0.4])
+    result = DigitalOfdma(bits_per_value=4).send(link, block, phase="delta", seed=SEED, keep_signals=False)
+    columns = result.columns
+    assert columns.per_device["symbols_delta"][1] == np.inf
+    np.testing.assert_array_equal(columns.per_device["outage_delta"], [0.0, 1.0, 0.0])
+    symbols = columns.per_device["symbols_delta"][[0, 2]]
+    assert columns.scalars["symbols_needed_delta"] == symbols.max() == result.num_symbols
+    assert all(math.isfinite(value) for value in columns.scalars.values())
+    assert result.tx_energy_j[1] == 0.0
