@@ -21,12 +21,15 @@ own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.particip
    ``r_kf = log2(1 + SNR_hat_kf / (Gamma M))`` bits per symbol, from the device's CSI
    ``h_hat`` (Gamma = ``snr_gap_db``, the code's gap to capacity; M = ``rate_margin_db``,
    a back-off against CSI error). ``R_k = sum_f r_kf`` bits per OFDM symbol, and the
-   device needs ``N_k = ceil(B_k / R_k)`` symbols.
+   device needs ``N_k = ceil(B_k / R_k)`` symbols. With ``rate_model = "nr_mcs"``: one
+   5G NR MCS per device from its effective SNR (:func:`mcs_bits_per_symbol`,
+   :func:`nr_mcs_table`), ``R_k = F_k Q_m R``.
 4. **Outage**: a device whose ``N_k`` exceeds the slot budget (``slot_symbols``), or
    whose rate is 0, does not transmit; one that transmits is decoded when its codeword's
    rate fits the true channel, ``R_k <= sum_f log2(1 + SNR_kf / Gamma)`` (the codeword
    spans its subcarriers: the mutual-information rule of a code over parallel
-   channels), else it is lost. Both are in outage: dropped this phase.
+   channels; with ``"nr_mcs"``: the true effective SNR reaches the chosen MCS's
+   threshold), else it is lost. Both are in outage: dropped this phase.
 5. **Estimate**: the exact weighted sum of the decoded quantized updates, their BS
    weights renormalised over the decoded devices to the senders' total
    (``w'_k = w_k sum_T w / sum_D w``, as the BS does for a device it knows dropped);
