@@ -24,8 +24,10 @@ the part of its update its scaled sign did not carry and adds it to its next one
     p_k = Delta_k + e_k,   s_k = sgn(p_k),   e_k <- p_k - (||p_k||_1 / d) s_k
 
 The memories e_k [K, d] are part of the state (and of checkpoints: a resumed run equals
-the straight one); a device the BS did not receive keeps its memory. Downlink: w (d
-values), as FedAvg.
+the straight one); FedAvg installs a round's new memories for the devices the BS
+received, and a device it did not receive keeps its own. Downlink: w (d values), as
+FedAvg. A delta on FedAvg: ``local_update`` (the sign of FedAvg's update, the memory),
+``server_step`` (the vote step) and ``device_fields`` (``e_k`` only with error feedback).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, Received, gather_rows, scatter_rows
-from learning.algorithms.fedavg import FedAvg, constructor_signature
+from learning.algorithms.base import DeviceData, Received, gather_rows
+from learning.algorithms.fedavg import FedAvg, LocalOutcome, constructor_signature
 from learning.hyperparameters import SignSgdParameters, defaults
 from learning.models import Model
 
@@ -74,43 +76,34 @@ class SignSgd(FedAvg):
 
     name = "signsgd"
 
+    state_type = SignState
     parameters = SignSgdParameters
 
     def __init__(self, model: Model, num_devices: int, *, jit_compile: bool = False, **hyper_parameters):
         FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile, **hyper_parameters)
         self.state_type = SignFeedbackState if self.error_feedback else SignState
 
-    def init(self, seed: tf.Tensor) -> SignState | SignFeedbackState:
-        w = self.model.init_mean(seed)
-        if self.error_feedback:
-            return SignFeedbackState(w, tf.zeros_like(w), tf.zeros([self.num_devices, w.shape[0]]))
-        return SignState(w, tf.zeros_like(w))
+    def device_fields(self) -> tuple[str, ...]:
+        """``("e_k",)`` with error feedback, else none (the instance's :attr:`state_type`)."""
+        return ("e_k",) if self.error_feedback else ()
 
     def local_update(self, phase: int, state, carry, data: DeviceData, seed):
-        """FedAvg's E steps, then ``sgn(Delta_k)`` [K, d] (``sgn(Delta_k + e_k)`` with
-        error feedback; the carry then holds the new memories [K, d])."""
-        del seed  # full-batch gradient steps are deterministic
-        self._check_phase(phase)
-        w_k, losses = self.solver.run(state.w, data.x, data.y, data.mask, steps=data.local_steps)
-        p = w_k - state.w
-        metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
+        """FedAvg's E steps, then ``sgn(Delta_k)`` [K, d]; with error feedback
+        ``sgn(Delta_k + e_k)`` and, in the carry, the cohort's new memories."""
+        delta, carry, metrics = super().local_update(phase, state, carry, data, seed)
         if not self.error_feedback:
-            return tf.sign(p), carry, metrics
-        p = p + gather_rows(state.e_k, data)
+            return tf.sign(delta), carry, metrics
+        p = delta + gather_rows(state.e_k, data)
         signs = tf.sign(p)
-        scale = tf.reduce_mean(tf.abs(p), axis=1, keepdims=True)  # ||p_k||_1 / d
-        return signs, p - scale * signs, metrics
+        memory = p - tf.reduce_mean(tf.abs(p), axis=1, keepdims=True) * signs  # ||p_k||_1 / d
+        return signs, LocalOutcome(rows=({"e_k": memory},)), metrics
 
-    def server_update(self, phase: int, state, carry, estimate: tf.Tensor, received: Received | None = None):
-        """``v = beta v + sgn(estimate)``, ``w += eta_s v``; with error feedback the
-        received devices' memories advance (all of them when ``received`` is None)."""
-        self._check_phase(phase)
+    def server_step(self, phase: int, state, estimate: tf.Tensor, received: Received | None) -> dict:
+        """``v = beta v + sgn(estimate)``, ``w += eta_s v`` (the sign of a received
+        devices' mean is that of their sum: ``received`` changes nothing)."""
+        del phase, received
         v = self.server_momentum * state.v + tf.sign(estimate)
-        w = state.w + self.server_learning_rate * v
-        if not self.error_feedback:
-            return SignState(w, v), None, {}
-        e_k = carry if received is None else scatter_rows(state.e_k, received, carry)
-        return SignFeedbackState(w, v, e_k), None, {}
+        return {"w": state.w + self.server_learning_rate * v, "v": v}
 
 
 SignSgd.__init__.__signature__ = constructor_signature(SignSgdParameters)
