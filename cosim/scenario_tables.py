@@ -548,6 +548,10 @@ class Scenario(_Section):
                  f"algorithm.name = {self.algorithm.name!r} needs the weighted sum of values: "
                  f"use an algorithm that sends signs ({', '.join(repr(n) for n, e in CATALOG.items() if e.sends == 'signs')}) "
                  "or a scheme that carries values")
+        _require(self.uplink.carries == "values" or self.privacy is None, "privacy",
+                 f"[privacy] is not supported with uplink.scheme = {self.uplink.scheme!r}: the accounting "
+                 "is of the analog scheme's receiver noise, and a sign-carrying scheme's BS sees only "
+                 "a vote; remove [privacy]")
         _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2,
                  "ofdm.num_subcarriers", f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' "
                  "needs at least 2 subcarriers (a pair per sign)")

@@ -33,15 +33,18 @@ def test_a_sign_scheme_under_an_algorithm_that_needs_values_is_refused_in_one_li
     assert f"algorithm.name = '{algorithm}' needs the weighted sum of values" in lines[0]
 
 
-def test_validate_counts_each_schemes_symbols_and_refuses_a_single_subcarrier_pair(tmp_path):
+def test_validate_counts_each_schemes_symbols_and_refuses_what_a_vote_cannot_do(tmp_path):
     """``cosim validate``'s summary counts the scheme's own symbols (QPSK: ceil(d / 2F),
-    non-coherent: ceil(d / (F / 2))); a one-subcarrier grid cannot hold a tone pair."""
+    non-coherent: ceil(d / (F / 2))); a one-subcarrier grid cannot hold a tone pair, and
+    [privacy] accounts for the analog receiver noise only."""
     path = write_tiny(tmp_path, algorithm="signsgd")
     for overrides, symbols in [(['uplink.scheme="one_bit"', 'uplink.one_bit_modulation="qpsk"'], 6),
                                (['uplink.scheme="noncoherent_mv"'], 21), (['uplink.scheme="analog"'], 11)]:
         assert f"N_delta = {symbols} symbols (660 values)" in describe(load_scenario(path, overrides), D)
     with pytest.raises(ScenarioError, match=r"ofdm\.num_subcarriers: = 1: uplink\.scheme = 'noncoherent_mv'"):
         load_scenario(path, ['uplink.scheme="noncoherent_mv"', "ofdm.num_subcarriers=1"])
+    with pytest.raises(ScenarioError, match=r"privacy: \[privacy\] is not supported with uplink\.scheme = 'one_bit'"):
+        load_scenario(path, ['uplink.scheme="one_bit"', "privacy.delta=1e-5"])
 
 
 @pytest.mark.parametrize("scheme", ["one_bit", "noncoherent_mv", "analog"])
