@@ -119,6 +119,10 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "precision_rel_change": ("relative precision change per round", None),
     "cumulative_channel_uses": ("cumulative channel uses", "OFDM symbols"),
     "cumulative_uplink_symbols": ("cumulative uplink", "OFDM symbols"),
+    "uplink_seconds": ("uplink air time per round", "s"),
+    "uplink_energy_j": ("device transmit energy per round", "J"),
+    "cumulative_uplink_seconds": ("cumulative uplink air time", "s"),
+    "cumulative_uplink_energy_j": ("cumulative device transmit energy", "J"),
     "round": ("round", None),
 }
 """Trace column -> (display name, unit or None); ``aggregate_nmse_<phase>`` and

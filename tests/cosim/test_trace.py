@@ -324,6 +324,29 @@ def test_summarize_posterior_and_channel_split(tmp_path):
     assert "channel  1.32018e+07 OFDM symbols: uplink 1824 (0.0138 %), downlink 1.32e+07 (100 %)" in text
 
 
+def test_summarize_uplink_seconds_and_energy(tmp_path):
+    """`cosim inspect` shows the uplink's seconds and joules in total (the last running
+    total) and per round (their mean); a trace without the running totals sums the rounds;
+    one without the per-round columns has no such line."""
+    old = tmp_path / "old.h5"
+    new_trace(old, 3).close()
+    assert "  uplink   " not in summarize(old)
+    for cumulative in (True, False):
+        path = tmp_path / f"cost-{cumulative}.h5"
+        seconds, joules = [0.25, 0.5, 0.75], [1.5, 2.5, 3.5]
+        with TraceWriter.create(path, SCENARIO, seed=3) as writer:
+            for t in range(3):
+                row = {"uplink_symbols": 912.0, "downlink_symbols": 40.0,
+                       "uplink_seconds": seconds[t], "uplink_energy_j": joules[t]}
+                if cumulative:  # as the run writes them
+                    row |= {"cumulative_uplink_seconds": sum(seconds[:t + 1]),
+                            "cumulative_uplink_energy_j": sum(joules[:t + 1])}
+                writer.append_round(row)
+                writer.commit()
+        assert ("  uplink   1.5 s and 7.5 J (devices' transmit energy) in 3 rounds; "
+                "per round 0.5 s, 2.5 J") in summarize(path).splitlines()
+
+
 def test_resume_of_a_trace_damaged_by_a_full_disk_names_the_file(tmp_path):
     """``data/full_disk_trace.h5``: a real FedAvg trace at the paper's size whose first
     round was being written when the disk filled up (22,688 bytes; it opens, its groups
