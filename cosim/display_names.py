@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from phy.parameters import COMBINERS, SCHEDULING  # pydantic only: names with their labels
+
 __all__ = [
     "KEYS",
     "METRICS",
@@ -57,14 +59,14 @@ VALUES: dict[str, dict[str, str]] = {
         "local_reparameterization": "local reparameterization",
     },
     "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
-    "bs.combiner": {"mrc_strongest": "MRC (strongest)", "centroid": "centroid",
-                    "maxmin": "max-min"},
-    "participation.scheduling": {"uniform": "uniform", "best_channel": "best channel",
-                                 "gain_threshold": "gain threshold"},
+    "bs.combiner": {name: choice.label for name, choice in COMBINERS.items()},
+    "participation.scheduling": {name: choice.label for name, choice in SCHEDULING.items()},
     "participation.straggler_policy": {"drop": "dropped", "fewer_steps": "fewer steps"},
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
-label by itself ("Proposed"); other keys' values are labelled as they stand here."""
+label by itself ("Proposed"); other keys' values are labelled as they stand here. The
+combiners' and scheduling policies' names come with their labels from their registries
+(:data:`phy.parameters.COMBINERS`, :data:`phy.parameters.SCHEDULING`)."""
 
 KEYS: dict[str, tuple[str, str | None]] = {
     "algorithm.name": ("algorithm", None),

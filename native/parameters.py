@@ -110,3 +110,20 @@ class Variant:
         kwargs = {self.arguments.get(key, key): value for key, value in checked
                   if self.arguments.get(key, key) is not None}
         return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One registered choice that has no parameters of its own (a receive combiner, a
+    scheduling policy): its display name ``label`` (what figures and reports show) and,
+    where the choice is a function, its ``implementation`` (``"module:callable"``,
+    imported when :meth:`target` is called)."""
+
+    label: str
+    implementation: str | Callable[..., Any] | None = None
+
+    def target(self) -> Any:
+        """The implementation (imported now when named by a string)."""
+        if self.implementation is None:
+            raise ValueError(f"the choice {self.label!r} names no implementation")
+        return load(self.implementation) if isinstance(self.implementation, str) else self.implementation

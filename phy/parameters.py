@@ -21,7 +21,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from native.parameters import Parameters, Variant, deep_tuple
+from native.parameters import Choice, Parameters, Variant, deep_tuple
 from phy.limits import check_cell_parameters  # stdlib only
 
 DB_LIMIT = 300.0
@@ -262,6 +262,26 @@ POWER_CONTROLS = {
     "ideal": Variant(IdealControl, "phy.power:IdealAggregation"),
 }
 """``power.control`` -> its parameters and class."""
+
+
+# --------------------------------------------------------------------------- combiners, scheduling
+
+
+COMBINERS = {
+    "mrc_strongest": Choice("MRC (strongest)"),
+    "centroid": Choice("centroid"),
+    "maxmin": Choice("max-min"),
+}
+"""``bs.combiner`` -> its display name: the receive combiners of a multi-antenna BS
+(:class:`phy.combiner.ReceiveCombiner`, which implements each)."""
+
+SCHEDULING = {
+    "uniform": Choice("uniform", "phy.uplink.participation:schedule_uniform"),
+    "best_channel": Choice("best channel", "phy.uplink.participation:schedule_best_channel"),
+    "gain_threshold": Choice("gain threshold", "phy.uplink.participation:schedule_gain_threshold"),
+}
+"""``participation.scheduling`` -> its display name and the function that picks the
+round's cohort, ``(config, gain [K], order [K]) -> devices`` (:mod:`phy.uplink.participation`)."""
 
 
 # --------------------------------------------------------------------------- uplink schemes

@@ -66,8 +66,8 @@ def content(path: Path) -> dict:
     out = {f"rounds/{k}": v for k, v in data.rounds.items()}
     out |= {f"{g}/{k}": v for g, cols in data.series.items() for k, v in cols.items()}
     out |= {f"devices/{k}": v for k, v in data.devices.items()}
-    with TraceWriter.resume(path)[0] as writer:  # also reads the checkpoint back
-        ck = writer.read_checkpoint()
+    writer, ck, _ = TraceWriter.resume(path)  # reads the checkpoint back
+    writer.close()
     out |= {f"checkpoint/{k}": v for k, v in ck.arrays.items()}
     out["checkpoint_attrs"] = json.dumps(ck.attrs)
     out["completed"] = data.completed_rounds
@@ -120,16 +120,20 @@ def test_refuses_to_overwrite(tmp_path):
 
 def test_checkpoint_round_trip_and_in_place(tmp_path):
     path = tmp_path / "t.h5"
-    writer = new_trace(path, 2)
-    ck = writer.read_checkpoint()
-    assert ck.completed_rounds == 2 and ck.arrays["mu"].dtype == np.float32
+    new_trace(path, 2).close()
+    writer, ck, start = TraceWriter.resume(path)
+    assert start == ck.completed_rounds == 2 and ck.arrays["mu"].dtype == np.float32
     assert ck.attrs == {"cumulative_channel_uses": 952 * 2, "note": "after round 1", "x": 0.1 + 0.2}
     arrays = {"w": np.linspace(0, 1, 7, dtype=np.float64), "c": (np.arange(3) + 1j).astype(np.complex64)}
     writer.write_checkpoint(arrays, {"k": 1})
-    assert writer.read_checkpoint().completed_rounds == 2  # not valid before the commit
+    writer.close()  # stopped before the commit: not valid
+    writer, ck, start = TraceWriter.resume(path)
+    assert start == ck.completed_rounds == 2 and ck.attrs["note"] == "after round 1"
+    writer.write_checkpoint(arrays, {"k": 1})
     writer.commit()
-    got = writer.read_checkpoint()
-    assert got.completed_rounds == 3 and got.attrs == {"k": 1} and set(got.arrays) == {"w", "c"}
+    writer.close()
+    writer, got, start = TraceWriter.resume(path)
+    assert start == got.completed_rounds == 3 and got.attrs == {"k": 1} and set(got.arrays) == {"w", "c"}
     for key, value in arrays.items():
         assert got.arrays[key].dtype == value.dtype
         np.testing.assert_array_equal(got.arrays[key], value)
