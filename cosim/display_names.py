@@ -13,7 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from phy.parameters import COMBINERS, SCHEDULING  # pydantic only: names with their labels
+from phy.parameters import (  # pydantic only: the registries, names with their labels
+    CHANNEL_MODELS,
+    COMBINERS,
+    CSI_MODELS,
+    POWER_CONTROLS,
+    SCHEDULING,
+)
 
 __all__ = [
     "KEYS",
@@ -25,6 +31,13 @@ __all__ = [
     "value_label",
 ]
 
+
+def _labels(registry: Mapping[str, object]) -> dict[str, str]:
+    """``{name: display name}`` of a registry's entries (their ``label``; the name itself
+    where an entry has none, e.g. one a notebook registers)."""
+    return {name: getattr(entry, "label", "") or name for name, entry in registry.items()}
+
+
 VALUES: dict[str, dict[str, str]] = {
     "algorithm.name": {
         "bayes_aircomp": "Proposed",
@@ -34,39 +47,23 @@ VALUES: dict[str, dict[str, str]] = {
         "fedsmoo": "FedSMOO",
         "fedgmt": "FedGMT-v2",
     },
-    "power.control": {
-        "optimal": "KKT power control",
-        "truncated_inversion": "truncated inversion",
-        "full_inversion": "full inversion",
-        "ideal": "error-free aggregation",
-    },
-    "channel.model": {
-        "iid_rayleigh": "i.i.d. Rayleigh",
-        "flat_rayleigh": "flat Rayleigh",
-        "tdl": "3GPP TDL",
-        "umi": "3GPP UMi",
-        "uma": "3GPP UMa",
-        "rma": "3GPP RMa",
-    },
-    "csi.model": {
-        "perfect": "perfect CSI",
-        "gaussian": "Gaussian CSI error",
-        "ls_pilots": "LS pilot estimate",
-        "outdated": "outdated CSI",
-    },
+    "power.control": _labels(POWER_CONTROLS),
+    "channel.model": _labels(CHANNEL_MODELS),
+    "csi.model": _labels(CSI_MODELS),
     "algorithm.estimator": {
         "reparameterization": "exact reparameterization",
         "local_reparameterization": "local reparameterization",
     },
     "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
-    "bs.combiner": {name: choice.label for name, choice in COMBINERS.items()},
-    "participation.scheduling": {name: choice.label for name, choice in SCHEDULING.items()},
+    "bs.combiner": _labels(COMBINERS),
+    "participation.scheduling": _labels(SCHEDULING),
     "participation.straggler_policy": {"drop": "dropped", "fewer_steps": "fewer steps"},
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
 label by itself ("Proposed"); other keys' values are labelled as they stand here. The
-combiners' and scheduling policies' names come with their labels from their registries
-(:data:`phy.parameters.COMBINERS`, :data:`phy.parameters.SCHEDULING`)."""
+PHY's names come with their labels from their registries (:mod:`phy.parameters`:
+``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``, ``COMBINERS``, ``SCHEDULING``),
+read when this module is imported."""
 
 KEYS: dict[str, tuple[str, str | None]] = {
     "algorithm.name": ("algorithm", None),

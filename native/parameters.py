@@ -91,12 +91,14 @@ class Variant:
     renamed by ``arguments`` where the constructor calls it otherwise, left out where
     ``arguments`` maps it to None: a key used by another part) and with those
     of the caller's other arguments it names in ``extras`` (objects, not parameters:
-    a channel model, a pilot spacing)."""
+    a channel model, a pilot spacing). ``label`` is its display name in figures and
+    reports (``cosim/display_names.py`` reads it; empty: the registered name itself)."""
 
     parameters: type[Parameters]
     implementation: str | Callable[..., Any]
     arguments: Mapping[str, str | None] = field(default_factory=dict)
     extras: tuple[str, ...] = ()
+    label: str = ""
 
     def target(self) -> Any:
         """The implementation (imported now when named by a string)."""

@@ -22,10 +22,14 @@ from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
 
 
 def test_every_registered_name_has_a_display_name():
+    """The PHY's names carry their labels in their registries (one list per name), and
+    display_names reads them."""
     assert set(display_names.VALUES["algorithm.name"]) == set(NAMES)
-    assert set(display_names.VALUES["power.control"]) == set(POWER_CONTROLS)
-    assert set(display_names.VALUES["channel.model"]) == set(CHANNEL_MODELS)
-    assert set(display_names.VALUES["csi.model"]) == set(CSI_MODELS)
+    for key, registry in (("power.control", POWER_CONTROLS), ("channel.model", CHANNEL_MODELS),
+                          ("csi.model", CSI_MODELS)):
+        assert all(variant.label for variant in registry.values()), key
+        assert display_names.VALUES[key] == {name: v.label for name, v in registry.items()}
+    assert display_names.VALUES["power.control"]["optimal"] == "KKT power control"
 
 
 def test_every_named_key_is_a_scenario_key():
