@@ -107,11 +107,11 @@ def test_the_report_equals_a_hand_computation(finished):
                 np.testing.assert_allclose(row["mean"], values.mean(), rtol=1e-12)
                 np.testing.assert_allclose(row["ci95_low"], values.mean() - half, rtol=1e-9)
                 np.testing.assert_allclose(row["ci95_high"], values.mean() + half, rtol=1e-9)
-        for kind in ("uplink", "total"):  # interpolated onto a grid both seeds cover
+        for kind in ("uplink", "uplink_seconds", "uplink_energy", "total"):  # interpolated onto a grid both seeds cover
             rows = summary[(summary[AXIS] == power) & (summary["x_kind"] == kind)
                            & (summary["metric"] == "test_accuracy")]
             assert len(rows) >= 1 and (rows["n"] == 2).all()
-    for x in ("rounds", "total"):
+    for x in ("rounds", "total", "uplink_energy"):
         assert main(["study", "report", str(out), "--x", x]) == 0
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
