@@ -19,6 +19,7 @@ from phy.parameters import (  # pydantic only: the registries, names with their 
     CSI_MODELS,
     POWER_CONTROLS,
     SCHEDULING,
+    UPLINK_SCHEMES,
 )
 
 __all__ = [
@@ -50,6 +51,7 @@ VALUES: dict[str, dict[str, str]] = {
     "power.control": _labels(POWER_CONTROLS),
     "channel.model": _labels(CHANNEL_MODELS),
     "csi.model": _labels(CSI_MODELS),
+    "uplink.scheme": _labels(UPLINK_SCHEMES),
     "algorithm.estimator": {
         "reparameterization": "exact reparameterization",
         "local_reparameterization": "local reparameterization",
@@ -62,7 +64,8 @@ VALUES: dict[str, dict[str, str]] = {
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
 label by itself ("Proposed"); other keys' values are labelled as they stand here. The
 PHY's names come with their labels from their registries (:mod:`phy.parameters`:
-``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``, ``COMBINERS``, ``SCHEDULING``),
+``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``, ``UPLINK_SCHEMES``, ``COMBINERS``,
+``SCHEDULING``),
 read when this module is imported."""
 
 KEYS: dict[str, tuple[str, str | None]] = {
@@ -83,6 +86,7 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "channel.num_taps": ("channel taps", None),
     "channel.path_loss_exponent": ("path-loss exponent", None),
     "csi.model": ("CSI", None),
+    "uplink.scheme": ("uplink scheme", None),
     "csi.nmse_db": ("CSI NMSE", "dB"),
     "cell.num_devices": ("K", "devices"),
     "cell.radius_m": ("R", "m"),

@@ -18,7 +18,7 @@ from cosim.scenario import parse_scenario
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
 from cosim.trace import TraceWriter
 from learning.catalog import NAMES
-from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
+from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
 
 
 def test_every_registered_name_has_a_display_name():
@@ -30,6 +30,9 @@ def test_every_registered_name_has_a_display_name():
         assert all(variant.label for variant in registry.values()), key
         assert display_names.VALUES[key] == {name: v.label for name, v in registry.items()}
     assert display_names.VALUES["power.control"]["optimal"] == "KKT power control"
+    assert set(display_names.VALUES["uplink.scheme"]) == set(UPLINK_SCHEMES)
+    analog = UPLINK_SCHEMES["analog"].label or "analog"  # an entry without a label: its name
+    assert value_label("uplink.scheme", "analog") == f"uplink scheme: {analog}"
 
 
 def test_every_named_key_is_a_scenario_key():
