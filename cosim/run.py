@@ -5,7 +5,9 @@ commands that do not train live in the command line (``cli.py``) and never impor
 
 The engine's records carry the running channel-use totals of every round
 (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
-``cumulative_channel_uses``, all OFDM symbols; :meth:`cosim.engine.Engine.rounds`);
+``cumulative_channel_uses``, all OFDM symbols, and the uplink's
+``cumulative_uplink_seconds`` and ``cumulative_uplink_energy_j``;
+:meth:`cosim.engine.Engine.rounds`, :class:`cosim.channel_uses.ChannelUses`);
 the run keeps them across ``--resume`` in the checkpoint's attributes. It also watches the proposed method's
 ``precision_rel_change``: when the global precision has changed by less than
 :data:`INERT_RELATIVE_CHANGE` (mean relative change per round) for
@@ -257,8 +259,9 @@ def run_scenario(
     The trace path is checked before the set-up (:func:`cosim.trace.check_trace_target`),
     and the trace appears under its name complete with its header and static tables
     (:meth:`TraceWriter.create`). Every record holds ``cumulative_channel_uses``,
-    ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols``
-    (:meth:`Engine.rounds` with this run's :class:`~cosim.engine.ChannelUses`, resumed
+    ``cumulative_uplink_symbols``, ``cumulative_downlink_symbols``,
+    ``cumulative_uplink_seconds`` and ``cumulative_uplink_energy_j``
+    (:meth:`Engine.rounds` with this run's :class:`~cosim.channel_uses.ChannelUses`, resumed
     from the checkpoint) and the run warns once on stderr when phase 1 is inert
     (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``

@@ -52,9 +52,11 @@ from phy.limits import (  # stdlib only
 from phy.parameters import (  # pydantic only
     CELL_LAYOUTS,
     CHANNEL_MODELS,
+    COMBINERS,
     CSI_MODELS,
     DB_LIMIT,
     POWER_CONTROLS,
+    SCHEDULING,
     UPLINK_SCHEMES,
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
@@ -281,7 +283,7 @@ class BsConfig(_Section):
     antennas with a unit-norm ``m_f`` per subcarrier; the devices see ``m_f^H h_kf``."""
 
     num_antennas: int = Field(1, ge=1)
-    combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "centroid"
+    combiner: Literal[tuple(COMBINERS)] = "centroid"
 
 
 class ParticipationConfig(_Section):
@@ -290,7 +292,7 @@ class ParticipationConfig(_Section):
     against a deadline, and whether the BS knows who dropped."""
 
     fraction: float = Field(1.0, gt=0.0, le=1.0)
-    scheduling: Literal["uniform", "best_channel", "gain_threshold"] = "uniform"
+    scheduling: Literal[tuple(SCHEDULING)] = "uniform"
     gain_threshold_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
     dropout_probability: float = Field(0.0, ge=0.0, le=1.0)
     bs_knows_dropouts: bool = True
