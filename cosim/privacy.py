@@ -22,7 +22,7 @@ from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.optimize import brentq
 
-from phy.privacy import joint_noise_multiplier
+from phy.privacy import UplinkPrivacy, joint_noise_multiplier
 
 ACCOUNTANTS = ("pld", "rdp")
 """``privacy.accountant`` values."""
@@ -173,12 +173,16 @@ class PrivacyLedger:
         self._pld = _accountant("pld", self._expected) if accountant == "pld" else None
         _accountant(accountant)  # the name is checked
 
-    def add_round(self, event: dp_accounting.DpEvent) -> tuple[float, float]:
+    def compose(self, event: dp_accounting.DpEvent) -> None:
+        """Compose one round's event (what :meth:`add_round` does before its figures)."""
         self._rdp.compose(event)
         if self._pld is not None and self._rdp.get_epsilon(self.delta) <= PLD_MAX_EPSILON:
             self._pld.compose(event)
         else:
             self._pld = None
+
+    def add_round(self, event: dp_accounting.DpEvent) -> tuple[float, float]:
+        self.compose(event)
         # the round's own epsilon on the run's PLD grid (one interval of pessimism at most)
         return self.epsilon, epsilon_of(event, self.delta, self.accountant, self._expected)
 
@@ -208,6 +212,97 @@ def privacy_columns(ledger: PrivacyLedger, mechanisms: dict, sampling_probabilit
     columns["privacy_epsilon"] = total
     columns["privacy_epsilon_round"] = this_round
     return columns
+
+
+class PrivacyAccount:
+    """The run's privacy so far: the one place its rounds are composed (as
+    :class:`cosim.engine.ChannelUses` sums its channel uses), fed every round's record by
+    :meth:`cosim.engine.Engine.rounds`.
+
+    Each round's event is formed from what the uplink traced
+    (:meth:`phy.uplink.RoundLink.send`): the worst device's noise multiplier of every
+    phase, ``privacy_noise_multiplier_<phase>`` (a phase not sent, as in a discarded
+    round: no event), and with Poisson subsampling the round's
+    ``privacy_joint_noise_multiplier`` (:func:`round_event`); :meth:`add` composes it in
+    the :class:`PrivacyLedger` and writes ``privacy_epsilon`` (cumulative) and
+    ``privacy_epsilon_round`` at ``privacy.delta``. A resumed run replays the trace's
+    committed rows of the same columns (:meth:`replay`): the same events in the same
+    order, so the same figures as a run that was not interrupted, bit for bit.
+
+    Parameters
+    ----------
+    phases : sequence of str
+        The uplink phases' names.
+    delta : float
+    accountant : "pld" or "rdp"
+    sampling_probability : float
+        q of the Poisson subsampling (1: none).
+    expected_epsilon : float
+        Sets the PLD's interval (:func:`pld_interval`, :func:`run_expected_epsilon`).
+    """
+
+    def __init__(self, phases: Sequence[str], delta: float, accountant: str = "pld",
+                 sampling_probability: float = 1.0, expected_epsilon: float = 0.0) -> None:
+        self.phases = tuple(phases)
+        self.sampling_probability = float(sampling_probability)
+        self.ledger = PrivacyLedger(delta, accountant, expected_epsilon)
+
+    @classmethod
+    def of(cls, scenario, phases: Sequence[str], num_params: int) -> PrivacyAccount:
+        """The account of ``scenario`` (which has a ``[privacy]`` table), before round 0."""
+        config = scenario.privacy
+        projection = project(scenario, num_params)
+        return cls(phases, config.delta, config.accountant, projection.sampling_probability,
+                   run_expected_epsilon(scenario, projection))
+
+    def event(self, scalars) -> dp_accounting.DpEvent:
+        """The round's event from its ``/rounds`` scalars (a missing or NaN multiplier:
+        the phase was not sent)."""
+        def multiplier(name: str) -> float:
+            value = float(scalars.get(name, math.nan))
+            return math.inf if math.isnan(value) else value
+
+        z = [multiplier(f"privacy_noise_multiplier_{phase}") for phase in self.phases]
+        joint = None
+        if self.sampling_probability < 1.0:
+            joint = multiplier("privacy_joint_noise_multiplier")
+        return round_event(z, self.sampling_probability, joint)
+
+    def add(self, scalars: dict) -> None:
+        """Compose one round (its ``scalars``) and write ``privacy_epsilon`` and
+        ``privacy_epsilon_round`` into them."""
+        total, this_round = self.ledger.add_round(self.event(scalars))
+        scalars["privacy_epsilon"] = total
+        scalars["privacy_epsilon_round"] = this_round
+
+    def replay(self, column, rounds: int) -> None:
+        """Compose rounds ``0 .. rounds-1`` of a resumed trace: ``column(name)`` gives the
+        committed rows of a ``/rounds`` column (None if absent;
+        :meth:`cosim.trace.TraceWriter.column`)."""
+        names = [f"privacy_noise_multiplier_{phase}" for phase in self.phases]
+        names.append("privacy_joint_noise_multiplier")
+        rows = {name: column(name) for name in names}
+        for t in range(rounds):
+            self.ledger.compose(self.event(
+                {name: values[t] for name, values in rows.items() if values is not None}))
+
+
+def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
+    """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
+    :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``)."""
+    return UplinkPrivacy()
+
+
+def run_expected_epsilon(scenario, projection: Projection) -> float:
+    """The epsilon a run is expected to reach, which sets its PLD's interval
+    (:func:`pld_interval`): ``privacy.target_epsilon`` when set (the run ends at or below
+    it), else the projection's (a finite one), else :data:`PLD_MAX_EPSILON`."""
+    target = scenario.privacy.target_epsilon
+    if target is not None:
+        return float(target)
+    if projection.epsilon is not None and math.isfinite(projection.epsilon):
+        return float(projection.epsilon)
+    return PLD_MAX_EPSILON
 
 
 # ------------------------------------------------------------------ the up-front projection
