@@ -496,7 +496,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     except DatasetFormatError as error:
         raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
     projection = None
-    if scenario.privacy is not None:  # a target the projection exceeds is refused here
+    if scenario.privacy is not None:  # a target no noise can meet is refused here
         from cosim.privacy import refuse_over_target
 
         projection = refuse_over_target(scenario, scenario_file or "<default quickstart>")
@@ -508,6 +508,12 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     if projection is not None:
         privacy = scenario.privacy
         print(projection.line(privacy.delta, scenario.rounds, privacy.accountant))
+        if privacy.target_epsilon is not None:
+            from cosim.privacy import plan_line, plan_noise_floor
+            from cosim.scenario_derived import uplink_phase_values
+
+            floor = plan_noise_floor(scenario, uplink_phase_values(scenario, num_params))
+            print(plan_line(scenario, projection, floor))
     return EXIT_OK
 
 

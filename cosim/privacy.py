@@ -289,8 +289,11 @@ class PrivacyAccount:
 
 def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
     """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
-    :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``)."""
-    return UplinkPrivacy()
+    :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``), with the
+    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
+    if scenario.privacy.target_epsilon is None:
+        return UplinkPrivacy()
+    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values))
 
 
 def run_expected_epsilon(scenario, projection: Projection) -> float:
@@ -424,16 +427,28 @@ def project(scenario, num_params: int) -> Projection:
     return Projection(epsilon, z, q, assumes)
 
 
-def plan_artificial_noise(scenario, projection: Projection) -> float:
-    """The least artificial noise power per subcarrier (W, on top of ``sigma_z^2``) with
-    which the projected run meets ``privacy.target_epsilon``: found by the library's
-    ``calibrate_dp_mechanism`` (Brent's method on the total noise, each search point the
-    library's epsilon of the projected rounds), so the planned run ends at or below its
-    target and within 1 % of it. 0 where the channel alone meets it; ``inf`` where no
-    noise can (no bound on a device's signal).
+FLOOR_MARGIN = 1e-4
+"""The planned noise floor is raised by this much (relative) over the calibrated one, so
+that a run whose every round sits at the floor, composed round by round, stays at or
+below its target although the plan's figure is the library's self-composition (and the
+floor's noise is set in floating point)."""
 
-    The projection's noise multipliers are ``sqrt(sigma_z^2 / 2) / sensitivity_p``; a
-    total noise std s per real dimension gives ``s / sensitivity_p``.
+
+def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]:
+    """Per phase, the least noise multiplier z*_phase of the worst device such that
+    ``scenario.rounds`` rounds at these multipliers meet ``privacy.target_epsilon`` at
+    ``privacy.delta`` (with the scenario's subsampling), found by the library's
+    ``calibrate_dp_mechanism`` (Brent's method; each search point the library's epsilon of
+    the rounds' self-composition: first with the RDP accountant, whose answer is enough,
+    then with the PLD accountant on the run's interval between half of it and it), raised
+    by :data:`FLOOR_MARGIN`.
+
+    The phases share one artificial noise power: under the power-budget bound the worst
+    device's multiplier is ``s / sqrt(N_phase P max_f |h|^2)`` for a total noise std s,
+    so the floors scale as ``1 / sqrt(N_phase)`` (``phase_values``: ``{phase: values}``,
+    N = ceil(values / F)). The uplink keeps every phase at or above its floor
+    (:class:`phy.privacy.UplinkPrivacy`), which bounds the run's epsilon by the target
+    whatever the channel draws: the plan needs no projection of the cell.
     """
     from dp_accounting.mechanism_calibration import (
         ExplicitBracketInterval,
@@ -441,62 +456,114 @@ def plan_artificial_noise(scenario, projection: Projection) -> float:
         calibrate_dp_mechanism,
     )
 
+    from cosim.scenario_derived import symbols_per_phase
+
     config = scenario.privacy
     target = config.target_epsilon
-    if projection.epsilon is None or target is None:
-        raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")
-    if projection.epsilon <= target:
-        return 0.0
-    z = list(projection.noise_multipliers.values())
-    if not all(value > 0.0 for value in z):
-        return math.inf
-    noise_std = math.sqrt(scenario.power.noise_power_w / 2.0)
+    if target is None:
+        raise ValueError("plan_noise_floor needs privacy.target_epsilon")
+    symbols = {name: symbols_per_phase(values, scenario.ofdm.num_subcarriers)
+               for name, values in phase_values.items()}
+    most = max(symbols.values())
+    shape = {name: math.sqrt(most / n) for name, n in symbols.items()}
+    q = 1.0
+    if config.subsampling == "poisson":
+        q = scenario.participation.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
 
-    def event(ratio: float) -> dp_accounting.DpEvent:  # ratio = s / sqrt(sigma_z^2 / 2)
+    def event(c: float) -> dp_accounting.DpEvent:
         return dp_accounting.SelfComposedDpEvent(
-            round_event([ratio * value for value in z], projection.sampling_probability),
-            scenario.rounds)
+            round_event([c * value for value in shape.values()], q), scenario.rounds)
 
-    # the RDP accountant first (cheap at any noise; its epsilon is above the PLD's, so its
-    # noise is enough), then the chosen one between half of that and that
-    ratio = calibrate_dp_mechanism(lambda: _accountant("rdp"), event, target, config.delta,
-                                   LowerEndpointAndGuess(1.0, 2.0), tol=1e-6)
+    c = calibrate_dp_mechanism(lambda: _accountant("rdp"), event, target, config.delta,
+                               LowerEndpointAndGuess(1e-6, 1.0), tol=1e-7)
     if config.accountant == "pld":
-        ratio = calibrate_dp_mechanism(
-            lambda: _accountant("pld", target), event, target, config.delta,
-            ExplicitBracketInterval(max(1.0, 0.5 * ratio), ratio), tol=1e-6 * ratio)
-    return (ratio * noise_std) ** 2 * 2.0 - scenario.power.noise_power_w
+        def pld_gap(value: float) -> float:
+            return epsilon_of(event(value), config.delta, "pld", target) - target
+
+        lower = 0.5 * c
+        while pld_gap(lower) <= 0.0:  # the PLD's figure is below the RDP bound
+            lower *= 0.5
+        c = calibrate_dp_mechanism(lambda: _accountant("pld", target), event, target,
+                                   config.delta, ExplicitBracketInterval(lower, c), tol=1e-7 * c)
+    return {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
+
+
+def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, float] | None = None
+                          ) -> float:
+    """The artificial noise power per subcarrier (W, on top of ``sigma_z^2``) the uplink adds
+    in a round like the projection's (its worst device, its strongest subcarrier) to keep
+    every phase at its planned floor (:func:`plan_noise_floor`): the least that meets
+    ``privacy.target_epsilon``, so such a run ends at or below its target and within 1 %
+    of it. 0 where the channel alone meets the floor; ``inf`` where no noise can (no
+    bound on a device's signal).
+
+    The projection's noise multipliers are ``sqrt(sigma_z^2 / 2) / sensitivity_p``; the
+    floor z*_p needs a total noise std ``z*_p sensitivity_p``.
+    """
+    from cosim.scenario import scenario_num_params
+    from cosim.scenario_derived import uplink_phase_values
+
+    if projection.epsilon is None or scenario.privacy.target_epsilon is None:
+        raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")
+    z = projection.noise_multipliers
+    if not all(value > 0.0 for value in z.values()):
+        return math.inf
+    if floor is None:
+        floor = plan_noise_floor(scenario, uplink_phase_values(scenario, scenario_num_params(scenario)))
+    sigma2 = scenario.power.noise_power_w
+    return max(0.0, max(sigma2 * ((floor[name] / z[name]) ** 2 - 1.0) for name in z))
+
+
+def unbounded_reason(scenario) -> str | None:
+    """Why no noise can bound a device's contribution under ``scenario``'s uplink (None if
+    some bound holds): ``ideal`` aggregation sends nothing over the air (no noise at all),
+    ``full_inversion`` has no power budget."""
+    control = scenario.power.control
+    if control == "ideal":
+        return ("power.control = 'ideal' sends no signal over the air: the BS gets the exact "
+                "sum, without noise")
+    if not _BUDGETED[control]:
+        return f"power.control = {control!r} has no power budget to bound a device's signal"
+    return None
 
 
 def check_target(scenario, num_params: int, projection: Projection | None = None) -> None:
-    """Raise ValueError (``privacy.target_epsilon: ...``) when the scenario's projected
-    epsilon exceeds ``privacy.target_epsilon``, or cannot be projected while a target is
-    set; nothing without ``[privacy]`` or without a target."""
+    """Raise ValueError (``privacy.target_epsilon: ...``) when no artificial noise can meet
+    ``privacy.target_epsilon`` (:func:`unbounded_reason`); nothing without ``[privacy]``,
+    without a target, or when noise can (the uplink then adds the planned noise,
+    :func:`plan_noise_floor`, so the run ends at or below its target)."""
     config = scenario.privacy
     if config is None or config.target_epsilon is None:
         return
-    projection = projection or project(scenario, num_params)
-    target = config.target_epsilon
-    if projection.epsilon is None:
-        raise ValueError(f"privacy.target_epsilon: = {target:g} cannot be checked before the "
-                         f"run: {projection.assumes}")
-    if projection.epsilon > target:
-        noise_w = plan_artificial_noise(scenario, projection)
-        plan = "" if not math.isfinite(noise_w) else (
-            f"; artificial noise of {10 * math.log10(noise_w * 1e3):.2f} dBm per subcarrier at "
-            "the receiver would meet it, which the uplink does not add yet")
+    why = unbounded_reason(scenario)
+    if why is not None:
         raise ValueError(
-            f"privacy.target_epsilon: = {target:g} is below the projected epsilon "
-            f"{projection.epsilon:.4g} at delta = {config.delta:g} after {scenario.rounds} rounds "
-            f"(worst noise multiplier {min(projection.noise_multipliers.values()):.3g}; "
-            f"{projection.assumes}){plan}; raise the target or lower power.tx_power_dbm or rounds")
+            f"privacy.target_epsilon: = {config.target_epsilon:g} cannot be met: {why}, so no "
+            "artificial noise bounds epsilon; use power.control = \"optimal\" or "
+            "\"truncated_inversion\", or remove the target")
+
+
+def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) -> str:
+    """The ``cosim validate`` line of a target's plan: the noise floor of every phase and
+    the artificial noise a round like the projection's gets."""
+    config = scenario.privacy
+    z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
+    line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
+            f"after {scenario.rounds} rounds: the uplink adds artificial noise in any phase whose "
+            f"worst device falls below its floor ({z})")
+    if projection is not None and projection.epsilon is not None:
+        noise_w = plan_artificial_noise(scenario, projection, floor)
+        line += ("; none in a round like the projection's" if noise_w == 0.0 else
+                 f"; {10 * math.log10(noise_w * 1e3):.2f} dBm per subcarrier at the receiver in "
+                 "a round like the projection's")
+    return line
 
 
 def refuse_over_target(scenario, source: str | None = None) -> Projection | None:
     """:func:`check_target` at the start of a run or ``cosim validate``: a
     :class:`cosim.scenario.ScenarioError` (exit status 2 at the command line) with the one
-    ``privacy.target_epsilon: ...`` line; the projection otherwise (None without
-    ``[privacy]``)."""
+    ``privacy.target_epsilon: ...`` line when no noise can meet the target; the
+    projection otherwise (None without ``[privacy]``)."""
     if scenario.privacy is None:
         return None
     from cosim.scenario import ScenarioError, scenario_num_params

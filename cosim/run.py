@@ -265,7 +265,7 @@ def run_scenario(
     False it says so once and goes on. With ``tensorboard_dir`` every committed round's
     finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
     """
-    if scenario.privacy is not None:  # over its target epsilon: refused before anything
+    if scenario.privacy is not None:  # a target no noise can meet: refused before anything
         from cosim.privacy import refuse_over_target
 
         refuse_over_target(scenario)
@@ -478,7 +478,7 @@ def run_command(
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
     check_resources(scenario, source=scenario_file or "<default quickstart>")
-    if scenario.privacy is not None:  # over its target epsilon: refused, naming the file
+    if scenario.privacy is not None:  # a target no noise can meet: refused, naming the file
         from cosim.privacy import refuse_over_target
 
         refuse_over_target(scenario, scenario_file or "<default quickstart>")

@@ -15,6 +15,7 @@ from cosim import privacy
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, scenario_num_params
+from cosim.scenario_derived import uplink_phase_values
 
 # the tiny scenario at a low power (a worst noise multiplier near 5: epsilon ~ 1 a round)
 PRIVATE = ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]
@@ -105,3 +106,24 @@ def test_without_noise_privacy_only_adds_columns(traces):
     added = set(private) - set(plain)
     assert added and all("privacy" in name or "noise_multiplier" in name
                          or "artificial_noise" in name for name in added), sorted(added)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_planned_noise_meets_the_target_in_the_accountants_own_figure(tmp_path):
+    """At the tiny cell's 20 dBm the channel gives no privacy (multipliers ~1e-4), so every
+    phase of every round gets the planned artificial noise: its worst device sits at its
+    floor, and the run's own privacy_epsilon after its 3 rounds is at most the target and
+    within 1 % of it. (The noise that buys epsilon = 4 in 3 rounds swamps the tiny model's
+    updates: the run diverges, and goes on.)"""
+    target = 4.0
+    scenario = load_scenario(write_tiny(tmp_path, rounds=3),
+                             ["privacy.delta=1e-5", f"privacy.target_epsilon={target}"])
+    run_scenario(scenario, progress=False, stop_on_divergence=False)
+    rounds = _arrays(scenario.trace_path)
+    floor = privacy.plan_noise_floor(
+        scenario, uplink_phase_values(scenario, scenario_num_params(scenario)))
+    for phase in ("rho", "nu"):
+        assert np.all(rounds[f"rounds/artificial_noise_power_w_{phase}"] > 0.0)
+        np.testing.assert_allclose(rounds[f"rounds/privacy_noise_multiplier_{phase}"],
+                                   floor[phase], rtol=1e-9)
+    assert 0.99 * target <= rounds["rounds/privacy_epsilon"][-1] <= target

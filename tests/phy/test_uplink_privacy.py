@@ -72,3 +72,28 @@ def test_a_noise_floor_adds_the_least_noise_that_reaches_it():
     _, low = _send(_uplink(UplinkPrivacy(noise_floor={"delta": 0.5 * z})))
     assert low.columns().scalars["artificial_noise_power_w_delta"] == 0.0
     np.testing.assert_array_equal(low.estimate.numpy(), bare.estimate.numpy())
+
+
+def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
+    """With N_r = 2 the observer's gain is |h_kf|^2 summed over the antennas (the round's
+    antenna channel, drawn again from its seed): each device's multiplier is the budget
+    bound of that sum, at most the one of the combined channel (a unit-norm combiner
+    keeps |m^H h|^2 <= ||h||^2)."""
+    from phy.combiner import ReceiveCombiner
+
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    block = Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
+                   path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
+                   tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
+                   combiner=ReceiveCombiner("centroid"), num_antennas=2, privacy=UplinkPrivacy())
+    link, sent = _send(block)
+    from native.streams import stream_seed
+
+    drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, "channel"), 2).numpy()
+    antennas = link.observed_gain
+    np.testing.assert_array_equal(antennas, np.sum(np.abs(drawn.astype(np.complex128)) ** 2, 1))
+    combined = np.abs(link.h.numpy().astype(np.complex128)) ** 2
+    assert np.all(antennas >= combined * (1 - 1e-5))
+    expected = np.sqrt(NOISE_W / 2.0) / np.sqrt(N * POWER_W * antennas.max(axis=1))
+    np.testing.assert_allclose(sent.columns().per_device["device_noise_multiplier_delta"],
+                               expected, rtol=1e-12)
