@@ -291,9 +291,11 @@ def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
     """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
     :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``), with the
     noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
-    if scenario.privacy.target_epsilon is None:
-        return UplinkPrivacy()
-    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values))
+    config = scenario.privacy
+    if config.target_epsilon is None:
+        return UplinkPrivacy(clip_norm=config.clip_norm)
+    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values),
+                         clip_norm=config.clip_norm)
 
 
 def run_expected_epsilon(scenario, projection: Projection) -> float:
@@ -403,6 +405,10 @@ def project(scenario, num_params: int) -> Projection:
     phases = uplink_phase_values(scenario, num_params)
     power = scenario.power
     if not _BUDGETED[power.control]:
+        if power.control != "ideal" and config.clip_norm is not None:
+            return Projection(None, {}, q, f"power.control = {power.control!r} with "
+                              "privacy.clip_norm: the clip bound depends on each round's "
+                              "delta_bar, i.e. on the updates (the trace has the realised epsilon)")
         what = ("sends no signal over the air: the BS gets the exact sum, without noise"
                 if power.control == "ideal" else "has no power budget to bound a device's signal")
         return Projection(math.inf, dict.fromkeys(phases, 0.0), q,
@@ -517,13 +523,14 @@ def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, flo
 def unbounded_reason(scenario) -> str | None:
     """Why no noise can bound a device's contribution under ``scenario``'s uplink (None if
     some bound holds): ``ideal`` aggregation sends nothing over the air (no noise at all),
-    ``full_inversion`` has no power budget."""
+    ``full_inversion`` has no power budget (unless ``privacy.clip_norm`` bounds it)."""
     control = scenario.power.control
     if control == "ideal":
         return ("power.control = 'ideal' sends no signal over the air: the BS gets the exact "
                 "sum, without noise")
-    if not _BUDGETED[control]:
-        return f"power.control = {control!r} has no power budget to bound a device's signal"
+    if not _BUDGETED[control] and scenario.privacy.clip_norm is None:
+        return (f"power.control = {control!r} has no power budget to bound a device's signal "
+                "(and privacy.clip_norm is not set)")
     return None
 
 
@@ -540,7 +547,7 @@ def check_target(scenario, num_params: int, projection: Projection | None = None
         raise ValueError(
             f"privacy.target_epsilon: = {config.target_epsilon:g} cannot be met: {why}, so no "
             "artificial noise bounds epsilon; use power.control = \"optimal\" or "
-            "\"truncated_inversion\", or remove the target")
+            "\"truncated_inversion\", set privacy.clip_norm, or remove the target")
 
 
 def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) -> str:

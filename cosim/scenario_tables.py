@@ -325,6 +325,7 @@ class PrivacyConfig(_Section):
     target_epsilon: float | None = Field(None, gt=0.0)
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
+    clip_norm: float | None = Field(None, gt=0.0)
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}

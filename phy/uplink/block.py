@@ -35,6 +35,7 @@ import tensorflow as tf
 from native.columns import Columns
 from native.streams import numpy_rng, stream_seed
 from phy.aggregate_error import aggregate_error, normalised_error
+from phy.aircomp_parts import mean_power
 from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
@@ -81,8 +82,9 @@ class PhaseResult:
         ``tx_power_w_``, ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with
         ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept); with
         the block's ``privacy`` also ``privacy_noise_multiplier_<phase>``,
-        ``privacy_worst_device_<phase>``, ``artificial_noise_power_w_<phase>`` and per
-        device ``device_noise_multiplier_<phase>``."""
+        ``privacy_worst_device_<phase>``, ``artificial_noise_power_w_<phase>``,
+        ``privacy_clipped_devices_<phase>`` (with a clip norm) and per device
+        ``device_noise_multiplier_<phase>``."""
         return self._columns
 
 
@@ -247,6 +249,18 @@ class Uplink:
             numpy_rng(self.seed, t, "participation"))
 
 
+def clip_rows(updates, clip_norm: float):
+    """Every row of ``updates`` [K, n] tf.float32 scaled to L2 norm at most ``clip_norm``
+    (``Delta_k min(1, C / ||Delta_k||)``, the norm in float64; float32 rounding may leave
+    it ~1e-7 relative above C), and how many rows were scaled."""
+    norms = tf.norm(tf.cast(updates, tf.float64), axis=1)
+    scale = tf.where(norms > clip_norm, clip_norm / tf.maximum(norms, 1e-300), tf.ones_like(norms))
+    clipped = int(tf.reduce_sum(tf.cast(norms > clip_norm, tf.int32)))
+    if not clipped:
+        return updates, 0
+    return updates * tf.cast(scale, tf.float32)[:, None], clipped
+
+
 class RoundLink:
     """One round's uplink (made by :meth:`Uplink.round`).
 
@@ -292,6 +306,7 @@ class RoundLink:
         forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`)."""
         block = self.block
         rows = slice(None) if link.devices is None else link.devices[0]
+        delta_bar = delta_bar if delta_bar > 0.0 else 1.0  # nothing is sent at 0
         estimated = tf.square(tf.abs(link.h_hat))
         mask = block.power_control.transmit_mask(
             estimated, tf.convert_to_tensor(link.path_gain, tf.float32)[:, None]).numpy()
@@ -304,10 +319,19 @@ class RoundLink:
             budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm)
 
     def _private(self, phase: str, link):
-        """``link`` with the artificial noise of the phase's floor (if any), and the
-        phase's columns of its mechanism (kept for :meth:`columns`)."""
+        """``link`` with its updates clipped to the clip norm (if any) and the artificial
+        noise of the phase's floor (if any), and the phase's columns of its mechanism
+        (kept for :meth:`columns`)."""
         block, privacy = self.block, self.block.privacy
-        bare = self._mechanism(phase, link, 1.0)  # the budget bound does not see delta_bar
+        columns = Columns()
+        delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
+        if privacy.clip_norm is not None:
+            updates, clipped = clip_rows(link.updates, privacy.clip_norm)
+            link = dataclasses.replace(link, updates=updates)
+            columns.scalars[f"privacy_clipped_devices_{phase}"] = float(clipped)
+            delta_bar = float(mean_power(tf.cast(link.weights, tf.float32), updates,
+                                         int(updates.shape[1])))
+        bare = self._mechanism(phase, link, delta_bar)
         noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
         mechanism = bare
         if noise_w > 0.0:
@@ -316,7 +340,6 @@ class RoundLink:
             with np.errstate(divide="ignore"):
                 multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
             mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
-        columns = Columns()
         if block.per_device:
             columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(
                 mechanism.noise_multiplier)
@@ -345,12 +368,12 @@ class RoundLink:
             self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
             path_gain=block.path_gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
-        columns = Columns()
+        columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
         if block.privacy is not None:
             link, columns = self._private(phase, link)
         result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, f"noise/{phase}"),
                                    keep_signals=self.keep_signals)
-        error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
+        error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
         self._sent_symbols += result.num_symbols
         rows = slice(None) if link.devices is None else link.devices[0]
         self._energy_j[rows] += np.asarray(result.tx_energy_j, np.float64)

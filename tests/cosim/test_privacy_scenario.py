@@ -73,6 +73,12 @@ def test_a_target_no_noise_can_meet_is_refused(tmp_path, capsys):
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")]
     assert len(lines) == 2 and "projected epsilon" in lines[0]
     assert "the uplink adds artificial noise" in lines[1] and "dBm per subcarrier" in lines[1]
+    # a clip norm bounds full inversion: planned, not refused, and not projected (the clip
+    # bound depends on each round's delta_bar)
+    clipped = load_scenario(str(path), [*LOW_POWER, "privacy.target_epsilon=8",
+                                        "power.control=full_inversion", "privacy.clip_norm=1"])
+    privacy.check_target(clipped, scenario_num_params(clipped))
+    assert privacy.project(clipped, scenario_num_params(clipped)).epsilon is None
 
 
 def test_unbounded_controls_project_infinity_and_bad_keys_are_named(tmp_path):

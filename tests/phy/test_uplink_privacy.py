@@ -97,3 +97,43 @@ def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
     expected = np.sqrt(NOISE_W / 2.0) / np.sqrt(N * POWER_W * antennas.max(axis=1))
     np.testing.assert_allclose(sent.columns().per_device["device_noise_multiplier_delta"],
                                expected, rtol=1e-12)
+
+
+def test_a_clip_norm_bounds_an_adversarial_device():
+    """With full inversion (no budget: unbounded without clipping, multiplier 0) and a clip
+    norm C, a device whose update is 10^4 times the others' is clipped to C before power
+    control: the BS's estimate is the weighted sum of the clipped updates (the receiver
+    scaling gamma high: noise 1e-7 of delta_bar per value), every sender's sensitivity is
+    the clip bound C pi sqrt(gamma / delta_bar) (perfect CSI) of the clipped updates' delta_bar,
+    and the phase's error is counted against the unclipped sum."""
+    from phy.power import FullInversion
+
+    rng = np.random.default_rng(3)
+    updates = rng.standard_normal((K, D)) * 1e-2
+    updates[4] *= 1e4  # the adversary
+    clip = 2.0 * float(np.linalg.norm(updates[0]))
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    gamma_w = 1e7 * NOISE_W
+
+    def block(privacy):
+        return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=FullInversion(),
+                      path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
+                      tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=gamma_w,
+                      downlink_values=D, privacy=privacy)
+
+    weights = tf.fill([K], 1.0 / K)
+    sent = block(UplinkPrivacy(clip_norm=clip)).round(2).send(
+        "delta", tf.constant(updates, tf.float32), weights)
+    columns = sent.columns()
+    norms = np.linalg.norm(updates, axis=1)
+    clipped = updates * np.minimum(1.0, clip / norms)[:, None]
+    assert columns.scalars["privacy_clipped_devices_delta"] == float(np.sum(norms > clip)) == 1.0
+    np.testing.assert_allclose(sent.estimate.numpy(), clipped.mean(axis=0), rtol=0, atol=1e-3 * clip / np.sqrt(D))
+    delta_bar = columns.scalars["delta_bar_delta"]
+    sensitivity = clip * (1.0 / K) * np.sqrt(gamma_w / delta_bar)
+    np.testing.assert_allclose(columns.per_device["device_noise_multiplier_delta"],
+                               np.sqrt(NOISE_W / 2.0) / sensitivity, rtol=1e-5)
+    unclipped_error = float(np.sum((updates.mean(axis=0) - sent.estimate.numpy()) ** 2))
+    assert columns.scalars["aggregate_error_delta"] == pytest.approx(unclipped_error, rel=1e-4)
+    unbounded = block(UplinkPrivacy()).round(2).send("delta", tf.constant(updates, tf.float32), weights)
+    assert unbounded.columns().scalars["privacy_noise_multiplier_delta"] == 0.0
