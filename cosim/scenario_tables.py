@@ -322,7 +322,9 @@ class PrivacyConfig(_Section):
     and the trace as without it."""
 
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
-    target_epsilon: float | None = Field(None, gt=0.0)
+    # "none" (a study axis' no-target point; TOML has no null) is no target
+    target_epsilon: Annotated[float | None, BeforeValidator(lambda v: None if v == "none" else v)
+                              ] = Field(None, gt=0.0)
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
     clip_norm: float | None = Field(None, gt=0.0)

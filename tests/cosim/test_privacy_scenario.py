@@ -126,3 +126,19 @@ def test_without_privacy_the_resolved_scenario_is_unchanged(tmp_path):
     assert scenario.privacy is None and "[privacy]" not in scenario.to_toml()
     with_table = load_scenario(str(write_tiny(tmp_path)), ["privacy.delta=1e-6"])
     assert "[privacy]" in with_table.to_toml()
+
+
+def test_a_study_validates_every_combinations_projection_and_none_is_no_target(tmp_path, capsys):
+    """cosim validate on a study prints one privacy line per axis combination (no
+    training); the axis value "none" of privacy.target_epsilon is no target."""
+    tiny = write_tiny(tmp_path)
+    study = tmp_path / "study.toml"
+    study.write_text(f'scenario = "{tiny.as_posix()}"\nseeds = [1, 2]\n\n[set]\n'
+                     '"privacy.delta" = 1e-5\n"power.tx_power_dbm" = -60.0\n\n[axes]\n'
+                     '"privacy.target_epsilon" = ["none", 8.0]\n')
+    assert main(["validate", str(study)]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")]
+    assert len(lines) == 2
+    assert "privacy.target_epsilon = none: projected epsilon = " in lines[0]
+    assert "privacy.target_epsilon = 8.0: projected epsilon = " in lines[1]
+    assert load_scenario(str(tiny), ['privacy.target_epsilon="none"']).privacy.target_epsilon is None
