@@ -359,9 +359,11 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
             raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
                              f"({type(error).__name__}: {error}); use --overwrite to start "
                              "again") from None
-    account = engine.privacy_account()  # the privacy ledger, its committed rounds replayed
-    if account is not None and start > 0:
-        account.replay(writer.column, start)
+    privacy = {}  # with [privacy]: the ledger, its committed rounds replayed
+    if scenario.privacy is not None:
+        privacy["privacy"] = engine.privacy_account()
+        if start > 0:
+            privacy["privacy"].replay(writer.column, start)
     history = writer.column("precision_rel_change") if start > 0 else None
     watch = InertPrecisionWatch(
         history=None if history is None else history.tolist(),
@@ -388,7 +390,7 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     completed = start
     try:
         for new_state, record in engine.rounds(state, start_round=start, divergence=divergence,
-                                               channel_uses=uses, privacy=account):
+                                               channel_uses=uses, **privacy):
             state = new_state  # record.scalars hold uses' cumulative_* totals of its round
             writer.append(record)
             every = scenario.trace.checkpoint_every
