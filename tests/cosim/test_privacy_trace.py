@@ -127,3 +127,23 @@ def test_planned_noise_meets_the_target_in_the_accountants_own_figure(tmp_path):
         np.testing.assert_allclose(rounds[f"rounds/privacy_noise_multiplier_{phase}"],
                                    floor[phase], rtol=1e-9)
     assert 0.99 * target <= rounds["rounds/privacy_epsilon"][-1] <= target
+
+
+def test_poisson_subsampling_composes_the_traced_joint_multiplier(tmp_path):
+    """With privacy.subsampling = "poisson" (a uniform cohort of half the devices) each
+    round is the library's PoissonSampledDpEvent(q = 0.5) of the Gaussian at the traced
+    privacy_joint_noise_multiplier, which is at most every phase's multiplier."""
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2),
+                             [*PRIVATE, "privacy.subsampling=poisson", "participation.fraction=0.5"])
+    run_scenario(scenario, progress=False)
+    rounds = _arrays(scenario.trace_path)
+    expected = privacy.run_expected_epsilon(
+        scenario, privacy.project(scenario, scenario_num_params(scenario)))
+    accountant = pld_privacy_accountant.PLDAccountant(
+        value_discretization_interval=privacy.pld_interval(expected))
+    for t in range(2):
+        joint = float(rounds["rounds/privacy_joint_noise_multiplier"][t])
+        assert joint <= min(rounds[f"rounds/privacy_noise_multiplier_{p}"][t] for p in ("rho", "nu"))
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(
+            0.5, dp_accounting.GaussianDpEvent(joint)))
+        assert rounds["rounds/privacy_epsilon"][t] == accountant.get_epsilon(1e-5)
