@@ -387,6 +387,7 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
         say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
             + (", XLA" if resolved.jit_compile else ""))
     last_acc, last_ece, diverged = math.nan, math.nan, False
+    target = None if scenario.privacy is None else scenario.privacy.target_epsilon
     completed = start
     try:
         for new_state, record in engine.rounds(state, start_round=start, divergence=divergence,
@@ -426,6 +427,12 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
             warning = watch.observe(record.round, record.scalars.get("precision_rel_change"))
             if warning is not None:
                 say(warning)
+            if target is not None and record.scalars.get("privacy_epsilon", 0.0) > target:
+                say(f"cosim run: warning: round {record.round}'s privacy_epsilon "
+                    f"{record.scalars['privacy_epsilon']:.6g} is above privacy.target_epsilon = "
+                    f"{target:g} (the floors were planned for another number of rounds: "
+                    "docs/privacy.md)")
+                target = None  # said once
     finally:
         if bar is not None:
             bar.close()

@@ -147,3 +147,19 @@ def test_poisson_subsampling_composes_the_traced_joint_multiplier(tmp_path):
         accountant.compose(dp_accounting.PoissonSampledDpEvent(
             0.5, dp_accounting.GaussianDpEvent(joint)))
         assert rounds["rounds/privacy_epsilon"][t] == accountant.get_epsilon(1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_extending_a_run_with_a_target_warns_when_it_ends_above_it(tmp_path, capsys):
+    """A run with a target planned for 2 rounds, resumed with 4: the last rounds' floors
+    are planned for 4 rounds, which the first two (with less noise) did not meet, so the
+    run ends above its target, and cosim run says so once (docs/privacy.md)."""
+    sets = ["privacy.delta=1e-5", "privacy.target_epsilon=4"]
+    path = write_tiny(tmp_path, rounds=2)
+    run_scenario(load_scenario(path, sets), progress=False, stop_on_divergence=False)
+    assert "above privacy.target_epsilon" not in capsys.readouterr().err
+    longer = load_scenario(write_tiny(tmp_path, rounds=4), sets)
+    run_scenario(longer, resume=True, progress=False, stop_on_divergence=False)
+    warnings = [x for x in capsys.readouterr().err.splitlines() if "above privacy.target_epsilon" in x]
+    assert len(warnings) == 1
+    assert _arrays(longer.trace_path)["rounds/privacy_epsilon"][-1] > 4.0
