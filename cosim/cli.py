@@ -98,10 +98,12 @@ EXAMPLES_INSPECT = """examples:
 """
 
 EXAMPLES_VERIFY = """Each trace (or every run of a study directory) is ok, incomplete (fewer rounds than
-planned: resume it), damaged (a dataset fails its checksum or cannot be read; named) or
-not a trace. Nothing is written; TensorFlow is not imported.
+planned: resume it), damaged (a dataset fails its checksum or cannot be read; named),
+unreadable (this user may not read the file) or not a trace. Nothing is written;
+TensorFlow is not imported.
 
-exit status: 0 all ok, 1 some incomplete (none damaged), 2 some damaged or not a trace.
+exit status: 0 all ok, 1 some incomplete (none damaged), 2 some damaged, unreadable or
+not a trace.
 
 examples:
   cosim verify runs/quickstart-seed1.h5
@@ -390,7 +392,7 @@ def _main(argv: list[str] | None) -> int:
             for verdict in verdicts:
                 print(verdict.line(), file=sys.stdout if verdict.state == "ok" else sys.stderr)
             states = {v.state for v in verdicts}
-            if states & {"damaged", "not a trace"}:
+            if states & {"damaged", "unreadable", "not a trace"}:
                 return EXIT_USAGE
             return EXIT_FAILED if "incomplete" in states else EXIT_OK
         if args.command == "inspect":

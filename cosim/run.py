@@ -285,22 +285,12 @@ def run_scenario(
 def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, overwrite: bool,
          progress: bool, engine: Engine | None, stop_on_divergence: bool,
          board: TensorBoardScalars | None) -> RunSummary:
-    """:func:`run_scenario` once its TensorBoard writer (or None) is made."""
+    """:func:`run_scenario` once its TensorBoard writer (or None) is made: the trace
+    opened (resumed) or created, the state restored, then the loop over the rounds, each
+    appended, committed and shown to the :class:`RoundObservers`."""
     writer, checkpoint, start = None, None, 0
     if resume and path.exists():
-        writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text,
-                                                       rounds_may_grow=True)
-        if writer.version_changes:
-            print(f"cosim run: warning: {path} was written by other code ("
-                  + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
-                              in sorted(writer.version_changes.items()))
-                  + f"); rounds from {start} on are recorded in its resumed_with_versions "
-                  "attribute", file=sys.stderr)
-        try:
-            _extend_rounds(writer, scenario, scenario_text)
-        except BaseException:
-            writer.close()
-            raise
+        writer, checkpoint, start = _resumed_trace(path, scenario, scenario_text)
     else:
         if resume:
             print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
@@ -309,145 +299,182 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     try:
         engine = engine or Engine(scenario)
     except (ValueError, FileNotFoundError) as error:
-        if writer is not None:
-            writer.close()
         raise SetupError(str(error)) from error
-    except BaseException:
-        if writer is not None:
+    finally:
+        if writer is not None and engine is None:
             writer.close()
-        raise
     if writer is None:
-        world = engine.world
-        snr = np.float32(scenario.downlink.bs_tx_power_w * float(np.min(world.path_gain))
-                         / scenario.power.noise_power_w)
-        if not np.log2(np.float32(1.0) + snr) > 0:  # the multicast of round 0 would fail
-            raise SetupError(
-                f"power.noise_power_dbm = {scenario.power.noise_power_dbm:g}: the farthest "
-                f"device's downlink SNR is {float(snr):.3g} (downlink.bs_tx_power_dbm = "
-                f"{scenario.downlink.bs_tx_power_dbm:g}), a zero rate in float32: nothing "
-                "can be multicast; lower the noise or raise the BS power")
-        writer = TraceWriter.create(
-            path,
-            scenario_text=scenario_text,
-            seed=scenario.seed,
-            overwrite=overwrite,
-            devices={
-                "position_m": world.deployment.positions_m,
-                "distance_m": world.deployment.distances_m,
-                "path_gain": world.path_gain,
-                "num_samples": world.partition.num_samples,
-                "label_hist": world.label_histogram,
-            },
-            name=scenario.name,
-            num_params=engine.num_params,
-            algorithm=scenario.algorithm.name,
-        )
-    if checkpoint is None:
-        state, uses = engine.initial_state(), ChannelUses()
-    else:
-        try:
-            state = engine.algorithm.state_from_arrays(checkpoint.arrays)
-            expected = engine.algorithm.state_to_arrays(engine.initial_state())
-            wrong = [f"{name} {np.shape(checkpoint.arrays.get(name))} (expected {np.shape(value)})"
-                     for name, value in expected.items()
-                     if np.shape(checkpoint.arrays.get(name)) != np.shape(value)]
-            if wrong:
-                raise ValueError("arrays of the wrong shape: " + ", ".join(wrong))
-            uses = ChannelUses.resumed(checkpoint.attrs, writer)
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            writer.close()
-            raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
-                             f"({type(error).__name__}: {error}); use --overwrite to start "
-                             "again") from None
-    privacy = {}  # with [privacy]: the ledger, its committed rounds replayed
-    if scenario.privacy is not None:
-        privacy["privacy"] = engine.privacy_account()
-        if start > 0:
-            privacy["privacy"].replay(writer.column, start)
-    history = writer.column("precision_rel_change") if start > 0 else None
-    watch = InertPrecisionWatch(
-        history=None if history is None else history.tolist(),
-        current=scenario.algorithm.covariance_parameter,
-    )
-    losses = writer.column("train_loss") if start > 0 else None
-    divergence = DivergenceWatch(
-        reference_loss=float(losses[0]) if losses is not None and losses.size else None
-    )
-
-    bar = Progress(scenario.rounds, start, scenario.name) if progress else None
-
-    def say(text: str) -> None:
-        if bar is not None:
-            bar.message(text)
-        else:
-            print(text, file=sys.stderr, flush=True)
-
-    if progress:  # what [runtime]'s "auto" became
-        resolved = scenario.resolved_runtime()
-        say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
-            + (", XLA" if resolved.jit_compile else ""))
-    last_acc, last_ece, diverged = math.nan, math.nan, False
-    target = None if scenario.privacy is None else scenario.privacy.target_epsilon
-    completed = start
+        writer = _new_trace(path, scenario, scenario_text, engine, overwrite=overwrite)
+    initial, uses = _restored_state(engine, checkpoint, writer, path)
+    observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
+    divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
+    privacy = _privacy_account(scenario, engine, writer, start)
+    last_acc, last_ece, diverged, completed = math.nan, math.nan, False, start
     try:
-        for new_state, record in engine.rounds(state, start_round=start, divergence=divergence,
-                                               channel_uses=uses, **privacy):
-            state = new_state  # record.scalars hold uses' cumulative_* totals of its round
-            writer.append(record)
-            every = scenario.trace.checkpoint_every
-            due = (record.round + 1) % every == 0 or record.round + 1 == scenario.rounds
-            writer.commit_round(
-                record.round,
-                checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
-                checkpoint_attrs=uses.attrs(),
-            )
+        for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
+                                          **privacy):
+            writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
+            due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
+            writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
+                                checkpoint_attrs=uses.attrs())
             completed = record.round + 1
-            if board is not None:
-                try:
-                    board.write(record)
-                except TensorBoardError as error:
-                    say(f"cosim run: warning: TensorBoard summaries stopped at round {record.round}"
-                        f" ({board.directory}: {error}); the run goes on without them (the "
-                        "trace holds every round)")
-                    board.close()
-                    board = None
             if record.evaluated:
                 last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
-            if bar is not None:
-                bar.update(record, uses.total)
+            observers.committed(record, uses.total)
             if record.divergence and not diverged:
                 diverged = True
                 error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
                 if stop_on_divergence:
-                    say(f"cosim run: stopped: {error}. The trace holds every round up to and "
-                        f"including round {error.round}; `cosim run --overwrite "
-                        "--continue-on-divergence` runs it again and goes on past it.")
+                    observers.say(f"cosim run: stopped: {error}. The trace holds every round up to and "
+                                  f"including round {error.round}; `cosim run --overwrite "
+                                  "--continue-on-divergence` runs it again and goes on past it.")
                     break
-                say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
-            warning = watch.observe(record.round, record.scalars.get("precision_rel_change"))
-            if warning is not None:
-                say(warning)
-            if target is not None and record.scalars.get("privacy_epsilon", 0.0) > target:
-                say(f"cosim run: warning: round {record.round}'s privacy_epsilon "
-                    f"{record.scalars['privacy_epsilon']:.6g} is above privacy.target_epsilon = "
-                    f"{target:g} (the floors were planned for another number of rounds: "
-                    "docs/privacy.md)")
-                target = None  # said once
+                observers.say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
     finally:
-        if bar is not None:
-            bar.close()
+        observers.close()
         writer.close()
     if math.isnan(last_acc) and completed > 0:  # nothing evaluated now: the trace's last
         last_acc, last_ece = _last_evaluation(path)
-    return RunSummary(
-        trace_path=path,
-        completed_rounds=completed,
-        final_accuracy=last_acc,
-        final_ece=last_ece,
-        channel_uses=uses.total,
-        wall_s=time.perf_counter() - started,
-        diverged=diverged,
-    )
+    return RunSummary(trace_path=path, completed_rounds=completed, final_accuracy=last_acc,
+                      final_ece=last_ece, channel_uses=uses.total,
+                      wall_s=time.perf_counter() - started, diverged=diverged)
+
+
+class RoundObservers:
+    """What watches a run's committed rounds without changing them: the progress display
+    (:class:`Progress`, or plain lines on stderr), the TensorBoard summaries
+    (:class:`TensorBoardScalars`, dropped with one warning when its event file fails)
+    and the inert-precision watch (:class:`InertPrecisionWatch`, its streak resumed
+    from the trace's committed ``precision_rel_change``); with ``privacy.target_epsilon``
+    one warning at the first round whose ``privacy_epsilon`` is above it."""
+
+    def __init__(self, scenario: Scenario, writer: TraceWriter, start: int, *, progress: bool,
+                 board: TensorBoardScalars | None):
+        history = writer.column("precision_rel_change") if start > 0 else None
+        self.watch = InertPrecisionWatch(history=None if history is None else history.tolist(),
+                                         current=scenario.algorithm.covariance_parameter)
+        self.board = board
+        self.target = None if scenario.privacy is None else scenario.privacy.target_epsilon
+        self.bar = Progress(scenario.rounds, start, scenario.name) if progress else None
+        if progress:  # what [runtime]'s "auto" became
+            resolved = scenario.resolved_runtime()
+            self.say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
+                     + (", XLA" if resolved.jit_compile else ""))
+
+    def say(self, text: str) -> None:
+        """One line on stderr (through the bar when there is one)."""
+        if self.bar is not None:
+            self.bar.message(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def committed(self, record: RoundRecord, channel_uses: float) -> None:
+        """Show a committed round to every observer."""
+        if self.board is not None:
+            try:
+                self.board.write(record)
+            except TensorBoardError as error:
+                self.say(f"cosim run: warning: TensorBoard summaries stopped at round {record.round}"
+                         f" ({self.board.directory}: {error}); the run goes on without them (the "
+                         "trace holds every round)")
+                self.board.close()
+                self.board = None
+        if self.bar is not None:
+            self.bar.update(record, channel_uses)
+        warning = self.watch.observe(record.round, record.scalars.get("precision_rel_change"))
+        if warning is not None:
+            self.say(warning)
+        if self.target is not None and record.scalars.get("privacy_epsilon", 0.0) > self.target:
+            self.say(f"cosim run: warning: round {record.round}'s privacy_epsilon "
+                     f"{record.scalars['privacy_epsilon']:.6g} is above privacy.target_epsilon = "
+                     f"{self.target:g} (the floors were planned for another number of rounds: "
+                     "docs/privacy.md)")
+            self.target = None  # said once
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, start: int) -> dict:
+    """``{"privacy": account}`` for :meth:`Engine.rounds` with ``[privacy]`` (the ledger,
+    rounds ``0 .. start-1`` replayed from the trace's committed rows,
+    :meth:`cosim.privacy.PrivacyAccount.replay`), else ``{}`` (an engine without it keeps
+    its interface)."""
+    if scenario.privacy is None:
+        return {}
+    account = engine.privacy_account()
+    if start > 0:
+        account.replay(writer.column, start)
+    return {"privacy": account}
+
+
+def _resumed_trace(path: Path, scenario: Scenario, scenario_text: str):
+    """The trace at ``path`` opened to resume (:meth:`TraceWriter.resume`), extended to
+    ``scenario.rounds`` (:func:`_extend_rounds`): ``(writer, checkpoint, start)``; a
+    warning on stderr when other code wrote it."""
+    writer, checkpoint, start = TraceWriter.resume(path, scenario_text=scenario_text, rounds_may_grow=True)
+    if writer.version_changes:
+        print(f"cosim run: warning: {path} was written by other code ("
+              + ", ".join(f"{name} {old} -> {new}" for name, (old, new)
+                          in sorted(writer.version_changes.items()))
+              + f"); rounds from {start} on are recorded in its resumed_with_versions "
+              "attribute", file=sys.stderr)
+    try:
+        _extend_rounds(writer, scenario, scenario_text)
+    except BaseException:
+        writer.close()
+        raise
+    return writer, checkpoint, start
+
+
+def _new_trace(path: Path, scenario: Scenario, scenario_text: str, engine: Engine, *,
+               overwrite: bool) -> TraceWriter:
+    """The new trace (:meth:`TraceWriter.create`) with the world's static tables;
+    :class:`SetupError` first when round 0's multicast would fail (a zero rate)."""
+    world = engine.world
+    snr = np.float32(scenario.downlink.bs_tx_power_w * float(np.min(world.path_gain))
+                     / scenario.power.noise_power_w)
+    if not np.log2(np.float32(1.0) + snr) > 0:
+        raise SetupError(
+            f"power.noise_power_dbm = {scenario.power.noise_power_dbm:g}: the farthest "
+            f"device's downlink SNR is {float(snr):.3g} (downlink.bs_tx_power_dbm = "
+            f"{scenario.downlink.bs_tx_power_dbm:g}), a zero rate in float32: nothing "
+            "can be multicast; lower the noise or raise the BS power")
+    return TraceWriter.create(
+        path, scenario_text=scenario_text, seed=scenario.seed, overwrite=overwrite,
+        devices={"position_m": world.deployment.positions_m, "distance_m": world.deployment.distances_m,
+                 "path_gain": world.path_gain, "num_samples": world.partition.num_samples,
+                 "label_hist": world.label_histogram},
+        name=scenario.name, num_params=engine.num_params, algorithm=scenario.algorithm.name)
+
+
+def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path):
+    """``(state, ChannelUses)``: the initial ones, or the checkpoint's; :class:`SetupError`
+    (the writer closed) when the checkpoint does not fit the scenario."""
+    if checkpoint is None:
+        return engine.initial_state(), ChannelUses()
+    try:
+        state = engine.algorithm.state_from_arrays(checkpoint.arrays)
+        expected = engine.algorithm.state_to_arrays(engine.initial_state())
+        wrong = [f"{name} {np.shape(checkpoint.arrays.get(name))} (expected {np.shape(value)})"
+                 for name, value in expected.items()
+                 if np.shape(checkpoint.arrays.get(name)) != np.shape(value)]
+        if wrong:
+            raise ValueError("arrays of the wrong shape: " + ", ".join(wrong))
+        return state, ChannelUses.resumed(checkpoint.attrs, writer)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        writer.close()
+        raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
+                         f"({type(error).__name__}: {error}); use --overwrite to start "
+                         "again") from None
+
+
+def _first_loss(writer: TraceWriter, start: int) -> float | None:
+    """Round 0's committed ``train_loss`` of a resumed trace (the divergence watch's
+    reference), else None."""
+    losses = writer.column("train_loss") if start > 0 else None
+    return float(losses[0]) if losses is not None and losses.size else None
 
 
 def _extend_rounds(writer: TraceWriter, scenario: Scenario, scenario_text: str) -> None:

@@ -546,6 +546,10 @@ class Scenario(_Section):
     @model_validator(mode="after")
     def _check(self) -> Scenario:
         if self.privacy is not None:
+            _require(self.uplink.scheme == "analog", "uplink.scheme",
+                     f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
+                     "only (each device's amplitude on the shared subcarriers); remove [privacy] "
+                     "or set uplink.scheme = \"analog\"")
             _require(self.ofdm.domain == "frequency", "ofdm.domain",
                      f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
                      "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
@@ -580,6 +584,8 @@ class Scenario(_Section):
                      f"channel.num_taps = {taps} and Sionna's {L_MAX_MARGIN} sinc taps) must be shorter than "
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
+        if self.uplink.scheme == "digital_ofdma":
+            _check_digital_ofdma(self)
         if self.channel.model in CELL_MODELS:
             channel = self.channel
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
@@ -611,6 +617,22 @@ class Scenario(_Section):
     def to_toml(self) -> str:
         """The resolved scenario (every key, defaults included) as TOML text."""
         return scenario_to_toml(self)
+
+
+def _check_digital_ofdma(scenario: Scenario) -> None:
+    """What ``uplink.scheme = "digital_ofdma"`` (:mod:`phy.uplink.digital_ofdma`) does not
+    support: the time-domain uplink, [privacy] (it accounts the analog receiver noise),
+    more devices than subcarriers (each sender needs one)."""
+    scheme = 'uplink.scheme = "digital_ofdma"'
+    _require(scenario.ofdm.domain == "frequency", "ofdm.domain",
+             f"= {scenario.ofdm.domain!r} is not supported with {scheme} (it decodes each device per "
+             "subcarrier in the frequency domain); set ofdm.domain = \"frequency\"")
+    _require(scenario.privacy is None, "privacy",
+             f"[privacy] is not supported with {scheme}: the accounting is of the analog scheme's "
+             "receiver noise, and the digital BS decodes each update exactly; remove [privacy]")
+    _require(scenario.cell.num_devices <= scenario.ofdm.num_subcarriers, "cell.num_devices",
+             f"= {scenario.cell.num_devices} is more than ofdm.num_subcarriers = "
+             f"{scenario.ofdm.num_subcarriers}: {scheme} gives every sender at least one subcarrier")
 
 
 def _plain(value: Any) -> Any:

@@ -248,6 +248,20 @@ class _Status:
     def write(self) -> None:
         write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
 
+    def stopped(self, signum: int, when: str, say) -> int:
+        """Record and say that a signal stopped the study (the runs not ended: stopped);
+        its exit status (128 + signal)."""
+        name = signal.Signals(signum).name
+        for run in self.data["runs"].values():
+            if run["state"] in ("pending", "queued", "running"):
+                run["state"] = "stopped"
+        self.data["stopped"] = name
+        self.write()
+        c = self.counts()
+        say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of "
+            f"{len(self.data['runs'])}; the same command resumes it; status: {self.path}")
+        return STOP_EXIT[signum]
+
 
 def run_study(
     study_file: str | Path,
@@ -292,11 +306,48 @@ def run_study(
     if out.exists() and not out.is_dir():
         raise StudyError([f"--out: {out} exists and is not a directory"], str(study_file))
     points = study.points(out)
-    total = len(points)
 
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
+    _prepare_out(out, study, study_file, say)
+    status = _Status(out / STATUS_FILE, study, points)
+    todo = _plan(points, status, study, out, say)
+    if not todo:
+        return EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
+
+    signals = _StopSignals()
+    try:
+        signals.raise_stopped()
+        line = executor.start()
+        signals.raise_stopped()  # again after ray.init, which installs a SIGTERM handler of its own
+        say(line)
+        _follow(executor, todo, points, status, summary_every_s=summary_every_s, say=say)
+    except (StudyStopped, SystemError) as error:
+        # a signal inside ray.wait reaches us as the SystemError Ray's Cython raises
+        # around our StudyStopped (its cause)
+        cause = error if isinstance(error, StudyStopped) else (error.__cause__ or error.__context__)
+        if not isinstance(cause, StudyStopped):
+            raise
+        signals.defer()  # a second signal while the runs are stopped is the same request
+        executor.stop()
+        return status.stopped(cause.args[0], "", say)
+    finally:
+        signals.defer()  # a signal while the executor shuts down is honoured once it has (below)
+        executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster
+        signals.restore()
+    if signals.late:  # every run had ended; the study stops all the same, as asked
+        return status.stopped(signals.late[0], " as its last runs ended", say)
+    c = status.counts()
+    say(f"study done: {c['done']} done, {c['failed']} failed of {len(points)} "
+        f"({len(todo)} tasks run); status: {status.path}")
+    return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
+
+
+def _prepare_out(out: Path, study, study_file, say) -> None:
+    """``out/runs/`` made and the study file's bytes copied to ``out/study.toml``
+    (a note when it replaces a different copy); :class:`StudyError` (one line, nothing
+    run) for a symbolic link where the study writes, or an ``out`` it cannot write."""
     for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR, out / LOGS_DIR):
         if output.is_symlink():
             raise StudyError([f"{output}: a symbolic link where the study writes its own "
@@ -311,11 +362,17 @@ def run_study(
     except OSError as error:
         raise StudyError([f"--out: cannot write {out}: {error.strerror or error}"],
                          str(study_file)) from None
-    status = _Status(out / STATUS_FILE, study, points)
+
+
+def _plan(points, status: _Status, study, out: Path, say) -> list:
+    """The points still to run, each marked in ``status`` (written): a run whose trace
+    holds a diverged round is failed (skipped: resuming would diverge again), one whose
+    trace is complete is done (skipped), every other one is started or resumed; a line
+    says how many, with the estimated cost of those to run."""
     todo = []
     for point in points:
         done, diverged = _trace_state(point.scenario.trace_path)
-        if diverged:  # resuming it would only diverge again
+        if diverged:
             status.update(point.name, state="failed", action="skipped", completed_rounds=done,
                           error=f"{diverged} (the trace holds it; change the scenario and use "
                           "a new --out)")
@@ -327,97 +384,75 @@ def run_study(
             todo.append(point)
     status.write()
     c = status.counts()
-    say(f"study {study.source}: {total} runs, {c['done']} complete already, "
+    say(f"study {study.source}: {len(points)} runs, {c['done']} complete already, "
         f"{c['failed']} diverged already, {len(todo)} to run "
         f"({study.cpus_per_run:g} CPU each) -> {out}")
-    if todo:
-        for line in study_cost_lines([p.scenario for p in todo]):
-            say(line)
-    if not todo:
-        return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
-
-    import threading
-
-    def stop(signum, frame):
-        raise StudyStopped(signum)
-
-    late_stop: list[int] = []
-
-    def stopped(signum: int, when: str) -> int:
-        """Record and say that a signal stopped the study; its exit status (128 + signal)."""
-        name = signal.Signals(signum).name
-        status.data["stopped"] = name
-        status.write()
-        c = status.counts()
-        say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of {total}; "
-            f"the same command resumes it; status: {status.path}")
-        return STOP_EXIT[signum]
-
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS} if in_main else {}
-
-    def handle(handler) -> None:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, handler)
-
-    try:
-        if in_main:
-            handle(stop)
-        line = executor.start()
-        if in_main:  # again after ray.init, which installs a SIGTERM handler of its own
-            handle(stop)
+    for line in study_cost_lines([p.scenario for p in todo]) if todo else ():
         say(line)
-        submitted_at = time.time()
-        for point in todo:
-            executor.submit(point.name, point.scenario)
-            status.update(point.name, state="queued")
-        status.data["tasks_submitted"] = len(todo)
-        status.write()
-        started = last_summary = time.monotonic()
-        while executor.pending:
-            for name, result in executor.wait(wait_timeout(
-                    summary_every_s - (time.monotonic() - last_summary))):
-                status.update(name, **result)
-                status.write()
-                c = status.counts()
-                line = (f"[{c['done']} done, {c['failed']} failed / {total}] {name}: "
-                        f"{result['state']}")
-                if result.get("wall_s") is not None:
-                    line += f" ({result['wall_s']:.1f} s)"
-                if result["error"]:
-                    line += f": {result['error']}"
-                say(line)
-            if time.monotonic() - last_summary >= summary_every_s and executor.pending:
-                committed, asked = status.observe(points, submitted_at)
-                status.write()
-                c = status.counts()
-                say(f"[summary] {c['done']} done, {c['failed']} failed, {c['running']} running, "
-                    f"{c['queued']} queued of {total}; rounds {committed}/{asked}; "
-                    f"{time.monotonic() - started:.0f} s")
-                last_summary = time.monotonic()
-    except (StudyStopped, SystemError) as error:
-        # a signal inside ray.wait reaches us as the SystemError Ray's Cython raises
-        # around our StudyStopped (its cause)
-        cause = error if isinstance(error, StudyStopped) else (error.__cause__ or error.__context__)
-        if not isinstance(cause, StudyStopped):
-            raise
-        if in_main:  # a second signal while the runs are stopped is the same request
-            handle(lambda signum, frame: late_stop.append(signum))
-        executor.stop()
-        for run in status.data["runs"].values():
-            if run["state"] in ("pending", "queued", "running"):
-                run["state"] = "stopped"
-        return stopped(cause.args[0], "")
-    finally:
-        if in_main:  # a signal while the executor shuts down is honoured once it has (below)
-            handle(lambda signum, frame: late_stop.append(signum))
-        executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster
-        for signum, handler in previous.items():
+    return todo
+
+
+def _follow(executor, todo, points, status: _Status, *, summary_every_s: float, say) -> None:
+    """Submit every point of ``todo`` and follow the executor until none is pending: a
+    line per finished run, a summary line (rounds committed of asked) every
+    ``summary_every_s`` seconds, ``status.json`` rewritten at each."""
+    total = len(points)
+    submitted_at = time.time()
+    for point in todo:
+        executor.submit(point.name, point.scenario)
+        status.update(point.name, state="queued")
+    status.data["tasks_submitted"] = len(todo)
+    status.write()
+    started = last_summary = time.monotonic()
+    while executor.pending:
+        for name, result in executor.wait(wait_timeout(summary_every_s - (time.monotonic() - last_summary))):
+            status.update(name, **result)
+            status.write()
+            c = status.counts()
+            line = f"[{c['done']} done, {c['failed']} failed / {total}] {name}: {result['state']}"
+            if result.get("wall_s") is not None:
+                line += f" ({result['wall_s']:.1f} s)"
+            if result["error"]:
+                line += f": {result['error']}"
+            say(line)
+        if time.monotonic() - last_summary >= summary_every_s and executor.pending:
+            committed, asked = status.observe(points, submitted_at)
+            status.write()
+            c = status.counts()
+            say(f"[summary] {c['done']} done, {c['failed']} failed, {c['running']} running, "
+                f"{c['queued']} queued of {total}; rounds {committed}/{asked}; "
+                f"{time.monotonic() - started:.0f} s")
+            last_summary = time.monotonic()
+
+
+class _StopSignals:
+    """The study's handling of :data:`STOP_SIGNALS` (in the main thread only; elsewhere
+    nothing is installed): :meth:`raise_stopped` makes a signal raise
+    :class:`StudyStopped`, :meth:`defer` records it in ``late`` instead, :meth:`restore`
+    puts the handlers found at construction back."""
+
+    def __init__(self):
+        import threading
+
+        self.in_main = threading.current_thread() is threading.main_thread()
+        self.previous = {s: signal.getsignal(s) for s in STOP_SIGNALS} if self.in_main else {}
+        self.late: list[int] = []
+
+    def _install(self, handler) -> None:
+        if self.in_main:
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, handler)
+
+    def raise_stopped(self) -> None:
+        def stop(signum, frame):
+            raise StudyStopped(signum)
+
+        self._install(stop)
+
+    def defer(self) -> None:
+        self._install(lambda signum, frame: self.late.append(signum))
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
             if handler is not None:
                 signal.signal(signum, handler)
-    if late_stop:  # every run had ended; the study stops all the same, as asked
-        return stopped(late_stop[0], " as its last runs ended")
-    c = status.counts()
-    say(f"study done: {c['done']} done, {c['failed']} failed of {total} "
-        f"({len(todo)} tasks run); status: {status.path}")
-    return EXIT_OK if c["failed"] == 0 else EXIT_FAILED

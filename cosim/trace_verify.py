@@ -12,6 +12,7 @@ readability only, and say so.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from cosim.trace_format import (
 
 __all__ = ["Verdict", "verify_paths"]
 
-STATES = ("ok", "incomplete", "damaged", "not a trace")
+STATES = ("ok", "incomplete", "damaged", "unreadable", "not a trace")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ def verify_trace(path: Path) -> Verdict:
         regular_file(path, "verify")  # a FIFO, a device, a socket: refused, never opened
     except TraceError as error:
         return Verdict(path, "not a trace", str(error).partition(": ")[2])
+    if path.is_file() and not os.access(path, os.R_OK):  # before the signature check reads it
+        return Verdict(path, "unreadable", "permission denied: this user may not read it")
     if not path.is_file() or not _is_hdf5(path):
         reason = "no such file" if not path.exists() and not path.is_symlink() else (
             "a broken symbolic link" if not path.exists() else "not an HDF5 file")
@@ -113,6 +116,10 @@ def verify_paths(paths: list[str | Path]) -> list[Verdict]:
     is one "not a trace" verdict)."""
     verdicts: list[Verdict] = []
     for given in map(Path, paths):
+        folder = given / "runs" if (given / "runs").is_dir() else given
+        if folder.is_dir() and not os.access(folder, os.R_OK | os.X_OK):
+            verdicts.append(Verdict(folder, "unreadable", "permission denied: this user may not list it"))
+            continue
         targets = _targets(given)
         if not targets:
             verdicts.append(Verdict(given, "not a trace", "a directory without traces"))

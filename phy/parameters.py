@@ -274,8 +274,40 @@ class AnalogScheme(Parameters):
     carries: ClassVar[str] = "values"
 
 
+class DigitalOfdmaScheme(Parameters):
+    """The digital baseline (as compared in Zhu, Wang, Huang, IEEE TWC 2020): each
+    sender's update stochastically quantized, the subcarriers shared among the senders,
+    each device decoded on its own (:mod:`phy.uplink.digital_ofdma`)."""
+
+    carries: ClassVar[str] = "values"
+
+    bits_per_value: Literal[1, 2, 4, 8, 16, 32] = Field(
+        8, description="b, bits per quantized value (2^b levels on [-s, s], s = max |value| "
+        "sent as a 32-bit float)")
+    allocation: Literal["equal", "max_min"] = Field(
+        "equal", description="the senders' subcarriers: an equal interleaved split, or Rhee "
+        "and Cioffi's greedy max-min rate allocation (VTC 2000)")
+    rate_model: Literal["shannon", "nr_mcs"] = Field(
+        "shannon", description="the rate a device's SNR allows: Shannon with the gap "
+        "snr_gap_db, or the 5G NR MCS (TS 38.214 Table 5.1.3.1-1) whose tabulated BLER at "
+        "the device's effective SNR is at most target_bler")
+    snr_gap_db: float = Field(
+        0.0, ge=0, le=DB_LIMIT, description="Gamma, the code's SNR gap to capacity [dB]: a "
+        "subcarrier carries log2(1 + SNR / Gamma) bits per OFDM symbol (0: capacity)")
+    target_bler: float = Field(
+        0.1, gt=0, lt=1, description="with rate_model = 'nr_mcs': the block error rate an "
+        "MCS must reach at the device's effective SNR to be chosen")
+    rate_margin_db: float = Field(
+        0.0, ge=0, le=DB_LIMIT, description="back-off [dB] a device applies to the SNR of its "
+        "CSI estimate when it picks its rate (against outage under CSI error)")
+    slot_symbols: int | None = Field(
+        None, ge=1, description="the phase's slot budget in OFDM symbols: a device whose "
+        "bits need more is in outage (None: no budget)")
+
+
 UPLINK_SCHEMES = {
     "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog"),
+    "digital_ofdma": Variant(DigitalOfdmaScheme, "phy.uplink.digital_ofdma:DigitalOfdma"),
 }
 """``uplink.scheme`` -> its parameters and class (:mod:`phy.uplink.scheme`); a scheme's
 parameters declare what it ``carries``: ``"values"`` or ``"signs"``."""

@@ -19,8 +19,9 @@ sums over the devices the BS received, and the engine passes
 ``server_update(..., received=Received(...))``: which cohort rows arrived and the share
 of the population's data weight the BS scales its estimate to. An algorithm with
 per-device state (SCAFFOLD's ``c_k``, FedSMOO's ``mu_k`` and ``h_k``, FedGMT's ``h_k``)
-reads the cohort's rows by ``data.devices`` and advances only the received rows;
-``received=None`` means every device of the population took part.
+reads the cohort's rows by ``data.devices`` and advances only the received rows (for
+FedAvg's variants, ``FedAvg.local_update`` and ``server_update`` do it for every
+``*_k`` field); ``received=None`` means every device of the population took part.
 
 ``carry`` is whatever one phase hands to the next within a round (for the
 proposed method: the devices' local precisions rho_k of phase 1, which phase 2
@@ -147,13 +148,6 @@ def scatter_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.
     ``values`` [K_S, d] (the cohort's; the per-device state of a cohort round)."""
     rows = tf.gather(values, received.rows)
     return tf.tensor_scatter_nd_update(table, received.devices[:, None], rows)
-
-
-def scatter_add_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.Tensor:
-    """``table`` [K, d] with the received devices' rows of ``values`` [K_S, d] added to
-    their rows (a per-device running sum of a cohort round)."""
-    rows = tf.gather(values, received.rows)
-    return tf.tensor_scatter_nd_add(table, received.devices[:, None], rows)
 
 
 def gather_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:

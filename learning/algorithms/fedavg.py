@@ -6,15 +6,33 @@ mean cross-entropy (padding rows masked out) from w_t and sends ``w_k - w_t``
 (one phase, ``"delta"``, d values); the BS sets ``w_{t+1} = w_t + estimate``, which
 with an error-free sum is the weighted average sum_k pi_k w_k. Downlink: d values.
 
-:class:`LocalSGD` is the local solver, shared by FedAvg-like algorithms: its
-:meth:`LocalSGD.penalty` hook (zero here) lets FedProx add its proximal term
-``mu/2 ||w - w_t||^2`` by overriding one method.
+:class:`FedAvg` is the parent of the point-weight baselines (Flower's "a variant is a
+small delta on its parent"): the round is written once here and a variant overrides
+only the hooks where it differs (``docs/algorithms.md`` lists which):
+
+* the state: :attr:`FedAvg.state_type`, a dataclass whose fields named ``*_k`` are
+  per-device [K, d] and the others server [d]; :meth:`FedAvg.initial_state` (zeros);
+* the local solver, :meth:`FedAvg._make_solver`: a :class:`LocalSGD` whose step has the
+  hooks :meth:`LocalSGD.penalty` (an objective term: FedProx), :meth:`LocalSGD.objective`
+  (the whole objective: FedGMT's KL), :meth:`LocalSGD.ascent` (a second gradient at an
+  ascent point: FedSMOO's SAM) and :meth:`LocalSGD.direction` (a gradient correction:
+  SCAFFOLD, FedSMOO, FedGMT); the loop over the E steps and the stragglers that stop
+  early are written once (:meth:`LocalSGD.solve`);
+* around it, :meth:`FedAvg.solver_inputs` (what the steps read from the state) and
+  :meth:`FedAvg.local_outcome` (the later phases' uploads and the devices' new state
+  rows), :meth:`FedAvg.server_step` (the server fields after each phase).
+
+Partial participation is FedAvg's alone: the cohort's rows of the ``*_k`` fields are
+gathered for the solver, and a phase's new rows are installed only for the devices the
+BS received (:meth:`FedAvg.server_update`); a server field that mirrors a population sum
+adds :func:`population_sum`.
 
 Hyper-parameters: ``learning_rate`` (0.1), ``local_steps`` E (3), ``jit_compile``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
 
@@ -24,9 +42,12 @@ import tensorflow as tf
 from learning.algorithms.base import (
     DeviceData,
     PhaseSpec,
+    Received,
     catalog_downlink_values,
     catalog_phases,
+    gather_rows,
     round_columns,
+    scatter_rows,
 )
 from learning.device_steps import continue_where
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
@@ -47,6 +68,20 @@ def masked_mean_nll(logits: tf.Tensor, y: tf.Tensor, mask: tf.Tensor) -> tf.Tens
 class LocalSGD:
     """E full-batch gradient steps for all K devices, one compiled call per step
     (``learning_rate`` and ``local_steps`` as the algorithm validated them).
+
+    One step, for every device at once (one compiled call, ``_step``)::
+
+        loss, g = objective and its gradient at w              (objective, penalty)
+        point   = an ascent point, or None                     (ascent)
+        g       = the gradient at point, when there is one
+        w      <- w - eta direction(g)                          (direction)
+
+    A variant overrides only its hooks: FedProx :meth:`penalty`, SCAFFOLD
+    :meth:`direction` (a control-variate correction), FedGMT-v2 :meth:`objective` and
+    :meth:`direction`, FedSMOO :meth:`ascent` (a SAM step) and :meth:`direction`. A
+    step reads the round's ``inputs`` (a tuple of tensors fixed over the E steps, e.g.
+    SCAFFOLD's correction [K, d]) and may advance ``carried`` (a tuple of [K, ...]
+    tensors that evolve from step to step, e.g. FedSMOO's dual and perturbation).
 
     Parameters
     ----------
@@ -72,34 +107,64 @@ class LocalSGD:
         nll = masked_mean_nll(self.model.logits(w[:, None], x), y, mask)
         return nll + self.penalty(w, anchor)
 
-    def _step_impl(self, w, anchor, x, y, mask):
+    def objective(self, w, anchor, inputs, x, y, mask) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(differentiated, reported)`` [K] each: the objective the step descends and
+        the loss it reports (both :meth:`loss` here)."""
+        del inputs
+        loss = self.loss(w, anchor, x, y, mask)
+        return loss, loss
+
+    def gradient(self, w, anchor, inputs, x, y, mask) -> tuple[tf.Tensor, tf.Tensor]:
+        """The reported loss [K] and the gradient [K, d] of :meth:`objective` at ``w``."""
         with tf.GradientTape() as tape:
             tape.watch(w)
-            loss = self.loss(w, anchor, x, y, mask)
-        return w - self.learning_rate * tape.gradient(loss, w), loss
+            loss, reported = self.objective(w, anchor, inputs, x, y, mask)
+        return reported, tape.gradient(loss, w)
 
-    def iterate(self, step, anchor: tf.Tensor, *args, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
-        """E applications of ``step(w, anchor, *args) -> (w [K, d], loss [K])``.
+    def ascent(self, w, grad, anchor, inputs, carried) -> tuple[tf.Tensor | None, tuple]:
+        """The point [K, d] whose gradient the step takes instead of ``grad``'s (None:
+        ``grad`` itself) and the advanced ``carried``."""
+        del w, grad, anchor, inputs
+        return None, carried
 
-        Every device starts from ``anchor`` [d]; ``args`` end with ``x, y, mask``.
+    def direction(self, grad, w, anchor, inputs) -> tf.Tensor:
+        """The step's direction [K, d] from the gradient ``grad`` [K, d] (``grad`` here)."""
+        del w, anchor, inputs
+        return grad
+
+    def _step_impl(self, w, anchor, x, y, mask, inputs=(), carried=()):
+        """One step of every device: new weights [K, d], the reported loss [K] at ``w``
+        and the advanced ``carried``."""
+        loss, grad = self.gradient(w, anchor, inputs, x, y, mask)
+        point, carried = self.ascent(w, grad, anchor, inputs, carried)
+        if point is not None:
+            _, grad = self.gradient(point, anchor, inputs, x, y, mask)
+        return w - self.learning_rate * self.direction(grad, w, anchor, inputs), loss, carried
+
+    def solve(self, anchor: tf.Tensor, x, y, mask, inputs=(), carried=(), steps=None):
+        """E steps from ``anchor`` [d] for every device (``inputs``, ``carried``: the
+        hooks' tuples, see the class).
+
         ``steps`` [K] int32 (optional, each in 1..E): device k stops after ``steps[k]``
-        steps (a straggler that sends early, ``[participation]``); its later losses repeat
-        its last one. Output: local weights [K, d], losses [E, K]. The variants (FedProx,
-        SCAFFOLD, FedGMT) differ only in the step they hand in.
+        steps (a straggler that sends early, ``[participation]``): its weights and
+        ``carried`` rows stay those of its last step and its later losses repeat its last
+        one. Output: local weights [K, d], losses [E, K], the last ``carried``.
         """
-        x = args[-3]
         w = tf.broadcast_to(anchor, [tf.shape(x)[0], tf.shape(anchor)[0]])
         losses = []
         for index in range(self.local_steps):
-            new, loss = step(w, anchor, *args)
+            new, loss, advanced = self._step(w, anchor, x, y, mask, inputs, carried)
+            carried = tuple(continue_where(steps, index, a, c, loss, losses)[0]
+                            for a, c in zip(advanced, carried))
             w, loss = continue_where(steps, index, new, w, loss, losses)
             losses.append(loss)
-        return w, tf.stack(losses)
+        return w, tf.stack(losses), carried
 
     def run(self, anchor: tf.Tensor, x, y, mask, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
-        """E steps (or ``steps`` [K], :meth:`iterate`) from ``anchor`` [d] for every device:
+        """E steps (or ``steps`` [K], :meth:`solve`) from ``anchor`` [d] for every device:
         local weights [K, d], losses [E, K]."""
-        return self.iterate(self._step, anchor, x, y, mask, steps=steps)
+        w, losses, _ = self.solve(anchor, x, y, mask, steps=steps)
+        return w, losses
 
 
 def constructor_signature(parameters: type[AlgorithmParameters]) -> inspect.Signature:
@@ -119,6 +184,31 @@ class PointState:
     """Global point weights ``w`` [d] tf.float32."""
 
     w: tf.Tensor
+
+
+@dataclass(frozen=True)
+class LocalOutcome:
+    """What a round's first phase hands to its later phases (FedAvg's ``carry``).
+
+    Attributes
+    ----------
+    uploads : tuple of tf.Tensor, [K, n_p] each
+        The updates of phases 1, 2, ... (formed with the first phase's local training).
+    rows : tuple of dict
+        Per phase, state field (``*_k``) -> the cohort's new rows [K, d]: what every
+        device installs for itself once the BS received that phase.
+    """
+
+    uploads: tuple = ()
+    rows: tuple = ({},)
+
+
+def population_sum(estimate: tf.Tensor, received: Received | None) -> tf.Tensor:
+    """The estimate of a population sum ``sum_k pi_k u_k`` from the BS's estimate
+    ``estimate`` [n] of the received devices' mean: ``received.share * estimate`` (the
+    estimate itself when every device took part). SCAFFOLD's ``c`` and the FedDyn-style
+    duals ``h`` add it."""
+    return estimate if received is None else received.share * estimate
 
 
 class FedAvg:
@@ -182,24 +272,68 @@ class FedAvg:
     def downlink_values(self) -> int:
         return catalog_downlink_values(self.name, self.model.num_params)
 
-    def init(self, seed: tf.Tensor) -> PointState:
-        return PointState(self.model.init_mean(seed))
+    def init(self, seed: tf.Tensor):
+        """The :attr:`state_type` with ``w`` the model's initial weights and the other
+        fields :meth:`initial_state`."""
+        w = self.model.init_mean(seed)
+        return self.state_type(w=w, **self.initial_state(w))
 
-    def local_update(self, phase: int, state: PointState, carry, data: DeviceData, seed):
+    def initial_state(self, w: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The state's fields beside ``w`` at round 0: zeros, [K, d] for a per-device field
+        (named ``*_k``), [d] for a server field."""
+        return {name: tf.zeros([self.num_devices, w.shape[0]]) if name.endswith("_k") else tf.zeros_like(w)
+                for name in self.state_type.__dataclass_fields__ if name != "w"}
+
+    @classmethod
+    def device_fields(cls) -> tuple[str, ...]:
+        """The state's per-device fields ([K, d] each, named ``*_k``)."""
+        return tuple(name for name in cls.state_type.__dataclass_fields__ if name.endswith("_k"))
+
+    def local_update(self, phase: int, state, carry, data: DeviceData, seed):
+        """Phase 0: the :attr:`solver`'s steps from ``w`` for every device (its inputs from
+        :meth:`solver_inputs`), the update ``w_k - w``, the carry :meth:`local_outcome`'s.
+        A later phase sends what phase 0 formed for it (``carry.uploads``)."""
         del seed  # full-batch gradient steps are deterministic
-        if phase != 0:
-            raise ValueError(f"phase must be 0, got {phase!r}")
-        w_k, losses = self.solver.run(state.w, data.x, data.y, data.mask, steps=data.local_steps)
+        self._check_phase(phase, len(self.phases()))
+        if phase > 0:
+            return carry.uploads[phase - 1], carry, {}
+        rows = {name: gather_rows(getattr(state, name), data) for name in self.device_fields()}
+        inputs, carried = self.solver_inputs(state, rows, data)
+        w_k, losses, carried = self.solver.solve(state.w, data.x, data.y, data.mask, inputs, carried,
+                                                 steps=data.local_steps)
+        delta = w_k - state.w
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
-        return w_k - state.w, carry, metrics
+        return delta, self.local_outcome(state, rows, data, delta, inputs, carried), metrics
 
-    def server_update(self, phase: int, state: PointState, carry, estimate: tf.Tensor,
-                      received=None):
-        """``w += estimate`` (the estimate is already the received devices' mean)."""
-        del received
-        if phase != 0:
-            raise ValueError(f"phase must be 0, got {phase!r}")
-        return PointState(state.w + estimate), carry, {}
+    def solver_inputs(self, state, rows: dict, data: DeviceData) -> tuple[tuple, tuple]:
+        """The solver's ``inputs`` and first ``carried`` (:class:`LocalSGD`) from the state
+        and the cohort's ``rows`` of the per-device fields: none here."""
+        del state, rows, data
+        return (), ()
+
+    def local_outcome(self, state, rows: dict, data: DeviceData, delta, inputs, carried) -> LocalOutcome:
+        """The later phases' uploads and the devices' new state rows after the local steps
+        (``delta`` [K, d] the update, ``carried`` the solver's last): none here."""
+        del state, rows, data, delta, inputs, carried
+        return LocalOutcome()
+
+    def server_update(self, phase: int, state, carry: LocalOutcome | None, estimate: tf.Tensor,
+                      received: Received | None = None):
+        """The state after phase ``phase``: :meth:`server_step`'s fields, and the phase's new
+        device rows (``carry.rows[phase]``; none when ``carry`` is None) installed for the
+        devices the BS received (all when ``received`` is None; a device it did not receive
+        keeps its own)."""
+        self._check_phase(phase, len(self.phases()))
+        fields = self.server_step(phase, state, estimate, received)
+        for name, values in ({} if carry is None else carry.rows[phase]).items():
+            fields[name] = values if received is None else scatter_rows(getattr(state, name), received, values)
+        return dataclasses.replace(state, **fields), carry, {}
+
+    def server_step(self, phase: int, state, estimate: tf.Tensor, received: Received | None) -> dict:
+        """The server fields after phase ``phase`` from the estimate [n] of the received
+        devices' mean update (:func:`population_sum` for a population sum): ``w + estimate``."""
+        del phase, received
+        return {"w": state.w + estimate}
 
     def metrics(self, previous, state, phases: dict[str, dict[str, float]]) -> dict[str, float]:
         """The phases' metrics, ``train_loss`` and ``precision_floor_hits`` (0)
@@ -226,8 +360,10 @@ class FedAvg:
         fields = self.state_type.__dataclass_fields__
         return self.state_type(**{k: tf.constant(arrays[k], tf.float32) for k in fields})
 
-    def is_finite(self, state: PointState) -> bool:
-        return bool(tf.reduce_all(tf.math.is_finite(state.w)))
+    def is_finite(self, state) -> bool:
+        """False when a server field (every field but the per-device ``*_k``) holds NaN or Inf."""
+        return all(bool(tf.reduce_all(tf.math.is_finite(getattr(state, name))))
+                   for name in self.state_type.__dataclass_fields__ if not name.endswith("_k"))
 
 
 FedAvg.__init__.__signature__ = constructor_signature(FedAvgParameters)

@@ -43,15 +43,24 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, Received, gather_rows, scatter_add_rows
-from learning.algorithms.fedavg import FedAvg, LocalSGD, masked_mean_nll
+from learning.algorithms.fedavg import (
+    FedAvg,
+    LocalOutcome,
+    LocalSGD,
+    masked_mean_nll,
+    population_sum,
+)
 from learning.hyperparameters import FedGmtParameters, defaults
 
 DEFAULTS = defaults(FedGmtParameters)
 
 
 class TrajectorySGD(LocalSGD):
-    """FedGMT's local solver: task loss + trajectory KL, plus the dual alpha h_k, per step.
+    """FedGMT's local solver: FedAvg's steps on task loss + trajectory KL
+    (:meth:`objective`), plus the dual alpha h_k (:meth:`direction`).
+
+    The step's ``inputs`` are the teacher's log-probabilities [K, B, C] (:meth:`teacher`)
+    and the duals ``h`` [K, d].
 
     Parameters
     ----------
@@ -75,36 +84,27 @@ class TrajectorySGD(LocalSGD):
         self.sharpness_gamma = float(sharpness_gamma)
         self.temperature = float(temperature)
         self.dynamic_alpha = float(dynamic_alpha)
-        self._gmt_step = tf.function(
-            self._gmt_step_impl, jit_compile=jit_compile, reduce_retracing=True
-        )
-        self._teacher = tf.function(self._teacher_impl, reduce_retracing=True)
+        self.teacher = tf.function(self._teacher_impl, reduce_retracing=True)
 
     def _teacher_impl(self, ema, x):
-        """log softmax(f(x; e_t) / tau) for every device's inputs: [K, B, C]."""
+        """log softmax(f(x; e_t) / tau) for every device's inputs ``x``: [K, B, C]."""
         w = tf.broadcast_to(ema, [tf.shape(x)[0], tf.shape(ema)[0]])
         return tf.nn.log_softmax(self.model.logits(w[:, None], x)[:, 0] / self.temperature)
 
-    def _gmt_step_impl(self, w, anchor, teacher, h, x, y, mask):
-        with tf.GradientTape() as tape:
-            tape.watch(w)
-            logits = self.model.logits(w[:, None], x)  # [K, 1, B, C]
-            task = masked_mean_nll(logits, y, mask) + self.penalty(w, anchor)
-            student = tf.nn.log_softmax(logits[:, 0] / self.temperature)
-            kl = tf.reduce_sum(tf.exp(teacher) * (teacher - student), axis=-1)  # [K, B]
-            kl = tf.reduce_sum(kl * mask, -1) / tf.maximum(tf.reduce_sum(mask, -1), 1.0)
-            total = task + self.sharpness_gamma * self.temperature**2 * kl
-        g = tape.gradient(total, w) + self.dynamic_alpha * h  # -u_k = alpha h_k
-        return w - self.learning_rate * g, task
+    def objective(self, w, anchor, inputs, x, y, mask):
+        """Task loss (NLL + penalty, reported) plus gamma tau^2 times the masked mean KL
+        from the teacher."""
+        teacher = inputs[0]
+        logits = self.model.logits(w[:, None], x)  # [K, 1, B, C]
+        task = masked_mean_nll(logits, y, mask) + self.penalty(w, anchor)
+        student = tf.nn.log_softmax(logits[:, 0] / self.temperature)
+        kl = tf.reduce_sum(tf.exp(teacher) * (teacher - student), axis=-1)  # [K, B]
+        kl = tf.reduce_sum(kl * mask, -1) / tf.maximum(tf.reduce_sum(mask, -1), 1.0)
+        return task + self.sharpness_gamma * self.temperature**2 * kl, task
 
-    def run_gmt(self, anchor, ema, h, x, y, mask, steps=None):
-        """E steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor`` [d] towards
-        the EMA ``ema`` [d], duals ``h`` [K, d].
-
-        Output: local weights [K, d], task losses [E, K].
-        """
-        teacher = self._teacher(ema, x)
-        return self.iterate(self._gmt_step, anchor, teacher, h, x, y, mask, steps=steps)
+    def direction(self, grad, w, anchor, inputs):
+        """``grad + alpha h`` (-u_k = alpha h_k)."""
+        return grad + self.dynamic_alpha * inputs[1]
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,9 @@ class FedGmtState:
 class FedGmt(FedAvg):
     """FedGMT-v2 over the air: d uplink values, EMA of the global trajectory kept locally.
 
-    Its keys beside FedAvg's:
+    FedAvg's round with four overrides: the EMA's start, the solver's inputs (teacher,
+    ``h_k``), ``h_k += Delta_k`` (:meth:`local_outcome`) and the server step. Its keys
+    beside FedAvg's:
 
     ema_decay : float
         a in [0, 1), the EMA coefficient.
@@ -137,36 +139,25 @@ class FedGmt(FedAvg):
     state_type = FedGmtState
     parameters = FedGmtParameters
 
-    def init(self, seed: tf.Tensor) -> FedGmtState:
-        w = self.model.init_mean(seed)
-        return FedGmtState(w, w, tf.zeros_like(w), tf.zeros([self.num_devices, w.shape[0]]))
-
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> TrajectorySGD:
-        return TrajectorySGD(self.model, learning_rate, local_steps, jit_compile, self.sharpness_gamma, self.temperature, self.dynamic_alpha)
+        return TrajectorySGD(self.model, learning_rate, local_steps, jit_compile,
+                             self.sharpness_gamma, self.temperature, self.dynamic_alpha)
 
-    def local_update(self, phase: int, state: FedGmtState, carry, data: DeviceData, seed):
-        del seed  # full-batch gradient steps are deterministic
-        if phase != 0:
-            raise ValueError(f"phase must be 0, got {phase!r}")
-        w_k, losses = self.solver.run_gmt(state.w, state.ema, gather_rows(state.h_k, data),
-                                          data.x, data.y, data.mask, steps=data.local_steps)
-        delta = w_k - state.w
-        return delta, delta, {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
+    def initial_state(self, w):
+        """Zeros, and the EMA e_{-1} = w_0."""
+        return {**super().initial_state(w), "ema": w}
 
-    def server_update(self, phase: int, state: FedGmtState, carry, estimate: tf.Tensor,
-                      received: Received | None = None):
+    def solver_inputs(self, state, rows, data):
+        """The teacher f(x; e_t) and the duals ``h_k``."""
+        return (self.solver.teacher(state.ema, data.x), rows["h_k"]), ()
+
+    def local_outcome(self, state, rows, data, delta, inputs, carried) -> LocalOutcome:
+        """``h_k += Delta_k`` (phase 0)."""
+        return LocalOutcome((), ({"h_k": rows["h_k"] + delta},))
+
+    def server_step(self, phase, state, estimate, received):
         """``h += share * estimate`` (a population sum, as FedDyn's dual), ``w += estimate
-        + h``, the EMA; the received devices' ``h_k`` add their update (a device that could
-        not send keeps its own)."""
-        if phase != 0:
-            raise ValueError(f"phase must be 0, got {phase!r}")
-        if received is None:
-            h, h_k = state.h + estimate, state.h_k + carry
-        else:
-            h, h_k = state.h + received.share * estimate, scatter_add_rows(state.h_k, received, carry)
+        + h`` and the EMA e_{t+1}, as every device computes it."""
+        h = state.h + population_sum(estimate, received)
         w = state.w + estimate + h
-        ema = self.ema_decay * state.ema + (1.0 - self.ema_decay) * w  # e_{t+1}, as every device
-        return FedGmtState(w, ema, h, h_k), None, {}
-
-    def is_finite(self, state: FedGmtState) -> bool:
-        return all(bool(tf.reduce_all(tf.math.is_finite(t))) for t in (state.w, state.ema, state.h))
+        return {"w": w, "h": h, "ema": self.ema_decay * state.ema + (1.0 - self.ema_decay) * w}

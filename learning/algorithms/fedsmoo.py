@@ -49,15 +49,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import (
-    DeviceData,
-    Received,
-    gather_rows,
-    scatter_add_rows,
-    scatter_rows,
-)
-from learning.algorithms.fedavg import FedAvg, LocalSGD
-from learning.device_steps import continue_where
+from learning.algorithms.fedavg import FedAvg, LocalOutcome, LocalSGD, population_sum
 from learning.hyperparameters import FedSmooParameters, defaults
 
 DEFAULTS = defaults(FedSmooParameters)
@@ -74,7 +66,11 @@ def clip_by_device_norm(g: tf.Tensor, max_norm: float | None) -> tf.Tensor:
 
 
 class DynamicSAM(LocalSGD):
-    """FedSMOO's local solver: E dynamic-regularised SAM steps, one compiled call per step.
+    """FedSMOO's local solver: FedAvg's steps with a SAM ascent (:meth:`ascent`) and the
+    dynamic regulariser and clip (:meth:`direction`).
+
+    The step's ``inputs`` are the global perturbation ``s`` [d] and the duals ``h`` [K, d];
+    its ``carried`` are the duals ``mu`` [K, d] and the last perturbation ``s_hat`` [K, d].
 
     Parameters
     ----------
@@ -95,41 +91,18 @@ class DynamicSAM(LocalSGD):
         self.sam_rho = float(sam_rho)
         self.dynamic_alpha = float(dynamic_alpha)
         self.max_grad_norm = max_grad_norm
-        self._sam_step = tf.function(
-            self._sam_step_impl, jit_compile=jit_compile, reduce_retracing=True
-        )
 
-    def _loss_and_grad(self, w, anchor, x, y, mask):
-        with tf.GradientTape() as tape:
-            tape.watch(w)
-            loss = self.loss(w, anchor, x, y, mask)
-        return loss, tape.gradient(loss, w)
-
-    def _sam_step_impl(self, w, anchor, s, mu, h, x, y, mask):
-        loss, g1 = self._loss_and_grad(w, anchor, x, y, mask)
-        u = g1 - mu - s[None, :]
+    def ascent(self, w, grad, anchor, inputs, carried):
+        """``w + s_hat`` with ``s_hat = rho u / ||u||``, ``u = g1 - mu - s``; ``mu += s_hat - s``."""
+        s, mu = inputs[0][None, :], carried[0]
+        u = grad - mu - s
         s_hat = self.sam_rho * u / tf.maximum(tf.norm(u, axis=-1, keepdims=True), _TINY)
-        mu = mu + s_hat - s[None, :]
-        _, g2 = self._loss_and_grad(w + s_hat, anchor, x, y, mask)
-        g = g2 + self.dynamic_alpha * (h + (w - anchor[None, :]))  # -lambda_k = alpha h_k
-        return w - self.learning_rate * clip_by_device_norm(g, self.max_grad_norm), mu, s_hat, loss
+        return w + s_hat, (mu + s_hat - s, s_hat)
 
-    def run_sam(self, anchor, s, mu, h, x, y, mask, steps=None):
-        """E steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor`` [d] with
-        global perturbation ``s`` [d], duals ``mu``, ``h`` [K, d].
-
-        Output: local weights [K, d], updated mu [K, d], last s_hat [K, d], losses [E, K].
-        """
-        w = tf.broadcast_to(anchor, tf.shape(mu))
-        losses = []
-        s_hat = tf.zeros_like(mu)
-        for index in range(self.local_steps):
-            new_w, new_mu, new_s_hat, step_loss = self._sam_step(w, anchor, s, mu, h, x, y, mask)
-            mu, _ = continue_where(steps, index, new_mu, mu, step_loss, losses)
-            s_hat, _ = continue_where(steps, index, new_s_hat, s_hat, step_loss, losses)
-            w, loss = continue_where(steps, index, new_w, w, step_loss, losses)
-            losses.append(loss)
-        return w, mu, s_hat, tf.stack(losses)
+    def direction(self, grad, w, anchor, inputs):
+        """``g2 + alpha (h + w - w_t)`` (-lambda_k = alpha h_k), clipped per device."""
+        g = grad + self.dynamic_alpha * (inputs[1] + (w - anchor[None, :]))
+        return clip_by_device_norm(g, self.max_grad_norm)
 
 
 @dataclass(frozen=True)
@@ -143,19 +116,12 @@ class FedSmooState:
     h_k: tf.Tensor
 
 
-@dataclass(frozen=True)
-class FedSmooCarry:
-    """Phase 0 -> 1: auxiliary a_k = mu_k - s_hat, the new mu_k, and Delta_k (all [K, d])."""
-
-    auxiliary: tf.Tensor
-    mu_k_new: tf.Tensor
-    delta: tf.Tensor
-
-
 class FedSmoo(FedAvg):
     """FedSMOO over the air: 2 d uplink values (model delta and perturbation auxiliary).
 
-    Its keys beside FedAvg's:
+    FedAvg's round with three overrides: the solver's inputs (``s``, ``h_k``) and duals
+    ``mu_k``, the auxiliary upload and new duals (:meth:`local_outcome`) and the server
+    step. Its keys beside FedAvg's:
 
     sam_rho : float
         SAM radius rho >= 0.
@@ -171,46 +137,23 @@ class FedSmoo(FedAvg):
     parameters = FedSmooParameters
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> DynamicSAM:
-        return DynamicSAM(self.model, learning_rate, local_steps, jit_compile, self.sam_rho, self.dynamic_alpha, self.max_grad_norm)
+        return DynamicSAM(self.model, learning_rate, local_steps, jit_compile, self.sam_rho,
+                          self.dynamic_alpha, self.max_grad_norm)
 
-    def init(self, seed: tf.Tensor) -> FedSmooState:
-        w = self.model.init_mean(seed)
-        zeros, zeros_k = tf.zeros_like(w), tf.zeros([self.num_devices, w.shape[0]])
-        return FedSmooState(w, zeros, zeros, zeros_k, zeros_k)
+    def solver_inputs(self, state, rows, data):
+        """Inputs ``(s, h_k)``; carried ``(mu_k, s_hat = 0)``."""
+        return (state.s, rows["h_k"]), (rows["mu_k"], tf.zeros_like(rows["mu_k"]))
 
-    def local_update(self, phase: int, state: FedSmooState, carry, data: DeviceData, seed):
-        del seed  # full-batch gradient steps are deterministic
-        self._check_phase(phase, 2)
-        if phase == 1:  # the second upload, formed in phase 0
-            return carry.auxiliary, carry, {}
-        w_k, mu_k, s_hat, losses = self.solver.run_sam(
-            state.w, state.s, gather_rows(state.mu_k, data), gather_rows(state.h_k, data),
-            data.x, data.y, data.mask, steps=data.local_steps
-        )
-        delta = w_k - state.w
-        metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
-        return delta, FedSmooCarry(mu_k - s_hat, mu_k, delta), metrics
+    def local_outcome(self, state, rows, data, delta, inputs, carried) -> LocalOutcome:
+        """Phase 1 uploads a_k = mu_k - s_hat; ``h_k += Delta_k`` (phase 0), the new
+        ``mu_k`` (phase 1)."""
+        mu_k, s_hat = carried
+        return LocalOutcome((mu_k - s_hat,), ({"h_k": rows["h_k"] + delta}, {"mu_k": mu_k}))
 
-    def server_update(self, phase: int, state: FedSmooState, carry, estimate: tf.Tensor,
-                      received: Received | None = None):
-        """Phase 0: ``h += share * estimate`` (a population sum), ``w += estimate + h``, the
-        devices that sent their update add it to ``h_k``; phase 1: the global perturbation
-        ``s`` from the estimate and the devices that sent it take their ``mu_k`` (a device
-        that could not send a phase keeps that phase's state)."""
+    def server_step(self, phase, state, estimate, received):
+        """Phase 0: ``h += share * estimate`` (a population sum), ``w += estimate + h``;
+        phase 1: the global perturbation ``s = rho estimate / ||estimate||``."""
         if phase == 0:
-            if received is None:
-                h, h_k = state.h + estimate, state.h_k + carry.delta
-            else:
-                h = state.h + received.share * estimate
-                h_k = scatter_add_rows(state.h_k, received, carry.delta)
-            new = FedSmooState(state.w + estimate + h, state.s, h, state.mu_k, h_k)
-            return new, carry, {}
-        if phase != 1:
-            raise ValueError(f"phase must be 0 or 1, got {phase!r}")
-        s = self.sam_rho * estimate / tf.maximum(tf.norm(estimate), _TINY)
-        mu_k = carry.mu_k_new if received is None else scatter_rows(state.mu_k, received, carry.mu_k_new)
-        new = FedSmooState(state.w, s, state.h, mu_k, state.h_k)
-        return new, None, {}
-
-    def is_finite(self, state: FedSmooState) -> bool:
-        return all(bool(tf.reduce_all(tf.math.is_finite(t))) for t in (state.w, state.s, state.h))
+            h = state.h + population_sum(estimate, received)
+            return {"w": state.w + estimate + h, "h": h}
+        return {"s": self.sam_rho * estimate / tf.maximum(tf.norm(estimate), _TINY)}

@@ -32,10 +32,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, Received, gather_rows, scatter_rows
-from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.algorithms.fedavg import FedAvg, LocalOutcome, LocalSGD, population_sum
 from learning.hyperparameters import ScaffoldParameters, defaults
-from learning.models import Model
 
 DEFAULTS = defaults(ScaffoldParameters)
 
@@ -44,25 +42,13 @@ class CorrectedSGD(LocalSGD):
     """FedAvg's local solver with a per-device linear gradient correction.
 
     One step: ``w <- w - eta (grad loss_k(w) + correction_k)``, ``correction`` [K, d]
-    fixed over the E steps (SCAFFOLD: c - c_k).
+    (the step's ``inputs``) fixed over the E steps (SCAFFOLD: c - c_k).
     """
 
-    def __init__(self, model: Model, learning_rate, local_steps, jit_compile):
-        super().__init__(model, learning_rate, local_steps, jit_compile)
-        self._corrected = tf.function(
-            self._corrected_impl, jit_compile=jit_compile, reduce_retracing=True
-        )
-
-    def _corrected_impl(self, w, anchor, correction, x, y, mask):
-        with tf.GradientTape() as tape:
-            tape.watch(w)
-            loss = self.loss(w, anchor, x, y, mask)
-        return w - self.learning_rate * (tape.gradient(loss, w) + correction), loss
-
-    def run_corrected(self, anchor, correction, x, y, mask, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
-        """E corrected steps (or ``steps`` [K], :meth:`LocalSGD.iterate`) from ``anchor``
-        [d]: local weights [K, d], losses [E, K]."""
-        return self.iterate(self._corrected, anchor, correction, x, y, mask, steps=steps)
+    def direction(self, grad, w, anchor, inputs):
+        """``grad + correction`` [K, d]."""
+        (correction,) = inputs
+        return grad + correction
 
 
 @dataclass(frozen=True)
@@ -74,18 +60,12 @@ class ScaffoldState:
     c_k: tf.Tensor
 
 
-@dataclass(frozen=True)
-class ScaffoldCarry:
-    """Phase 0 -> phase 1: ``delta_c`` = c_k^+ - c_k and ``c_k_new`` = c_k^+, both [K, d]."""
-
-    delta_c: tf.Tensor
-    c_k_new: tf.Tensor
-
-
 class Scaffold(FedAvg):
     """SCAFFOLD over the air: 2 d uplink values (model and control-variate deltas).
 
-    Its keys beside FedAvg's:
+    FedAvg's round with three overrides: the correction c - c_k as the solver's input,
+    the control variates after the local steps (:meth:`local_outcome`) and the server
+    step. Its keys beside FedAvg's:
 
     global_learning_rate : float
         eta_g > 0.
@@ -99,46 +79,24 @@ class Scaffold(FedAvg):
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> CorrectedSGD:
         return CorrectedSGD(self.model, learning_rate, local_steps, jit_compile)
 
-    def init(self, seed: tf.Tensor) -> ScaffoldState:
-        w = self.model.init_mean(seed)
-        return ScaffoldState(w, tf.zeros_like(w), tf.zeros([self.num_devices, w.shape[0]]))
+    def solver_inputs(self, state, rows, data):
+        """The correction ``c - c_k`` [K, d]."""
+        return (state.c[None, :] - rows["c_k"],), ()
 
-    def local_update(self, phase: int, state: ScaffoldState, carry, data: DeviceData, seed):
-        del seed  # full-batch gradient steps are deterministic
-        self._check_phase(phase, 2)
-        if phase == 1:  # the second upload, formed in phase 0
-            return carry.delta_c, carry, {}
-        c_k = gather_rows(state.c_k, data)
-        correction = state.c[None, :] - c_k  # c - c_k
-        y_k, losses = self.solver.run_corrected(state.w, correction, data.x, data.y, data.mask,
-                                                steps=data.local_steps)
-        delta = y_k - state.w
+    def local_outcome(self, state, rows, data, delta, inputs, carried) -> LocalOutcome:
+        """Option II, c_k^+ = c_k - c + (x - y_k) / (E eta_l) over the steps each device
+        took; phase 1 uploads ``c_k^+ - c_k`` and installs c_k^+."""
         if data.local_steps is None:
             scale = 1.0 / (self.solver.local_steps * self.solver.learning_rate)
-        else:  # option II over the steps the device took
+        else:
             taken = tf.cast(data.local_steps, tf.float32)[:, None]
             scale = 1.0 / (taken * self.solver.learning_rate)
-        c_k_new = -correction - scale * delta  # c_k - c + (x - y_k) / (E eta_l)
-        metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
-        return delta, ScaffoldCarry(c_k_new - c_k, c_k_new), metrics
+        c_k_new = -inputs[0] - scale * delta  # c_k - c + (x - y_k) / (E eta_l)
+        return LocalOutcome((c_k_new - rows["c_k"],), ({}, {"c_k": c_k_new}))
 
-    def server_update(self, phase: int, state: ScaffoldState, carry, estimate: tf.Tensor,
-                      received: Received | None = None):
-        """Phase 0: ``w += eta_g estimate``; phase 1: ``c += share * estimate`` (the
-        estimate is the received devices' mean of ``Delta c_k``; ``c`` stays
-        ``sum_k pi_k c_k`` over the population) and the received devices' ``c_k`` advance
-        (a device that could not send keeps its own)."""
+    def server_step(self, phase, state, estimate, received):
+        """Phase 0: ``w += eta_g estimate``; phase 1: ``c += share * estimate`` (``c`` stays
+        ``sum_k pi_k c_k`` over the population, :func:`population_sum`)."""
         if phase == 0:
-            w = state.w + self.global_learning_rate * estimate
-            return ScaffoldState(w, state.c, state.c_k), carry, {}
-        if phase != 1:
-            raise ValueError(f"phase must be 0 or 1, got {phase!r}")
-        if received is None:
-            return ScaffoldState(state.w, state.c + estimate, carry.c_k_new), None, {}
-        c_k = scatter_rows(state.c_k, received, carry.c_k_new)
-        return ScaffoldState(state.w, state.c + received.share * estimate, c_k), None, {}
-
-    def is_finite(self, state: ScaffoldState) -> bool:
-        return bool(
-            tf.reduce_all(tf.math.is_finite(state.w)) and tf.reduce_all(tf.math.is_finite(state.c))
-        )
+            return {"w": state.w + self.global_learning_rate * estimate}
+        return {"c": state.c + population_sum(estimate, received)}

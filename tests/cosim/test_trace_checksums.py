@@ -6,6 +6,11 @@ not a trace."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import h5py
@@ -87,3 +92,54 @@ def test_a_trace_written_before_checksums_still_reads_with_a_note(tmp_path, caps
     assert "written before checksums" in capsys.readouterr().out
     assert main(["verify", str(path)]) == 0
     assert "written before checksums" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rounds", ["inf", "nan", "1e400", "99999999999999999999999", '"six"'])
+def test_verify_reads_a_stored_scenario_with_an_absurd_round_count(tmp_path, capsys, rounds):
+    """A trace whose stored scenario claims ``rounds = inf`` (or NaN, an overflowing float,
+    a huge integer, a string) is verified against its committed rounds: one line, no
+    OverflowError traceback (it raised one at 63dafd1)."""
+    path = tmp_path / "odd.h5"
+    new_trace(path, 2, name="t").close()
+    with h5py.File(path, "r+") as f:
+        f.attrs["scenario"] = f"rounds = {rounds}\n"
+    status = main(["verify", str(path)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    huge = rounds == "99999999999999999999999"
+    assert status == (1 if huge else 0)
+    assert (f"{path}: incomplete (2 of {rounds} rounds)" in err) if huge else (f"{path}: ok" in out)
+
+
+def _as_nobody(*args: str) -> subprocess.CompletedProcess:
+    """``python -m cosim.cli ARGS`` run as the unprivileged user 65534."""
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           sys.executable, "-m", "cosim.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to read as an unprivileged user (root reads anything)")
+def test_unreadable_entries_of_a_study_directory_are_reported_per_entry():
+    """As a user who may not read one run's trace, ``cosim verify DIR`` names that entry
+    "unreadable" (it said "not a trace (not an HDF5 file)" before) and reads the others;
+    a runs directory it may not list is one "unreadable" line, not "without traces"."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        runs = base / "runs"
+        runs.mkdir(mode=0o755)
+        for name, mode in (("seed1.h5", 0o644), ("seed2.h5", 0o000)):
+            new_trace(runs / name, 6, name="t").close()
+            (runs / name).chmod(mode)
+        if _as_nobody("--help").returncode != 0:
+            pytest.skip("the project is not readable by an unprivileged user on this machine")
+        result = _as_nobody("verify", str(base))
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert f"{runs / 'seed1.h5'}: ok" in result.stdout
+        assert f"{runs / 'seed2.h5'}: unreadable (permission denied" in result.stderr
+        runs.chmod(0o700)
+        result = _as_nobody("verify", str(base))
+        assert result.returncode == 2
+        assert result.stderr.strip() == f"{runs}: unreadable (permission denied: this user may not list it)"
+    finally:
+        shutil.rmtree(base)

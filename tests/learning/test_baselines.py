@@ -10,14 +10,16 @@ SCAFFOLD 1.00, FedSMOO 1.00, FedGMT-v2 0.67, whose KL pull towards the slow EMA 
 the random initial model slows the first rounds).
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from cosim.scenario import downlink_values, parse_scenario, uplink_phase_values
 from learning.algorithms import build
-from learning.algorithms.base import DeviceData, FederatedAlgorithm
-from learning.algorithms.fedavg import FedAvg
+from learning.algorithms.base import DeviceData, FederatedAlgorithm, Received
+from learning.algorithms.fedavg import FedAvg, LocalOutcome
 from learning.algorithms.fedgmt import FedGmt
 from learning.algorithms.fedprox import FedProx
 from learning.algorithms.fedsmoo import FedSmoo, clip_by_device_norm
@@ -175,6 +177,45 @@ def test_fedgmt_ema_follows_the_global_trajectory(task):
         state, _ = _round(algo, state, data, t)
         ema = 0.9 * ema + 0.1 * state.w.numpy()
         np.testing.assert_allclose(state.ema.numpy(), ema, rtol=1e-5, atol=1e-7)
+
+
+@dataclass(frozen=True)
+class _ToyState:
+    w: tf.Tensor
+    sent_k: tf.Tensor
+
+
+class _ToyDelta(FedAvg):
+    """FedAvg plus a per-device running sum of the updates each device had received."""
+
+    name = "fedavg"  # FedAvg's payloads (learning.catalog)
+    state_type = _ToyState
+
+    def local_outcome(self, state, rows, data, delta, inputs, carried):
+        return LocalOutcome((), ({"sent_k": rows["sent_k"] + delta},))
+
+
+def test_a_delta_with_device_state_takes_partial_participation_from_fedavg(task):
+    """A variant is its hooks: a state field ``*_k`` and one ``local_outcome`` give a
+    per-device state that starts at zero, whose cohort rows the solver's round reads and
+    whose rows only the devices the BS received advance (FedAvg's ``server_update``)."""
+    model, data, _, _ = task
+    toy, fedavg = _ToyDelta(model, NUM_DEVICES, **COMMON), FedAvg(model, NUM_DEVICES, **COMMON)
+    state = toy.init(SEED)
+    np.testing.assert_array_equal(state.sent_k.numpy(), np.zeros((NUM_DEVICES, model.num_params)))
+    cohort = data.cohort([1, 3, 4, 8])
+    delta, carry, _ = toy.local_update(0, state, None, cohort, SEED)
+    np.testing.assert_array_equal(delta.numpy(), fedavg.local_update(0, fedavg.init(SEED), None, cohort, SEED)[0].numpy())
+    received = Received(rows=tf.constant([0, 2]), devices=tf.constant([1, 4]), share=0.5)
+    estimate = tf.reduce_mean(tf.gather(delta, [0, 2]), axis=0)
+    new, _, _ = toy.server_update(0, state, carry, estimate, received=received)
+    expected = np.zeros((NUM_DEVICES, model.num_params), np.float32)
+    expected[[1, 4]] = delta.numpy()[[0, 2]]
+    np.testing.assert_array_equal(new.sent_k.numpy(), expected)
+    np.testing.assert_array_equal(new.w.numpy(), (state.w + estimate).numpy())
+    assert toy.is_finite(new) and set(toy.state_to_arrays(new)) == {"w", "sent_k"}
+    with pytest.raises(ValueError, match="phase must be 0, got 1"):
+        toy.server_update(1, state, carry, estimate)
 
 
 def test_clip_by_device_norm():

@@ -1,0 +1,386 @@
+"""``uplink.scheme = "digital_ofdma"``: the digital baseline of over-the-air FL.
+
+Orthogonal access as the analog scheme is compared against in Zhu, Wang, Huang,
+"Broadband analog aggregation for low-latency federated edge learning", IEEE TWC 2020
+(their OFDMA baseline): the senders share the F subcarriers, each sends its own
+quantized update at the rate its channel allows, and the BS decodes each device on its
+own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.participation.PhaseLink`:
+
+1. **Quantization** (:func:`stochastic_quantize`): device k sends ``s_k = max_i |x_ki|``
+   (a 32-bit float) and each value on the grid of ``L = 2^b`` levels
+   ``-s_k + j Delta_k``, ``Delta_k = 2 s_k / (L - 1)``, rounded up with probability
+   ``(x - g_lo) / Delta_k`` and down otherwise, so ``E[q] = x`` (unbiased; b = 1 is the
+   stochastic sign scaled by s_k). Its payload is ``B_k = n b + 32`` bits.
+2. **Subcarriers** (:func:`allocate`): ``"equal"`` interleaves them, subcarrier f to
+   sender ``f mod K_T`` (F_k = floor(F / K_T) or one more); ``"max_min"`` is Rhee and
+   Cioffi's greedy (VTC 2000): each sender in turn takes its best free subcarrier, then
+   the sender of the lowest rate so far takes its best free one until none is left
+   (from the reported ``h_hat``).
+3. **Rate** (:func:`plan`): device k spreads P over its F_k subcarriers in every OFDM
+   symbol, so subcarrier f has ``SNR_kf = (P / F_k) |h_kf|^2 / sigma_z^2`` and carries
+   ``r_kf = log2(1 + SNR_hat_kf / (Gamma M))`` bits per symbol, from the device's CSI
+   ``h_hat`` (Gamma = ``snr_gap_db``, the code's gap to capacity; M = ``rate_margin_db``,
+   a back-off against CSI error). ``R_k = sum_f r_kf`` bits per OFDM symbol, and the
+   device needs ``N_k = ceil(B_k / R_k)`` symbols. With ``rate_model = "nr_mcs"``: one
+   5G NR MCS per device from its effective SNR (:func:`mcs_bits_per_symbol`,
+   :func:`nr_mcs_table`), ``R_k = F_k Q_m R``.
+4. **Outage**: a device whose ``N_k`` exceeds the slot budget (``slot_symbols``), or
+   whose rate is 0, does not transmit; one that transmits is decoded when its codeword's
+   rate fits the true channel, ``R_k <= sum_f log2(1 + SNR_kf / Gamma)`` (the codeword
+   spans its subcarriers: the mutual-information rule of a code over parallel
+   channels; with ``"nr_mcs"``: the true effective SNR reaches the chosen MCS's
+   threshold), else it is lost. Both are in outage: dropped this phase.
+5. **Estimate**: the exact weighted sum of the decoded quantized updates, their BS
+   weights renormalised over the decoded devices to the senders' total
+   (``w'_k = w_k sum_T w / sum_D w``, as the BS does for a device it knows dropped);
+   0 when no device is decoded (the server then applies no change).
+
+The phase occupies the symbols of its slowest transmitting device (``max N_k``, at most
+the budget); device k's energy is ``P N_k`` times the symbol duration (0 when it does not
+transmit). The quantizer's draws come from the phase's stateless seed, so a resumed run
+replays them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import tensorflow as tf
+
+from native.columns import Columns
+from phy.uplink.scheme import SchemeResult
+
+SCALE_BITS = 32
+"""Side information per device and phase: the scale s_k as a 32-bit float."""
+
+DECODE_TOLERANCE = 1e-9
+"""Relative slack of the decoding test ``R_k <= C_k`` (float64 rounding: with perfect
+CSI the two sums are equal)."""
+
+
+def _generator(seed) -> np.random.Generator:
+    """A NumPy generator from a stateless seed ([2] int32, tf or NumPy)."""
+    words = np.asarray(seed.numpy() if isinstance(seed, tf.Tensor) else seed, np.int64)
+    return np.random.default_rng(np.random.SeedSequence([int(w) & 0x7FFFFFFF for w in words.ravel()]))
+
+
+def quantize_row(x: np.ndarray, bits_per_value: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """One device's stochastic, unbiased quantization.
+
+    Input: ``x`` [n] float (its update), ``bits_per_value`` b, the generator its
+    ``n`` uniform draws come from. Output: ``(q [n] float64, s)``: every ``q`` on the
+    grid ``-s + j 2 s / (2^b - 1)``, ``j = 0 .. 2^b - 1``, ``E[q] = x``, and the scale
+    ``s = max |x|`` (float64 of the float32 value). An all-zero update gives zeros; a
+    non-finite one propagates (the round's ``nonfinite_update_entries`` counts it).
+    """
+    x = np.asarray(x, np.float64)
+    u = rng.random(x.shape[0])
+    scale = float(np.max(np.abs(x))) if x.size else 0.0
+    if scale == 0.0:
+        return np.zeros_like(x), scale
+    if not math.isfinite(scale):
+        return x.copy(), scale
+    step = 2.0 * scale / (2.0 ** bits_per_value - 1.0)
+    position = x + scale  # in place from here: the same float64 operations, a third faster
+    position /= step
+    np.minimum(position, 2.0 ** bits_per_value - 1.0, out=position)  # the grid's index, fractional
+    low = np.floor(position)
+    position -= low  # the probability of rounding up
+    low += u < position
+    low *= step
+    low -= scale
+    return low, scale
+
+
+def stochastic_quantize(updates, bits_per_value: int, seed) -> tuple[np.ndarray, np.ndarray]:
+    """Every sender's :func:`quantize_row`, the rows drawn in order from ``seed``.
+
+    Input: ``updates`` [K, n] (tf or NumPy), b, the stateless seed [2] int32.
+    Output: ``(q [K, n] float64, scale [K] float64)``; what :class:`DigitalOfdma` sends.
+    """
+    x = np.asarray(updates.numpy() if isinstance(updates, tf.Tensor) else updates)
+    rng = _generator(seed)
+    rows = [quantize_row(row, bits_per_value, rng) for row in x]
+    return np.stack([q for q, _ in rows]) if rows else np.zeros(x.shape), np.array([s for _, s in rows])
+
+
+def allocate(gain_hat: np.ndarray, allocation: str, tx_power_w: float, noise_power_w: float,
+             gap: float = 1.0) -> np.ndarray:
+    """The owner of every subcarrier.
+
+    Input: ``gain_hat`` [K, F] float (the reported ``|h_hat_kf|^2``, K <= F),
+    ``allocation`` ``"equal"`` or ``"max_min"``, P, sigma_z^2 and the linear gap of the
+    rate (:func:`bits_per_symbol`). Output: [F] int64, the sender each subcarrier goes to;
+    every sender gets at least one subcarrier.
+    """
+    num_devices, num_subcarriers = gain_hat.shape
+    if not 0 < num_devices <= num_subcarriers:
+        raise ValueError(f"needs 1 to F = {num_subcarriers} senders, got {num_devices}")
+    if allocation == "equal":
+        return np.arange(num_subcarriers) % num_devices
+    if allocation != "max_min":
+        raise ValueError(f"allocation must be 'equal' or 'max_min', got {allocation!r}")
+    owner = np.full(num_subcarriers, -1, np.int64)
+    preference = np.argsort(-gain_hat, axis=1, kind="stable")  # each device's best first
+    cursor = np.zeros(num_devices, np.int64)
+    chosen: list[list[int]] = [[] for _ in range(num_devices)]
+    rate = np.zeros(num_devices)
+
+    def take(k: int) -> None:
+        while owner[preference[k, cursor[k]]] >= 0:
+            cursor[k] += 1
+        f = int(preference[k, cursor[k]])
+        owner[f] = k
+        chosen[k].append(f)
+        snr = (tx_power_w / len(chosen[k])) * gain_hat[k, chosen[k]] / noise_power_w
+        rate[k] = np.sum(np.log2(1.0 + snr / gap))
+
+    for k in range(num_devices):
+        take(k)
+    for _ in range(num_subcarriers - num_devices):
+        take(int(np.argmin(rate)))
+    return owner
+
+
+NR_MCS_TABLE = ("sionna.sys", "bler_tables/PUSCH_table1.json")
+"""The BLER curves Sionna ships for the PUSCH with MCS table 1 (TS 38.214 Table
+5.1.3.1-1, up to 64-QAM), AWGN, per code block size."""
+
+NR_MCS_CODE_BLOCK_BITS = "2000"
+"""The longest code block the table gives: the payloads here are far longer (segmented
+into many code blocks), and longer blocks have steeper curves."""
+
+
+@functools.lru_cache(maxsize=16)
+def nr_mcs_table(target_bler: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The usable NR MCSs at a target block error rate.
+
+    Output: ``(mcs_index [M] int64, spectral_efficiency [M] float64 (bits per resource
+    element, Q_m R of TS 38.214 Table 5.1.3.1-1, from Sionna's ``decode_mcs_index``),
+    snr_threshold [M] float64 (linear))``, ascending in both: for each MCS of Sionna's
+    PUSCH table 1 (indices 3 to 27), the SNR at which its BLER curve for
+    :data:`NR_MCS_CODE_BLOCK_BITS`-bit code blocks first reaches ``target_bler``, linear
+    between the table's SNR points (1.8 dB apart); an MCS that never reaches it within the
+    table (up to 20 dB), or that needs more SNR than one of higher efficiency, is left out.
+    """
+    from sionna.phy.nr.utils import decode_mcs_index
+
+    package, name = NR_MCS_TABLE
+    table = json.loads(resources.files(package).joinpath(name).read_text())
+    curves = table["category"]["0"]["index"]["1"]["MCS"]
+    index, threshold_db = [], []
+    for mcs in sorted(curves, key=int):
+        snr_db = np.asarray(curves[mcs]["SNR_db"], np.float64)
+        bler = np.asarray(curves[mcs]["CBS"][NR_MCS_CODE_BLOCK_BITS]["BLER"], np.float64)
+        reached = np.flatnonzero(bler <= target_bler)
+        if not reached.size:
+            continue
+        i = int(reached[0])
+        if i == 0:
+            at = snr_db[0]
+        else:  # linear in BLER between the last point above the target and the first at or below it
+            at = snr_db[i - 1] + (snr_db[i] - snr_db[i - 1]) * (bler[i - 1] - target_bler) / (bler[i - 1] - bler[i])
+        index.append(int(mcs))
+        threshold_db.append(float(at))
+    order, rate = decode_mcs_index(np.asarray(index, np.int32), table_index=1, is_pusch=True,
+                                   transform_precoding=False)
+    efficiency = order.numpy().astype(np.float64) * rate.numpy().astype(np.float64)
+    index, threshold_db = np.asarray(index, np.int64), np.asarray(threshold_db)
+    keep = [i for i in range(index.size)  # efficient: no MCS of higher efficiency needs less SNR
+            if not np.any((efficiency > efficiency[i]) & (threshold_db <= threshold_db[i]))]
+    keep = sorted(keep, key=lambda i: (efficiency[i], threshold_db[i]))
+    return index[keep], efficiency[keep], 10.0 ** (threshold_db[keep] / 10.0)
+
+
+def mcs_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
+                        margin: float, target_bler: float) -> tuple[np.ndarray, np.ndarray]:
+    """``([K] bits per OFDM symbol, [K] MCS index (-1: none))`` with one NR MCS per device, as
+    NR sends a transport block: the most efficient MCS of :func:`nr_mcs_table` whose
+    threshold is at most the device's effective SNR over its F_k subcarriers divided by
+    ``margin``, ``2^(mean_f log2(1 + SNR_kf)) - 1`` (the capacity-equivalent SNR, mutual
+    information with Gaussian inputs), times F_k subcarriers."""
+    num_devices = gain.shape[0]
+    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
+    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    mean_bits = np.bincount(owner, weights=np.log2(1.0 + snr), minlength=num_devices) / count
+    effective = (2.0 ** mean_bits - 1.0) / margin
+    index, efficiency, threshold = nr_mcs_table(float(target_bler))
+    usable = np.searchsorted(threshold, effective * (1.0 + DECODE_TOLERANCE), side="right") - 1
+    rate = np.where(usable >= 0, count * efficiency[np.maximum(usable, 0)], 0.0)
+    return rate, np.where(usable >= 0, index[np.maximum(usable, 0)], -1)
+
+
+def bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
+                    gap: float) -> np.ndarray:
+    """``[K]`` bits per OFDM symbol, ``sum_{f owned by k} log2(1 + (P / F_k) gain_kf /
+    (sigma_z^2 gap))`` (float64), from ``gain`` [K, F] and ``owner`` [F]."""
+    num_devices = gain.shape[0]
+    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
+    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    return np.bincount(owner, weights=np.log2(1.0 + snr / gap), minlength=num_devices)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One phase's transmissions (:func:`plan`), over the K_T senders.
+
+    Attributes
+    ----------
+    owner : [F] int64
+        The sender of every subcarrier.
+    subcarriers : [K_T] int64
+        F_k.
+    rate : [K_T] float64
+        R_k, the bits per OFDM symbol chosen from the CSI estimate.
+    capacity : [K_T] float64
+        C_k, the rate the true channel carries with the code's gap.
+    bits : [K_T] int64
+        B_k = n b + 32.
+    symbols : [K_T] float64
+        N_k = ceil(B_k / R_k) (inf at rate 0).
+    transmits : [K_T] bool
+        N_k within the budget (and R_k > 0).
+    decoded : [K_T] bool
+        Transmits and R_k <= C_k.
+    num_symbols : int
+        The slot: max N_k over the devices that transmit (0: none).
+    """
+
+    owner: np.ndarray
+    subcarriers: np.ndarray
+    rate: np.ndarray
+    capacity: np.ndarray
+    bits: np.ndarray
+    symbols: np.ndarray
+    transmits: np.ndarray
+    decoded: np.ndarray
+    num_symbols: int
+
+    @property
+    def outage(self) -> np.ndarray:
+        """[K_T] bool: not decoded (the budget, a zero rate, or a rate the channel does not carry)."""
+        return ~self.decoded
+
+
+def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_power_w: float,
+         noise_power_w: float, rate_model: str = "shannon", snr_gap_db: float = 0.0,
+         target_bler: float = 0.1, rate_margin_db: float = 0.0, slot_symbols: int | None = None) -> Plan:
+    """Who sends what and who is decoded in one phase (module docstring, steps 2 to 4).
+
+    Input: ``h_hat``, ``h`` [K_T, F] complex (the senders' CSI and true channel), n, the
+    scheme's keys, P and sigma_z^2 (W). Output: :class:`Plan`. With ``rate_model =
+    "nr_mcs"`` the rates are :func:`mcs_bits_per_symbol` (the gap is not used; the
+    ``"max_min"`` allocation still ranks the devices by their Shannon rates).
+    """
+    gain_hat = np.abs(np.asarray(h_hat, np.complex128)) ** 2
+    gain = np.abs(np.asarray(h, np.complex128)) ** 2
+    margin = 10.0 ** (rate_margin_db / 10.0)
+    gap = 10.0 ** (snr_gap_db / 10.0) if rate_model == "shannon" else 1.0
+    owner = allocate(gain_hat, allocation, tx_power_w, noise_power_w, gap * margin)
+    if rate_model == "shannon":
+        rate = bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, gap * margin)
+        capacity = bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
+    elif rate_model == "nr_mcs":
+        rate, _ = mcs_bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, margin, target_bler)
+        capacity, _ = mcs_bits_per_symbol(gain, owner, tx_power_w, noise_power_w, 1.0, target_bler)
+    else:
+        raise ValueError(f"rate_model must be 'shannon' or 'nr_mcs', got {rate_model!r}")
+    num_devices = gain.shape[0]
+    bits = np.full(num_devices, int(num_values) * int(bits_per_value) + SCALE_BITS, np.int64)
+    with np.errstate(divide="ignore"):
+        symbols = np.where(rate > 0.0, np.ceil(bits / np.where(rate > 0.0, rate, 1.0)), np.inf)
+    transmits = np.isfinite(symbols)
+    if slot_symbols is not None:
+        transmits &= symbols <= slot_symbols
+    decoded = transmits & (rate <= capacity * (1.0 + DECODE_TOLERANCE))
+    num_symbols = int(symbols[transmits].max()) if transmits.any() else 0
+    return Plan(owner, np.bincount(owner, minlength=num_devices).astype(np.int64), rate, capacity, bits,
+                symbols, transmits, decoded, num_symbols)
+
+
+def decoded_weights(weights: np.ndarray, decoded: np.ndarray) -> np.ndarray:
+    """The BS's weights over the decoded devices, renormalised to the senders' total
+    (``w_k sum w / sum_decoded w``; 0 for the others; all 0 when none is decoded)."""
+    weights = np.asarray(weights, np.float64)
+    kept = np.where(decoded, weights, 0.0)
+    total = kept.sum()
+    return kept * (weights.sum() / total) if total > 0.0 else kept
+
+
+class DigitalOfdma:
+    """Orthogonal digital transmission of stochastically quantized updates (module
+    docstring). Keys: :class:`phy.parameters.DigitalOfdmaScheme`.
+
+    Columns per phase: ``outage_devices_<phase>``, ``bits_sent_<phase>``,
+    ``symbols_needed_<phase>``, ``decoded_weight_<phase>``; per sender (with
+    ``trace.per_device``) ``bits_per_symbol_<phase>``, ``symbols_<phase>``,
+    ``subcarriers_<phase>``, ``outage_<phase>``; the signal ``estimate_<phase>`` (when
+    kept).
+    """
+
+    carries = "values"
+
+    def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
+                 snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,
+                 slot_symbols: int | None = None):
+        from phy.parameters import DigitalOfdmaScheme
+
+        DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, rate_model=rate_model,
+                                 snr_gap_db=snr_gap_db, target_bler=target_bler,
+                                 rate_margin_db=rate_margin_db, slot_symbols=slot_symbols)
+        self.bits_per_value, self.allocation, self.rate_model = int(bits_per_value), allocation, rate_model
+        self.snr_gap_db, self.target_bler = float(snr_gap_db), float(target_bler)
+        self.rate_margin_db = float(rate_margin_db)
+        self.slot_symbols = None if slot_symbols is None else int(slot_symbols)
+
+    def nominal_symbols(self, grid) -> int:
+        """The slot budget; 0 without one (the rates need the senders' channels, which a
+        phase the BS discards does not get)."""
+        return self.slot_symbols or 0
+
+    def plan(self, link, block, num_values: int) -> Plan:
+        """:func:`plan` for the senders of ``link`` over ``block``'s air."""
+        return plan(link.h_hat.numpy(), link.h.numpy(), num_values, bits_per_value=self.bits_per_value,
+                    allocation=self.allocation, tx_power_w=block.tx_power_w,
+                    noise_power_w=block.noise_power_w, rate_model=self.rate_model,
+                    snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
+                    rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
+
+    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+        updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
+        num_senders, num_values = updates.shape
+        schedule = self.plan(link, block, num_values)
+        weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
+        rng = _generator(seed)
+        total = np.zeros(num_values, np.float64)
+        for k in range(num_senders):
+            q, _ = quantize_row(updates[k], self.bits_per_value, rng)  # every sender's draw, in order
+            if weights[k] != 0.0:
+                total += weights[k] * q
+        estimate = tf.constant(total.astype(np.float32))
+
+        columns = Columns()
+        scalars = columns.scalars
+        scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
+        scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
+        finite = schedule.symbols[np.isfinite(schedule.symbols)]  # a sender at rate 0 is in outage
+        scalars[f"symbols_needed_{phase}"] = float(finite.max()) if finite.size else 0.0
+        link_weights = np.asarray(link.weights, np.float64)
+        scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
+                                              if link_weights.sum() > 0.0 else 0.0)
+        if block.per_device:
+            columns.per_device.update({
+                f"bits_per_symbol_{phase}": schedule.rate,
+                f"symbols_{phase}": schedule.symbols,
+                f"subcarriers_{phase}": schedule.subcarriers.astype(np.float64),
+                f"outage_{phase}": schedule.outage.astype(np.float64)})
+        if keep_signals:
+            columns.signals[f"estimate_{phase}"] = estimate.numpy()
+        used = np.where(schedule.transmits, schedule.symbols, 0.0)
+        energy = block.tx_power_w * used * block.symbol_duration_s
+        return SchemeResult(estimate, schedule.num_symbols, energy, columns)
