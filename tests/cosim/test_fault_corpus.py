@@ -135,6 +135,9 @@ SCENARIO_FAULTS = {
     "privacy-target-no-noise-can-meet": ScenarioFault(
         append='\n[power]\ncontrol = "full_inversion"\n\n[privacy]\ntarget_epsilon = 8.0\n',
         named=("privacy.target_epsilon: = 8 cannot be met", "power.control = 'full_inversion'")),
+    "privacy-with-a-digital-scheme": ScenarioFault(
+        append='\n[uplink]\nscheme = "digital_ofdma"\n\n[privacy]\ndelta = 1e-5\n',
+        named=("uplink.scheme", "'digital_ofdma'", "[privacy]")),
     "privacy-delta-out-of-range": ScenarioFault(append="\n[privacy]\ndelta = 1.5\n",
                                                 named=("privacy.delta", "1.5")),
     "privacy-poisson-without-sampling": ScenarioFault(
