@@ -119,6 +119,8 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "precision_rel_change": ("relative precision change per round", None),
     "cumulative_channel_uses": ("cumulative channel uses", "OFDM symbols"),
     "cumulative_uplink_symbols": ("cumulative uplink", "OFDM symbols"),
+    "privacy_epsilon": ("privacy epsilon so far", None),
+    "privacy_epsilon_round": ("privacy epsilon of the round", None),
     "round": ("round", None),
 }
 """Trace column -> (display name, unit or None); ``aggregate_nmse_<phase>`` and
