@@ -492,6 +492,8 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
                 raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
         for line in study_cost_lines([p.scenario for p in points]):
             print(line)
+        for line in _study_privacy_lines(points):
+            print(line)
         return EXIT_OK
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
@@ -503,7 +505,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     except DatasetFormatError as error:
         raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
     projection = None
-    if scenario.privacy is not None:  # a target the projection exceeds is refused here
+    if scenario.privacy is not None:  # a target no noise can meet is refused here
         from cosim.privacy import refuse_over_target
 
         projection = refuse_over_target(scenario, scenario_file or "<default quickstart>")
@@ -515,7 +517,34 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     if projection is not None:
         privacy = scenario.privacy
         print(projection.line(privacy.delta, scenario.rounds, privacy.accountant))
+        if privacy.target_epsilon is not None:
+            from cosim.privacy import plan_line, plan_noise_floor
+            from cosim.scenario_derived import uplink_phase_values
+
+            floor = plan_noise_floor(scenario, uplink_phase_values(scenario, num_params))
+            print(plan_line(scenario, projection, floor))
     return EXIT_OK
+
+
+def _study_privacy_lines(points) -> list[str]:
+    """One ``privacy`` line per axis combination of a study whose runs have ``[privacy]``:
+    its projected epsilon (:func:`cosim.privacy.project`; the projection does not depend
+    on the seed), without training; a target no noise can meet is refused as by
+    ``cosim validate``."""
+    from cosim.privacy import refuse_over_target
+
+    lines, seen = [], set()
+    for point in points:
+        scenario = point.scenario
+        combination = ", ".join(f"{key} = {value}" for key, value in point.axis_values.items())
+        if scenario.privacy is None or combination in seen:
+            continue
+        seen.add(combination)
+        projection = refuse_over_target(scenario, f"{point.name}")
+        privacy = scenario.privacy
+        line = projection.line(privacy.delta, scenario.rounds, privacy.accountant)
+        lines.append(line.replace("  privacy   ", f"  privacy   {combination or 'every run'}: ", 1))
+    return lines
 
 
 def _is_study(path: str) -> bool:

@@ -126,6 +126,8 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "uplink_energy_j": ("device transmit energy per round", "J"),
     "cumulative_uplink_seconds": ("cumulative uplink air time", "s"),
     "cumulative_uplink_energy_j": ("cumulative device transmit energy", "J"),
+    "privacy_epsilon": ("privacy epsilon so far", None),
+    "privacy_epsilon_round": ("privacy epsilon of the round", None),
     "round": ("round", None),
 }
 """Trace column -> (display name, unit or None); ``aggregate_nmse_<phase>`` and

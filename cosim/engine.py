@@ -41,6 +41,15 @@ class Engine:
         """The algorithm's initial state (deterministic for the scenario's seed)."""
         return self.world.initial_state()
 
+    def privacy_account(self):
+        """A fresh :class:`cosim.privacy.PrivacyAccount` of the scenario's ``[privacy]``
+        (None without it)."""
+        if self.scenario.privacy is None:
+            return None
+        from cosim.privacy import PrivacyAccount
+
+        return PrivacyAccount.of(self.scenario, list(self.uplink.grids), self.num_params)
+
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Round ``t`` from ``state`` (:func:`cosim.round.run_round`)."""
         return run_round(state, self.world, t)
@@ -52,6 +61,7 @@ class Engine:
         start_round: int = 0,
         divergence: DivergenceWatch | None = None,
         channel_uses: ChannelUses | None = None,
+        privacy=None,
     ) -> Iterator[tuple[Any, RoundRecord]]:
         """Yield ``(state, record)`` for rounds ``start_round .. rounds-1``.
 
@@ -63,7 +73,9 @@ class Engine:
         ``divergence`` (a fresh :class:`~cosim.divergence.DivergenceWatch` when None; a
         resumed run passes one holding round 0's loss) and carries its findings in
         ``record.divergence``; whether a diverged run stops is the caller's choice
-        (``cosim.run``).
+        (``cosim.run``). With ``[privacy]`` every record also holds ``privacy_epsilon``
+        and ``privacy_epsilon_round``, composed in ``privacy`` (a
+        :class:`cosim.privacy.PrivacyAccount`, updated in place; a fresh one when None).
 
         Raises
         ------
@@ -79,9 +91,16 @@ class Engine:
             )
         uses = channel_uses if channel_uses is not None else ChannelUses()
         watch = divergence if divergence is not None else DivergenceWatch()
+        if privacy is None and self.scenario.privacy is not None:
+            if start_round > 0:
+                raise ValueError(f"start_round = {start_round} needs privacy, the account of rounds "
+                                 f"0..{start_round - 1} (PrivacyAccount.replay)")
+            privacy = self.privacy_account()
         for t in range(start_round, self.scenario.rounds):
             state, record = self.run_round(t, state)
             uses.add(record.scalars)
+            if privacy is not None:
+                privacy.add(record.scalars)
             record.divergence = watch.check(t, record.scalars)
             yield state, record
 

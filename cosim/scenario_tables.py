@@ -324,9 +324,12 @@ class PrivacyConfig(_Section):
     and the trace as without it."""
 
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
-    target_epsilon: float | None = Field(None, gt=0.0)
+    # "none" (a study axis' no-target point; TOML has no null) is no target
+    target_epsilon: Annotated[float | None, BeforeValidator(lambda v: None if v == "none" else v)
+                              ] = Field(None, gt=0.0)
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
+    clip_norm: float | None = Field(None, gt=0.0)
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -545,6 +548,10 @@ class Scenario(_Section):
     @model_validator(mode="after")
     def _check(self) -> Scenario:
         if self.privacy is not None:
+            _require(self.uplink.scheme == "analog", "uplink.scheme",
+                     f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
+                     "only (each device's amplitude on the shared subcarriers); remove [privacy] "
+                     "or set uplink.scheme = \"analog\"")
             _require(self.ofdm.domain == "frequency", "ofdm.domain",
                      f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
                      "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "

@@ -184,7 +184,9 @@ class PhaseLink:
     ``(rows [K_T] tf.int32 (the senders' cohort rows), devices [K_T] tf.int32 (their
     population ids), share)`` (None without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)
     and ``devices`` ((senders [K_T], K) to spread per-device values over the population;
-    None: the rows are the population).
+    None: the rows are the population); ``artificial_noise_power_w``, noise per subcarrier
+    (W) added on top of the receiver's (``[privacy]``'s target, :mod:`phy.privacy`; 0:
+    none).
     """
 
     updates: Any
@@ -197,6 +199,7 @@ class PhaseLink:
     received: tuple[Any, Any, float] | None
     received_weight: float
     devices: tuple[np.ndarray, int] | None
+    artificial_noise_power_w: float = 0.0
 
     def per_device(self, values) -> np.ndarray:
         """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""
