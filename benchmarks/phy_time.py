@@ -40,11 +40,11 @@ import tensorflow as tf
 from phy import geometry
 from phy.aircomp import aggregate
 from phy.channel import IidRayleigh
-from phy.power import make_power_control
+from phy.parameters import POWER_CONTROLS
 
 CONTROLS = {
     "optimal": {},
-    "truncated_inversion": {"gain_threshold": 0.1},
+    "truncated_inversion": {"tci_gain_threshold": 0.1},
     "full_inversion": {},
     "ideal": {},
 }
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         "tx_power_w": _dbm_to_w(args.tx_power_dbm), "noise_power_w": noise_w, "gamma_w": noise_w,
         "path_gain": path_gain,
     }
-    built = {name: make_power_control(name, **CONTROLS[name]) for name in controls}
+    built = {name: POWER_CONTROLS[name].build(CONTROLS[name]) for name in controls}
 
     def call(name, repetition):
         seed = tf.constant([args.seed, repetition], tf.int32)

@@ -34,7 +34,7 @@ from phy import geometry
 from phy.aircomp import aggregate
 from phy.channel import IidRayleigh
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import make_power_control
+from phy.parameters import POWER_CONTROLS
 
 SETTINGS = (
     [("timing", m, "none") for m in (0.0, 0.5, 2.0, 48.0, 200.0)]
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     num_subcarriers, cp, taps = 1024, 72, 16
     bandwidth = num_subcarriers * 30e3
     noise_w = 10.0 ** (-74.0 / 10.0) / 1e3
-    control = make_power_control("optimal")
+    control = POWER_CONTROLS["optimal"].build({})
     rng = np.random.default_rng(1)
     deployment = geometry.uniform_disk(args.devices, 300.0, 10.0, rng)
     path_gain = tf.constant(geometry.path_gain(deployment.distances_m, 4.0), tf.float32)

@@ -58,7 +58,7 @@ from phy import geometry
 from phy.aircomp import aggregate
 from phy.channel import IidRayleigh
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import make_power_control
+from phy.parameters import POWER_CONTROLS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -100,7 +100,7 @@ def _phy_part(args) -> dict:
     updates, weights, h, path_gain, uplinks = _phy_inputs(
         args.devices, args.values, args.subcarriers, args.cyclic_prefix, args.taps, args.seed)
     noise_w = _dbm_to_w(-74.0)
-    common = {"power_control": make_power_control("optimal"), "tx_power_w": _dbm_to_w(20.0),
+    common = {"power_control": POWER_CONTROLS["optimal"].build({}), "tx_power_w": _dbm_to_w(20.0),
               "noise_power_w": noise_w, "gamma_w": noise_w, "path_gain": path_gain}
     configs = {"frequency": None, **uplinks}
     samples = {name: [] for name in configs}

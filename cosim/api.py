@@ -82,9 +82,13 @@ ROUND_COLUMNS_FIRST = (
     "uplink_symbols",
     "downlink_symbols",
     "channel_uses",
+    "uplink_seconds",
+    "uplink_energy_j",
     "cumulative_uplink_symbols",
     "cumulative_downlink_symbols",
     "cumulative_channel_uses",
+    "cumulative_uplink_seconds",
+    "cumulative_uplink_energy_j",
     *EVAL_COLUMNS,
     *POSTERIOR_MEAN_COLUMNS,
     "train_loss",
@@ -106,9 +110,11 @@ class TraceFrames:
         trace (``docs/trace.md``: names, units) plus ``channel_uses``. Leading
         columns (:data:`ROUND_COLUMNS_FIRST`): ``round`` (int64, 0, 1, ...),
         ``uplink_symbols``, ``downlink_symbols`` and ``channel_uses`` (their sum: the
-        round's OFDM symbols), ``cumulative_uplink_symbols``,
-        ``cumulative_downlink_symbols``, ``cumulative_channel_uses`` (up to and
-        including the round), ``test_accuracy``, ``test_nll``, ``ece`` (NaN in rounds
+        round's OFDM symbols), ``uplink_seconds`` and ``uplink_energy_j`` (the round's
+        uplink air time, s, and the devices' transmit energy, J),
+        ``cumulative_uplink_symbols``, ``cumulative_downlink_symbols``,
+        ``cumulative_channel_uses``, ``cumulative_uplink_seconds``,
+        ``cumulative_uplink_energy_j`` (up to and including the round), ``test_accuracy``, ``test_nll``, ``ece`` (NaN in rounds
         without evaluation: ``rounds.dropna(subset=["test_accuracy"])`` keeps the
         evaluated ones), ``posterior_mean_accuracy``, ``posterior_mean_nll``,
         ``posterior_mean_ece`` (the posterior mean's prediction; NaN also for

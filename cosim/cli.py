@@ -119,11 +119,12 @@ examples:
   cosim plot runs/quickstart-seed1.h5 --out figures/
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --labels proposed fedavg
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink   # uplink symbols only
+  cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink_seconds,uplink_energy
   cosim plot runs/a.h5 --out figures/ --x total,rounds --format png,pdf
   cosim plot runs/a.h5 --out figures/ --format svg --size 3.3,2.4 --dpi 600
 """
 
-PLOT_AXES = ("rounds", "uplink", "total")
+PLOT_AXES = ("rounds", "uplink", "uplink_seconds", "uplink_energy", "total")
 """``cosim plot --x`` choices (``cosim.plots.ACCURACY_AXES``; not imported here, so that
 building the parser imports no matplotlib)."""
 PLOT_FORMATS = ("png", "pdf", "svg")
@@ -264,12 +265,14 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         type=_comma_choices(PLOT_AXES),
         default=None,
-        metavar="{rounds,uplink,total}",
+        metavar="{rounds,uplink,uplink_seconds,uplink_energy,total}",
         help="x-axis of the accuracy and NLL figures; repeatable or a comma list: cumulative "
         "uplink + downlink OFDM symbols (total, the paper's channel uses; the default: "
         "accuracy_vs_channel_uses, nll_vs_channel_uses), cumulative uplink OFDM symbols only "
         "(uplink: *_vs_uplink_symbols; with the default downlink, paper_mnist's total is "
-        "> 99.9 %% downlink) or the round from 0 (rounds: *_vs_rounds)",
+        "> 99.9 %% downlink), cumulative uplink air time in seconds (uplink_seconds: "
+        "*_vs_uplink_seconds), cumulative device transmit energy in joules (uplink_energy: "
+        "*_vs_uplink_energy) or the round from 0 (rounds: *_vs_rounds)",
     )
     plot.add_argument(
         "--format",
@@ -318,8 +321,10 @@ def _parser() -> argparse.ArgumentParser:
         study_sub, "report",
         "tidy table, seed summary with 95%% CI and figures of a study directory", EXAMPLES_STUDY)
     study_report.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
-    study_report.add_argument("--x", choices=("rounds", "uplink", "total"), default="rounds",
-                              help="x of the figures (default: rounds)")
+    study_report.add_argument("--x", choices=("rounds", "uplink", "uplink_seconds", "uplink_energy", "total"),
+                              default="rounds",
+                              help="x of the figures (default: rounds): the round, cumulative uplink "
+                              "OFDM symbols, uplink seconds, device transmit joules or all channel uses")
     study_compact = _command(
         study_sub, "compact",
         "drop the resume checkpoint of every finished run of a study directory (frees most "
@@ -487,6 +492,8 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
                 raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
         for line in study_cost_lines([p.scenario for p in points]):
             print(line)
+        for line in _study_privacy_lines(points):
+            print(line)
         return EXIT_OK
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
@@ -498,7 +505,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     except DatasetFormatError as error:
         raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
     projection = None
-    if scenario.privacy is not None:  # a target the projection exceeds is refused here
+    if scenario.privacy is not None:  # a target no noise can meet is refused here
         from cosim.privacy import refuse_over_target
 
         projection = refuse_over_target(scenario, scenario_file or "<default quickstart>")
@@ -510,7 +517,34 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     if projection is not None:
         privacy = scenario.privacy
         print(projection.line(privacy.delta, scenario.rounds, privacy.accountant))
+        if privacy.target_epsilon is not None:
+            from cosim.privacy import plan_line, plan_noise_floor
+            from cosim.scenario_derived import uplink_phase_values
+
+            floor = plan_noise_floor(scenario, uplink_phase_values(scenario, num_params))
+            print(plan_line(scenario, projection, floor))
     return EXIT_OK
+
+
+def _study_privacy_lines(points) -> list[str]:
+    """One ``privacy`` line per axis combination of a study whose runs have ``[privacy]``:
+    its projected epsilon (:func:`cosim.privacy.project`; the projection does not depend
+    on the seed), without training; a target no noise can meet is refused as by
+    ``cosim validate``."""
+    from cosim.privacy import refuse_over_target
+
+    lines, seen = [], set()
+    for point in points:
+        scenario = point.scenario
+        combination = ", ".join(f"{key} = {value}" for key, value in point.axis_values.items())
+        if scenario.privacy is None or combination in seen:
+            continue
+        seen.add(combination)
+        projection = refuse_over_target(scenario, f"{point.name}")
+        privacy = scenario.privacy
+        line = projection.line(privacy.delta, scenario.rounds, privacy.accountant)
+        lines.append(line.replace("  privacy   ", f"  privacy   {combination or 'every run'}: ", 1))
+    return lines
 
 
 def _is_study(path: str) -> bool:

@@ -13,6 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from phy.parameters import (  # pydantic only: the registries, names with their labels
+    CHANNEL_MODELS,
+    COMBINERS,
+    CSI_MODELS,
+    POWER_CONTROLS,
+    SCHEDULING,
+    UPLINK_SCHEMES,
+)
+
 __all__ = [
     "KEYS",
     "METRICS",
@@ -23,6 +32,13 @@ __all__ = [
     "value_label",
 ]
 
+
+def _labels(registry: Mapping[str, object]) -> dict[str, str]:
+    """``{name: display name}`` of a registry's entries (their ``label``; the name itself
+    where an entry has none, e.g. one a notebook registers)."""
+    return {name: getattr(entry, "label", "") or name for name, entry in registry.items()}
+
+
 VALUES: dict[str, dict[str, str]] = {
     "algorithm.name": {
         "bayes_aircomp": "Proposed",
@@ -32,39 +48,25 @@ VALUES: dict[str, dict[str, str]] = {
         "fedsmoo": "FedSMOO",
         "fedgmt": "FedGMT-v2",
     },
-    "power.control": {
-        "optimal": "KKT power control",
-        "truncated_inversion": "truncated inversion",
-        "full_inversion": "full inversion",
-        "ideal": "error-free aggregation",
-    },
-    "channel.model": {
-        "iid_rayleigh": "i.i.d. Rayleigh",
-        "flat_rayleigh": "flat Rayleigh",
-        "tdl": "3GPP TDL",
-        "umi": "3GPP UMi",
-        "uma": "3GPP UMa",
-        "rma": "3GPP RMa",
-    },
-    "csi.model": {
-        "perfect": "perfect CSI",
-        "gaussian": "Gaussian CSI error",
-        "ls_pilots": "LS pilot estimate",
-        "outdated": "outdated CSI",
-    },
+    "power.control": _labels(POWER_CONTROLS),
+    "channel.model": _labels(CHANNEL_MODELS),
+    "csi.model": _labels(CSI_MODELS),
+    "uplink.scheme": _labels(UPLINK_SCHEMES),
     "algorithm.estimator": {
         "reparameterization": "exact reparameterization",
         "local_reparameterization": "local reparameterization",
     },
     "ofdm.domain": {"frequency": "frequency domain", "time": "time domain"},
-    "bs.combiner": {"mrc_strongest": "MRC (strongest)", "centroid": "centroid",
-                    "maxmin": "max-min"},
-    "participation.scheduling": {"uniform": "uniform", "best_channel": "best channel",
-                                 "gain_threshold": "gain threshold"},
+    "bs.combiner": _labels(COMBINERS),
+    "participation.scheduling": _labels(SCHEDULING),
     "participation.straggler_policy": {"drop": "dropped", "fewer_steps": "fewer steps"},
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
-label by itself ("Proposed"); other keys' values are labelled as they stand here."""
+label by itself ("Proposed"); other keys' values are labelled as they stand here. The
+PHY's names come with their labels from their registries (:mod:`phy.parameters`:
+``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``, ``UPLINK_SCHEMES``, ``COMBINERS``,
+``SCHEDULING``),
+read when this module is imported."""
 
 KEYS: dict[str, tuple[str, str | None]] = {
     "algorithm.name": ("algorithm", None),
@@ -84,6 +86,7 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "channel.num_taps": ("channel taps", None),
     "channel.path_loss_exponent": ("path-loss exponent", None),
     "csi.model": ("CSI", None),
+    "uplink.scheme": ("uplink scheme", None),
     "csi.nmse_db": ("CSI NMSE", "dB"),
     "cell.num_devices": ("K", "devices"),
     "cell.radius_m": ("R", "m"),
@@ -119,6 +122,12 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "precision_rel_change": ("relative precision change per round", None),
     "cumulative_channel_uses": ("cumulative channel uses", "OFDM symbols"),
     "cumulative_uplink_symbols": ("cumulative uplink", "OFDM symbols"),
+    "uplink_seconds": ("uplink air time per round", "s"),
+    "uplink_energy_j": ("device transmit energy per round", "J"),
+    "cumulative_uplink_seconds": ("cumulative uplink air time", "s"),
+    "cumulative_uplink_energy_j": ("cumulative device transmit energy", "J"),
+    "privacy_epsilon": ("privacy epsilon so far", None),
+    "privacy_epsilon_round": ("privacy epsilon of the round", None),
     "round": ("round", None),
 }
 """Trace column -> (display name, unit or None); ``aggregate_nmse_<phase>`` and

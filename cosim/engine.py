@@ -3,82 +3,25 @@
 A round is the function :func:`cosim.round.run_round` on the static world
 :func:`cosim.world.build_world` builds once; :class:`Engine` holds the world, starts
 the algorithm's state and yields one ``(state, record)`` per round with the running
-``cumulative_*`` channel uses (:class:`ChannelUses`, the one place they are summed) and
-the round's divergence findings (:class:`cosim.divergence.DivergenceWatch`). Randomness
-comes only from :mod:`cosim.rng` streams keyed by (seed, round, purpose), so a run
-replays bit-for-bit and a run resumed at round ``t`` draws exactly what an uninterrupted
-run draws.
+``cumulative_*`` channel uses (:class:`cosim.channel_uses.ChannelUses`, the one place
+they are summed) and the round's divergence findings
+(:class:`cosim.divergence.DivergenceWatch`). Randomness comes only from :mod:`cosim.rng`
+streams keyed by (seed, round, purpose), so a run replays bit-for-bit and a run resumed
+at round ``t`` draws exactly what an uninterrupted run draws.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from cosim.channel_uses import ChannelUses
 from cosim.divergence import DivergenceWatch, advice
 from cosim.round import RUN_COLUMNS, RoundRecord, count_nonfinite, run_round
 from cosim.scenario import Scenario
-from cosim.trace import TraceWriter, channel_use_split
 from cosim.world import World, build_world
 
 __all__ = ["RUN_COLUMNS", "ChannelUses", "Engine", "RoundRecord", "World", "build_world", "count_nonfinite"]
-
-
-@dataclass
-class ChannelUses:
-    """Running totals of OFDM symbols up to and including the last round added.
-
-    The one place the cumulative channel uses are summed: :meth:`Engine.rounds` adds
-    every round to one, and ``cosim.run`` keeps it in the checkpoint's attributes.
-
-    Attributes
-    ----------
-    uplink : float
-        Uplink symbols (sum of the rounds' ``uplink_symbols``).
-    downlink : float
-        Downlink symbols (sum of the rounds' ``downlink_symbols``).
-    """
-
-    uplink: float = 0.0
-    downlink: float = 0.0
-
-    @property
-    def total(self) -> float:
-        """Uplink + downlink (``cumulative_channel_uses``; whole numbers of symbols, so
-        the sum is exact)."""
-        return self.uplink + self.downlink
-
-    def add(self, scalars: dict[str, float]) -> None:
-        """Add one round's ``uplink_symbols`` and ``downlink_symbols`` and write the
-        three ``cumulative_*`` columns into ``scalars``."""
-        up, down = scalars["uplink_symbols"], scalars["downlink_symbols"]
-        self.uplink += up
-        self.downlink += down
-        scalars.update(self.attrs())
-
-    def attrs(self) -> dict[str, float]:
-        """The totals under their trace column names (also the checkpoint attributes)."""
-        return {
-            "cumulative_channel_uses": self.total,
-            "cumulative_uplink_symbols": self.uplink,
-            "cumulative_downlink_symbols": self.downlink,
-        }
-
-    @classmethod
-    def resumed(cls, attrs: dict, writer: TraceWriter) -> ChannelUses:
-        """The totals saved with a checkpoint.
-
-        A checkpoint written before the uplink / downlink split holds only
-        ``cumulative_channel_uses``; the split is then summed from the trace's
-        committed ``uplink_symbols`` / ``downlink_symbols`` rows (whole numbers of
-        symbols, so the sums are exact and equal a run that kept them).
-        """
-        if "cumulative_uplink_symbols" in attrs and "cumulative_downlink_symbols" in attrs:
-            return cls(float(attrs["cumulative_uplink_symbols"]), float(attrs["cumulative_downlink_symbols"]))
-        rows = {name: writer.column(name) for name in ("uplink_symbols", "downlink_symbols")}
-        split = channel_use_split({k: v for k, v in rows.items() if v is not None})
-        return cls(*split) if split is not None else cls()
 
 
 class Engine:
@@ -98,6 +41,15 @@ class Engine:
         """The algorithm's initial state (deterministic for the scenario's seed)."""
         return self.world.initial_state()
 
+    def privacy_account(self):
+        """A fresh :class:`cosim.privacy.PrivacyAccount` of the scenario's ``[privacy]``
+        (None without it)."""
+        if self.scenario.privacy is None:
+            return None
+        from cosim.privacy import PrivacyAccount
+
+        return PrivacyAccount.of(self.scenario, list(self.uplink.grids), self.num_params)
+
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Round ``t`` from ``state`` (:func:`cosim.round.run_round`)."""
         return run_round(state, self.world, t)
@@ -109,17 +61,21 @@ class Engine:
         start_round: int = 0,
         divergence: DivergenceWatch | None = None,
         channel_uses: ChannelUses | None = None,
+        privacy=None,
     ) -> Iterator[tuple[Any, RoundRecord]]:
         """Yield ``(state, record)`` for rounds ``start_round .. rounds-1``.
 
         Every record's scalars hold the running channel-use totals up to and including
         its round, ``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and
-        ``cumulative_channel_uses`` (OFDM symbols), summed in ``channel_uses`` (updated
+        ``cumulative_channel_uses`` (OFDM symbols), ``cumulative_uplink_seconds`` (s) and
+        ``cumulative_uplink_energy_j`` (J), summed in ``channel_uses`` (updated
         in place; a fresh :class:`ChannelUses` when None). Every record is checked by
         ``divergence`` (a fresh :class:`~cosim.divergence.DivergenceWatch` when None; a
         resumed run passes one holding round 0's loss) and carries its findings in
         ``record.divergence``; whether a diverged run stops is the caller's choice
-        (``cosim.run``).
+        (``cosim.run``). With ``[privacy]`` every record also holds ``privacy_epsilon``
+        and ``privacy_epsilon_round``, composed in ``privacy`` (a
+        :class:`cosim.privacy.PrivacyAccount`, updated in place; a fresh one when None).
 
         Raises
         ------
@@ -135,9 +91,16 @@ class Engine:
             )
         uses = channel_uses if channel_uses is not None else ChannelUses()
         watch = divergence if divergence is not None else DivergenceWatch()
+        if privacy is None and self.scenario.privacy is not None:
+            if start_round > 0:
+                raise ValueError(f"start_round = {start_round} needs privacy, the account of rounds "
+                                 f"0..{start_round - 1} (PrivacyAccount.replay)")
+            privacy = self.privacy_account()
         for t in range(start_round, self.scenario.rounds):
             state, record = self.run_round(t, state)
             uses.add(record.scalars)
+            if privacy is not None:
+                privacy.add(record.scalars)
             record.divergence = watch.check(t, record.scalars)
             yield state, record
 

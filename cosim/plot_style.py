@@ -37,10 +37,21 @@ RING_COLORS = {"near": "#0072B2", "mid": "#E69F00", "far": "#D55E00"}
 ACCURACY_AXES = {
     "total": ("accuracy_vs_channel_uses", "cumulative channel uses (OFDM symbols, uplink + downlink)"),
     "uplink": ("accuracy_vs_uplink_symbols", "cumulative uplink channel uses (OFDM symbols)"),
+    "uplink_seconds": ("accuracy_vs_uplink_seconds", "cumulative uplink air time (s)"),
+    "uplink_energy": ("accuracy_vs_uplink_energy", "cumulative device transmit energy (J)"),
     "rounds": ("accuracy_vs_rounds", "round"),
 }
 """``--x`` choice -> (file stem of the accuracy figure, x-axis label); the NLL figure's
 stem is the same with ``nll`` for ``accuracy``."""
+RUNNING_TOTAL_AXES = {
+    "uplink": ("cumulative_uplink_symbols", "uplink_symbols"),
+    "uplink_seconds": ("cumulative_uplink_seconds", "uplink_seconds"),
+    "uplink_energy": ("cumulative_uplink_energy_j", "uplink_energy_j"),
+}
+"""The axes that are a running total: ``--x`` choice -> (its ``cumulative_*`` column,
+the per-round column it sums, for traces without the former)."""
+COUNT_AXES = ("total", "uplink", "rounds")
+"""The axes of whole numbers (integer ticks); seconds and joules are not."""
 DEFAULT_ACCURACY_AXIS = "total"
 
 FORMATS = ("png", "pdf", "svg")
@@ -201,11 +212,15 @@ def accuracy_x(trace: TraceData, x: str = DEFAULT_ACCURACY_AXIS) -> np.ndarray:
     Parameters
     ----------
     trace : TraceData
-    x : {"total", "uplink", "rounds"}
+    x : {"total", "uplink", "uplink_seconds", "uplink_energy", "rounds"}
         ``"total"``: ``cumulative_channel_uses`` (OFDM symbols, uplink + downlink);
         ``"uplink"``: ``cumulative_uplink_symbols`` (OFDM symbols), or the running sum
         of ``uplink_symbols`` for a trace without that column (or with NaN in it);
-        ``"rounds"``: ``round``, the 0-based round index.
+        ``"uplink_seconds"``: ``cumulative_uplink_seconds`` (s), likewise else the
+        running sum of ``uplink_seconds``; ``"uplink_energy"``:
+        ``cumulative_uplink_energy_j`` (J), else the running sum of ``uplink_energy_j``
+        (NaN from a round without it on); ``"rounds"``: ``round``, the 0-based round
+        index.
     """
     _check_axis(x)
     rounds = trace.rounds
@@ -213,14 +228,24 @@ def accuracy_x(trace: TraceData, x: str = DEFAULT_ACCURACY_AXIS) -> np.ndarray:
         return rounds["round"].astype(np.float64)
     if x == "total":
         return np.asarray(rounds["cumulative_channel_uses"], np.float64)
-    column = rounds.get("cumulative_uplink_symbols")
+    total, per_round = RUNNING_TOTAL_AXES[x]
+    column = rounds.get(total)
     if column is not None and np.all(np.isfinite(column)):
         return np.asarray(column, np.float64)
-    return np.cumsum(np.asarray(rounds["uplink_symbols"], np.float64))
+    return np.cumsum(np.asarray(rounds[per_round], np.float64))
+
+
+def has_axis(trace: TraceData, x: str) -> bool:
+    """Whether ``trace`` holds the columns :func:`accuracy_x` reads for ``x``."""
+    if x == "rounds":
+        return "round" in trace.rounds
+    if x == "total":
+        return "cumulative_channel_uses" in trace.rounds
+    return any(name in trace.rounds for name in RUNNING_TOTAL_AXES[x])
 
 
 def _has_uplink(trace: TraceData) -> bool:
-    return "cumulative_uplink_symbols" in trace.rounds or "uplink_symbols" in trace.rounds
+    return has_axis(trace, "uplink")
 
 
 def trace_labels(traces: Sequence[TraceData]) -> list[str]:

@@ -25,6 +25,12 @@ Figures (file stems):
   * ``"uplink"`` -> ``*_vs_uplink_symbols``: cumulative uplink OFDM symbols
     (``cumulative_uplink_symbols``; for traces written before that column, the
     running sum of ``uplink_symbols``);
+  * ``"uplink_seconds"`` -> ``*_vs_uplink_seconds``: cumulative uplink air time in
+    seconds (``cumulative_uplink_seconds``, else the running sum of ``uplink_seconds``),
+    which puts schemes of different symbol counts and numerologies on one time axis;
+  * ``"uplink_energy"`` -> ``*_vs_uplink_energy``: cumulative transmit energy of the
+    devices in joules (``cumulative_uplink_energy_j``, else the running sum of
+    ``uplink_energy_j``);
   * ``"rounds"`` -> ``*_vs_rounds``: the round index t (0-based);
 - ``ece``: expected calibration error of every evaluated round against the round;
 - ``reliability``: the reliability diagram of each trace's last evaluation (Section
@@ -100,6 +106,7 @@ from cosim.plot_style import (
     MAX_PANEL_IN,
     RING_COLORS,
     RINGS,
+    RUNNING_TOTAL_AXES,
     STYLE,
     FigureOptions,
     PlotError,
@@ -107,6 +114,7 @@ from cosim.plot_style import (
     _axes_list,
     _evaluated,
     accuracy_x,
+    has_axis,
     style,
     trace_labels,
 )
@@ -206,8 +214,8 @@ def plot_traces(
     labels : sequence of str, optional
         One legend label per trace (default: :func:`trace_labels`).
     x : str or iterable of str
-        Accuracy / NLL x-axes (``"total"``, ``"uplink"``, ``"rounds"``,
-        :data:`ACCURACY_AXES`), one pair of figures each.
+        Accuracy / NLL x-axes (``"total"``, ``"uplink"``, ``"uplink_seconds"``,
+        ``"uplink_energy"``, ``"rounds"``: :data:`ACCURACY_AXES`), one pair of figures each.
     formats : iterable of str
         Subset of :data:`FORMATS`.
     dpi : float
@@ -256,10 +264,9 @@ def _check_plottable(trace: TraceData, axes: Sequence[str]) -> None:
     if trace.completed_rounds == 0:
         raise PlotError(f"cannot plot {trace.path}: it holds no completed round")
     need = ["round", "test_accuracy", "ece"]
-    if "total" in axes:
-        need.append("cumulative_channel_uses")
-    if "uplink" in axes and "cumulative_uplink_symbols" not in trace.rounds:
-        need.append("uplink_symbols")
+    for axis in axes:  # the per-round column names what an older trace lacks
+        if not has_axis(trace, axis):
+            need.append("cumulative_channel_uses" if axis == "total" else RUNNING_TOTAL_AXES[axis][1])
     missing = [f"/rounds/{name}" for name in need if name not in trace.rounds]
     if _evaluated(trace).any():
         missing += [f"/rounds/reliability/{name}" for name in ("bin_accuracy", "bin_count")

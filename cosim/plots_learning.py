@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 
 from cosim.plot_style import (
     ACCURACY_AXES,
+    COUNT_AXES,
     PALETTE,
     FigureOptions,
     Skipped,
@@ -78,7 +79,10 @@ def metric_figure(traces: Sequence[TraceData], labels: Sequence[str], metric: st
                 shown = np.isfinite(companion)
                 ax.plot(accuracy_x(trace, x)[shown], companion[shown], linestyle="--",
                         color=_trace_style(i)["color"], label=f"{label}, posterior mean")
-        _count_axis(ax, ACCURACY_AXES[x][1], xs)
+        if x in COUNT_AXES:
+            _count_axis(ax, ACCURACY_AXES[x][1], xs)
+        else:  # seconds, joules: any real number
+            ax.set_xlabel(ACCURACY_AXES[x][1])
         ax.set_ylabel(ylabel)
         ax.legend(loc="best")
     return fig

@@ -22,7 +22,7 @@ from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.optimize import brentq
 
-from phy.privacy import joint_noise_multiplier
+from phy.privacy import UplinkPrivacy, joint_noise_multiplier
 
 ACCOUNTANTS = ("pld", "rdp")
 """``privacy.accountant`` values."""
@@ -173,12 +173,16 @@ class PrivacyLedger:
         self._pld = _accountant("pld", self._expected) if accountant == "pld" else None
         _accountant(accountant)  # the name is checked
 
-    def add_round(self, event: dp_accounting.DpEvent) -> tuple[float, float]:
+    def compose(self, event: dp_accounting.DpEvent) -> None:
+        """Compose one round's event (what :meth:`add_round` does before its figures)."""
         self._rdp.compose(event)
         if self._pld is not None and self._rdp.get_epsilon(self.delta) <= PLD_MAX_EPSILON:
             self._pld.compose(event)
         else:
             self._pld = None
+
+    def add_round(self, event: dp_accounting.DpEvent) -> tuple[float, float]:
+        self.compose(event)
         # the round's own epsilon on the run's PLD grid (one interval of pessimism at most)
         return self.epsilon, epsilon_of(event, self.delta, self.accountant, self._expected)
 
@@ -208,6 +212,102 @@ def privacy_columns(ledger: PrivacyLedger, mechanisms: dict, sampling_probabilit
     columns["privacy_epsilon"] = total
     columns["privacy_epsilon_round"] = this_round
     return columns
+
+
+class PrivacyAccount:
+    """The run's privacy so far: the one place its rounds are composed (as
+    :class:`cosim.engine.ChannelUses` sums its channel uses), fed every round's record by
+    :meth:`cosim.engine.Engine.rounds`.
+
+    Each round's event is formed from what the uplink traced
+    (:meth:`phy.uplink.RoundLink.send`): the worst device's noise multiplier of every
+    phase, ``privacy_noise_multiplier_<phase>`` (a phase not sent, as in a discarded
+    round: no event), and with Poisson subsampling the round's
+    ``privacy_joint_noise_multiplier`` (:func:`round_event`); :meth:`add` composes it in
+    the :class:`PrivacyLedger` and writes ``privacy_epsilon`` (cumulative) and
+    ``privacy_epsilon_round`` at ``privacy.delta``. A resumed run replays the trace's
+    committed rows of the same columns (:meth:`replay`): the same events in the same
+    order, so the same figures as a run that was not interrupted, bit for bit.
+
+    Parameters
+    ----------
+    phases : sequence of str
+        The uplink phases' names.
+    delta : float
+    accountant : "pld" or "rdp"
+    sampling_probability : float
+        q of the Poisson subsampling (1: none).
+    expected_epsilon : float
+        Sets the PLD's interval (:func:`pld_interval`, :func:`run_expected_epsilon`).
+    """
+
+    def __init__(self, phases: Sequence[str], delta: float, accountant: str = "pld",
+                 sampling_probability: float = 1.0, expected_epsilon: float = 0.0) -> None:
+        self.phases = tuple(phases)
+        self.sampling_probability = float(sampling_probability)
+        self.ledger = PrivacyLedger(delta, accountant, expected_epsilon)
+
+    @classmethod
+    def of(cls, scenario, phases: Sequence[str], num_params: int) -> PrivacyAccount:
+        """The account of ``scenario`` (which has a ``[privacy]`` table), before round 0."""
+        config = scenario.privacy
+        projection = project(scenario, num_params)
+        return cls(phases, config.delta, config.accountant, projection.sampling_probability,
+                   run_expected_epsilon(scenario, projection))
+
+    def event(self, scalars) -> dp_accounting.DpEvent:
+        """The round's event from its ``/rounds`` scalars (a missing or NaN multiplier:
+        the phase was not sent)."""
+        def multiplier(name: str) -> float:
+            value = float(scalars.get(name, math.nan))
+            return math.inf if math.isnan(value) else value
+
+        z = [multiplier(f"privacy_noise_multiplier_{phase}") for phase in self.phases]
+        joint = None
+        if self.sampling_probability < 1.0:
+            joint = multiplier("privacy_joint_noise_multiplier")
+        return round_event(z, self.sampling_probability, joint)
+
+    def add(self, scalars: dict) -> None:
+        """Compose one round (its ``scalars``) and write ``privacy_epsilon`` and
+        ``privacy_epsilon_round`` into them."""
+        total, this_round = self.ledger.add_round(self.event(scalars))
+        scalars["privacy_epsilon"] = total
+        scalars["privacy_epsilon_round"] = this_round
+
+    def replay(self, column, rounds: int) -> None:
+        """Compose rounds ``0 .. rounds-1`` of a resumed trace: ``column(name)`` gives the
+        committed rows of a ``/rounds`` column (None if absent;
+        :meth:`cosim.trace.TraceWriter.column`)."""
+        names = [f"privacy_noise_multiplier_{phase}" for phase in self.phases]
+        names.append("privacy_joint_noise_multiplier")
+        rows = {name: column(name) for name in names}
+        for t in range(rounds):
+            self.ledger.compose(self.event(
+                {name: values[t] for name, values in rows.items() if values is not None}))
+
+
+def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
+    """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
+    :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``), with the
+    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
+    config = scenario.privacy
+    if config.target_epsilon is None:
+        return UplinkPrivacy(clip_norm=config.clip_norm)
+    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values),
+                         clip_norm=config.clip_norm)
+
+
+def run_expected_epsilon(scenario, projection: Projection) -> float:
+    """The epsilon a run is expected to reach, which sets its PLD's interval
+    (:func:`pld_interval`): ``privacy.target_epsilon`` when set (the run ends at or below
+    it), else the projection's (a finite one), else :data:`PLD_MAX_EPSILON`."""
+    target = scenario.privacy.target_epsilon
+    if target is not None:
+        return float(target)
+    if projection.epsilon is not None and math.isfinite(projection.epsilon):
+        return float(projection.epsilon)
+    return PLD_MAX_EPSILON
 
 
 # ------------------------------------------------------------------ the up-front projection
@@ -305,6 +405,10 @@ def project(scenario, num_params: int) -> Projection:
     phases = uplink_phase_values(scenario, num_params)
     power = scenario.power
     if not _BUDGETED[power.control]:
+        if power.control != "ideal" and config.clip_norm is not None:
+            return Projection(None, {}, q, f"power.control = {power.control!r} with "
+                              "privacy.clip_norm: the clip bound depends on each round's "
+                              "delta_bar, i.e. on the updates (the trace has the realised epsilon)")
         what = ("sends no signal over the air: the BS gets the exact sum, without noise"
                 if power.control == "ideal" else "has no power budget to bound a device's signal")
         return Projection(math.inf, dict.fromkeys(phases, 0.0), q,
@@ -329,16 +433,28 @@ def project(scenario, num_params: int) -> Projection:
     return Projection(epsilon, z, q, assumes)
 
 
-def plan_artificial_noise(scenario, projection: Projection) -> float:
-    """The least artificial noise power per subcarrier (W, on top of ``sigma_z^2``) with
-    which the projected run meets ``privacy.target_epsilon``: found by the library's
-    ``calibrate_dp_mechanism`` (Brent's method on the total noise, each search point the
-    library's epsilon of the projected rounds), so the planned run ends at or below its
-    target and within 1 % of it. 0 where the channel alone meets it; ``inf`` where no
-    noise can (no bound on a device's signal).
+FLOOR_MARGIN = 1e-4
+"""The planned noise floor is raised by this much (relative) over the calibrated one, so
+that a run whose every round sits at the floor, composed round by round, stays at or
+below its target although the plan's figure is the library's self-composition (and the
+floor's noise is set in floating point)."""
 
-    The projection's noise multipliers are ``sqrt(sigma_z^2 / 2) / sensitivity_p``; a
-    total noise std s per real dimension gives ``s / sensitivity_p``.
+
+def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]:
+    """Per phase, the least noise multiplier z*_phase of the worst device such that
+    ``scenario.rounds`` rounds at these multipliers meet ``privacy.target_epsilon`` at
+    ``privacy.delta`` (with the scenario's subsampling), found by the library's
+    ``calibrate_dp_mechanism`` (Brent's method; each search point the library's epsilon of
+    the rounds' self-composition: first with the RDP accountant, whose answer is enough,
+    then with the PLD accountant on the run's interval between half of it and it), raised
+    by :data:`FLOOR_MARGIN`.
+
+    The phases share one artificial noise power: under the power-budget bound the worst
+    device's multiplier is ``s / sqrt(N_phase P max_f |h|^2)`` for a total noise std s,
+    so the floors scale as ``1 / sqrt(N_phase)`` (``phase_values``: ``{phase: values}``,
+    N = ceil(values / F)). The uplink keeps every phase at or above its floor
+    (:class:`phy.privacy.UplinkPrivacy`), which bounds the run's epsilon by the target
+    whatever the channel draws: the plan needs no projection of the cell.
     """
     from dp_accounting.mechanism_calibration import (
         ExplicitBracketInterval,
@@ -346,62 +462,115 @@ def plan_artificial_noise(scenario, projection: Projection) -> float:
         calibrate_dp_mechanism,
     )
 
+    from cosim.scenario_derived import symbols_per_phase
+
     config = scenario.privacy
     target = config.target_epsilon
-    if projection.epsilon is None or target is None:
-        raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")
-    if projection.epsilon <= target:
-        return 0.0
-    z = list(projection.noise_multipliers.values())
-    if not all(value > 0.0 for value in z):
-        return math.inf
-    noise_std = math.sqrt(scenario.power.noise_power_w / 2.0)
+    if target is None:
+        raise ValueError("plan_noise_floor needs privacy.target_epsilon")
+    symbols = {name: symbols_per_phase(values, scenario.ofdm.num_subcarriers)
+               for name, values in phase_values.items()}
+    most = max(symbols.values())
+    shape = {name: math.sqrt(most / n) for name, n in symbols.items()}
+    q = 1.0
+    if config.subsampling == "poisson":
+        q = scenario.participation.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
 
-    def event(ratio: float) -> dp_accounting.DpEvent:  # ratio = s / sqrt(sigma_z^2 / 2)
+    def event(c: float) -> dp_accounting.DpEvent:
         return dp_accounting.SelfComposedDpEvent(
-            round_event([ratio * value for value in z], projection.sampling_probability),
-            scenario.rounds)
+            round_event([c * value for value in shape.values()], q), scenario.rounds)
 
-    # the RDP accountant first (cheap at any noise; its epsilon is above the PLD's, so its
-    # noise is enough), then the chosen one between half of that and that
-    ratio = calibrate_dp_mechanism(lambda: _accountant("rdp"), event, target, config.delta,
-                                   LowerEndpointAndGuess(1.0, 2.0), tol=1e-6)
+    c = calibrate_dp_mechanism(lambda: _accountant("rdp"), event, target, config.delta,
+                               LowerEndpointAndGuess(1e-6, 1.0), tol=1e-7)
     if config.accountant == "pld":
-        ratio = calibrate_dp_mechanism(
-            lambda: _accountant("pld", target), event, target, config.delta,
-            ExplicitBracketInterval(max(1.0, 0.5 * ratio), ratio), tol=1e-6 * ratio)
-    return (ratio * noise_std) ** 2 * 2.0 - scenario.power.noise_power_w
+        def pld_gap(value: float) -> float:
+            return epsilon_of(event(value), config.delta, "pld", target) - target
+
+        lower = 0.5 * c
+        while pld_gap(lower) <= 0.0:  # the PLD's figure is below the RDP bound
+            lower *= 0.5
+        c = calibrate_dp_mechanism(lambda: _accountant("pld", target), event, target,
+                                   config.delta, ExplicitBracketInterval(lower, c), tol=1e-7 * c)
+    return {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
+
+
+def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, float] | None = None
+                          ) -> float:
+    """The artificial noise power per subcarrier (W, on top of ``sigma_z^2``) the uplink adds
+    in a round like the projection's (its worst device, its strongest subcarrier) to keep
+    every phase at its planned floor (:func:`plan_noise_floor`): the least that meets
+    ``privacy.target_epsilon``, so such a run ends at or below its target and within 1 %
+    of it. 0 where the channel alone meets the floor; ``inf`` where no noise can (no
+    bound on a device's signal).
+
+    The projection's noise multipliers are ``sqrt(sigma_z^2 / 2) / sensitivity_p``; the
+    floor z*_p needs a total noise std ``z*_p sensitivity_p``.
+    """
+    from cosim.scenario import scenario_num_params
+    from cosim.scenario_derived import uplink_phase_values
+
+    if projection.epsilon is None or scenario.privacy.target_epsilon is None:
+        raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")
+    z = projection.noise_multipliers
+    if not all(value > 0.0 for value in z.values()):
+        return math.inf
+    if floor is None:
+        floor = plan_noise_floor(scenario, uplink_phase_values(scenario, scenario_num_params(scenario)))
+    sigma2 = scenario.power.noise_power_w
+    return max(0.0, max(sigma2 * ((floor[name] / z[name]) ** 2 - 1.0) for name in z))
+
+
+def unbounded_reason(scenario) -> str | None:
+    """Why no noise can bound a device's contribution under ``scenario``'s uplink (None if
+    some bound holds): ``ideal`` aggregation sends nothing over the air (no noise at all),
+    ``full_inversion`` has no power budget (unless ``privacy.clip_norm`` bounds it)."""
+    control = scenario.power.control
+    if control == "ideal":
+        return ("power.control = 'ideal' sends no signal over the air: the BS gets the exact "
+                "sum, without noise")
+    if not _BUDGETED[control] and scenario.privacy.clip_norm is None:
+        return (f"power.control = {control!r} has no power budget to bound a device's signal "
+                "(and privacy.clip_norm is not set)")
+    return None
 
 
 def check_target(scenario, num_params: int, projection: Projection | None = None) -> None:
-    """Raise ValueError (``privacy.target_epsilon: ...``) when the scenario's projected
-    epsilon exceeds ``privacy.target_epsilon``, or cannot be projected while a target is
-    set; nothing without ``[privacy]`` or without a target."""
+    """Raise ValueError (``privacy.target_epsilon: ...``) when no artificial noise can meet
+    ``privacy.target_epsilon`` (:func:`unbounded_reason`); nothing without ``[privacy]``,
+    without a target, or when noise can (the uplink then adds the planned noise,
+    :func:`plan_noise_floor`, so the run ends at or below its target)."""
     config = scenario.privacy
     if config is None or config.target_epsilon is None:
         return
-    projection = projection or project(scenario, num_params)
-    target = config.target_epsilon
-    if projection.epsilon is None:
-        raise ValueError(f"privacy.target_epsilon: = {target:g} cannot be checked before the "
-                         f"run: {projection.assumes}")
-    if projection.epsilon > target:
-        noise_w = plan_artificial_noise(scenario, projection)
-        plan = "" if not math.isfinite(noise_w) else (
-            f"; artificial noise of {10 * math.log10(noise_w * 1e3):.2f} dBm per subcarrier at "
-            "the receiver would meet it, which the uplink does not add yet")
+    why = unbounded_reason(scenario)
+    if why is not None:
         raise ValueError(
-            f"privacy.target_epsilon: = {target:g} is below the projected epsilon "
-            f"{projection.epsilon:.4g} at delta = {config.delta:g} after {scenario.rounds} rounds "
-            f"(worst noise multiplier {min(projection.noise_multipliers.values()):.3g}; "
-            f"{projection.assumes}){plan}; raise the target or lower power.tx_power_dbm or rounds")
+            f"privacy.target_epsilon: = {config.target_epsilon:g} cannot be met: {why}, so no "
+            "artificial noise bounds epsilon; use power.control = \"optimal\" or "
+            "\"truncated_inversion\", set privacy.clip_norm, or remove the target")
+
+
+def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) -> str:
+    """The ``cosim validate`` line of a target's plan: the noise floor of every phase and
+    the artificial noise a round like the projection's gets."""
+    config = scenario.privacy
+    z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
+    line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
+            f"after {scenario.rounds} rounds: the uplink adds artificial noise in any phase whose "
+            f"worst device falls below its floor ({z})")
+    if projection is not None and projection.epsilon is not None:
+        noise_w = plan_artificial_noise(scenario, projection, floor)
+        line += ("; none in a round like the projection's" if noise_w == 0.0 else
+                 f"; {10 * math.log10(noise_w * 1e3):.2f} dBm per subcarrier at the receiver in "
+                 "a round like the projection's")
+    return line
 
 
 def refuse_over_target(scenario, source: str | None = None) -> Projection | None:
     """:func:`check_target` at the start of a run or ``cosim validate``: a
     :class:`cosim.scenario.ScenarioError` (exit status 2 at the command line) with the one
-    ``privacy.target_epsilon: ...`` line; the projection otherwise (None without
-    ``[privacy]``)."""
+    ``privacy.target_epsilon: ...`` line when no noise can meet the target; the
+    projection otherwise (None without ``[privacy]``)."""
     if scenario.privacy is None:
         return None
     from cosim.scenario import ScenarioError, scenario_num_params

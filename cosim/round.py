@@ -24,7 +24,8 @@ from cosim import rng as rngs
 from learning.algorithms.base import Received, scalar_metrics
 from native.columns import Columns
 
-RUN_COLUMNS = ("round", "cumulative_channel_uses", "cumulative_uplink_symbols", "cumulative_downlink_symbols")
+RUN_COLUMNS = ("round", "cumulative_channel_uses", "cumulative_uplink_symbols", "cumulative_downlink_symbols",
+               "cumulative_uplink_seconds", "cumulative_uplink_energy_j")
 """Columns written outside :func:`run_round` (``round`` by the trace writer, the
 ``cumulative_*`` totals by :meth:`cosim.engine.Engine.rounds`)."""
 

@@ -5,7 +5,9 @@ commands that do not train live in the command line (``cli.py``) and never impor
 
 The engine's records carry the running channel-use totals of every round
 (``cumulative_uplink_symbols``, ``cumulative_downlink_symbols`` and their sum
-``cumulative_channel_uses``, all OFDM symbols; :meth:`cosim.engine.Engine.rounds`);
+``cumulative_channel_uses``, all OFDM symbols, and the uplink's
+``cumulative_uplink_seconds`` and ``cumulative_uplink_energy_j``;
+:meth:`cosim.engine.Engine.rounds`, :class:`cosim.channel_uses.ChannelUses`);
 the run keeps them across ``--resume`` in the checkpoint's attributes. It also watches the proposed method's
 ``precision_rel_change``: when the global precision has changed by less than
 :data:`INERT_RELATIVE_CHANGE` (mean relative change per round) for
@@ -257,15 +259,16 @@ def run_scenario(
     The trace path is checked before the set-up (:func:`cosim.trace.check_trace_target`),
     and the trace appears under its name complete with its header and static tables
     (:meth:`TraceWriter.create`). Every record holds ``cumulative_channel_uses``,
-    ``cumulative_uplink_symbols`` and ``cumulative_downlink_symbols``
-    (:meth:`Engine.rounds` with this run's :class:`~cosim.engine.ChannelUses`, resumed
+    ``cumulative_uplink_symbols``, ``cumulative_downlink_symbols``,
+    ``cumulative_uplink_seconds`` and ``cumulative_uplink_energy_j``
+    (:meth:`Engine.rounds` with this run's :class:`~cosim.channel_uses.ChannelUses`, resumed
     from the checkpoint) and the run warns once on stderr when phase 1 is inert
     (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
     False it says so once and goes on. With ``tensorboard_dir`` every committed round's
     finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
     """
-    if scenario.privacy is not None:  # over its target epsilon: refused before anything
+    if scenario.privacy is not None:  # a target no noise can meet: refused before anything
         from cosim.privacy import refuse_over_target
 
         refuse_over_target(scenario)
@@ -308,9 +311,11 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     initial, uses = _restored_state(engine, checkpoint, writer, path)
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
+    privacy = _privacy_account(scenario, engine, writer, start)
     last_acc, last_ece, diverged, completed = math.nan, math.nan, False, start
     try:
-        for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses):
+        for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
+                                          **privacy):
             writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
             due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
             writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
@@ -343,7 +348,8 @@ class RoundObservers:
     (:class:`Progress`, or plain lines on stderr), the TensorBoard summaries
     (:class:`TensorBoardScalars`, dropped with one warning when its event file fails)
     and the inert-precision watch (:class:`InertPrecisionWatch`, its streak resumed
-    from the trace's committed ``precision_rel_change``)."""
+    from the trace's committed ``precision_rel_change``); with ``privacy.target_epsilon``
+    one warning at the first round whose ``privacy_epsilon`` is above it."""
 
     def __init__(self, scenario: Scenario, writer: TraceWriter, start: int, *, progress: bool,
                  board: TensorBoardScalars | None):
@@ -351,6 +357,7 @@ class RoundObservers:
         self.watch = InertPrecisionWatch(history=None if history is None else history.tolist(),
                                          current=scenario.algorithm.covariance_parameter)
         self.board = board
+        self.target = None if scenario.privacy is None else scenario.privacy.target_epsilon
         self.bar = Progress(scenario.rounds, start, scenario.name) if progress else None
         if progress:  # what [runtime]'s "auto" became
             resolved = scenario.resolved_runtime()
@@ -380,10 +387,29 @@ class RoundObservers:
         warning = self.watch.observe(record.round, record.scalars.get("precision_rel_change"))
         if warning is not None:
             self.say(warning)
+        if self.target is not None and record.scalars.get("privacy_epsilon", 0.0) > self.target:
+            self.say(f"cosim run: warning: round {record.round}'s privacy_epsilon "
+                     f"{record.scalars['privacy_epsilon']:.6g} is above privacy.target_epsilon = "
+                     f"{self.target:g} (the floors were planned for another number of rounds: "
+                     "docs/privacy.md)")
+            self.target = None  # said once
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, start: int) -> dict:
+    """``{"privacy": account}`` for :meth:`Engine.rounds` with ``[privacy]`` (the ledger,
+    rounds ``0 .. start-1`` replayed from the trace's committed rows,
+    :meth:`cosim.privacy.PrivacyAccount.replay`), else ``{}`` (an engine without it keeps
+    its interface)."""
+    if scenario.privacy is None:
+        return {}
+    account = engine.privacy_account()
+    if start > 0:
+        account.replay(writer.column, start)
+    return {"privacy": account}
 
 
 def _resumed_trace(path: Path, scenario: Scenario, scenario_text: str):
@@ -491,7 +517,7 @@ def run_command(
     scenario = load_scenario(scenario_file, overrides)
     # a scenario too large for this machine is refused before anything is built
     check_resources(scenario, source=scenario_file or "<default quickstart>")
-    if scenario.privacy is not None:  # over its target epsilon: refused, naming the file
+    if scenario.privacy is not None:  # a target no noise can meet: refused, naming the file
         from cosim.privacy import refuse_over_target
 
         refuse_over_target(scenario, scenario_file or "<default quickstart>")

@@ -52,9 +52,11 @@ from phy.limits import (  # stdlib only
 from phy.parameters import (  # pydantic only
     CELL_LAYOUTS,
     CHANNEL_MODELS,
+    COMBINERS,
     CSI_MODELS,
     DB_LIMIT,
     POWER_CONTROLS,
+    SCHEDULING,
     UPLINK_SCHEMES,
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
@@ -281,7 +283,7 @@ class BsConfig(_Section):
     antennas with a unit-norm ``m_f`` per subcarrier; the devices see ``m_f^H h_kf``."""
 
     num_antennas: int = Field(1, ge=1)
-    combiner: Literal["mrc_strongest", "centroid", "maxmin"] = "centroid"
+    combiner: Literal[tuple(COMBINERS)] = "centroid"
 
 
 class ParticipationConfig(_Section):
@@ -290,7 +292,7 @@ class ParticipationConfig(_Section):
     against a deadline, and whether the BS knows who dropped."""
 
     fraction: float = Field(1.0, gt=0.0, le=1.0)
-    scheduling: Literal["uniform", "best_channel", "gain_threshold"] = "uniform"
+    scheduling: Literal[tuple(SCHEDULING)] = "uniform"
     gain_threshold_db: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
     dropout_probability: float = Field(0.0, ge=0.0, le=1.0)
     bs_knows_dropouts: bool = True
@@ -322,9 +324,12 @@ class PrivacyConfig(_Section):
     and the trace as without it."""
 
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
-    target_epsilon: float | None = Field(None, gt=0.0)
+    # "none" (a study axis' no-target point; TOML has no null) is no target
+    target_epsilon: Annotated[float | None, BeforeValidator(lambda v: None if v == "none" else v)
+                              ] = Field(None, gt=0.0)
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
+    clip_norm: float | None = Field(None, gt=0.0)
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -542,20 +547,18 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
-        sends = CATALOG[self.algorithm.name].sends
-        _require(self.uplink.carries == "values" or sends == "signs", "uplink.scheme",
-                 f"= {self.uplink.scheme!r} carries only signs (a majority vote), and "
-                 f"algorithm.name = {self.algorithm.name!r} needs the weighted sum of values: "
-                 f"use an algorithm that sends signs ({', '.join(repr(n) for n, e in CATALOG.items() if e.sends == 'signs')}) "
-                 "or a scheme that carries values")
-        _require(self.uplink.carries == "values" or self.privacy is None, "privacy",
-                 f"[privacy] is not supported with uplink.scheme = {self.uplink.scheme!r}: the accounting "
-                 "is of the analog scheme's receiver noise, and a sign-carrying scheme's BS sees only "
-                 "a vote; remove [privacy]")
-        _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2,
-                 "ofdm.num_subcarriers", f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' "
-                 "needs at least 2 subcarriers (a pair per sign)")
+        signs = ", ".join(repr(name) for name, entry in CATALOG.items() if entry.sends == "signs")
+        _require(self.uplink.carries == "values" or CATALOG[self.algorithm.name].sends == "signs", "uplink.scheme",
+                 f"= {self.uplink.scheme!r} carries only signs (a majority vote), and algorithm.name = "
+                 f"{self.algorithm.name!r} needs the weighted sum of values: use an algorithm that sends "
+                 f"signs ({signs}) or a scheme that carries values")
+        _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
+                 f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' needs at least 2 (a pair per sign)")
         if self.privacy is not None:
+            _require(self.uplink.scheme == "analog", "uplink.scheme",
+                     f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
+                     "only (each device's amplitude on the shared subcarriers); remove [privacy] "
+                     "or set uplink.scheme = \"analog\"")
             _require(self.ofdm.domain == "frequency", "ofdm.domain",
                      f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
                      "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "

@@ -18,8 +18,10 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
   number of seeds ``n``, ``mean``, ``std`` (ddof 1) and the 95 % Student-t confidence
   interval of the mean, ``mean -/+ t_{0.975, n-1} * std / sqrt(n)`` (NaN for n < 2).
   ``x_kind = "round"`` groups by round (seeds whose metric is NaN there are left out).
-  ``x_kind = "uplink"`` / ``"total"``: each seed's finite (x, metric) points, with x its
-  ``cumulative_uplink_symbols`` / ``cumulative_channel_uses``, are linearly
+  ``x_kind = "uplink"`` / ``"uplink_seconds"`` / ``"uplink_energy"`` / ``"total"``: each
+  seed's finite (x, metric) points, with x its column of :data:`X_COLUMNS`
+  (``cumulative_uplink_symbols``, ``cumulative_uplink_seconds``,
+  ``cumulative_uplink_energy_j``, ``cumulative_channel_uses``), are linearly
   interpolated onto one grid per combination: ``GRID_POINTS`` evenly spaced values from
   the largest first x to the smallest last x over the seeds (the range every seed
   covers: no extrapolation).
@@ -46,9 +48,15 @@ __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "pooled_reliability", "repor
            "stability_over_seeds", "study_table", "summarize_over_seeds"]
 
 GRID_POINTS = 50
-"""Points of the common channel-use grid of ``x_kind = uplink | total``."""
-X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "total": "cumulative_channel_uses"}
-"""The trace column behind each channel-use x."""
+"""Points of the common grid of ``x_kind = uplink | uplink_seconds | uplink_energy | total``."""
+X_COLUMNS = {"uplink": "cumulative_uplink_symbols", "uplink_seconds": "cumulative_uplink_seconds",
+             "uplink_energy": "cumulative_uplink_energy_j", "total": "cumulative_channel_uses"}
+"""The trace column behind each running-total x (``--x``)."""
+X_LABELS = {"round": "round", "uplink": "cumulative uplink OFDM symbols",
+            "uplink_seconds": "cumulative uplink air time (s)",
+            "uplink_energy": "cumulative device transmit energy (J)",
+            "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}
+"""The x-axis label of each ``x_kind``."""
 CONFIDENCE = 0.95
 NEAR_PEAK = 0.01
 """Relative tolerance of :func:`stability`: an evaluation is near the peak when its
@@ -348,8 +356,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
                               label=_combination_label(axes, key, labels, only))
             ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
                             color=line.get_color(), linewidth=0)
-        ax.set_xlabel({"round": "round", "uplink": "cumulative uplink OFDM symbols",
-                       "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}[x_kind])
+        ax.set_xlabel(X_LABELS[x_kind])
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI")
         _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
@@ -477,10 +484,12 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     ``aggregate_nmse_<phase>`` (its last round against an axis) into the study's
     ``out_dir``; the files.
 
-    ``x``: ``rounds``, ``uplink`` or ``total`` (the figures' x; the summary holds all).
+    ``x``: ``rounds`` or a key of :data:`X_COLUMNS` (``uplink``, ``uplink_seconds``,
+    ``uplink_energy``, ``total``): the figures' x; the summary holds all.
     """
-    if x not in ("rounds", "uplink", "total"):
-        raise StudyError([f"--x: must be rounds, uplink or total (got {x!r})"], str(out_dir))
+    if x != "rounds" and x not in X_COLUMNS:
+        raise StudyError([f"--x: must be one of rounds, {', '.join(X_COLUMNS)} (got {x!r})"],
+                         str(out_dir))
     out = Path(out_dir)
     axes, runs = _runs(out)
     copy = _axes_only(out / STUDY_COPY)

@@ -668,11 +668,6 @@ class TraceWriter:
             return None
         return ds[: self._completed]
 
-    def read_checkpoint(self) -> Checkpoint | None:
-        """The newest committed checkpoint, or None."""
-        found = _valid_slot(self._file.get("checkpoint"), self._completed)
-        return _load_slot(found[1], found[0]) if found else None
-
     def flush(self) -> None:
         with self._writing():
             self._flush()

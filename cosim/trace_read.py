@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -186,6 +187,28 @@ def channel_use_split(rounds: Mapping[str, np.ndarray]) -> tuple[float, float] |
     return None
 
 
+def uplink_cost(rounds: Mapping[str, np.ndarray]) -> tuple[float, float, float, float] | None:
+    """The uplink's air time and the devices' transmit energy over a trace's committed
+    rounds: ``(total_s, total_j, mean_s, mean_j)``, the totals from the last row of
+    ``cumulative_uplink_seconds`` / ``cumulative_uplink_energy_j`` when finite, else the
+    sums of ``uplink_seconds`` / ``uplink_energy_j`` (NaN when a round lacks them: a
+    trace begun by a version without them), and the means of the latter over the rounds
+    that have them. None when the trace has no such column or no round.
+    """
+    if "uplink_seconds" not in rounds or "uplink_energy_j" not in rounds or not rounds["uplink_seconds"].size:
+        return None
+    totals = []
+    for row, total in (("uplink_seconds", "cumulative_uplink_seconds"),
+                       ("uplink_energy_j", "cumulative_uplink_energy_j")):
+        column = rounds.get(total)
+        last = float(column[-1]) if column is not None and column.size else math.nan
+        totals.append(last if math.isfinite(last) else float(np.sum(rounds[row])))
+    with np.errstate(invalid="ignore"):
+        means = [float(np.mean(v[np.isfinite(v)])) if np.isfinite(v).any() else math.nan
+                 for v in (rounds["uplink_seconds"], rounds["uplink_energy_j"])]
+    return totals[0], totals[1], means[0], means[1]
+
+
 def _share(part: float, total: float) -> str:
     return f"{100.0 * part / total:.3g} %" if total > 0 else "-"
 
@@ -197,8 +220,10 @@ def summarize(path: str | Path) -> str:
     ``posterior_mean_accuracy``, ``_nll``, ``_ece``). Traces with the proposed method's
     round metrics get a ``posterior`` line (the
     last round's ``precision_rel_change``, ``precision_changed_fraction`` and
-    ``posterior_std_p50``), and every trace with symbol counts a ``channel`` line
-    (cumulative uplink and downlink OFDM symbols and their shares of the total).
+    ``posterior_std_p50``), every trace with symbol counts a ``channel`` line
+    (cumulative uplink and downlink OFDM symbols and their shares of the total), and
+    every trace with the uplink's time and energy an ``uplink`` line (their totals and
+    means per round: :func:`uplink_cost`).
     """
     data = read_trace(path)
     scenario = data.scenario
@@ -249,6 +274,11 @@ def summarize(path: str | Path) -> str:
         up, down = split
         lines.append(f"  channel  {up + down:.6g} OFDM symbols: uplink {up:.6g} ({_share(up, up + down)}), "
                      f"downlink {down:.6g} ({_share(down, up + down)})")
+    cost = uplink_cost(data.rounds)
+    if cost is not None:
+        seconds, joules, per_round_s, per_round_j = cost
+        lines.append(f"  uplink   {seconds:.6g} s and {joules:.6g} J (devices' transmit energy) in "
+                     f"{data.completed_rounds} rounds; per round {per_round_s:.6g} s, {per_round_j:.6g} J")
     if "wall_s" in data.rounds:
         lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s in {data.completed_rounds} rounds")
     return "\n".join(lines)

@@ -91,12 +91,14 @@ class Variant:
     renamed by ``arguments`` where the constructor calls it otherwise, left out where
     ``arguments`` maps it to None: a key used by another part) and with those
     of the caller's other arguments it names in ``extras`` (objects, not parameters:
-    a channel model, a pilot spacing)."""
+    a channel model, a pilot spacing). ``label`` is its display name in figures and
+    reports (``cosim/display_names.py`` reads it; empty: the registered name itself)."""
 
     parameters: type[Parameters]
     implementation: str | Callable[..., Any]
     arguments: Mapping[str, str | None] = field(default_factory=dict)
     extras: tuple[str, ...] = ()
+    label: str = ""
 
     def target(self) -> Any:
         """The implementation (imported now when named by a string)."""
@@ -110,3 +112,20 @@ class Variant:
         kwargs = {self.arguments.get(key, key): value for key, value in checked
                   if self.arguments.get(key, key) is not None}
         return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One registered choice that has no parameters of its own (a receive combiner, a
+    scheduling policy): its display name ``label`` (what figures and reports show) and,
+    where the choice is a function, its ``implementation`` (``"module:callable"``,
+    imported when :meth:`target` is called)."""
+
+    label: str
+    implementation: str | Callable[..., Any] | None = None
+
+    def target(self) -> Any:
+        """The implementation (imported now when named by a string)."""
+        if self.implementation is None:
+            raise ValueError(f"the choice {self.label!r} names no implementation")
+        return load(self.implementation) if isinstance(self.implementation, str) else self.implementation

@@ -36,10 +36,7 @@ from sionna.phy import config as sionna_config
 from sionna.phy.channel import RayleighBlockFading, cir_to_ofdm_channel, subcarrier_frequencies
 from sionna.phy.channel.tr38901 import TDL as SionnaTDL
 
-from phy.parameters import CHANNEL_MODELS, IidRayleighChannel, TdlChannel
-
-CHANNEL_NAMES = ("iid_rayleigh", "flat_rayleigh", "tdl")
-"""The models of this module (the 3GPP cells are :mod:`phy.cells`)."""
+from phy.parameters import IidRayleighChannel, TdlChannel
 
 
 @contextlib.contextmanager
@@ -422,24 +419,3 @@ class TDL:
         num_devices, num_antennas, num_paths = a.shape
         response = tf.matmul(tf.reshape(a, [num_devices * num_antennas, num_paths]), self._tap_responses)
         return amplitude[:, :, None] * tf.reshape(response, [num_devices, num_antennas, self.num_subcarriers])
-
-
-def make_channel(
-    name: str,
-    *,
-    num_subcarriers: int,
-    subcarrier_spacing_hz: float | None = None,
-    **parameters,
-) -> IidRayleigh | FlatRayleigh | TDL:
-    """Build a channel model by name (:data:`phy.parameters.CHANNEL_MODELS`):
-    "iid_rayleigh" (``num_taps``, the time-domain delay line), "flat_rayleigh" or "tdl"
-    (``tdl_profile``, ``delay_spread_s``, ``carrier_frequency_hz``; needs
-    ``subcarrier_spacing_hz``). Parameters of the other models are ignored; the 3GPP
-    cells are :class:`phy.cells.SystemLevelCell`."""
-    if name not in CHANNEL_NAMES:
-        raise ValueError(f"channel name must be one of {CHANNEL_NAMES}, got {name!r}")
-    sample_period_s = (None if subcarrier_spacing_hz is None
-                       else 1.0 / (num_subcarriers * subcarrier_spacing_hz))
-    return CHANNEL_MODELS[name].build(
-        parameters, num_subcarriers=num_subcarriers, subcarrier_spacing_hz=subcarrier_spacing_hz,
-        sample_period_s=sample_period_s)

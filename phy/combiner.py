@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-COMBINERS = ("mrc_strongest", "centroid", "maxmin")
-"""The names of ``bs.combiner``."""
+from phy.parameters import COMBINERS  # pydantic only: the names of ``bs.combiner``
 
 MAXMIN_TOLERANCE = 1e-3
 """Default relative gap ``(bound - achieved) / bound`` at which :func:`maxmin` stops."""
@@ -328,7 +327,7 @@ class ReceiveCombiner:
     Parameters
     ----------
     name : str
-        ``"mrc_strongest"``, ``"centroid"`` or ``"maxmin"`` (:data:`COMBINERS`).
+        ``"mrc_strongest"``, ``"centroid"`` or ``"maxmin"`` (:data:`phy.parameters.COMBINERS`).
     tolerance : float
         :func:`maxmin`'s relative gap (default :data:`MAXMIN_TOLERANCE`).
     max_iterations : int
@@ -347,7 +346,7 @@ class ReceiveCombiner:
     def __init__(self, name: str, *, tolerance: float = MAXMIN_TOLERANCE,
                  max_iterations: int = MAXMIN_ITERATIONS):
         if name not in COMBINERS:
-            raise ValueError(f"combiner must be one of {COMBINERS}, got {name!r}")
+            raise ValueError(f"combiner must be one of {tuple(COMBINERS)}, got {name!r}")
         self.name = name
         self.tolerance = float(tolerance)
         self.max_iterations = int(max_iterations)

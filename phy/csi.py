@@ -25,10 +25,9 @@ import numpy as np
 import tensorflow as tf
 from sionna.phy.ofdm import LSChannelEstimator, PilotPattern, ResourceGrid, ResourceGridMapper
 
-from phy.parameters import CSI_MODELS, GaussianCsi, LsPilotCsi, OutdatedCsi
+from phy.parameters import GaussianCsi, LsPilotCsi, OutdatedCsi
 from phy.units import db_to_linear
 
-CSI_NAMES = tuple(CSI_MODELS)
 _AGING_STREAM = 1
 
 
@@ -224,15 +223,3 @@ class OutdatedCSI:
             w = self.channel(path_gain, w_seed)
         rho = self.correlation
         return tf.cast(rho, tf.complex64) * h + tf.cast(np.sqrt(1.0 - rho**2), tf.complex64) * w
-
-
-def make_csi(name: str, *, pilot_subcarrier_spacing: int = 1, channel=None,
-             **parameters) -> PerfectCSI | GaussianCSI | LSPilotCSI | OutdatedCSI:
-    """Build a CSI model by name (:data:`phy.parameters.CSI_MODELS`): "perfect",
-    "gaussian" (``nmse_db``), "ls_pilots" (``pilot_snr_db``; takes
-    ``pilot_subcarrier_spacing``) or "outdated" (``correlation``; takes ``channel``).
-    Parameters of the other models (``None`` or not) are ignored."""
-    if name not in CSI_MODELS:
-        raise ValueError(f"csi name must be one of {CSI_NAMES}, got {name!r}")
-    return CSI_MODELS[name].build(parameters, pilot_subcarrier_spacing=pilot_subcarrier_spacing,
-                                  channel=channel)

@@ -21,7 +21,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from native.parameters import Parameters, Variant, deep_tuple
+from native.parameters import Choice, Parameters, Variant, deep_tuple
 from phy.limits import check_cell_parameters  # stdlib only
 
 DB_LIMIT = 300.0
@@ -178,16 +178,16 @@ _CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcar
                     "num_bs_antennas")}
 CHANNEL_MODELS = {
     "iid_rayleigh": Variant(IidRayleighChannel, "phy.channel:IidRayleigh", {"path_loss_exponent": None},
-                            extras=(*_GRID, "sample_period_s")),
+                            extras=(*_GRID, "sample_period_s"), label="i.i.d. Rayleigh"),
     "flat_rayleigh": Variant(FlatRayleighChannel, "phy.channel:FlatRayleigh",
-                             {"path_loss_exponent": None}, extras=_GRID),
+                             {"path_loss_exponent": None}, extras=_GRID, label="flat Rayleigh"),
     "tdl": Variant(TdlChannel, "phy.channel:TDL", {"path_loss_exponent": None, "tdl_profile": "profile"},
-                   extras=(*_GRID, "subcarrier_spacing_hz")),
-    "umi": Variant(UmiChannel, "phy.cells:SystemLevelCell", **_CELL),
-    "uma": Variant(UmaChannel, "phy.cells:SystemLevelCell", **_CELL),
-    "rma": Variant(RmaChannel, "phy.cells:SystemLevelCell", **_CELL),
+                   extras=(*_GRID, "subcarrier_spacing_hz"), label="3GPP TDL"),
+    "umi": Variant(UmiChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMi"),
+    "uma": Variant(UmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMa"),
+    "rma": Variant(RmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP RMa"),
 }
-"""``channel.model`` -> its parameters and class (called with the grid, and for the 3GPP
+"""``channel.model`` -> its parameters, class and display name (called with the grid, and for the 3GPP
 cells the devices' positions and the static seed, as extras). ``path_loss_exponent`` goes
 to :func:`phy.geometry.path_gain`, not to the channel."""
 
@@ -219,12 +219,13 @@ class OutdatedCsi(Parameters):
 
 
 CSI_MODELS = {
-    "perfect": Variant(PerfectCsi, "phy.csi:PerfectCSI"),
-    "gaussian": Variant(GaussianCsi, "phy.csi:GaussianCSI"),
-    "ls_pilots": Variant(LsPilotCsi, "phy.csi:LSPilotCSI", extras=("pilot_subcarrier_spacing",)),
-    "outdated": Variant(OutdatedCsi, "phy.csi:OutdatedCSI", extras=("channel",)),
+    "perfect": Variant(PerfectCsi, "phy.csi:PerfectCSI", label="perfect CSI"),
+    "gaussian": Variant(GaussianCsi, "phy.csi:GaussianCSI", label="Gaussian CSI error"),
+    "ls_pilots": Variant(LsPilotCsi, "phy.csi:LSPilotCSI", extras=("pilot_subcarrier_spacing",),
+                         label="LS pilot estimate"),
+    "outdated": Variant(OutdatedCsi, "phy.csi:OutdatedCSI", extras=("channel",), label="outdated CSI"),
 }
-"""``csi.model`` -> its parameters and class."""
+"""``csi.model`` -> its parameters, class and display name."""
 
 
 # --------------------------------------------------------------------------- power controls
@@ -255,13 +256,33 @@ class IdealControl(Parameters):
 
 
 POWER_CONTROLS = {
-    "optimal": Variant(OptimalControl, "phy.power:OptimalPower"),
+    "optimal": Variant(OptimalControl, "phy.power:OptimalPower", label="KKT power control"),
     "truncated_inversion": Variant(TruncatedInversionControl, "phy.power:TruncatedInversion",
-                                   {"tci_gain_threshold": "gain_threshold"}),
-    "full_inversion": Variant(FullInversionControl, "phy.power:FullInversion"),
-    "ideal": Variant(IdealControl, "phy.power:IdealAggregation"),
+                                   {"tci_gain_threshold": "gain_threshold"}, label="truncated inversion"),
+    "full_inversion": Variant(FullInversionControl, "phy.power:FullInversion", label="full inversion"),
+    "ideal": Variant(IdealControl, "phy.power:IdealAggregation", label="error-free aggregation"),
 }
-"""``power.control`` -> its parameters and class."""
+"""``power.control`` -> its parameters, class and display name."""
+
+
+# --------------------------------------------------------------------------- combiners, scheduling
+
+
+COMBINERS = {
+    "mrc_strongest": Choice("MRC (strongest)"),
+    "centroid": Choice("centroid"),
+    "maxmin": Choice("max-min"),
+}
+"""``bs.combiner`` -> its display name: the receive combiners of a multi-antenna BS
+(:class:`phy.combiner.ReceiveCombiner`, which implements each)."""
+
+SCHEDULING = {
+    "uniform": Choice("uniform", "phy.uplink.participation:schedule_uniform"),
+    "best_channel": Choice("best channel", "phy.uplink.participation:schedule_best_channel"),
+    "gain_threshold": Choice("gain threshold", "phy.uplink.participation:schedule_gain_threshold"),
+}
+"""``participation.scheduling`` -> its display name and the function that picks the
+round's cohort, ``(config, gain [K], order [K]) -> devices`` (:mod:`phy.uplink.participation`)."""
 
 
 # --------------------------------------------------------------------------- uplink schemes

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from phy.grid_sums import gather_rows
 from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
-from phy.parameters import POWER_CONTROLS, TruncatedInversionControl
+from phy.parameters import TruncatedInversionControl
 
 _MAX_NEWTON_ITERATIONS = 60
 ATTENUATION_TOLERANCE = 1e-6
@@ -520,17 +520,3 @@ def _amplitude_kernel_of(control: PowerControl):
         return kernel
 
     return _compiled_for(control, "amplitudes", build)
-
-
-def make_power_control(name: str, **kwargs) -> PowerControl:
-    """Build a power control by name (:data:`phy.parameters.POWER_CONTROLS`).
-
-    Parameters
-    ----------
-    name : {"optimal", "truncated_inversion", "full_inversion", "ideal"}
-    **kwargs
-        Constructor arguments (``gain_threshold``, ``absolute`` for TCI).
-    """
-    if name not in POWER_CONTROLS:
-        raise ValueError(f"power control name must be one of {sorted(POWER_CONTROLS)}, got {name!r}")
-    return POWER_CONTROLS[name].target()(**kwargs)

@@ -24,7 +24,8 @@ inversion without clipping). NumPy only; no TensorFlow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +60,53 @@ class PhaseMechanism:
         if self.worst_device < 0:
             return float("inf")
         return float(self.noise_multiplier[self.worst_device])
+
+    def spread(self, senders, num_devices: int) -> PhaseMechanism:
+        """The mechanism of ``senders`` ([K_T] population ids, in the order of this
+        mechanism's rows) over the population of ``num_devices``: sensitivity 0 and
+        multiplier ``inf`` for a device that did not send, the worst device by its
+        population id."""
+        senders = np.asarray(senders, np.int64)
+        sensitivity = np.zeros(num_devices)
+        sensitivity[senders] = self.sensitivity
+        multiplier = np.full(num_devices, np.inf)
+        multiplier[senders] = self.noise_multiplier
+        worst = int(senders[self.worst_device]) if self.worst_device >= 0 else -1
+        return PhaseMechanism(sensitivity, self.noise_std, multiplier, worst)
+
+
+@dataclass(frozen=True)
+class UplinkPrivacy:
+    """What the uplink traces and enforces of its privacy (the accounting is
+    ``cosim/privacy.py``'s; nothing here composes).
+
+    Attributes
+    ----------
+    noise_floor : mapping str -> float
+        Per phase, the least noise multiplier the phase's worst device may have (the plan
+        for ``privacy.target_epsilon``): in a phase whose receiver noise alone gives less,
+        the uplink adds the least artificial noise that reaches it
+        (:func:`artificial_noise_power_w`). Empty: no target, no noise added.
+    clip_norm : float or None
+        C, the L2 norm every device's phase update is clipped to before power control
+        (None: no clipping).
+    """
+
+    noise_floor: Mapping[str, float] = field(default_factory=dict)
+    clip_norm: float | None = None
+
+
+def artificial_noise_power_w(mechanism: PhaseMechanism, noise_floor: float | None,
+                             noise_power_w: float) -> float:
+    """The least artificial noise power per subcarrier (W, on top of ``noise_power_w``)
+    that puts ``mechanism``'s worst device at a noise multiplier of at least
+    ``noise_floor``: ``max(0, 2 (floor max_k sensitivity_k)^2 - sigma_z^2)``. 0 without a
+    floor or a sender; ``inf`` when a sender's sensitivity is unbounded."""
+    if noise_floor is None or mechanism.worst_device < 0:
+        return 0.0
+    largest = float(np.max(mechanism.sensitivity))
+    needed = 2.0 * (float(noise_floor) * largest) ** 2 - float(noise_power_w)
+    return max(needed, 0.0)
 
 
 def transmit_scaling(weights, estimated_gain, gamma_w: float, delta_bar: float, mask=None

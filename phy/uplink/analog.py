@@ -18,8 +18,12 @@ class Analog:
     subcarriers (one real value per resource element, eq. ``Gen_x``), the power control
     of ``power.control`` and the receiver's scaling gamma (eq. ``delta_n``).
 
+    The receiver noise is ``power.noise_power_dbm``'s plus the link's
+    ``artificial_noise_power_w`` (a ``[privacy]`` target's, :mod:`phy.privacy`; 0
+    without one, and then exactly the receiver's).
+
     Columns per phase: ``delta_bar_<phase>``, ``distortion_<phase>``,
-    ``noise_power_<phase>``, ``power_over_budget_<phase>`` (a control that is
+    ``noise_power_<phase>`` (of both noises), ``power_over_budget_<phase>`` (a control that is
     ``budgeted``); per sender ``local_distortion_``, ``tx_power_w_``,
     ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with ``trace.per_device``); the
     signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
@@ -32,9 +36,12 @@ class Analog:
         return grid.num_symbols
 
     def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+        noise_power_w = block.noise_power_w  # plus the artificial noise of a privacy target
+        if link.artificial_noise_power_w > 0.0:
+            noise_power_w = noise_power_w + link.artificial_noise_power_w
         result = aircomp.aggregate(
             link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
-            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w, gamma_w=block.gamma_w,
+            tx_power_w=block.tx_power_w, noise_power_w=noise_power_w, gamma_w=block.gamma_w,
             seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink)
         columns = Columns()
         scalars = columns.scalars

@@ -24,6 +24,7 @@ arrays and raw ``/signals``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +35,20 @@ import tensorflow as tf
 from native.columns import Columns
 from native.streams import numpy_rng, stream_seed
 from phy.aggregate_error import aggregate_error, normalised_error
+from phy.aircomp_parts import mean_power
 from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
 from phy.power import PowerControl
+from phy.privacy import (
+    PhaseMechanism,
+    UplinkPrivacy,
+    artificial_noise_power_w,
+    joint_noise_multiplier,
+    phase_mechanism,
+    transmit_scaling,
+)
 from phy.sync import UniformOffsets
 from phy.uplink import participation as cohorts
 from phy.uplink.analog import Analog
@@ -70,7 +80,11 @@ class PhaseResult:
         ``power_over_budget_<phase>`` (a control that is ``budgeted``),
         ``received_weight_<phase>`` (a partial round); per device ``local_distortion_``,
         ``tx_power_w_``, ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with
-        ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept)."""
+        ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept); with
+        the block's ``privacy`` also ``privacy_noise_multiplier_<phase>``,
+        ``privacy_worst_device_<phase>``, ``artificial_noise_power_w_<phase>``,
+        ``privacy_clipped_devices_<phase>`` (with a clip norm) and per device
+        ``device_noise_multiplier_<phase>``."""
         return self._columns
 
 
@@ -125,6 +139,11 @@ class Uplink:
     symbol_duration_s : float
         An OFDM symbol with its cyclic prefix, ``(F + C) / B`` seconds (NaN: unknown;
         the round's seconds and joules are then NaN).
+    privacy : phy.privacy.UplinkPrivacy, optional
+        Trace each phase's Gaussian mechanism as the BS sees it (:mod:`phy.privacy`: every
+        sender's sensitivity on the received signal, the worst device's noise multiplier)
+        and add the artificial noise of its ``noise_floor``; the analog scheme only (the
+        derivation is its own), in the frequency domain. None: nothing of it is computed.
     """
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
@@ -136,7 +155,7 @@ class Uplink:
                  num_antennas: int = 1, participation=None, population_weights=None,
                  local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
                  keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
-                 symbol_duration_s: float = float("nan")):
+                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None):
         self.channel, self.csi, self.power_control = channel, csi, power_control
         self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
         self.seed = int(seed)
@@ -158,6 +177,10 @@ class Uplink:
         self.scheme = scheme if scheme is not None else Analog()
         self.symbol_duration_s = float(symbol_duration_s)
         self.num_subcarriers = int(num_subcarriers)
+        if privacy is not None and (not isinstance(self.scheme, Analog) or domain != "frequency"):
+            raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
+                             f"got {type(self.scheme).__name__} in the {domain!r} domain")
+        self.privacy = privacy
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
@@ -226,6 +249,18 @@ class Uplink:
             numpy_rng(self.seed, t, "participation"))
 
 
+def clip_rows(updates, clip_norm: float):
+    """Every row of ``updates`` [K, n] tf.float32 scaled to L2 norm at most ``clip_norm``
+    (``Delta_k min(1, C / ||Delta_k||)``, the norm in float64; float32 rounding may leave
+    it ~1e-7 relative above C), and how many rows were scaled."""
+    norms = tf.norm(tf.cast(updates, tf.float64), axis=1)
+    scale = tf.where(norms > clip_norm, clip_norm / tf.maximum(norms, 1e-300), tf.ones_like(norms))
+    clipped = int(tf.reduce_sum(tf.cast(norms > clip_norm, tf.int32)))
+    if not clipped:
+        return updates, 0
+    return updates * tf.cast(scale, tf.float32)[:, None], clipped
+
+
 class RoundLink:
     """One round's uplink (made by :meth:`Uplink.round`).
 
@@ -240,6 +275,81 @@ class RoundLink:
         self.keep_signals = block.keep_signals(t)
         self._sent_symbols = 0
         self._energy_j = np.zeros(block.num_devices, np.float64)
+        self._mechanisms: dict[str, PhaseMechanism] = {}
+        self._observed_gain = None
+
+    @property
+    def observed_gain(self) -> np.ndarray:
+        """``[K, F]`` float64: the BS's power gain ``|h_kf|^2`` of every device, summed
+        over its antennas before the combiner (N_r > 1: the round's antenna channel drawn
+        again from its stateless seed, the same draw), as :mod:`phy.privacy` takes it."""
+        if self._observed_gain is None:
+            block = self.block
+            if block.num_antennas > 1:
+                h = block.channel.antennas(block.path_gain, stream_seed(block.seed, self.t, "channel"),
+                                           block.num_antennas).numpy()
+                self._observed_gain = np.sum(np.abs(h.astype(np.complex128)) ** 2, axis=1)
+            else:
+                self._observed_gain = np.abs(np.asarray(self.h, np.complex128)) ** 2
+        return self._observed_gain
+
+    def mechanisms(self) -> dict[str, PhaseMechanism]:
+        """The phases sent so far with ``privacy``: each one's
+        :class:`phy.privacy.PhaseMechanism` over the population (the devices that did not
+        send: sensitivity 0)."""
+        return dict(self._mechanisms)
+
+    def _mechanism(self, phase: str, link, delta_bar: float) -> PhaseMechanism:
+        """The phase's mechanism over the senders of ``link`` at the receiver noise alone:
+        each sender's sensitivity from the BS's gains, its transmit scaling (eq.
+        ``PowerAlloc_1``, under the control's transmit mask, as :func:`phy.aircomp.aggregate`
+        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`)."""
+        block = self.block
+        rows = slice(None) if link.devices is None else link.devices[0]
+        delta_bar = delta_bar if delta_bar > 0.0 else 1.0  # nothing is sent at 0
+        estimated = tf.square(tf.abs(link.h_hat))
+        mask = block.power_control.transmit_mask(
+            estimated, tf.convert_to_tensor(link.path_gain, tf.float32)[:, None]).numpy()
+        scaling = transmit_scaling(np.asarray(link.weights, np.float64), estimated.numpy(),
+                                   block.gamma_w, delta_bar, mask)
+        return phase_mechanism(
+            channel_gain=self.observed_gain[rows], tx_scaling=scaling,
+            sent=np.ones(scaling.shape[0], bool), num_symbols=block.grids[phase].num_symbols,
+            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w,
+            budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm)
+
+    def _private(self, phase: str, link):
+        """``link`` with its updates clipped to the clip norm (if any) and the artificial
+        noise of the phase's floor (if any), and the phase's columns of its mechanism
+        (kept for :meth:`columns`)."""
+        block, privacy = self.block, self.block.privacy
+        columns = Columns()
+        delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
+        if privacy.clip_norm is not None:
+            updates, clipped = clip_rows(link.updates, privacy.clip_norm)
+            link = dataclasses.replace(link, updates=updates)
+            columns.scalars[f"privacy_clipped_devices_{phase}"] = float(clipped)
+            delta_bar = float(mean_power(tf.cast(link.weights, tf.float32), updates,
+                                         int(updates.shape[1])))
+        bare = self._mechanism(phase, link, delta_bar)
+        noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
+        mechanism = bare
+        if noise_w > 0.0:
+            link = dataclasses.replace(link, artificial_noise_power_w=noise_w)
+            std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
+            with np.errstate(divide="ignore"):
+                multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
+            mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
+        if block.per_device:
+            columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(
+                mechanism.noise_multiplier)
+        if link.devices is not None:
+            mechanism = mechanism.spread(link.devices[0], block.num_devices)
+        self._mechanisms[phase] = mechanism
+        columns.scalars[f"privacy_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
+        columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
+        columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
+        return link, columns
 
     @property
     def discarded(self) -> bool:
@@ -251,19 +361,22 @@ class RoundLink:
         cohort's rows; all K without a cohort) with the data ``weights`` [K_S] through the
         block's scheme (:mod:`phy.uplink.scheme`; noise from the round's
         ``"noise/<phase>"`` stream), and the estimate's error against the error-free
-        weighted sum (:func:`phy.aggregate_error.aggregate_error`)."""
+        weighted sum (:func:`phy.aggregate_error.aggregate_error`). With the block's
+        ``privacy``: the phase's mechanism and the artificial noise of its floor first."""
         block = self.block
         link = cohorts.phase_link(
             self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
             path_gain=block.path_gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
+        columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
+        if block.privacy is not None:
+            link, columns = self._private(phase, link)
         result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, f"noise/{phase}"),
                                    keep_signals=self.keep_signals)
-        error, power_sum = aggregate_error(link.updates, link.reference_weights, result.estimate)
+        error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
         self._sent_symbols += result.num_symbols
         rows = slice(None) if link.devices is None else link.devices[0]
         self._energy_j[rows] += np.asarray(result.tx_energy_j, np.float64)
-        columns = Columns()
         scalars = columns.scalars
         if link.received is not None:
             scalars[f"received_weight_{phase}"] = link.received_weight
@@ -285,8 +398,10 @@ class RoundLink:
         ``mean_channel_gain``, ``csi_nmse`` and in the time domain
         ``timing_offset_samples``, ``cfo_subcarriers``, ``cut_path_power_fraction``; with
         a cohort ``devices_scheduled``, ``round_discarded``, ``devices_sent_<phase>``,
-        ``participated`` (and ``local_steps`` with a deadline); the signals ``H``,
-        ``H_hat`` (when kept). Call it after the round's phases."""
+        ``participated`` (and ``local_steps`` with a deadline); with the block's
+        ``privacy`` ``privacy_joint_noise_multiplier`` (the round's phases as one Gaussian
+        mechanism, :func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was
+        sent); the signals ``H``, ``H_hat`` (when kept). Call it after the round's phases."""
         block, cohort, h, h_hat = self.block, self.cohort, self.h, self.h_hat
         columns = Columns()
         scalars, per_device = columns.scalars, columns.per_device
@@ -317,6 +432,10 @@ class RoundLink:
         scalars["uplink_energy_j"] = float(self._energy_j.sum())
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
+        if block.privacy is not None:
+            joint = (joint_noise_multiplier(list(self._mechanisms.values()))[0]
+                     if self._mechanisms else float("inf"))
+            scalars["privacy_joint_noise_multiplier"] = joint
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()

@@ -43,7 +43,9 @@ changing one key does not shift the others' draws (:func:`draw_cohort`, NumPy);
 :func:`phase_link` forms what one phase sends (the senders' rows, weights and channels).
 :class:`phy.uplink.Uplink` draws the cohort of every round and sends each phase through
 :func:`phase_link`; the policy's keys (``config``) are the scenario's ``[participation]``
-table, read by attribute (``fraction``, ``scheduling``, ``cohort_size(K)``, ...).
+table, read by attribute (``fraction``, ``scheduling``, ``cohort_size(K)``, ...). The
+scheduling policies are the functions ``schedule_<name>`` here, registered once with their
+display names in :data:`phy.parameters.SCHEDULING`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from phy.parameters import SCHEDULING  # pydantic only
 
 NOT_SCHEDULED, TRANSMITTED, DROPPED, STRAGGLED, FEWER_STEPS = 0.0, 1.0, 2.0, 3.0, 4.0
 """The codes of the per-device trace column ``participated``: not scheduled; sent in every
@@ -90,6 +94,26 @@ class RoundCohort:
         return self.scheduled.size == 0 or not bool(np.all(self.sent.any(axis=1)))
 
 
+def schedule_uniform(config, gain: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``participation.scheduling = "uniform"``: the first ``config.cohort_size(K)`` devices
+    of the round's random permutation ``order`` [K] (a uniform draw without replacement)."""
+    return order[:config.cohort_size(gain.shape[0])]
+
+
+def schedule_best_channel(config, gain: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``"best_channel"``: the ``config.cohort_size(K)`` devices of the largest wideband
+    gain ``gain`` [K] (ties to the lower index)."""
+    ranked = np.lexsort((np.arange(gain.shape[0]), -gain))
+    return ranked[:config.cohort_size(gain.shape[0])]
+
+
+def schedule_gain_threshold(config, gain: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``"gain_threshold"``: every device whose gain is above
+    ``config.gain_threshold_db`` (dB)."""
+    with np.errstate(divide="ignore"):
+        return np.flatnonzero(10.0 * np.log10(gain) > config.gain_threshold_db)
+
+
 def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, training_phases: int,
                 rng: np.random.Generator) -> RoundCohort:
     """The round's cohort and who sends in each phase.
@@ -117,14 +141,7 @@ def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, tra
     extra = rng.exponential(1.0, num_devices) * config.step_time_extra_mean_s
     failures = rng.random((num_phases, num_devices)) < config.dropout_probability
 
-    if config.scheduling == "uniform":
-        chosen = order[:config.cohort_size(num_devices)]
-    elif config.scheduling == "best_channel":
-        ranked = np.lexsort((np.arange(num_devices), -gain))
-        chosen = ranked[:config.cohort_size(num_devices)]
-    else:  # "gain_threshold"
-        with np.errstate(divide="ignore"):
-            chosen = np.flatnonzero(10.0 * np.log10(gain) > config.gain_threshold_db)
+    chosen = SCHEDULING[config.scheduling].target()(config, gain, order)
     scheduled = np.sort(chosen).astype(np.int32)
 
     steps = np.full(num_devices, local_steps, np.int64)
@@ -167,7 +184,9 @@ class PhaseLink:
     ``(rows [K_T] tf.int32 (the senders' cohort rows), devices [K_T] tf.int32 (their
     population ids), share)`` (None without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)
     and ``devices`` ((senders [K_T], K) to spread per-device values over the population;
-    None: the rows are the population).
+    None: the rows are the population); ``artificial_noise_power_w``, noise per subcarrier
+    (W) added on top of the receiver's (``[privacy]``'s target, :mod:`phy.privacy`; 0:
+    none).
     """
 
     updates: Any
@@ -180,6 +199,7 @@ class PhaseLink:
     received: tuple[Any, Any, float] | None
     received_weight: float
     devices: tuple[np.ndarray, int] | None
+    artificial_noise_power_w: float = 0.0
 
     def per_device(self, values) -> np.ndarray:
         """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""

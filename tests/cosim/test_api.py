@@ -106,6 +106,9 @@ def test_run_returns_the_trace_frames_in_a_fresh_temporary_directory(tmp_path, m
     np.testing.assert_array_equal(rounds["channel_uses"], rounds["uplink_symbols"] + rounds["downlink_symbols"])
     np.testing.assert_array_equal(rounds["cumulative_channel_uses"], np.cumsum(rounds["channel_uses"]))
     np.testing.assert_array_equal(rounds["cumulative_uplink_symbols"], np.cumsum(rounds["uplink_symbols"]))
+    for row in ("uplink_seconds", "uplink_energy_j"):  # added in round order (cumsum is sequential)
+        assert (rounds[row] > 0).all()
+        np.testing.assert_array_equal(rounds[f"cumulative_{row}"], np.cumsum(rounds[row]))
     evaluated = rounds.dropna(subset=["test_accuracy"])["round"].tolist()
     assert evaluated == [1, 2]  # every 2nd round and the last
     assert rounds.loc[0, ["test_nll", "ece"]].isna().all()

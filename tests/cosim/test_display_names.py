@@ -18,14 +18,21 @@ from cosim.scenario import parse_scenario
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
 from cosim.trace import TraceWriter
 from learning.catalog import NAMES
-from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS
+from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
 
 
 def test_every_registered_name_has_a_display_name():
+    """The PHY's names carry their labels in their registries (one list per name), and
+    display_names reads them."""
     assert set(display_names.VALUES["algorithm.name"]) == set(NAMES)
-    assert set(display_names.VALUES["power.control"]) == set(POWER_CONTROLS)
-    assert set(display_names.VALUES["channel.model"]) == set(CHANNEL_MODELS)
-    assert set(display_names.VALUES["csi.model"]) == set(CSI_MODELS)
+    for key, registry in (("power.control", POWER_CONTROLS), ("channel.model", CHANNEL_MODELS),
+                          ("csi.model", CSI_MODELS)):
+        assert all(variant.label for variant in registry.values()), key
+        assert display_names.VALUES[key] == {name: v.label for name, v in registry.items()}
+    assert display_names.VALUES["power.control"]["optimal"] == "KKT power control"
+    assert set(display_names.VALUES["uplink.scheme"]) == set(UPLINK_SCHEMES)
+    analog = UPLINK_SCHEMES["analog"].label or "analog"  # an entry without a label: its name
+    assert value_label("uplink.scheme", "analog") == f"uplink scheme: {analog}"
 
 
 def test_every_named_key_is_a_scenario_key():

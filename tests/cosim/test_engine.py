@@ -109,14 +109,20 @@ def test_resume_in_process_equals_uninterrupted(tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
-    for column in ("cumulative_channel_uses", "cumulative_uplink_symbols",
-                   "cumulative_downlink_symbols"):
+    totals = ("cumulative_channel_uses", "cumulative_uplink_symbols", "cumulative_downlink_symbols",
+              "cumulative_uplink_seconds", "cumulative_uplink_energy_j")
+    for column in totals:
         assert first[f"rounds/{column}"].shape == (4,), column
         assert np.all(np.diff(first[f"rounds/{column}"]) > 0), column
+    for row in ("uplink_seconds", "uplink_energy_j"):  # added in round order, as the run does
+        total, rows = 0.0, []
+        for value in first[f"rounds/{row}"].tolist():
+            total += value
+            rows.append(total)
+        np.testing.assert_array_equal(first[f"rounds/cumulative_{row}"], rows)
     attrs = json.loads(str(first["checkpoint/slot_1.attrs_json"]))  # written after round 3
     assert attrs == {name: float(first[f"rounds/{name}"][3]) for name in attrs}
-    assert set(attrs) == {"cumulative_channel_uses", "cumulative_uplink_symbols",
-                          "cumulative_downlink_symbols"}
+    assert set(attrs) == set(totals)
 
 
 def test_existing_trace_is_not_overwritten(tmp_path):

@@ -132,9 +132,12 @@ SCENARIO_FAULTS = {
                                                    "cell.num_devices = 8", "GiB")),
     "too-many-devices": ScenarioFault(replace=(("num_devices = 8", "num_devices = 1000000000"),),
                                       named=("does not fit in memory", "cell.num_devices = 1000000000")),
-    "privacy-over-target": ScenarioFault(append="\n[privacy]\ntarget_epsilon = 8.0\n",
-                                         named=("privacy.target_epsilon: = 8 is below the projected "
-                                                "epsilon", "artificial noise of")),
+    "privacy-target-no-noise-can-meet": ScenarioFault(
+        append='\n[power]\ncontrol = "full_inversion"\n\n[privacy]\ntarget_epsilon = 8.0\n',
+        named=("privacy.target_epsilon: = 8 cannot be met", "power.control = 'full_inversion'")),
+    "privacy-with-a-digital-scheme": ScenarioFault(
+        append='\n[uplink]\nscheme = "digital_ofdma"\n\n[privacy]\ndelta = 1e-5\n',
+        named=("uplink.scheme", "'digital_ofdma'", "[privacy]")),
     "privacy-delta-out-of-range": ScenarioFault(append="\n[privacy]\ndelta = 1.5\n",
                                                 named=("privacy.delta", "1.5")),
     "privacy-poisson-without-sampling": ScenarioFault(

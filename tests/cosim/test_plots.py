@@ -17,19 +17,25 @@ SCENARIO = 'name = "t"\nseed = 3\nrounds = 4\n'
 B = 10
 
 
-def _trace(path, *, split: bool, posterior: bool, rounds: int = 4):
+def _trace(path, *, split: bool, posterior: bool, rounds: int = 4, cost: bool = True):
     """A trace as the engine writes it: uplink 10 + t, downlink 1000 symbols in round t,
-    evaluated every round; ``split``: with the cumulative uplink / downlink columns (newer
-    traces); ``posterior``: with the proposed method's round metrics."""
+    uplink 0.25 (t + 1) s and 0.5 + t J, evaluated every round; ``split``: with the
+    cumulative uplink / downlink columns (newer traces); ``posterior``: with the
+    proposed method's round metrics; ``cost``: with the uplink's seconds and joules."""
     with TraceWriter.create(path, SCENARIO, seed=3, name=path.stem) as writer:
-        uplink = downlink = 0.0
+        uplink = downlink = seconds = joules = 0.0
         for t in range(rounds):
             uplink, downlink = uplink + 10.0 + t, downlink + 1000.0
+            seconds, joules = seconds + 0.25 * (t + 1), joules + 0.5 + t
             row = {"uplink_symbols": 10.0 + t, "downlink_symbols": 1000.0,
                    "cumulative_channel_uses": uplink + downlink, "test_accuracy": 0.2 + 0.1 * t,
                    "ece": 0.05, "test_nll": 1.0}
+            if cost:
+                row |= {"uplink_seconds": 0.25 * (t + 1), "uplink_energy_j": 0.5 + t}
             if split:
                 row |= {"cumulative_uplink_symbols": uplink, "cumulative_downlink_symbols": downlink}
+            if split and cost:
+                row |= {"cumulative_uplink_seconds": seconds, "cumulative_uplink_energy_j": joules}
             if posterior:
                 row |= {"precision_rel_change": 0.0 if t == 2 else 10.0 ** -t,
                         "precision_changed_fraction": 0.0 if t == 2 else 1.0,
@@ -50,10 +56,28 @@ def test_accuracy_axes_new_and_old_traces(tmp_path):
         np.testing.assert_array_equal(accuracy_x(trace, "uplink"), uplink)
         np.testing.assert_array_equal(accuracy_x(trace, "total"), np.add(uplink, [1e3, 2e3, 3e3, 4e3]))
         np.testing.assert_array_equal(accuracy_x(trace, "rounds"), [0.0, 1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(accuracy_x(trace, "uplink_seconds"), [0.25, 0.75, 1.5, 2.5])
+        np.testing.assert_array_equal(accuracy_x(trace, "uplink_energy"), [0.5, 2.0, 4.5, 8.0])
     new.rounds["cumulative_uplink_symbols"][0] = math.nan  # resumed from an older version
     np.testing.assert_array_equal(accuracy_x(new, "uplink"), uplink)
-    with pytest.raises(ValueError, match=r"x \(--x\) must be one of 'total', 'uplink', 'rounds', got 'time'"):
+    new.rounds["cumulative_uplink_seconds"][:] = [1.0, 2.0, 3.0, 4.0]  # the column wins when finite
+    np.testing.assert_array_equal(accuracy_x(new, "uplink_seconds"), [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match=r"x \(--x\) must be one of 'total', 'uplink', "
+                                         r"'uplink_seconds', 'uplink_energy', 'rounds', got 'time'"):
         accuracy_x(new, "time")
+
+
+@pytest.mark.parametrize(("x", "column"), [("uplink_seconds", "uplink_seconds"),
+                                           ("uplink_energy", "uplink_energy_j")])
+def test_a_trace_without_the_uplink_time_or_energy_is_refused_naming_the_column(tmp_path, capsys, x,
+                                                                               column):
+    """A trace written before the uplink's seconds and joules: one line naming the
+    column, exit status 2, nothing written."""
+    path = _trace(tmp_path / "old.h5", split=True, posterior=False, cost=False)
+    out = tmp_path / "figs"
+    assert main(["plot", str(path), "--out", str(out), "--x", x]) == 2
+    assert f"it has no /rounds/{column} column" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("x", sorted(ACCURACY_AXES))

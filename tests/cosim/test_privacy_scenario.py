@@ -1,5 +1,6 @@
-"""[privacy]: cosim validate's projection in closed form, and the refusal of a run over
-its target epsilon (exit status 2, one line naming privacy.target_epsilon, nothing written)."""
+"""[privacy]: cosim validate's projection in closed form, the plan of a target, and the
+refusal of a target no noise can meet (exit status 2, one line naming
+privacy.target_epsilon, nothing written)."""
 
 from __future__ import annotations
 
@@ -48,25 +49,36 @@ def test_validate_prints_the_projection(tmp_path, capsys):
     assert "projected epsilon = " in line and "after 3 rounds" in line
 
 
-def test_a_run_over_its_target_is_refused(tmp_path, capsys):
+def test_a_target_no_noise_can_meet_is_refused(tmp_path, capsys):
+    """Full inversion (no power budget) and ideal aggregation (no noise) cannot meet a
+    target: cosim run refuses with one line naming privacy.target_epsilon, exit status 2,
+    nothing written; a target below the projection under a budgeted control is planned,
+    not refused, and cosim validate prints the plan."""
     path = write_tiny(tmp_path)
-    scenario = load_scenario(str(path), LOW_POWER)
-    epsilon = privacy.project(scenario, scenario_num_params(scenario)).epsilon
-    target = 0.5 * epsilon
-    sets = _sets([*LOW_POWER, f"privacy.target_epsilon={target}", f"trace.path='{tmp_path}/t.h5'"])
+    sets = _sets([*LOW_POWER, "privacy.target_epsilon=8", "power.control=full_inversion",
+                  f"trace.path='{tmp_path}/t.h5'"])
     assert main(["run", str(path), *sets]) == 2
     err = capsys.readouterr().err
     problem = [x for x in err.splitlines() if "privacy.target_epsilon" in x]
-    assert len(problem) == 1 and f"= {target:g} is below the projected epsilon" in problem[0]
+    assert len(problem) == 1 and "= 8 cannot be met: power.control = 'full_inversion'" in problem[0]
     assert not (tmp_path / "t.h5").exists()
-    # the library entry point refuses too; a target above the projection passes the check
     from cosim.run import run_scenario
 
-    with pytest.raises(ScenarioError, match=r"privacy\.target_epsilon"):
-        run_scenario(load_scenario(str(path), [*LOW_POWER, f"privacy.target_epsilon={target}"]))
-    assert privacy.refuse_over_target(
-        load_scenario(str(path), [*LOW_POWER, f"privacy.target_epsilon={2 * epsilon}"])
-    ).epsilon == pytest.approx(epsilon)
+    with pytest.raises(ScenarioError, match=r"privacy\.target_epsilon: = 8 cannot be met: power\.control = 'ideal'"):
+        run_scenario(load_scenario(str(path), [*LOW_POWER, "privacy.target_epsilon=8",
+                                               "power.control=ideal"]))
+    scenario = load_scenario(str(path), LOW_POWER)
+    epsilon = privacy.project(scenario, scenario_num_params(scenario)).epsilon
+    assert main(["validate", str(path), *_sets([*LOW_POWER, f"privacy.target_epsilon={epsilon / 4}"])]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")]
+    assert len(lines) == 2 and "projected epsilon" in lines[0]
+    assert "the uplink adds artificial noise" in lines[1] and "dBm per subcarrier" in lines[1]
+    # a clip norm bounds full inversion: planned, not refused, and not projected (the clip
+    # bound depends on each round's delta_bar)
+    clipped = load_scenario(str(path), [*LOW_POWER, "privacy.target_epsilon=8",
+                                        "power.control=full_inversion", "privacy.clip_norm=1"])
+    privacy.check_target(clipped, scenario_num_params(clipped))
+    assert privacy.project(clipped, scenario_num_params(clipped)).epsilon is None
 
 
 def test_unbounded_controls_project_infinity_and_bad_keys_are_named(tmp_path):
@@ -83,8 +95,9 @@ def test_unbounded_controls_project_infinity_and_bad_keys_are_named(tmp_path):
 
 
 def test_the_planned_noise_ends_within_one_percent_below_the_target(tmp_path):
-    """The least artificial noise the library's calibration finds puts the projected run
-    at or below its target and within 1 % of it; the channel alone meeting it plans 0."""
+    """The noise floor the library's calibration plans, in a run like the projection's,
+    asks for the least artificial noise that puts it at or below its target and within
+    1 % of it; the channel alone meeting it plans 0."""
     path = str(write_tiny(tmp_path))
     base = load_scenario(path, LOW_POWER)
     d = scenario_num_params(base)
@@ -102,8 +115,7 @@ def test_the_planned_noise_ends_within_one_percent_below_the_target(tmp_path):
     assert 0.99 * target <= planned <= target
     met = load_scenario(path, [*LOW_POWER, f"privacy.target_epsilon={2 * epsilon}"])
     assert privacy.plan_artificial_noise(met, privacy.project(met, d)) == 0.0
-    with pytest.raises(ValueError, match=r"artificial noise of .* dBm per subcarrier"):
-        privacy.check_target(scenario, d, projection)
+    privacy.check_target(scenario, d, projection)  # planned: not refused
 
 
 def test_without_privacy_the_resolved_scenario_is_unchanged(tmp_path):
@@ -114,3 +126,19 @@ def test_without_privacy_the_resolved_scenario_is_unchanged(tmp_path):
     assert scenario.privacy is None and "[privacy]" not in scenario.to_toml()
     with_table = load_scenario(str(write_tiny(tmp_path)), ["privacy.delta=1e-6"])
     assert "[privacy]" in with_table.to_toml()
+
+
+def test_a_study_validates_every_combinations_projection_and_none_is_no_target(tmp_path, capsys):
+    """cosim validate on a study prints one privacy line per axis combination (no
+    training); the axis value "none" of privacy.target_epsilon is no target."""
+    tiny = write_tiny(tmp_path)
+    study = tmp_path / "study.toml"
+    study.write_text(f'scenario = "{tiny.as_posix()}"\nseeds = [1, 2]\n\n[set]\n'
+                     '"privacy.delta" = 1e-5\n"power.tx_power_dbm" = -60.0\n\n[axes]\n'
+                     '"privacy.target_epsilon" = ["none", 8.0]\n')
+    assert main(["validate", str(study)]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")]
+    assert len(lines) == 2
+    assert "privacy.target_epsilon = none: projected epsilon = " in lines[0]
+    assert "privacy.target_epsilon = 8.0: projected epsilon = " in lines[1]
+    assert load_scenario(str(tiny), ['privacy.target_epsilon="none"']).privacy.target_epsilon is None

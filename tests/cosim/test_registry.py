@@ -3,6 +3,8 @@ valid scenario value, and Variant takes the implementation itself as well as a p
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from cosim.scenario import ScenarioError, parse_scenario
@@ -51,3 +53,36 @@ def test_an_unregistered_value_is_refused_as_before():
 def test_variant_loads_a_path_or_takes_the_callable():
     assert Variant(_NoKeys, "phy.power:FullInversion").target().__name__ == "FullInversion"
     assert Variant(_NoKeys, _Control).target() is _Control
+
+
+def test_combiners_and_scheduling_are_listed_once():
+    """The names of ``bs.combiner`` and ``participation.scheduling`` come from their
+    registries alone (phy.parameters): the scenario's allowed values, the display names and
+    the implementations (every scheduling policy's function) follow them."""
+    import numpy as np
+
+    from cosim import display_names
+    from cosim.scenario_tables import BsConfig, ParticipationConfig
+    from native.parameters import Choice
+    from phy.combiner import ReceiveCombiner
+    from phy.parameters import COMBINERS, SCHEDULING
+
+    assert get_args(BsConfig.model_fields["combiner"].annotation) == tuple(COMBINERS)
+    assert get_args(ParticipationConfig.model_fields["scheduling"].annotation) == tuple(SCHEDULING)
+    for key, registry in (("bs.combiner", COMBINERS), ("participation.scheduling", SCHEDULING)):
+        assert display_names.VALUES[key] == {name: c.label for name, c in registry.items()}
+    h = np.ones((2, 2, 3), np.complex64)
+    for name in COMBINERS:
+        assert ReceiveCombiner(name)(h).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"one of \('mrc_strongest', 'centroid', 'maxmin'\)"):
+        ReceiveCombiner("zero_forcing")
+    gain = np.array([1.0, 4.0, 0.5, 2.0])  # 0, 6, -3 and 3 dB
+    order = np.array([2, 0, 3, 1])
+    config = ParticipationConfig(fraction=0.5)
+    picked = {name: sorted(choice.target()(config, gain, order).tolist())
+              for name, choice in SCHEDULING.items() if name != "gain_threshold"}
+    assert picked == {"uniform": [0, 2], "best_channel": [1, 3]}
+    threshold = ParticipationConfig(scheduling="gain_threshold", gain_threshold_db=1.0)
+    assert SCHEDULING["gain_threshold"].target()(threshold, gain, order).tolist() == [1, 3]
+    with pytest.raises(ValueError, match="names no implementation"):
+        Choice("label only").target()

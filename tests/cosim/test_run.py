@@ -20,9 +20,27 @@ from cosim.trace import read_trace
 K = 2
 
 
+def _seconds(t):
+    """Round t's uplink seconds of the fake engine: not whole, so sums depend on their order."""
+    return (3.0 + t % 2) * 7.1e-5 / 3.0
+
+
+def _energy_j(t):
+    return 1e-3 * math.sqrt(t + 1.0) / 7.0
+
+
+def _running(values):
+    """The running sums of ``values`` added one by one in order (as the run adds them)."""
+    total, out = 0.0, []
+    for value in values:
+        total += value
+        out.append(total)
+    return np.array(out)
+
+
 class FakeEngine:
     """What ``run_scenario`` needs of an engine; round t sends 3 + t % 2 uplink and 100 + t
-    downlink symbols and reports ``fractions[t]`` as ``precision_rel_change``
+    downlink symbols in ``_seconds(t)`` seconds with ``_energy_j(t)`` joules and reports ``fractions[t]`` as ``precision_rel_change``
     (None: the column is not written). ``stop_at``: raise KeyboardInterrupt before that round.
     The round loop is the real :meth:`Engine.rounds` (it adds the cumulative totals), with
     divergence not checked: a NaN ``precision_rel_change`` stands for a diverged round the
@@ -55,6 +73,7 @@ class FakeEngine:
         if t == self.stop_at:
             raise KeyboardInterrupt
         scalars = {"uplink_symbols": 3.0 + t % 2, "downlink_symbols": 100.0 + t,
+                   "uplink_seconds": _seconds(t), "uplink_energy_j": _energy_j(t),
                    "test_accuracy": math.nan, "ece": math.nan, "model_finite": 1.0,
                    "wall_s": 0.0}
         if self.fractions is not None and self.fractions[t] is not None:
@@ -99,7 +118,54 @@ def test_split_channel_uses_and_resume_from_a_checkpoint_without_them(tmp_path):
     with h5py.File(old.trace_path, "r") as f:
         attrs = json.loads(f["checkpoint/slot_1"].attrs["attrs_json"])  # after round 5
     assert attrs == {"cumulative_channel_uses": up[-1] + down[-1],
-                     "cumulative_uplink_symbols": up[-1], "cumulative_downlink_symbols": down[-1]}
+                     "cumulative_uplink_symbols": up[-1], "cumulative_downlink_symbols": down[-1],
+                     "cumulative_uplink_seconds": _running(map(_seconds, range(6)))[-1],
+                     "cumulative_uplink_energy_j": _running(map(_energy_j, range(6)))[-1]}
+
+
+TOTALS = (("cumulative_uplink_seconds", _seconds), ("cumulative_uplink_energy_j", _energy_j))
+
+
+@pytest.mark.parametrize("checkpoint", ["with the totals", "without the totals", "without the rows"])
+def test_uplink_seconds_and_energy_totals_resume_bit_for_bit(tmp_path, checkpoint):
+    """cumulative_uplink_seconds / _energy_j are the rounds' values added in order; a run
+    stopped after round 3 and resumed writes the same bits as one that never stopped,
+    from the checkpoint's totals or, for a checkpoint written before them, from the
+    committed rows (summed in the same order). A trace with no rows of them resumes with
+    NaN totals (its earlier rounds' time and energy are unknown), never a partial sum."""
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    full_dir.mkdir()
+    cut_dir.mkdir()
+    full = _scenario(full_dir, 6)
+    run_scenario(full, progress=False, engine=FakeEngine(full))
+    straight = read_trace(full.trace_path).rounds
+    for name, value in TOTALS:
+        expected = _running(map(value, range(6)))
+        np.testing.assert_array_equal(straight[name], expected)
+
+    cut = _scenario(cut_dir, 6)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(cut, progress=False, engine=FakeEngine(cut, stop_at=4))
+    if checkpoint != "with the totals":
+        with h5py.File(cut.trace_path, "r+") as f:  # as a version before these totals wrote it
+            for name, _ in TOTALS:
+                del f[f"rounds/{name}"]
+                if checkpoint == "without the rows":
+                    del f[f"rounds/{name.removeprefix('cumulative_')}"]
+            for slot in f["checkpoint"].values():
+                attrs = json.loads(slot.attrs["attrs_json"])
+                slot.attrs["attrs_json"] = json.dumps({k: v for k, v in attrs.items()
+                                                       if k not in dict(TOTALS)})
+    run_scenario(cut, resume=True, progress=False, engine=FakeEngine(cut))
+    resumed = read_trace(cut.trace_path).rounds
+    for name, _ in TOTALS:
+        if checkpoint == "with the totals":
+            np.testing.assert_array_equal(resumed[name], straight[name])
+        elif checkpoint == "without the totals":
+            assert np.all(np.isnan(resumed[name][:4]))  # rows of the old version stay missing
+            np.testing.assert_array_equal(resumed[name][4:], straight[name][4:])
+        else:
+            assert np.all(np.isnan(resumed[name]))
 
 
 def test_engine_rounds_carry_the_cumulative_channel_uses(tmp_path):

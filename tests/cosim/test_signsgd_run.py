@@ -43,7 +43,7 @@ def test_validate_counts_each_schemes_symbols_and_refuses_what_a_vote_cannot_do(
         assert f"N_delta = {symbols} symbols (660 values)" in describe(load_scenario(path, overrides), D)
     with pytest.raises(ScenarioError, match=r"ofdm\.num_subcarriers: = 1: uplink\.scheme = 'noncoherent_mv'"):
         load_scenario(path, ['uplink.scheme="noncoherent_mv"', "ofdm.num_subcarriers=1"])
-    with pytest.raises(ScenarioError, match=r"privacy: \[privacy\] is not supported with uplink\.scheme = 'one_bit'"):
+    with pytest.raises(ScenarioError, match=r"uplink\.scheme: = 'one_bit': \[privacy\] derives the analog scheme's mechanism"):
         load_scenario(path, ['uplink.scheme="one_bit"', "privacy.delta=1e-5"])
 
 

@@ -107,11 +107,11 @@ def test_the_report_equals_a_hand_computation(finished):
                 np.testing.assert_allclose(row["mean"], values.mean(), rtol=1e-12)
                 np.testing.assert_allclose(row["ci95_low"], values.mean() - half, rtol=1e-9)
                 np.testing.assert_allclose(row["ci95_high"], values.mean() + half, rtol=1e-9)
-        for kind in ("uplink", "total"):  # interpolated onto a grid both seeds cover
+        for kind in ("uplink", "uplink_seconds", "uplink_energy", "total"):  # interpolated onto a grid both seeds cover
             rows = summary[(summary[AXIS] == power) & (summary["x_kind"] == kind)
                            & (summary["metric"] == "test_accuracy")]
             assert len(rows) >= 1 and (rows["n"] == 2).all()
-    for x in ("rounds", "total"):
+    for x in ("rounds", "total", "uplink_energy"):
         assert main(["study", "report", str(out), "--x", x]) == 0
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
@@ -553,6 +553,38 @@ def test_the_report_groups_list_valued_axes(tmp_path):
     rows = summary[(summary["x_kind"] == "round") & (summary["model.hidden_units"] == (8,))]
     assert list(rows["n"]) == [2, 2, 2]
     np.testing.assert_allclose(rows["mean"], [0.3, 0.4, 0.5])
+
+
+@pytest.mark.parametrize(("x", "column"), [("uplink_seconds", "cumulative_uplink_seconds"),
+                                           ("uplink_energy", "cumulative_uplink_energy_j")])
+def test_the_report_against_uplink_seconds_and_energy(tmp_path, x, column):
+    """``cosim study report --x uplink_seconds | uplink_energy``: each seed's accuracy
+    interpolated onto the grid both seeds cover (seed 1 spends 0.5 s and 2 J per round,
+    seed 2 0.75 s and 3 J), by hand, and the figure named after the axis."""
+    from small_trace import write_small_trace
+
+    from cosim.study import RUNS_DIR, STUDY_COPY
+
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text(f'scenario = "x"\nseeds = [1, 2]\n[axes]\n"{AXIS}" = [10.0]\n')
+    per_round = {1: (0.5, 2.0), 2: (0.75, 3.0)}
+    for seed, (seconds, joules) in per_round.items():
+        write_small_trace(out / RUNS_DIR / f"{run_name({AXIS: 10.0}, seed)}.h5", seconds=seconds,
+                          energy_j=joules)
+    assert main(["study", "report", str(out), "--x", x]) == 0
+    assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
+    summary = pd.read_csv(out / "summary.csv")
+    rows = summary[(summary["x_kind"] == x) & (summary["metric"] == "test_accuracy")]
+    index = 0 if x == "uplink_seconds" else 1
+    curves = [(per_round[s][index] * np.arange(1, 4), 0.3 + 0.1 * np.arange(3)) for s in (1, 2)]
+    grid = np.linspace(curves[1][0][0], curves[0][0][-1], 50)  # the largest first, smallest last x
+    values = np.stack([np.interp(grid, xs, ys) for xs, ys in curves])
+    np.testing.assert_allclose(rows["x"], grid, rtol=1e-12)
+    np.testing.assert_allclose(rows["mean"], values.mean(axis=0), rtol=1e-12)
+    assert (rows["n"] == 2).all()
+    table = pd.read_csv(out / "table.csv")
+    assert column in table.columns
 
 
 def test_final_values_keep_the_studys_run_order():

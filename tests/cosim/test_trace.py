@@ -66,8 +66,8 @@ def content(path: Path) -> dict:
     out = {f"rounds/{k}": v for k, v in data.rounds.items()}
     out |= {f"{g}/{k}": v for g, cols in data.series.items() for k, v in cols.items()}
     out |= {f"devices/{k}": v for k, v in data.devices.items()}
-    with TraceWriter.resume(path)[0] as writer:  # also reads the checkpoint back
-        ck = writer.read_checkpoint()
+    writer, ck, _ = TraceWriter.resume(path)  # reads the checkpoint back
+    writer.close()
     out |= {f"checkpoint/{k}": v for k, v in ck.arrays.items()}
     out["checkpoint_attrs"] = json.dumps(ck.attrs)
     out["completed"] = data.completed_rounds
@@ -120,16 +120,20 @@ def test_refuses_to_overwrite(tmp_path):
 
 def test_checkpoint_round_trip_and_in_place(tmp_path):
     path = tmp_path / "t.h5"
-    writer = new_trace(path, 2)
-    ck = writer.read_checkpoint()
-    assert ck.completed_rounds == 2 and ck.arrays["mu"].dtype == np.float32
+    new_trace(path, 2).close()
+    writer, ck, start = TraceWriter.resume(path)
+    assert start == ck.completed_rounds == 2 and ck.arrays["mu"].dtype == np.float32
     assert ck.attrs == {"cumulative_channel_uses": 952 * 2, "note": "after round 1", "x": 0.1 + 0.2}
     arrays = {"w": np.linspace(0, 1, 7, dtype=np.float64), "c": (np.arange(3) + 1j).astype(np.complex64)}
     writer.write_checkpoint(arrays, {"k": 1})
-    assert writer.read_checkpoint().completed_rounds == 2  # not valid before the commit
+    writer.close()  # stopped before the commit: not valid
+    writer, ck, start = TraceWriter.resume(path)
+    assert start == ck.completed_rounds == 2 and ck.attrs["note"] == "after round 1"
+    writer.write_checkpoint(arrays, {"k": 1})
     writer.commit()
-    got = writer.read_checkpoint()
-    assert got.completed_rounds == 3 and got.attrs == {"k": 1} and set(got.arrays) == {"w", "c"}
+    writer.close()
+    writer, got, start = TraceWriter.resume(path)
+    assert start == got.completed_rounds == 3 and got.attrs == {"k": 1} and set(got.arrays) == {"w", "c"}
     for key, value in arrays.items():
         assert got.arrays[key].dtype == value.dtype
         np.testing.assert_array_equal(got.arrays[key], value)
@@ -322,6 +326,29 @@ def test_summarize_posterior_and_channel_split(tmp_path):
     assert ("posterior (round 1) precision_rel_change 0, precision_changed_fraction 0, "
             "posterior_std_p50 0.04") in text
     assert "channel  1.32018e+07 OFDM symbols: uplink 1824 (0.0138 %), downlink 1.32e+07 (100 %)" in text
+
+
+def test_summarize_uplink_seconds_and_energy(tmp_path):
+    """`cosim inspect` shows the uplink's seconds and joules in total (the last running
+    total) and per round (their mean); a trace without the running totals sums the rounds;
+    one without the per-round columns has no such line."""
+    old = tmp_path / "old.h5"
+    new_trace(old, 3).close()
+    assert "  uplink   " not in summarize(old)
+    for cumulative in (True, False):
+        path = tmp_path / f"cost-{cumulative}.h5"
+        seconds, joules = [0.25, 0.5, 0.75], [1.5, 2.5, 3.5]
+        with TraceWriter.create(path, SCENARIO, seed=3) as writer:
+            for t in range(3):
+                row = {"uplink_symbols": 912.0, "downlink_symbols": 40.0,
+                       "uplink_seconds": seconds[t], "uplink_energy_j": joules[t]}
+                if cumulative:  # as the run writes them
+                    row |= {"cumulative_uplink_seconds": sum(seconds[:t + 1]),
+                            "cumulative_uplink_energy_j": sum(joules[:t + 1])}
+                writer.append_round(row)
+                writer.commit()
+        assert ("  uplink   1.5 s and 7.5 J (devices' transmit energy) in 3 rounds; "
+                "per round 0.5 s, 2.5 J") in summarize(path).splitlines()
 
 
 def test_resume_of_a_trace_damaged_by_a_full_disk_names_the_file(tmp_path):

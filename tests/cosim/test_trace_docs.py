@@ -85,6 +85,7 @@ TIME_DOMAIN = time_domain(4.0, 0.01)
 @pytest.mark.parametrize(("algorithm", "learning_rate", "overrides"),
                          [("bayes_aircomp", 0.05, []), ("fedavg", 0.3, []),
                           ("bayes_aircomp", 0.05, TIME_DOMAIN),
+                          ("bayes_aircomp", 0.05, ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]),
                           ("signsgd", 0.3, ['uplink.scheme="one_bit"', "algorithm.signsgd.error_feedback=true"]),
                           ("signsgd", 0.3, ['uplink.scheme="noncoherent_mv"', *TIME_DOMAIN])])
 def test_docs_list_every_dataset_of_a_fresh_trace(tmp_path, algorithm, learning_rate, overrides):

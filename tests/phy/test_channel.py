@@ -6,7 +6,8 @@ import sionna.phy
 import tensorflow as tf
 from sionna.phy.channel import cir_to_ofdm_channel, subcarrier_frequencies
 
-from phy.channel import TDL, FlatRayleigh, IidRayleigh, make_channel, sionna_rng_seeded
+from phy.channel import TDL, FlatRayleigh, IidRayleigh, sionna_rng_seeded
+from phy.parameters import CHANNEL_MODELS
 
 SEED = tf.constant([11, 22], tf.int32)
 
@@ -155,23 +156,23 @@ def test_tdl_correlation_falls_with_delay_spread_and_separation():
     assert farther > 0.2  # still clearly correlated, unlike iid_rayleigh
 
 
-def test_make_channel():
-    assert isinstance(make_channel("iid_rayleigh", num_subcarriers=4), IidRayleigh)
-    assert isinstance(make_channel("flat_rayleigh", num_subcarriers=4), FlatRayleigh)
-    tdl = make_channel(
-        "tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3, tdl_profile="E",
-        delay_spread_s=50e-9, carrier_frequency_hz=2.6e9,
-    )
+def test_the_registry_builds_each_channel_model():
+    """``CHANNEL_MODELS[name].build(table, **grid)``, the one way to build a model by name
+    (as ``cosim.world`` does), with the scenario's defaults and bounds."""
+    grid = {"num_subcarriers": 4, "subcarrier_spacing_hz": 15e3}
+    assert isinstance(CHANNEL_MODELS["iid_rayleigh"].build({}, **grid), IidRayleigh)
+    assert isinstance(CHANNEL_MODELS["flat_rayleigh"].build({}, **grid), FlatRayleigh)
+    tdl = CHANNEL_MODELS["tdl"].build(
+        {"tdl_profile": "E", "delay_spread_s": 50e-9, "carrier_frequency_hz": 2.6e9,
+         "path_loss_exponent": 4.0}, **grid)  # the table's other keys are left out
     assert isinstance(tdl, TDL)
     assert tdl.profile == "E"
-    with pytest.raises(ValueError, match="iid_rayleigh"):
-        make_channel("rician", num_subcarriers=4)
     # the defaults are the scenario's, declared once in phy.parameters
-    assert make_channel("tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3).delay_spread_s == 100e-9
+    assert CHANNEL_MODELS["tdl"].build({}, **grid).delay_spread_s == 100e-9
     with pytest.raises(ValueError, match="delay_spread_s"):
-        make_channel("tdl", num_subcarriers=4, subcarrier_spacing_hz=15e3, delay_spread_s=-1.0)
+        CHANNEL_MODELS["tdl"].build({"delay_spread_s": -1.0}, **grid)
     with pytest.raises(ValueError, match="subcarrier_spacing_hz"):
-        make_channel("tdl", num_subcarriers=4, delay_spread_s=1e-7)
+        CHANNEL_MODELS["tdl"].build({}, num_subcarriers=4, subcarrier_spacing_hz=None)
 
 
 def test_bad_inputs():

@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 
 from phy.channel import TDL, FlatRayleigh, IidRayleigh
-from phy.csi import GaussianCSI, LSPilotCSI, OutdatedCSI, PerfectCSI, make_csi
+from phy.csi import GaussianCSI, LSPilotCSI, OutdatedCSI, PerfectCSI
+from phy.parameters import CSI_MODELS
 
 K, F = 200, 512
 PATH_GAIN = tf.constant(np.logspace(-10, -3, K), tf.float32)
@@ -112,20 +113,22 @@ def test_deterministic_for_a_seed(csi):
     assert not np.any(a == b)
 
 
-def test_make_csi():
-    assert isinstance(make_csi("perfect"), PerfectCSI)
-    assert make_csi("gaussian", nmse_db=-15.0).nmse_db == -15.0
-    ls = make_csi("ls_pilots", pilot_snr_db=5.0, pilot_subcarrier_spacing=2)
+def test_the_registry_builds_each_csi_model():
+    """``CSI_MODELS[name].build(table, **extras)``, the one way to build a model by name
+    (as ``cosim.world`` does): a table holding every model's keys builds each, with the
+    model's bounds."""
+    table = {"nmse_db": -15.0, "pilot_snr_db": 5.0, "correlation": 0.3}
+    assert isinstance(CSI_MODELS["perfect"].build(table), PerfectCSI)
+    assert CSI_MODELS["gaussian"].build(table).nmse_db == -15.0
+    ls = CSI_MODELS["ls_pilots"].build(table, pilot_subcarrier_spacing=2)
     assert (ls.pilot_snr_db, ls.pilot_subcarrier_spacing) == (5.0, 2)
-    assert make_csi("outdated", correlation=0.3).correlation == 0.3
-    with pytest.raises(ValueError, match="ls_pilots"):
-        make_csi("mmse")
+    assert CSI_MODELS["outdated"].build(table).correlation == 0.3
     with pytest.raises(ValueError, match="nmse_db"):
-        make_csi("gaussian")
+        CSI_MODELS["gaussian"].build({})
     with pytest.raises(ValueError, match="pilot_snr_db"):
-        make_csi("ls_pilots", pilot_snr_db=float("nan"))
+        CSI_MODELS["ls_pilots"].build({"pilot_snr_db": float("nan")})
     with pytest.raises(ValueError, match="correlation"):
-        make_csi("outdated", correlation=1.5)
+        CSI_MODELS["outdated"].build({"correlation": 1.5})
 
 
 def test_bad_inputs():

@@ -16,7 +16,7 @@ from sionna.phy.channel import ApplyTimeChannel, cir_to_time_channel
 from phy.aircomp import aggregate
 from phy.limits import L_MIN
 from phy.ofdm_time import TimeDomainUplink, discrete_taps, series_terms
-from phy.power import make_power_control
+from phy.parameters import POWER_CONTROLS
 from phy.sync import UniformOffsets
 
 F, CP = 64, 16
@@ -216,8 +216,7 @@ def test_the_time_domain_aggregate_equals_the_frequency_domain_one_without_offse
     uplink = _uplink(a, tau)
     h = tf.constant(uplink.frequency_response())
     noise_w = 10 ** (-10.4)
-    kwargs = {} if control != "truncated_inversion" else {"gain_threshold": 0.1}
-    common = dict(power_control=make_power_control(control, **kwargs), tx_power_w=budget_w,
+    common = dict(power_control=POWER_CONTROLS[control].build({"tci_gain_threshold": 0.1}), tx_power_w=budget_w,
                   noise_power_w=noise_w, gamma_w=noise_w, seed=tf.constant([1, 2]),
                   path_gain=path_gain)
     frequency = aggregate(updates, weights, h, h, **common)
@@ -240,7 +239,7 @@ def test_timing_offsets_and_cfo_change_the_time_domain_aggregate():
     uplink = _uplink(a, tau, timing=rng.uniform(0, 25, 6), cfo=rng.uniform(-0.05, 0.05, 6))
     h = tf.constant(_uplink(a, tau).frequency_response())
     noise_w = 10 ** (-10.4)
-    common = dict(power_control=make_power_control("optimal"), tx_power_w=1e-4,
+    common = dict(power_control=POWER_CONTROLS["optimal"].build({}), tx_power_w=1e-4,
                   noise_power_w=noise_w, gamma_w=noise_w, seed=tf.constant([1, 2]),
                   path_gain=path_gain, uplink=uplink)
     fast = aggregate(updates, weights, h, h, **common).estimate.numpy()

@@ -38,13 +38,13 @@ from conformance import assert_conforms
 
 from phy.aircomp import aggregate
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import make_power_control
+from phy.parameters import POWER_CONTROLS
 
 K, F, D = 10, 72, 6_275
 SPACING_HZ = 30e3
 CP = 5
 NOISE_W = 10 ** (-10.4)
-CONTROLS = {"optimal": {}, "truncated_inversion": {"gain_threshold": 0.1}, "full_inversion": {}}
+CONTROLS = {"optimal": {}, "truncated_inversion": {"tci_gain_threshold": 0.1}, "full_inversion": {}}
 ARRAYS = ("local_distortion", "tx_power_mean_w", "tx_power_max_w")
 SCALARS = ("delta_bar", "aggregated_distortion", "noise_power")
 
@@ -81,7 +81,7 @@ def _inputs(csi: str):
 @pytest.mark.parametrize("control", list(CONTROLS))
 def test_fast_path_conforms_to_the_definition(control, csi, budget_w, domain):
     updates, weights, h, h_hat, path_gain, impaired = _inputs(csi)
-    common = dict(power_control=make_power_control(control, **CONTROLS[control]),
+    common = dict(power_control=POWER_CONTROLS[control].build(CONTROLS[control]),
                   tx_power_w=budget_w, noise_power_w=NOISE_W, gamma_w=NOISE_W,
                   seed=tf.constant([3, 4]), path_gain=path_gain,
                   uplink=impaired if domain == "time" else None)

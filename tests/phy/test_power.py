@@ -5,12 +5,12 @@ import pytest
 import tensorflow as tf
 from scipy.optimize import brentq
 
+from phy.parameters import POWER_CONTROLS
 from phy.power import (
     FullInversion,
     IdealAggregation,
     OptimalPower,
     TruncatedInversion,
-    make_power_control,
     optimal_amplitudes,
 )
 
@@ -124,11 +124,12 @@ def test_references_and_factory(rng):
     a32 = tf.constant(a, tf.float32)
     np.testing.assert_array_equal(FullInversion()(a32, u).numpy(), a32.numpy())
     np.testing.assert_array_equal(IdealAggregation()(a32).numpy(), a32.numpy())
-    assert isinstance(make_power_control("optimal"), OptimalPower)
-    assert make_power_control("truncated_inversion", gain_threshold=0.5).gain_threshold == 0.5
-    assert not make_power_control("full_inversion").budgeted
-    assert make_power_control("ideal").name == "ideal"
-    with pytest.raises(ValueError, match="optimum"):
-        make_power_control("optimum")
+    # the one way to build a control by name: the registry (as cosim.world does)
+    assert isinstance(POWER_CONTROLS["optimal"].build({}), OptimalPower)
+    assert POWER_CONTROLS["truncated_inversion"].build({"tci_gain_threshold": 0.5}).gain_threshold == 0.5
+    assert not POWER_CONTROLS["full_inversion"].build({"tci_gain_threshold": 0.5}).budgeted
+    assert POWER_CONTROLS["ideal"].build({}).name == "ideal"
+    with pytest.raises(ValueError, match="tci_gain_threshold"):
+        POWER_CONTROLS["truncated_inversion"].build({"tci_gain_threshold": -1.0})
     with pytest.raises(ValueError, match="gain_threshold"):
         TruncatedInversion(-1.0)

@@ -1,0 +1,139 @@
+"""The uplink's privacy (phy/uplink/block.py with phy.privacy.UplinkPrivacy): each phase's
+Gaussian mechanism as the BS sees it, from the round's own channel, and the artificial
+noise of a noise floor; nothing of it perturbs the phase when no noise is added."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from phy.channel import IidRayleigh
+from phy.csi import PerfectCSI
+from phy.power import OptimalPower
+from phy.privacy import UplinkPrivacy
+from phy.uplink import Uplink
+
+K, D, F = 6, 300, 32
+N = -(-D // F)
+NOISE_W, POWER_W = 10 ** (-7.4) / 1e3, 1e-3
+
+
+def _uplink(privacy=None):
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
+                  path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
+                  tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
+                  privacy=privacy)
+
+
+def _send(block, t=2):
+    rng = np.random.default_rng(1)
+    updates = tf.constant(rng.standard_normal((K, D)) * 1e-2, tf.float32)
+    link = block.round(t)
+    return link, link.send("delta", updates, tf.fill([K], 1.0 / K))
+
+
+def test_the_traced_mechanism_is_the_budget_bound_of_the_rounds_channel():
+    """Every device's noise multiplier is sqrt(sigma^2 / 2) / sqrt(N P max_f |h_kf|^2)
+    from the round's own channel (the KKT control is budgeted; perfect CSI: every
+    subcarrier live), the worst device is the smallest, the round's joint multiplier of
+    one phase is the phase's; and the phase's estimate is bit for bit the one without
+    privacy."""
+    link, sent = _send(_uplink(UplinkPrivacy()))
+    columns = sent.columns()
+    gain = np.abs(link.h.numpy().astype(np.complex128)) ** 2
+    expected = np.sqrt(NOISE_W / 2.0) / np.sqrt(N * POWER_W * gain.max(axis=1))
+    np.testing.assert_allclose(columns.per_device["device_noise_multiplier_delta"], expected,
+                               rtol=1e-12)
+    assert columns.scalars["privacy_noise_multiplier_delta"] == pytest.approx(expected.min(), rel=1e-12)
+    assert columns.scalars["privacy_worst_device_delta"] == float(np.argmin(expected))
+    assert columns.scalars["artificial_noise_power_w_delta"] == 0.0
+    assert link.columns().scalars["privacy_joint_noise_multiplier"] == pytest.approx(
+        expected.min(), rel=1e-12)
+    _, plain = _send(_uplink())
+    np.testing.assert_array_equal(sent.estimate.numpy(), plain.estimate.numpy())
+    assert not any("privacy" in name for name in plain.columns().scalars)
+
+
+def test_a_noise_floor_adds_the_least_noise_that_reaches_it():
+    """With a floor above the channel's multiplier the uplink adds 2 (z s_max)^2 - sigma^2
+    per subcarrier, the worst device then sits at the floor, and the receiver's noise
+    power in the trace is of both noises; a floor below it adds nothing (the same
+    estimate, bit for bit)."""
+    _, bare = _send(_uplink(UplinkPrivacy()))
+    z = bare.columns().scalars["privacy_noise_multiplier_delta"]
+    _, sent = _send(_uplink(UplinkPrivacy(noise_floor={"delta": 3.0 * z})))
+    columns = sent.columns().scalars
+    largest = np.sqrt(NOISE_W / 2.0) / z  # the worst device's sensitivity
+    added = 2.0 * (3.0 * z * largest) ** 2 - NOISE_W
+    assert columns["artificial_noise_power_w_delta"] == pytest.approx(added, rel=1e-12)
+    assert columns["privacy_noise_multiplier_delta"] == pytest.approx(3.0 * z, rel=1e-12)
+    ratio = columns["noise_power_delta"] / bare.columns().scalars["noise_power_delta"]
+    assert ratio == pytest.approx((NOISE_W + added) / NOISE_W, rel=1e-5)  # delta_bar alike
+    _, low = _send(_uplink(UplinkPrivacy(noise_floor={"delta": 0.5 * z})))
+    assert low.columns().scalars["artificial_noise_power_w_delta"] == 0.0
+    np.testing.assert_array_equal(low.estimate.numpy(), bare.estimate.numpy())
+
+
+def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
+    """With N_r = 2 the observer's gain is |h_kf|^2 summed over the antennas (the round's
+    antenna channel, drawn again from its seed): each device's multiplier is the budget
+    bound of that sum, at most the one of the combined channel (a unit-norm combiner
+    keeps |m^H h|^2 <= ||h||^2)."""
+    from phy.combiner import ReceiveCombiner
+
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    block = Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
+                   path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
+                   tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
+                   combiner=ReceiveCombiner("centroid"), num_antennas=2, privacy=UplinkPrivacy())
+    link, sent = _send(block)
+    from native.streams import stream_seed
+
+    drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, "channel"), 2).numpy()
+    antennas = link.observed_gain
+    np.testing.assert_array_equal(antennas, np.sum(np.abs(drawn.astype(np.complex128)) ** 2, 1))
+    combined = np.abs(link.h.numpy().astype(np.complex128)) ** 2
+    assert np.all(antennas >= combined * (1 - 1e-5))
+    expected = np.sqrt(NOISE_W / 2.0) / np.sqrt(N * POWER_W * antennas.max(axis=1))
+    np.testing.assert_allclose(sent.columns().per_device["device_noise_multiplier_delta"],
+                               expected, rtol=1e-12)
+
+
+def test_a_clip_norm_bounds_an_adversarial_device():
+    """With full inversion (no budget: unbounded without clipping, multiplier 0) and a clip
+    norm C, a device whose update is 10^4 times the others' is clipped to C before power
+    control: the BS's estimate is the weighted sum of the clipped updates (the receiver
+    scaling gamma high: noise 1e-7 of delta_bar per value), every sender's sensitivity is
+    the clip bound C pi sqrt(gamma / delta_bar) (perfect CSI) of the clipped updates' delta_bar,
+    and the phase's error is counted against the unclipped sum."""
+    from phy.power import FullInversion
+
+    rng = np.random.default_rng(3)
+    updates = rng.standard_normal((K, D)) * 1e-2
+    updates[4] *= 1e4  # the adversary
+    clip = 2.0 * float(np.linalg.norm(updates[0]))
+    path_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    gamma_w = 1e7 * NOISE_W
+
+    def block(privacy):
+        return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=FullInversion(),
+                      path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
+                      tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=gamma_w,
+                      downlink_values=D, privacy=privacy)
+
+    weights = tf.fill([K], 1.0 / K)
+    sent = block(UplinkPrivacy(clip_norm=clip)).round(2).send(
+        "delta", tf.constant(updates, tf.float32), weights)
+    columns = sent.columns()
+    norms = np.linalg.norm(updates, axis=1)
+    clipped = updates * np.minimum(1.0, clip / norms)[:, None]
+    assert columns.scalars["privacy_clipped_devices_delta"] == float(np.sum(norms > clip)) == 1.0
+    np.testing.assert_allclose(sent.estimate.numpy(), clipped.mean(axis=0), rtol=0, atol=1e-3 * clip / np.sqrt(D))
+    delta_bar = columns.scalars["delta_bar_delta"]
+    sensitivity = clip * (1.0 / K) * np.sqrt(gamma_w / delta_bar)
+    np.testing.assert_allclose(columns.per_device["device_noise_multiplier_delta"],
+                               np.sqrt(NOISE_W / 2.0) / sensitivity, rtol=1e-5)
+    unclipped_error = float(np.sum((updates.mean(axis=0) - sent.estimate.numpy()) ** 2))
+    assert columns.scalars["aggregate_error_delta"] == pytest.approx(unclipped_error, rel=1e-4)
+    unbounded = block(UplinkPrivacy()).round(2).send("delta", tf.constant(updates, tf.float32), weights)
+    assert unbounded.columns().scalars["privacy_noise_multiplier_delta"] == 0.0
