@@ -47,6 +47,7 @@ VALUES: dict[str, dict[str, str]] = {
         "scaffold": "SCAFFOLD",
         "fedsmoo": "FedSMOO",
         "fedgmt": "FedGMT-v2",
+        "signsgd": "signSGD (majority vote)",
     },
     "power.control": _labels(POWER_CONTROLS),
     "channel.model": _labels(CHANNEL_MODELS),
