@@ -11,7 +11,9 @@ why each threshold is what it is):
   tie rates, and not their NMSE (a vote against the senders' mean sign);
 * the median over rounds of ``aggregate_nmse_<phase>``, per phase; the phase's estimate is
   **noise-dominated** when that median is at least :data:`NOISE_DOMINATED_NMSE` (1: the
-  over-the-air error carries at least as much energy as the sum it estimates), and the
+  over-the-air error carries at least as much energy as the sum it estimates) and the
+  phase has receiver noise (``noise_power_<phase>``: the analog scheme; a digital
+  phase's error is its quantization and outage, and is reported as such), and the
   share of that error the receiver noise explains (``n * noise_power_<phase>`` over
   ``aggregate_error_<phase>``, n = the trace's ``num_params``);
 * devices over the power budget (``power_over_budget_<phase>``): rounds with any, the
@@ -105,10 +107,10 @@ def _nmse(data: TraceData) -> dict[str, dict[str, Any]]:
         if not values.size:
             continue
         median = float(np.median(values))
-        entry: dict[str, Any] = {"median": median, "rounds": int(values.size),
-                                 "noise_dominated": median >= NOISE_DOMINATED_NMSE,
-                                 "noise_share": None}
         noise, error = data.rounds.get(f"noise_power_{phase}"), data.rounds.get(f"aggregate_error_{phase}")
+        entry: dict[str, Any] = {"median": median, "rounds": int(values.size),
+                                 "noise_dominated": noise is not None and median >= NOISE_DOMINATED_NMSE,
+                                 "receiver_noise": noise is not None, "noise_share": None}
         if isinstance(num_params, (int, np.integer)) and noise is not None and error is not None:
             ok = np.isfinite(noise) & np.isfinite(error) & (error > 0)
             if ok.any():
@@ -370,8 +372,11 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
             if entry["noise_share"] is not None:
                 text += f" ({100 * min(entry['noise_share'], 9.99):.0f} % of it receiver noise)"
             parts.append(text)
-        verdict = ("noise-dominated" if any(e["noise_dominated"] for e in report["nmse"].values())
-                   else "signal-dominated")
+        if not any(e.get("receiver_noise", True) for e in report["nmse"].values()):
+            verdict = "quantization and outage (no receiver noise in this scheme)"
+        else:
+            verdict = ("noise-dominated" if any(e["noise_dominated"] for e in report["nmse"].values())
+                       else "signal-dominated")
         lines.append(f"air      median NMSE of the estimate: {', '.join(parts)}: {verdict}")
     if report.get("vote"):
         parts = [f"{phase} {entry['median_error_rate']:.3g}"

@@ -169,7 +169,7 @@ def test_a_healthy_trace_raises_no_flag(tmp_path):
     report = health(write(tmp_path / "clean.h5", clean_columns()))
     assert report["flags"] == []
     assert report["nmse"]["rho"] == {"median": 0.05, "rounds": ROUNDS, "noise_dominated": False,
-                                     "noise_share": pytest.approx(0.1)}
+                                     "receiver_noise": True, "noise_share": pytest.approx(0.1)}
     assert report["posterior_std"]["moved"] is True
     assert report["posterior_std"]["first"] == {"p05": 0.01, "p50": 0.02, "p95": 0.03}
     assert report["worst_device"]["device"] == 2 and report["worst_device"]["distance_m"] == 90.0
@@ -288,3 +288,18 @@ def test_a_vote_phase_reports_its_error_rate_and_no_nmse(tmp_path):
                                       "median_tie_rate": 0.125}}
     assert report["flags"] == []
     assert "air      median vote error rate: rho 0.2 (12 % of the entries tie)" in health_lines(report)
+
+
+def test_a_digital_phase_is_never_noise_dominated(tmp_path):
+    """A phase without receiver noise (no ``noise_power_<phase>``: the digital scheme, whose
+    error is its quantization and outage) reports its NMSE but raises no noise_dominated
+    flag, however large, and the summary line names what its error is."""
+    columns = clean_columns()
+    for phase in ("rho", "nu"):
+        del columns["rounds"][f"noise_power_{phase}"]
+        _set(columns, "rounds", f"aggregate_nmse_{phase}", np.full(ROUNDS, 3.0))
+    report = health(write(tmp_path / "digital.h5", columns))
+    assert report["nmse"]["rho"]["median"] == 3.0 and not report["nmse"]["rho"]["noise_dominated"]
+    assert report["flags"] == []
+    assert ("air      median NMSE of the estimate: nu 3, rho 3: quantization and outage "
+            "(no receiver noise in this scheme)") in health_lines(report)
