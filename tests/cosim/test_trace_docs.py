@@ -84,7 +84,8 @@ TIME_DOMAIN = time_domain(4.0, 0.01)
 
 @pytest.mark.parametrize(("algorithm", "learning_rate", "overrides"),
                          [("bayes_aircomp", 0.05, []), ("fedavg", 0.3, []),
-                          ("bayes_aircomp", 0.05, TIME_DOMAIN)])
+                          ("bayes_aircomp", 0.05, TIME_DOMAIN),
+                          ("bayes_aircomp", 0.05, ['power.gamma="joint"'])])
 def test_docs_list_every_dataset_of_a_fresh_trace(tmp_path, algorithm, learning_rate, overrides):
     scenario = load_scenario(
         write_tiny(tmp_path, rounds=1, every=1, algorithm=algorithm, learning_rate=learning_rate,
