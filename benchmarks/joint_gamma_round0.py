@@ -49,9 +49,10 @@ def measure(seed: int, antennas, combiners, scenario: str = "quickstart"):
     for n in antennas:
         for combiner in (combiners if n > 1 else combiners[:1]):
             uplink.num_antennas, uplink.combiner = n, ReceiveCombiner(combiner)
+            link = uplink.round(0)  # the channel and the combiner, once for both gammas
             for joint in (False, True):
                 uplink.joint_gamma = joint
-                scalars = uplink.round(0).send("rho", updates, weights).columns().scalars
+                scalars = link.send("rho", updates, weights).columns().scalars
                 rows.append({"seed": seed, "num_antennas": n,
                              "combiner": combiner if n > 1 else "-",
                              "gamma": "joint" if joint else "noise_power",
