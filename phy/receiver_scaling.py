@@ -11,7 +11,7 @@ attenuate (the power control's distortion); the channel after the combiner,
 
 The multi-antenna AirComp literature chooses the receiver's normalisation with the
 combiner (Yang, Jiang, Shi, Ding, "Federated learning via over-the-air computation",
-IEEE TWC 2020, eq. (9)-(10); Zhu and Huang, "MIMO over-the-air computation for
+IEEE TWC 2020; Zhu and Huang, "MIMO over-the-air computation for
 high-mobility multimodal sensing", IEEE IoT J. 2019): every device inverts its channel
 exactly and ``eta = P min_k |m^H h_k|^2 / ||m||^2``, the largest scaling at which the
 weakest device's inversion meets its budget. Here the analogue is
@@ -19,7 +19,7 @@ weakest device's inversion meets its budget. Here the analogue is
 need every device to invert: a device whose budget binds attenuates its largest
 amplitudes (eq. ``Opt_v``), so past that gamma the noise keeps falling while the
 distortion grows from zero. :func:`joint_gamma` therefore takes the gamma that minimises
-the estimate's modelled mean squared error, distortion plus noise, by a one-dimensional
+a bound on the estimate's mean squared error, distortion plus noise, by a one-dimensional
 search from :func:`inversion_gamma` up (below it there is no distortion, and the noise
 only falls with gamma).
 
