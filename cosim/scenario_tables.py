@@ -233,11 +233,20 @@ class CsiConfig(variant_table(CSI_MODELS, table="csi", key="model", default="per
 
 class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", default="optimal")):
     """Uplink power control and the receiver's scaling (paper: P = 20 dBm, sigma_z^2 = -74 dBm,
-    gamma = sigma_z^2); each control's own keys are declared in :mod:`phy.parameters`."""
+    gamma = sigma_z^2); each control's own keys are declared in :mod:`phy.parameters`.
+    ``gamma = "joint"``: chosen per phase and round with the BS's combiner
+    (:mod:`phy.receiver_scaling`; the KKT control only)."""
 
     tx_power_dbm: float = Field(20.0, ge=-DB_LIMIT, le=DB_LIMIT)
     noise_power_dbm: float = Field(-74.0, ge=-DB_LIMIT, le=DB_LIMIT)
-    gamma: Annotated[str | float, positive_or_keyword("noise_power")] = "noise_power"
+    gamma: Annotated[str | float, positive_or_keyword("noise_power", "joint")] = "noise_power"
+
+    @model_validator(mode="after")
+    def _joint_needs_kkt(self) -> PowerConfig:
+        _require(self.gamma != "joint" or self.control == "optimal", "gamma",
+                 f"= \"joint\" needs power.control = \"optimal\" (got {self.control!r}): the "
+                 "joint scaling minimises the KKT control's distortion plus the receiver noise")
+        return self
 
     @property
     def tx_power_w(self) -> float:
@@ -251,8 +260,14 @@ class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", de
 
     @property
     def gamma_w(self) -> float:
-        """Power-scaling coefficient gamma in watts (``"noise_power"`` -> sigma_z^2)."""
-        return self.noise_power_w if self.gamma == "noise_power" else float(self.gamma)
+        """Power-scaling coefficient gamma in watts (``"noise_power"`` -> sigma_z^2; with
+        ``"joint"`` sigma_z^2 too, the value used when no device sends)."""
+        return self.noise_power_w if self.gamma in ("noise_power", "joint") else float(self.gamma)
+
+    @property
+    def joint_gamma(self) -> bool:
+        """gamma chosen per phase with the combiner (:func:`phy.receiver_scaling.joint_gamma`)."""
+        return self.gamma == "joint"
 
 
 class UplinkConfig(variant_table(UPLINK_SCHEMES, table="uplink", key="scheme", default="analog")):

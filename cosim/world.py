@@ -157,7 +157,7 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         path_gain=world["path_gain"], seed=scenario.seed,
         phases=[(phase.name, phase.num_values) for phase in algorithm.phases()],
         num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w,
-        noise_power_w=power.noise_power_w, gamma_w=power.gamma_w,
+        noise_power_w=power.noise_power_w, gamma_w=power.gamma_w, joint_gamma=power.joint_gamma,
         downlink_values=algorithm.downlink_values(), bits_per_value=scenario.downlink.bits_per_value,
         bs_tx_power_w=scenario.downlink.bs_tx_power_w, domain=ofdm.domain,
         bandwidth_hz=ofdm.bandwidth_hz, cyclic_prefix_length=ofdm.cyclic_prefix_samples,

@@ -69,16 +69,19 @@ def deep_tuple(value: Any) -> Any:
     return tuple(deep_tuple(v) for v in value) if isinstance(value, list) else value
 
 
-def positive_or_keyword(keyword: str):
-    """A field that is ``keyword`` or a positive finite number (ints become floats)."""
+def positive_or_keyword(keyword: str, *more: str):
+    """A field that is ``keyword`` (or one of ``more``) or a positive finite number (ints
+    become floats)."""
+    keywords = (keyword, *more)
+    named = ", ".join(repr(k) for k in keywords)
 
     def check(value: Any) -> Any:
-        if value == keyword:
+        if isinstance(value, str) and value in keywords:
             return value
         if (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and math.isfinite(value) and value > 0):
             return float(value)
-        raise ValueError(f"must be {keyword!r} or a positive finite number")
+        raise ValueError(f"must be {named} or a positive finite number")
 
     return BeforeValidator(check)
 

@@ -3,10 +3,12 @@ eqs. ``rho_avg`` ... ``delta_n``), :func:`phy.aircomp.aggregate` behind the sche
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from native.columns import Columns
 from phy import aircomp
+from phy.receiver_scaling import joint_gamma
 from phy.uplink.scheme import SchemeResult, energy_j
 
 BUDGET_TOLERANCE = 1e-4
@@ -22,9 +24,14 @@ class Analog:
     ``artificial_noise_power_w`` (a ``[privacy]`` target's, :mod:`phy.privacy`; 0
     without one, and then exactly the receiver's).
 
+    With the block's ``joint_gamma`` (``power.gamma = "joint"``) gamma is chosen per
+    phase from what the BS knows, the weights, the senders' reported ``||Delta_k||^2 / d``
+    and their effective channels ``h_hat`` after its combiner
+    (:func:`phy.receiver_scaling.joint_gamma`), and traced as ``gamma_w_<phase>``.
+
     Columns per phase: ``delta_bar_<phase>``, ``distortion_<phase>``,
     ``noise_power_<phase>`` (of both noises), ``power_over_budget_<phase>`` (a control that is
-    ``budgeted``); per sender ``local_distortion_``, ``tx_power_w_``,
+    ``budgeted``), ``gamma_w_<phase>`` (joint gamma); per sender ``local_distortion_``, ``tx_power_w_``,
     ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with ``trace.per_device``); the
     signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
     """
@@ -39,12 +46,17 @@ class Analog:
         noise_power_w = block.noise_power_w  # plus the artificial noise of a privacy target
         if link.artificial_noise_power_w > 0.0:
             noise_power_w = noise_power_w + link.artificial_noise_power_w
+        gamma_w = block.gamma_w
+        if block.joint_gamma:
+            gamma_w = joint_gamma_of(link, block)
         result = aircomp.aggregate(
             link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
-            tx_power_w=block.tx_power_w, noise_power_w=noise_power_w, gamma_w=block.gamma_w,
+            tx_power_w=block.tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
             seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink)
         columns = Columns()
         scalars = columns.scalars
+        if block.joint_gamma:
+            scalars[f"gamma_w_{phase}"] = float(gamma_w)
         scalars[f"delta_bar_{phase}"] = float(result.delta_bar)
         scalars[f"distortion_{phase}"] = float(result.aggregated_distortion)
         scalars[f"noise_power_{phase}"] = float(result.noise_power)
@@ -62,3 +74,17 @@ class Analog:
             columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
         energy = energy_j(result.tx_power_mean_w.numpy(), result.num_symbols, block.symbol_duration_s)
         return SchemeResult(result.estimate, result.num_symbols, energy, columns)
+
+
+def joint_gamma_of(link, block) -> float:
+    """The phase's joint gamma (W) from what the BS knows: the weights pi_k [K_T], the
+    senders' reported update powers ``||Delta_k||^2 / n`` (eq. ``rho_avg``'s terms) and
+    ``|h_hat|^2`` [K_T, F], the effective channels after the combiner
+    (:func:`phy.receiver_scaling.joint_gamma`; ``block.gamma_w`` when no device sends)."""
+    updates = tf.convert_to_tensor(link.updates, tf.float32)
+    energy = tf.reduce_sum(tf.square(updates), axis=1).numpy().astype(np.float64)
+    energy /= max(int(updates.shape[1]), 1)
+    gain = np.abs(np.asarray(link.h_hat).astype(np.complex128)) ** 2
+    return joint_gamma(np.asarray(link.weights, np.float64), energy, gain,
+                       tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w,
+                       fallback_w=block.gamma_w)

@@ -109,6 +109,10 @@ class Uplink:
         F.
     tx_power_w, noise_power_w, gamma_w : float
         P, sigma_z^2, gamma.
+    joint_gamma : bool
+        Choose gamma per phase with the combiner instead (``power.gamma = "joint"``,
+        :func:`phy.receiver_scaling.joint_gamma`; the analog scheme); ``gamma_w`` is then
+        the value used when no device sends.
     downlink_values, bits_per_value : int
         What the BS multicasts each round (values) and bits per value.
     bs_tx_power_w : float
@@ -148,7 +152,8 @@ class Uplink:
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
                  phases: Sequence[tuple[str, int]], num_subcarriers: int, tx_power_w: float,
-                 noise_power_w: float, gamma_w: float, downlink_values: int = 0,
+                 noise_power_w: float, gamma_w: float, joint_gamma: bool = False,
+                 downlink_values: int = 0,
                  bits_per_value: int = 32, bs_tx_power_w: float = 1.0, domain: str = "frequency",
                  bandwidth_hz: float | None = None, cyclic_prefix_length: int | None = None,
                  sync: UniformOffsets | None = None, combiner: ReceiveCombiner | None = None,
@@ -163,6 +168,7 @@ class Uplink:
         self.phase_index = {name: i for i, (name, _) in enumerate(phases)}
         self.num_devices = int(self.path_gain.shape[0])
         self.tx_power_w, self.noise_power_w, self.gamma_w = tx_power_w, noise_power_w, gamma_w
+        self.joint_gamma = bool(joint_gamma)
         self.downlink = (int(downlink_values), int(bits_per_value), float(bs_tx_power_w))
         self.domain, self.num_antennas = domain, int(num_antennas)
         self.waveform = {"bandwidth_hz": bandwidth_hz, "num_subcarriers": int(num_subcarriers),

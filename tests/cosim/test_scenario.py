@@ -151,7 +151,7 @@ def test_several_problems_one_line_each():
         ('[power]\ncontrol = "truncated_inversion"\ntci_gain_threshold = -0.1',
          "power.tci_gain_threshold: must be >= 0"),
         ("[power]\ngamma = -1.0",
-         "power.gamma: must be 'noise_power' or a positive finite number (got -1.0)"),
+         "power.gamma: must be 'noise_power', 'joint' or a positive finite number (got -1.0)"),
         ('[algorithm]\nkl_scale = "many"',
          "algorithm.kl_scale: must be 'num_devices' or a positive finite number"),
         ("[data]\nlabels_per_device = 11",

@@ -87,7 +87,8 @@ TIME_DOMAIN = time_domain(4.0, 0.01)
                           ("bayes_aircomp", 0.05, TIME_DOMAIN),
                           ("bayes_aircomp", 0.05, ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]),
                           ("signsgd", 0.3, ['uplink.scheme="one_bit"', "algorithm.signsgd.error_feedback=true"]),
-                          ("signsgd", 0.3, ['uplink.scheme="noncoherent_mv"', *TIME_DOMAIN])])
+                          ("signsgd", 0.3, ['uplink.scheme="noncoherent_mv"', *TIME_DOMAIN]),
+                          ("bayes_aircomp", 0.05, ['power.gamma="joint"'])])
 def test_docs_list_every_dataset_of_a_fresh_trace(tmp_path, algorithm, learning_rate, overrides):
     scenario = load_scenario(
         write_tiny(tmp_path, rounds=1, every=1, algorithm=algorithm, learning_rate=learning_rate,
