@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-import tomli_w
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -32,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from cosim.limits import MAX_ROUNDS
+from cosim.scenario_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.runtime import (  # stdlib only
@@ -567,6 +567,12 @@ class Scenario(_Section):
                  f"= {self.uplink.scheme!r} carries only signs (a majority vote), and algorithm.name = "
                  f"{self.algorithm.name!r} needs the weighted sum of values: use an algorithm that sends "
                  f"signs ({signs}) or a scheme that carries values")
+        _require(self.power.gamma != "joint" or self.uplink.scheme == "analog", "power.gamma",
+                 f"= \"joint\" chooses the analog scheme's receiver scaling; uplink.scheme = "
+                 f"{self.uplink.scheme!r} has none: remove it or set uplink.scheme = \"analog\"")
+        _require(self.power.gamma != "joint" or self.privacy is None, "power.gamma",
+                 "= \"joint\" is not accounted by [privacy] (its mechanism takes the paper's fixed "
+                 "gamma): remove one of them")
         _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
                  f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' needs at least 2 (a pair per sign)")
         if self.privacy is not None:
@@ -657,59 +663,3 @@ def _check_digital_ofdma(scenario: Scenario) -> None:
     _require(scenario.cell.num_devices <= scenario.ofdm.num_subcarriers, "cell.num_devices",
              f"= {scenario.cell.num_devices} is more than ofdm.num_subcarriers = "
              f"{scenario.ofdm.num_subcarriers}: {scheme} gives every sender at least one subcarrier")
-
-
-def _plain(value: Any) -> Any:
-    """A Python value as TOML would give it: NumPy scalars and arrays and tuples become
-    Python numbers and lists (recursively, tables too); anything else is left to the
-    validation (which refuses what a TOML file could not hold)."""
-    if hasattr(value, "tolist") and type(value).__module__ == "numpy":
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-# --------------------------------------------------------------------------- TOML output
-
-
-_TOML_SCALARS = (bool, int, float, str)
-
-
-def toml_value(value: Any) -> str:
-    """The TOML text of one value on one line, as ``--set key=value`` takes it: a bool,
-    int, float (nan, inf and -inf as such), str, or a tuple or list of those (nested
-    too). ``tomllib.loads(f"v = {text}")["v"]`` gives the value back (a tuple as a
-    list). A TypeError for anything else.
-
-    tomli-w writes every scalar; an array is joined here, because tomli-w always breaks
-    a non-empty array over several lines and a ``--set`` item must be one line.
-    """
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if not isinstance(value, _TOML_SCALARS):
-        raise TypeError(f"cannot write {value!r} as TOML")
-    return tomli_w.dumps({"v": value}).removeprefix("v = ").removesuffix("\n")
-
-
-def _toml_table(model: BaseModel) -> dict[str, Any]:
-    """``model``'s keys in field order as plain data: sub-models as nested tables,
-    tuples as lists, None values left out."""
-    table: dict[str, Any] = {}
-    for key in type(model).model_fields:
-        value = getattr(model, key)
-        if isinstance(value, BaseModel):
-            table[key] = _toml_table(value)
-        elif value is not None:
-            table[key] = _plain(value)
-    return table
-
-
-def scenario_to_toml(scenario: Scenario) -> str:
-    """Every key of ``scenario`` (defaults resolved, None omitted) as TOML; loads back equal.
-
-    Written by tomli-w: a table's scalars before its sub-tables, each in field order
-    (arrays over several lines, one element a line)."""
-    return tomli_w.dumps(_toml_table(scenario))

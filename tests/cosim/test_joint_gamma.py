@@ -43,3 +43,16 @@ def test_joint_gamma_needs_the_kkt_control(tmp_path, control):
     with pytest.raises(ScenarioError, match=r"power\.gamma.*joint.*power\.control"):
         load_scenario(write_tiny(tmp_path, rounds=1),
                       {"power.gamma": "joint", "power.control": control})
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (['uplink.scheme="digital_ofdma"'], "power.gamma: = \"joint\" chooses the analog scheme's receiver scaling; "
+                                        "uplink.scheme = 'digital_ofdma' has none"),
+    (["privacy.delta=1e-5"], "power.gamma: = \"joint\" is not accounted by [privacy]"),
+])
+def test_joint_gamma_is_refused_where_it_means_nothing(tmp_path, overrides, message):
+    """A scheme without a receiver scaling, or [privacy] (its mechanism takes the fixed gamma),
+    with power.gamma = "joint": one line naming power.gamma, at validation."""
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(write_tiny(tmp_path), overrides=['power.gamma="joint"', *overrides])
+    assert message in str(error.value)
