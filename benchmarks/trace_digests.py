@@ -7,7 +7,9 @@ power control), FedAvg, the time-domain uplink with timing offsets and CFO, a
 multi-antenna BS (frequency and time domain), partial participation (scheduling,
 dropouts, stragglers that take fewer steps), truncated channel inversion with imperfect
 CSI, the error-free aggregation, raw signals kept (the reference chain), and the
-two-phase baselines SCAFFOLD and FedSMOO and FedGMT-v2.
+two-phase baselines SCAFFOLD and FedSMOO and FedGMT-v2, the other uplink schemes
+(digital OFDMA, one-bit and non-coherent majority votes with signSGD), the joint receiver
+scaling, the privacy columns and SCAFFOLD with dropouts.
 
 Every dataset of a trace is hashed (its dtype, shape and bytes), except ``/rounds/wall_s``
 (the wall time of a round); of the root attributes only ``started_at`` (a clock time),
@@ -69,6 +71,15 @@ RUNS: dict[str, list[str]] = {
     "scaffold": [*SMALL, 'algorithm.name="scaffold"'],
     "fedsmoo": [*SMALL, 'algorithm.name="fedsmoo"'],
     "fedgmt": [*SMALL, 'algorithm.name="fedgmt"'],
+    "digital_ofdma": [*SMALL, 'uplink.scheme="digital_ofdma"', "uplink.bits_per_value=4",
+                      'algorithm.name="fedavg"'],
+    "one_bit_signsgd": [*SMALL, 'uplink.scheme="one_bit"', 'uplink.one_bit_modulation="qpsk"',
+                        'algorithm.name="signsgd"', "algorithm.signsgd.error_feedback=true"],
+    "noncoherent_mv": [*SMALL, 'uplink.scheme="noncoherent_mv"', 'algorithm.name="signsgd"'],
+    "joint_gamma": [*QUICK, "bs.num_antennas=4", 'power.gamma="joint"'],
+    "privacy": [*SMALL, "power.tx_power_dbm=-40", "privacy.delta=1e-5"],
+    "scaffold_dropouts": [*SMALL, 'algorithm.name="scaffold"', "participation.dropout_probability=0.2",
+                          "participation.bs_knows_dropouts=false"],
 }
 """Run name -> ``--set`` overrides of the shipped ``quickstart`` scenario."""
 
