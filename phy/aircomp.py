@@ -142,8 +142,9 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     dist = tf.tensor_scatter_nd_update(sums[..., 2], index, row_dist)
     att = tf.tensor_scatter_nd_update(off_count, index, row_att)
     noise = tf.sqrt(parts.rx_scale(delta_bar, gamma_w)) * parts.receiver_noise(seed, [n, f], noise_power_w)
+    received = tf.ensure_shape(tf.numpy_function(_in_order_sum, [clean, noise], tf.float32, stateful=False), [n, f])
     out = parts.finish(
-        rule, clean + noise, delta_bar, local_distortion=tf.reduce_sum(dist, axis=1), power=power,
+        rule, received, delta_bar, local_distortion=tf.reduce_sum(dist, axis=1), power=power,
         attenuated=tf.reduce_sum(att, axis=1), aggregated_distortion=tf.reduce_sum(tf.square(xi)),
         noise_power_w=noise_power_w, gamma_w=gamma_w)
     if internals:
@@ -153,6 +154,14 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
         out.update({"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
                     "_row_state": row_state, "_precoder": precoder, "_noise": noise})
     return out
+
+
+def _in_order_sum(clean, noise):
+    """``clean + noise`` ([N, F] float32), outside the graph: in the graph, Grappler's
+    arithmetic optimizer merged ``(linear + corrections) + noise`` into one sum whose
+    order differed from process to process (one float32 ulp in a quarter of the
+    estimate's entries; ``docs/faults.md``)."""
+    return np.add(clean, noise)
 
 
 def _time_domain_estimate(updates, out, uplink, *, rule, power_control, reference_gain,
