@@ -41,10 +41,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from native.columns import Columns
 from phy.parameters import NoncoherentMvScheme
-from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_columns
-from phy.uplink.scheme import SchemeResult, energy_j
+from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_result
+from phy.uplink.scheme import SchemeResult
 
 
 def tone_powers(power: str, path_gain, weights, tone_budget_w: float) -> np.ndarray:
@@ -119,11 +118,5 @@ class NoncoherentMajorityVote:
 
         active = tf.reduce_sum(tf.abs(signs), axis=1).numpy().astype(np.float64)  # [K]: tones sent
         power = p * active  # [K], over the N symbols
-        columns = Columns(scalars=vote_columns(vote, signs, link.weights, phase))
-        if block.per_device:
-            columns.per_device[f"tx_power_w_{phase}"] = power / num_symbols
-        if keep_signals:
-            columns.signals[f"y_{phase}"] = y.numpy()
-            columns.signals[f"estimate_{phase}"] = vote.numpy()
-        energy = energy_j(power / num_symbols, num_symbols, block.symbol_duration_s)
-        return SchemeResult(vote, num_symbols, energy, columns)
+        return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
+                           num_symbols=num_symbols, y=y, block=block, keep_signals=keep_signals)

@@ -41,10 +41,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from native.columns import Columns
 from phy.parameters import OneBitScheme
-from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_columns
-from phy.uplink.scheme import SchemeResult, energy_j
+from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_result
+from phy.uplink.scheme import SchemeResult
 
 
 def inversion_scale(h_hat, path_gain, weights, *, gain_threshold: float, used_subcarriers: int,
@@ -116,13 +115,7 @@ class OneBit:
 
         used = tf.reduce_sum(tf.abs(grid), axis=[1, 3]).numpy().astype(np.float64)  # [K, F]: sum of |c|^2
         power = (np.abs(precoder) ** 2 * used).sum(axis=1)  # [K], over the N symbols
-        columns = Columns(scalars=vote_columns(vote, signs, link.weights, phase))
-        columns.scalars[f"silent_fraction_{phase}"] = float(1.0 - on.mean()) if on.size else math.nan
-        columns.scalars[f"inversion_amplitude_{phase}"] = math.sqrt(eta)
-        if block.per_device:
-            columns.per_device[f"tx_power_w_{phase}"] = power / num_symbols
-        if keep_signals:
-            columns.signals[f"y_{phase}"] = y.numpy()
-            columns.signals[f"estimate_{phase}"] = vote.numpy()
-        energy = energy_j(power / num_symbols, num_symbols, block.symbol_duration_s)
-        return SchemeResult(vote, num_symbols, energy, columns)
+        own = {f"silent_fraction_{phase}": float(1.0 - on.mean()) if on.size else math.nan,
+               f"inversion_amplitude_{phase}": math.sqrt(eta)}
+        return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
+                           num_symbols=num_symbols, y=y, block=block, keep_signals=keep_signals, scalars=own)
