@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping
 
 from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS
+from learning.catalog import CATALOG  # no TensorFlow
 
 LOSS_EXPLOSION_FACTOR = 1e3
 """A round whose ``train_loss`` exceeds this times round 0's has diverged."""
@@ -119,15 +120,18 @@ class DivergenceWatch:
 
 def advice(algorithm) -> str:
     """The scenario keys most likely behind a divergence, with their values (``algorithm``:
-    the scenario's ``[algorithm]`` table)."""
+    the scenario's ``[algorithm]`` table): ``algorithm.learning_rate``, then the
+    algorithm's own ``divergence_keys`` of its catalog entry (:data:`learning.catalog.CATALOG`;
+    a key whose value is ``"learning_rate"`` follows the step already named and is left out)."""
     knobs = [f"algorithm.learning_rate (now {algorithm.learning_rate:g}; a smaller step is the usual cure)"]
-    if algorithm.name == "bayes_aircomp":
-        knobs.append(
-            f'algorithm.nll_reduction (now "{algorithm.nll_reduction}"; "mean" divides '
-            "the step on the means by |D_k|)"
-        )
-        knobs.append(f"algorithm.init_std (now {algorithm.init_std:g})")
-        if algorithm.covariance_learning_rate != "learning_rate":
-            knobs.append(f"algorithm.covariance_learning_rate (now "
-                         f"{algorithm.covariance_learning_rate:g}; phase 1's own step)")
+    entry = CATALOG[algorithm.name]
+    own = entry.own_table and entry.divergence_keys
+    table, prefix = ((getattr(algorithm, algorithm.name), f"algorithm.{algorithm.name}") if own
+                     else (algorithm, "algorithm"))
+    for key, what in entry.divergence_keys:
+        value = getattr(table, key)
+        if value == "learning_rate":
+            continue
+        shown = f'"{value}"' if isinstance(value, str) else f"{value:g}"
+        knobs.append(f"{prefix}.{key} (now {shown}; {what})")
     return "Likely knobs: " + ", ".join(knobs)

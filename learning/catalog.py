@@ -54,6 +54,9 @@ class Entry:
     own_table: bool = True
     training_phases: int = 1
     sends: str = "values"
+    divergence_keys: tuple[tuple[str, str], ...] = ()
+    """Its own keys most likely behind a divergence besides ``algorithm.learning_rate``,
+    each with what it does (``cosim.divergence.advice`` names them with their values)."""
 
     def phase_values(self, num_params: int) -> dict[str, int]:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
@@ -66,7 +69,10 @@ class Entry:
 
 CATALOG = {
     "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",
-                           BayesAirCompParameters, own_table=False, training_phases=2),
+                           BayesAirCompParameters, own_table=False, training_phases=2,
+                           divergence_keys=(("nll_reduction", '"mean" divides the step on the means by |D_k|'),
+                                            ("init_std", "the posterior's initial std"),
+                                            ("covariance_learning_rate", "phase 1's own step"))),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters),
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
@@ -75,7 +81,7 @@ CATALOG = {
                      FedSmooParameters),
     "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters),
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
-                     sends="signs"),
+                     sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),)),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

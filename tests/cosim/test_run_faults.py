@@ -260,3 +260,30 @@ def test_a_kill_at_any_instant_resumes_to_the_uninterrupted_trace(tmp_path):
             assert partial_path(trace).exists()
         assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0, instant
         assert_same_trace(trace, reference)
+
+
+@pytest.mark.parametrize(("algorithm", "overrides", "expected"), [
+    ("bayes_aircomp", [], ['algorithm.learning_rate (now 0.05;', 'algorithm.nll_reduction (now "sum";',
+                           "algorithm.init_std (now "]),
+    ("bayes_aircomp", ["algorithm.covariance_learning_rate=50.0"],
+     ["algorithm.covariance_learning_rate (now 50; phase 1's own step)"]),
+    ("fedavg", [], ["algorithm.learning_rate (now 0.05;"]),
+    ("signsgd", [], ["algorithm.signsgd.server_learning_rate (now 0.003; the server's step on the vote)"]),
+])
+def test_divergence_advice_names_the_algorithms_own_keys(tmp_path, algorithm, overrides, expected):
+    """The keys a diverged run names come from the algorithm's catalog entry
+    (``divergence_keys``), with their values and their table (``algorithm.signsgd.``);
+    ``covariance_learning_rate = "learning_rate"`` follows the step already named and is
+    left out; FedAvg names the step alone."""
+    from cosim.divergence import advice
+    from cosim.scenario import load_scenario
+
+    scenario = load_scenario(write_tiny(tmp_path, algorithm=algorithm), overrides=overrides)
+    text = advice(scenario.algorithm)
+    assert text.startswith("Likely knobs: algorithm.learning_rate")
+    for part in expected:
+        assert part in text
+    if algorithm == "fedavg":
+        assert text.count("algorithm.") == 1
+    if not overrides:
+        assert "covariance_learning_rate" not in text
