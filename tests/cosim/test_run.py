@@ -85,29 +85,42 @@ def _scenario(directory, rounds):
     return load_scenario(write_tiny(directory, rounds=rounds, every=rounds))
 
 
+def _straight_and_stopped(tmp_path, rounds: int = 6, stop_at: int = 4):
+    """The same scenario run straight through ``rounds`` rounds (in ``tmp_path/full``) and
+    stopped by a KeyboardInterrupt at round ``stop_at`` (in ``tmp_path/cut``), both with
+    :class:`FakeEngine`: ``(straight, stopped)`` scenarios."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "cut").mkdir()
+    full, cut = _scenario(tmp_path / "full", rounds), _scenario(tmp_path / "cut", rounds)
+    run_scenario(full, progress=False, engine=FakeEngine(full))
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(cut, progress=False, engine=FakeEngine(cut, stop_at=stop_at))
+    return full, cut
+
+
+def _as_an_older_version_wrote_it(path, rows, keep_attr) -> None:
+    """The trace at ``path`` without the ``/rounds`` datasets ``rows`` and with only the
+    checkpoint attributes for which ``keep_attr(key)`` holds."""
+    with h5py.File(path, "r+") as f:
+        for name in rows:
+            del f[f"rounds/{name}"]
+        for slot in f["checkpoint"].values():
+            attrs = json.loads(slot.attrs["attrs_json"])
+            slot.attrs["attrs_json"] = json.dumps({k: v for k, v in attrs.items() if keep_attr(k)})
+
+
 def test_split_channel_uses_and_resume_from_a_checkpoint_without_them(tmp_path):
     """The three cumulative columns add up; a trace whose checkpoints predate the split
     resumes with the split summed from its rows and ends equal to an uninterrupted run."""
-    full_dir, old_dir = tmp_path / "full", tmp_path / "old"
-    full_dir.mkdir()
-    old_dir.mkdir()
-    full = _scenario(full_dir, 6)
-    run_scenario(full, progress=False, engine=FakeEngine(full))
+    full, old = _straight_and_stopped(tmp_path)
     rounds = read_trace(full.trace_path).rounds
     up, down = np.cumsum(3.0 + np.arange(6) % 2), np.cumsum(100.0 + np.arange(6))
     np.testing.assert_array_equal(rounds["cumulative_uplink_symbols"], up)
     np.testing.assert_array_equal(rounds["cumulative_downlink_symbols"], down)
     np.testing.assert_array_equal(rounds["cumulative_channel_uses"], up + down)
 
-    old = _scenario(old_dir, 6)
-    with pytest.raises(KeyboardInterrupt):
-        run_scenario(old, progress=False, engine=FakeEngine(old, stop_at=4))
-    with h5py.File(old.trace_path, "r+") as f:  # as an older version wrote it
-        for name in ("cumulative_uplink_symbols", "cumulative_downlink_symbols"):
-            del f[f"rounds/{name}"]
-        for slot in f["checkpoint"].values():
-            attrs = json.loads(slot.attrs["attrs_json"])
-            slot.attrs["attrs_json"] = json.dumps({"cumulative_channel_uses": attrs["cumulative_channel_uses"]})
+    _as_an_older_version_wrote_it(old.trace_path, ["cumulative_uplink_symbols", "cumulative_downlink_symbols"],
+                                  lambda key: key == "cumulative_channel_uses")
     summary = run_scenario(old, resume=True, progress=False, engine=FakeEngine(old))
     assert summary.channel_uses == up[-1] + down[-1]
     resumed = read_trace(old.trace_path).rounds
@@ -133,29 +146,17 @@ def test_uplink_seconds_and_energy_totals_resume_bit_for_bit(tmp_path, checkpoin
     from the checkpoint's totals or, for a checkpoint written before them, from the
     committed rows (summed in the same order). A trace with no rows of them resumes with
     NaN totals (its earlier rounds' time and energy are unknown), never a partial sum."""
-    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
-    full_dir.mkdir()
-    cut_dir.mkdir()
-    full = _scenario(full_dir, 6)
-    run_scenario(full, progress=False, engine=FakeEngine(full))
+    full, cut = _straight_and_stopped(tmp_path)
     straight = read_trace(full.trace_path).rounds
     for name, value in TOTALS:
         expected = _running(map(value, range(6)))
         np.testing.assert_array_equal(straight[name], expected)
 
-    cut = _scenario(cut_dir, 6)
-    with pytest.raises(KeyboardInterrupt):
-        run_scenario(cut, progress=False, engine=FakeEngine(cut, stop_at=4))
-    if checkpoint != "with the totals":
-        with h5py.File(cut.trace_path, "r+") as f:  # as a version before these totals wrote it
-            for name, _ in TOTALS:
-                del f[f"rounds/{name}"]
-                if checkpoint == "without the rows":
-                    del f[f"rounds/{name.removeprefix('cumulative_')}"]
-            for slot in f["checkpoint"].values():
-                attrs = json.loads(slot.attrs["attrs_json"])
-                slot.attrs["attrs_json"] = json.dumps({k: v for k, v in attrs.items()
-                                                       if k not in dict(TOTALS)})
+    if checkpoint != "with the totals":  # as a version before these totals wrote it
+        rows = [name for name, _ in TOTALS]
+        if checkpoint == "without the rows":
+            rows += [name.removeprefix("cumulative_") for name in rows]
+        _as_an_older_version_wrote_it(cut.trace_path, rows, lambda key: key not in dict(TOTALS))
     run_scenario(cut, resume=True, progress=False, engine=FakeEngine(cut))
     resumed = read_trace(cut.trace_path).rounds
     for name, _ in TOTALS:
