@@ -386,6 +386,10 @@ class RoundLink:
         scalars = columns.scalars
         if link.received is not None:
             scalars[f"received_weight_{phase}"] = link.received_weight
+        shared = {f"aggregate_error_{phase}", f"aggregate_nmse_{phase}", *scalars}
+        if clash := shared & set(result.columns.scalars):  # a name written twice is an error, as in RoundRecord.add
+            raise ValueError(f"the scheme {type(block.scheme).__name__} writes {sorted(clash)}, "
+                             "which the uplink writes itself; rename its columns")
         scalars.update(result.columns.scalars)
         scalars[f"aggregate_error_{phase}"] = error
         scalars[f"aggregate_nmse_{phase}"] = normalised_error(error, power_sum)

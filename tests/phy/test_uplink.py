@@ -112,3 +112,19 @@ def test_kept_signals_come_from_the_reference_chain(keep):
     plain = _uplink(OptimalPower()).round(0).send("delta", updates, weights)
     np.testing.assert_allclose(result.estimate.numpy(), plain.estimate.numpy(), rtol=1e-4,
                                atol=1e-5 * float(np.abs(plain.estimate.numpy()).max()))
+
+
+def test_a_scheme_column_the_uplink_writes_itself_is_refused():
+    """A scheme that names one of the columns the round link writes for every scheme
+    (here ``aggregate_error_<phase>``) is refused, not silently overwritten."""
+    from phy.uplink import Analog, SchemeResult
+
+    class Clashing(Analog):
+        def send(self, link, block, *, phase, seed, keep_signals):
+            result = super().send(link, block, phase=phase, seed=seed, keep_signals=keep_signals)
+            result.columns.scalars[f"aggregate_error_{phase}"] = 0.0
+            return SchemeResult(result.estimate, result.num_symbols, result.tx_energy_j, result.columns)
+
+    updates, weights = _updates()
+    with pytest.raises(ValueError, match=r"Clashing writes \['aggregate_error_delta'\]"):
+        _uplink(OptimalPower(), scheme=Clashing()).round(0).send("delta", updates, weights)
