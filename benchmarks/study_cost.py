@@ -3,7 +3,7 @@
 Run from the repository root::
 
     .venv/bin/python benchmarks/study_cost.py                 # print the table and a JSON line
-    .venv/bin/python benchmarks/study_cost.py --write         # also rewrite cosim/cost_table.py
+    .venv/bin/python benchmarks/study_cost.py --write         # also rewrite cosim/study/cost_table.py
     .venv/bin/python benchmarks/study_cost.py --tiny          # seconds; a smoke run
 
 For every algorithm (and, for the proposed method, both estimators) it runs
@@ -18,7 +18,7 @@ is the evaluation's cost. Each configuration is measured at 10 and at 50 mean sa
 per device: the round's cost grows by the slope between them per extra sample. Cost is the process's **CPU time** per round (``time.process_time``: all
 threads), so a configuration timed beside other work is charged its own core-seconds,
 not the wall clock of a shared machine (cache and memory-bandwidth contention still
-count). The figures are what :mod:`cosim.study_cost` scales by d, K, M, E and rounds.
+count). The figures are what :mod:`cosim.study.cost` scales by d, K, M, E and rounds.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE_MODULE = ROOT / "cosim" / "cost_table.py"
+TABLE_MODULE = ROOT / "cosim" / "study/cost_table.py"
 ALGORITHMS = ("bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt")
 ESTIMATORS = ("reparameterization", "local_reparameterization")
 EVAL_ROUNDS = (4,)
@@ -201,9 +201,9 @@ def _table(rows: list[dict]) -> dict:
 
 
 def write_table(rows: list[dict], path: Path) -> None:
-    """Rewrite ``cosim/cost_table.py`` with the rows' architecture's table, keeping the
+    """Rewrite ``cosim/study/cost_table.py`` with the rows' architecture's table, keeping the
     other architectures' tables as they are."""
-    from cosim.cost_table import ARCHITECTURE_TABLES, COST_TABLE
+    from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 
     table, architecture = _table(rows), rows[0]["architecture"]
     main_table, others = COST_TABLE, dict(ARCHITECTURE_TABLES)
@@ -212,7 +212,7 @@ def write_table(rows: list[dict], path: Path) -> None:
     else:
         others[architecture] = table
     text = (
-        '"""The measured cost table of :mod:`cosim.study_cost` (written by\n'
+        '"""The measured cost table of :mod:`cosim.study.cost` (written by\n'
         "``benchmarks/study_cost.py --write``; do not edit by hand): CPU seconds of one\n"
         "paper-size round (without evaluation) per algorithm and estimator, and of one\n"
         "evaluation, on one core: ``COST_TABLE`` for the MLP, ``ARCHITECTURE_TABLES`` for\n"
@@ -225,7 +225,7 @@ def write_table(rows: list[dict], path: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--write", action="store_true", help="rewrite cosim/cost_table.py")
+    p.add_argument("--write", action="store_true", help="rewrite cosim/study/cost_table.py")
     p.add_argument("--tiny", action="store_true", help="a tiny model on synthetic data")
     p.add_argument("--architecture", default="mlp", choices=("mlp", *CONVNETS),
                    help="measure this architecture's table (the convnets on a stand-in: CONVNETS)")

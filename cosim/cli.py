@@ -391,7 +391,7 @@ def _main(argv: list[str] | None) -> int:
         if args.command == "study":
             return study_command(args)
         if args.command == "verify":
-            from cosim.trace_verify import verify_paths
+            from cosim.trace.verify import verify_paths
 
             verdicts = verify_paths(args.paths)
             for verdict in verdicts:
@@ -471,7 +471,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         scenario_num_params,
         scenario_to_toml,
     )
-    from cosim.study_cost import study_cost_lines
+    from cosim.study.cost import study_cost_lines
 
     if scenario_file is not None and _is_study(scenario_file):
         from cosim.study import load_study
@@ -519,7 +519,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         print(projection.line(privacy.delta, scenario.rounds, privacy.accountant))
         if privacy.target_epsilon is not None:
             from cosim.privacy import plan_line, plan_noise_floor
-            from cosim.scenario_derived import uplink_phase_values
+            from cosim.scenario.derived import uplink_phase_values
 
             floor = plan_noise_floor(scenario, uplink_phase_values(scenario, num_params))
             print(plan_line(scenario, projection, floor))
@@ -551,7 +551,7 @@ def _is_study(path: str) -> bool:
     """A study file (top-level ``seeds``, as no scenario has) or a shipped study's name."""
     import tomllib
 
-    from cosim.scenario import shipped_scenario_path, shipped_study_path
+    from cosim.scenario.load import shipped_scenario_path, shipped_study_path
 
     file = Path(path)
     if not file.is_file():
@@ -564,7 +564,7 @@ def _is_study(path: str) -> bool:
 
 def study_command(args: argparse.Namespace) -> int:
     """``cosim study run | report | compact``: :func:`cosim.study.run_study` (0 / 1),
-    :func:`cosim.study_report.report` (0) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
+    :func:`cosim.study.report.report` (0) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
     :class:`cosim.study.StudyError` (exit 2). Neither imports TensorFlow here."""
     if args.study_command == "run":
         from cosim.study import run_study
@@ -574,13 +574,13 @@ def study_command(args: argparse.Namespace) -> int:
         return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus,
                          executor=args.executor)
     if args.study_command == "report":
-        from cosim.study_report import report
+        from cosim.study.report import report
 
         for path in report(args.out, x=args.x):
             print(path)
         return EXIT_OK
     if args.study_command == "compact":
-        from cosim.study import compact_study
+        from cosim.study.runner import compact_study
 
         return compact_study(args.out)
     raise UsageError("give a subcommand: run, report or compact (`cosim study --help`)")
@@ -590,7 +590,7 @@ def scenarios_command() -> int:
     """``cosim scenarios``: the shipped scenarios (:func:`cosim.scenario.shipped_scenarios`),
     then the shipped studies (:func:`cosim.scenario.shipped_studies`), each under a
     heading: its name and first comment line, then its path on the next line."""
-    from cosim.scenario import shipped_scenarios, shipped_scenarios_dir, shipped_studies
+    from cosim.scenario.load import shipped_scenarios, shipped_scenarios_dir, shipped_studies
 
     shipped, studies = shipped_scenarios(), shipped_studies()
     if not shipped:

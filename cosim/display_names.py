@@ -3,7 +3,7 @@
 Traces, CSV and Parquet keep the raw keys (``algorithm.name = "bayes_aircomp"``,
 ``test_nll``); legends, axis labels, titles and TensorBoard descriptions use the names
 here ("Proposed", "test NLL (nats)", "P = 10 dBm"). ``cosim plot``
-(:mod:`cosim.plots`), the study report (:mod:`cosim.study_report`) and ``cosim run
+(:mod:`cosim.plots`), the study report (:mod:`cosim.study.report`) and ``cosim run
 --tensorboard`` (:mod:`cosim.run`) read this one table; a study file overrides a label
 in its ``[labels]`` table (``docs/studies.md``). Imports nothing heavy.
 """

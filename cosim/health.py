@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from cosim.divergence import LOSS_EXPLOSION_FACTOR
-from cosim.trace_read import TraceData, read_trace
+from cosim.trace.read import TraceData, read_trace
 
 NOISE_DOMINATED_NMSE = 1.0
 """A phase's estimate is noise-dominated when its median ``aggregate_nmse`` is at least this."""

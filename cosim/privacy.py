@@ -391,7 +391,7 @@ def project(scenario, num_params: int) -> Projection:
     has the realised figure. No projection for the 3GPP cells (their path loss is drawn
     by Sionna in the run).
     """
-    from cosim.scenario_derived import symbols_per_phase, uplink_phase_values
+    from cosim.scenario.derived import symbols_per_phase, uplink_phase_values
 
     config = scenario.privacy
     q = 1.0
@@ -462,7 +462,7 @@ def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]
         calibrate_dp_mechanism,
     )
 
-    from cosim.scenario_derived import symbols_per_phase
+    from cosim.scenario.derived import symbols_per_phase
 
     config = scenario.privacy
     target = config.target_epsilon
@@ -507,7 +507,7 @@ def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, flo
     floor z*_p needs a total noise std ``z*_p sensitivity_p``.
     """
     from cosim.scenario import scenario_num_params
-    from cosim.scenario_derived import uplink_phase_values
+    from cosim.scenario.derived import uplink_phase_values
 
     if projection.epsilon is None or scenario.privacy.target_epsilon is None:
         raise ValueError("plan_artificial_noise needs a projection and privacy.target_epsilon")

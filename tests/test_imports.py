@@ -132,3 +132,33 @@ def test_no_module_over_700_lines():
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 700}
     assert long == {}
+
+
+COSIM_PACKAGES = ("scenario", "trace", "plots", "study")
+
+
+def test_cosim_packages_hold_their_modules():
+    """The scenario, trace, plot and study modules live in their packages, not flat in
+    ``cosim/`` (``cosim/scenario_tables.py`` is ``cosim/scenario/tables.py``)."""
+    flat = sorted(p.name for p in (ROOT / "cosim").glob("*.py")
+                  if p.stem.startswith(("scenario", "trace", "plot", "study", "cost_table")))
+    assert flat == []
+    assert all((ROOT / "cosim" / name / "__init__.py").is_file() for name in COSIM_PACKAGES)
+
+
+def _private_imports_across_packages() -> list[str]:
+    found = []
+    for name, path in _modules().items():
+        home = name.split(".")[1] if name.startswith("cosim.") and name.count(".") >= 2 else None
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cosim."):
+                package = node.module.split(".")[1]
+                if package in COSIM_PACKAGES and package != home:
+                    found += [f"{name} imports {node.module}.{alias.name}"
+                              for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def test_private_names_stay_inside_their_package():
+    """No module outside ``cosim.trace`` (say) imports a ``_name`` of it."""
+    assert _private_imports_across_packages() == []

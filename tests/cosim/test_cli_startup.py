@@ -23,9 +23,14 @@ import pytest
 from small_trace import write_small_trace
 from tiny_scenario import write_tiny
 
-import cosim.scenario_derived
+import cosim.scenario.derived
 from cosim.cli import main
-from cosim.scenario import load_scenario, shipped_scenarios, shipped_scenarios_dir, shipped_studies
+from cosim.scenario.load import (
+    load_scenario,
+    shipped_scenarios,
+    shipped_scenarios_dir,
+    shipped_studies,
+)
 from cosim.study import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +154,7 @@ def test_every_shipped_file_is_package_data():
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml")))
 def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys, name):
     # validity, not this machine's free memory (the background load varies)
-    monkeypatch.setattr(cosim.scenario_derived, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.setattr(cosim.scenario.derived, "available_memory_bytes", lambda: 2**50)
     monkeypatch.chdir(tmp_path)  # no local file of that name: the shipped one
     assert main(["validate", name]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
@@ -162,7 +167,7 @@ def test_every_shipped_scenario_validates_by_name(tmp_path, monkeypatch, capsys,
 def test_every_shipped_study_validates_by_name(tmp_path, monkeypatch, name):
     """Every point of every shipped study is a valid scenario (loaded by its shipped name):
     the product of its axes, less what ``[only]`` leaves out, x its seeds."""
-    monkeypatch.setattr(cosim.scenario_derived, "available_memory_bytes", lambda: 2**50)
+    monkeypatch.setattr(cosim.scenario.derived, "available_memory_bytes", lambda: 2**50)
     monkeypatch.chdir(tmp_path)
     study = load_study(name)
     assert study.source == ROOT / "scenarios" / "studies" / f"{name}.toml"

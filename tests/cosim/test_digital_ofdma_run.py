@@ -12,7 +12,7 @@ from tiny_scenario import write_tiny
 from cosim.cli import main
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
-from cosim.scenario_errors import ScenarioError
+from cosim.scenario.errors import ScenarioError
 
 DIGITAL = 'uplink.scheme="digital_ofdma"'
 D = 6 * 6 * 4 + 4 + 4 * 4 + 4  # the tiny MLP with 4 hidden units: the values of every phase

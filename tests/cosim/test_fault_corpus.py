@@ -20,7 +20,7 @@ from small_trace import write_small_trace
 from tiny_scenario import write_tiny
 
 import cosim.run
-import cosim.trace_format
+import cosim.trace.file_format
 from cosim.cli import main
 from cosim.trace import TraceWriter
 
@@ -36,7 +36,7 @@ def _no_run_and_no_retry_pause(monkeypatch):
         raise AssertionError("a scenario of the fault corpus reached run_scenario")
 
     monkeypatch.setattr(cosim.run, "run_scenario", refuse)
-    monkeypatch.setattr(cosim.trace_format, "OPEN_RETRY_S", 0.0)
+    monkeypatch.setattr(cosim.trace.file_format, "OPEN_RETRY_S", 0.0)
 
 
 def _assert_refused(capsys, status: int, *names: str) -> str:

@@ -10,7 +10,7 @@ from cosim.cli import main
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import printable
 from cosim.scenario import load_scenario
-from cosim.study_cost import _evaluations
+from cosim.study.cost import _evaluations
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -88,7 +88,7 @@ def test_the_memory_estimate_counts_the_bs_antennas():
     TensorFlow draw, the NumPy copy, the combiner's complex128 work), the time domain
     one received waveform per antenna, 8 N_r N (F + CP)."""
     from cosim.scenario import ScenarioTooLarge, check_resources
-    from cosim.scenario_derived import memory_estimate_bytes, symbols_per_phase, uplink_phase_values
+    from cosim.scenario.derived import memory_estimate_bytes, symbols_per_phase, uplink_phase_values
 
     one = load_scenario(None, [])
     many = load_scenario(None, ["bs.num_antennas=4096"])

@@ -7,7 +7,7 @@ import pytest
 from small_trace import write_small_trace
 
 from cosim.cli import main
-from cosim.study_file import MAX_LABEL_CHARS, RUNS_DIR, STUDY_COPY, run_name
+from cosim.study.file import MAX_LABEL_CHARS, RUNS_DIR, STUDY_COPY, run_name
 
 
 def _study_dir(tmp_path, extra: str = "", axes: bool = True):

@@ -13,8 +13,8 @@ import numpy as np
 
 from cosim.api import to_pandas
 from cosim.trace import TraceError, read_trace
-from cosim.trace_format import writer_pid
-from cosim.trace_verify import verify_trace
+from cosim.trace.file_format import writer_pid
+from cosim.trace.verify import verify_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 

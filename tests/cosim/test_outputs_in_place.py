@@ -19,7 +19,7 @@ from tiny_scenario import write_tiny
 
 from cosim.cli import main
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
-from cosim.trace import drop_checkpoint, partial_path
+from cosim.trace.writer import drop_checkpoint, partial_path
 
 
 def _victim(tmp_path: Path) -> tuple[Path, bytes]:

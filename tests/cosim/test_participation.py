@@ -16,7 +16,7 @@ from tiny_scenario import time_domain, write_tiny
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import ScenarioError, load_scenario
-from cosim.scenario_tables import ParticipationConfig
+from cosim.scenario.tables import ParticipationConfig
 from learning.catalog import CATALOG
 from phy.uplink import participation
 

@@ -343,7 +343,7 @@ def test_an_axis_offset_goes_into_the_label_not_over_it(tmp_path, monkeypatch):
     import pandas as pd
 
     from cosim.plots import save_figure
-    from cosim.study_report import _plot
+    from cosim.study.report import _plot
 
     fig, ax = plt.subplots()
     ax.plot([2e7, 1e8], [0.4, 0.8])

@@ -12,7 +12,7 @@ from tiny_scenario import write_tiny
 from cosim import privacy
 from cosim.cli import main
 from cosim.scenario import ScenarioError, load_scenario, scenario_num_params
-from cosim.scenario_derived import symbols_per_phase, uplink_phase_values
+from cosim.scenario.derived import symbols_per_phase, uplink_phase_values
 
 # the tiny scenario at a low power: a noise multiplier near 0.5, so epsilon is finite and small
 LOW_POWER = ["power.tx_power_dbm=-60", "rounds=3", "privacy.delta=1e-5"]

@@ -15,7 +15,7 @@ from cosim import privacy
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, scenario_num_params
-from cosim.scenario_derived import uplink_phase_values
+from cosim.scenario.derived import uplink_phase_values
 
 # the tiny scenario at a low power (a worst noise multiplier near 5: epsilon ~ 1 a round)
 PRIVATE = ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]

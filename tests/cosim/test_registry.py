@@ -62,7 +62,7 @@ def test_combiners_and_scheduling_are_listed_once():
     import numpy as np
 
     from cosim import display_names
-    from cosim.scenario_tables import BsConfig, ParticipationConfig
+    from cosim.scenario.tables import BsConfig, ParticipationConfig
     from native.parameters import Choice
     from phy.combiner import ReceiveCombiner
     from phy.parameters import COMBINERS, SCHEDULING

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cosim import scenario_tables as schema
+from cosim.scenario import tables as schema
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "scenarios.md"

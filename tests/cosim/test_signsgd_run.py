@@ -14,8 +14,8 @@ from tiny_scenario import write_tiny
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
-from cosim.scenario_derived import describe
-from cosim.scenario_errors import ScenarioError
+from cosim.scenario.derived import describe
+from cosim.scenario.errors import ScenarioError
 
 D, F = 660, 64  # the tiny MLP's weights at hidden = 16; the tiny grid
 SYMBOLS = {"one_bit": math.ceil(D / F), "noncoherent_mv": math.ceil(D / (F // 2)), "analog": math.ceil(D / F)}

@@ -26,7 +26,7 @@ from tiny_scenario import write_tiny
 from cosim.cli import main
 from cosim.scenario import load_scenario
 from cosim.study import StudyError, load_study, run_name, run_study
-from cosim.study_report import final_values
+from cosim.study.report import final_values
 from cosim.trace import read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -159,7 +159,7 @@ def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
     status, text, heavy = _probe("study", "report", str(out), cwd=tmp_path)
     assert status == 0, text
     assert heavy == [], heavy
-    probe = "import sys, cosim.study_report; print(sorted(m for m in sys.modules if m.startswith('ray')))"
+    probe = "import sys, cosim.study.report; print(sorted(m for m in sys.modules if m.startswith('ray')))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
 
@@ -393,13 +393,13 @@ def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_pat
 def test_a_worker_releases_each_runs_memory_before_the_next(tmp_path):
     """A run's objects sit in reference cycles (tf.functions of their own methods) that
     hold its host buffers; a worker runs one task after another, so each task ends with
-    a full collection (:func:`cosim.study._run_and_release`). With the automatic collector
+    a full collection (:func:`cosim.study.task._run_and_release`). With the automatic collector
     off, no run's ``BufferPool`` outlives its task (without the collection, one per run
     stayed: +0.55 GB per paper-size run, measured)."""
     import gc
 
     from cosim.scenario import load_scenario
-    from cosim.study import _run_and_release
+    from cosim.study.runner import _run_and_release
     from native.host_arrays import BufferPool
 
     def pools():
@@ -539,7 +539,7 @@ def test_the_report_groups_list_valued_axes(tmp_path):
     from small_trace import write_small_trace
 
     from cosim.study import RUNS_DIR, STUDY_COPY
-    from cosim.study_report import study_table, summarize_over_seeds
+    from cosim.study.report import study_table, summarize_over_seeds
 
     out = tmp_path / "out"
     (out / RUNS_DIR).mkdir(parents=True)
@@ -610,7 +610,7 @@ def test_the_driver_waits_on_ray_in_short_slices():
     Ray (``ray.wait(timeout=wait_timeout(...))``) last at most WAIT_SLICE_S, even with the
     next summary 30 s away (it once waited for the summary, holding a SIGTERM that long),
     and end early when a summary is due sooner."""
-    from cosim.study import WAIT_SLICE_S, wait_timeout
+    from cosim.study.runner import WAIT_SLICE_S, wait_timeout
 
     assert wait_timeout(30.0) == WAIT_SLICE_S <= 0.5
     assert wait_timeout(0.3) == 0.3 and wait_timeout(-5.0) == 0.1
@@ -622,7 +622,7 @@ def test_only_sweeps_an_axis_at_some_values_of_another(tmp_path):
     from small_trace import write_small_trace
 
     from cosim.study import RUNS_DIR, STUDY_COPY
-    from cosim.study_report import study_table
+    from cosim.study.report import study_table
 
     study = _study(tmp_path, axes=f'"algorithm.name" = ["fedavg", "fedprox"]\n"{AXIS}" = [10.0, 20.0]',
                    extra=f'[only]\n"{AXIS}" = {{"algorithm.name" = ["fedavg"]}}')
@@ -641,7 +641,7 @@ def test_only_sweeps_an_axis_at_some_values_of_another(tmp_path):
     groups = table.groupby(["algorithm.name", AXIS])["seed"].nunique()
     assert groups.to_dict() == {("fedavg", 10.0): 2, ("fedavg", 20.0): 2, ("fedprox", 10.0): 2}
     # the legends leave out the axis where it is not swept (FedProx's placeholder power)
-    from cosim.study_report import _combination_label
+    from cosim.study.report import _combination_label
     only = load_study(study, validate=False).only
     assert _combination_label(axes, ("fedprox", 10.0), None, only) == "FedProx"
     assert _combination_label(axes, ("fedavg", 20.0), None, only) == "FedAvg, P = 20 dBm"
@@ -662,7 +662,7 @@ def test_a_shipped_name_beside_a_directory_of_that_name_is_the_shipped_study(tmp
 def test_an_axis_mixing_a_keyword_and_numbers_writes_parquet(tmp_path):
     """``algorithm.covariance_learning_rate = ["learning_rate", 5.0]``: the Parquet table
     holds the axis as text (one type per column), the CSV as written."""
-    from cosim.study_report import parquet_ready
+    from cosim.study.report import parquet_ready
 
     table = pd.DataFrame({"run": ["a", "b"], "seed": [1, 1],
                           "algorithm.covariance_learning_rate": ["learning_rate", 5.0],
@@ -675,8 +675,8 @@ def test_an_axis_mixing_a_keyword_and_numbers_writes_parquet(tmp_path):
 
 def test_stability_measures_the_drop_after_the_peak_and_the_time_near_it():
     """One run that keeps what it attains and one that degrades after its peak (the
-    paper's SAM methods): the measures of cosim.study_report.stability, by hand."""
-    from cosim.study_report import NEAR_PEAK, stability, stability_over_seeds
+    paper's SAM methods): the measures of cosim.study.report.stability, by hand."""
+    from cosim.study.report import NEAR_PEAK, stability, stability_over_seeds
 
     rounds = np.arange(0, 50, 5)
     keeps = [0.2, 0.5, 0.8, 0.85, 0.86, 0.862, 0.861, 0.86, 0.858, 0.861]

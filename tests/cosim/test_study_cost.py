@@ -1,4 +1,4 @@
-"""cosim/study_cost.py: the measured cost table scaled to a run and a study, printed by
+"""cosim/study/cost.py: the measured cost table scaled to a run and a study, printed by
 `cosim validate` and `cosim study run` before anything runs."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 import pytest
 
 from cosim.cli import main
-from cosim.cost_table import COST_TABLE
 from cosim.scenario import load_scenario, scenario_num_params
 from cosim.study import load_study
-from cosim.study_cost import run_cost, study_cost_lines
+from cosim.study.cost import run_cost, study_cost_lines
+from cosim.study.cost_table import COST_TABLE
 
 
 def _paper(*items: str):
@@ -82,7 +82,7 @@ def test_an_unmeasured_architecture_is_named_not_guessed():
 def test_resnet56_is_priced_from_its_own_table():
     """paper_cifar100 at its table's reference (d, E, M, 100 samples) is the measured
     device-round times K = 100; the table's provenance is named beside the MLP's."""
-    from cosim.cost_table import ARCHITECTURE_TABLES
+    from cosim.study.cost_table import ARCHITECTURE_TABLES
 
     table = ARCHITECTURE_TABLES["resnet56"]
     scenario = load_scenario("paper_cifar100")

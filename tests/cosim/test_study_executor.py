@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_study import _free_port, _in_session, _processes_naming, _study
 
-from cosim.study_executor import UNIX_SOCKET_PATH_MAX, descendants, ray_temp_base
+from cosim.study.executor import UNIX_SOCKET_PATH_MAX, descendants, ray_temp_base
 from cosim.trace import read_trace
 
 WAIT_S = 300

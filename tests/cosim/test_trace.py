@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-from cosim.trace import (
+from cosim.trace.writer import (
     SCHEMA_VERSION,
     TraceError,
     TraceExistsError,

@@ -10,7 +10,7 @@ from tiny_scenario import write_tiny
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
-from cosim.scenario_errors import ScenarioError
+from cosim.scenario.errors import ScenarioError
 from phy.uplink import RoundLink
 
 

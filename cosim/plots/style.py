@@ -3,8 +3,8 @@
 :data:`STYLE` (serif 8 pt text, inward ticks on all sides, thin lines, a colour-blind-safe
 palette, constrained layout) is applied with ``matplotlib.rc_context`` inside
 :func:`style` only. :func:`trace_labels` names traces in the reader's words
-(:mod:`cosim.display_names`). The figure families are :mod:`cosim.plots_learning` and
-:mod:`cosim.plots_phy`; :mod:`cosim.plots` draws them all. No TensorFlow.
+(:mod:`cosim.display_names`). The figure families are :mod:`cosim.plots.learning` and
+:mod:`cosim.plots.phy`; :mod:`cosim.plots` draws them all. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ def _count_axis(ax, label: str, values: Sequence[np.ndarray]) -> None:
     ax.set_xlabel(f"{label}, $\\times 10^{{{exponent}}}$")
 
 
-def _figure(options: FigureOptions, rows: int = 1, cols: int = 1, *, square: bool = False,
+def panel_figure(options: FigureOptions, rows: int = 1, cols: int = 1, *, square: bool = False,
             extra_width_in: float = 0.0, **kwargs) -> tuple[Figure, np.ndarray]:
     """A figure of ``rows`` x ``cols`` panels of :attr:`FigureOptions.panel_size_in`
     (``square``: W x W), ``extra_width_in`` inches wider (room for a colour bar), and
@@ -338,7 +338,7 @@ def _figure(options: FigureOptions, rows: int = 1, cols: int = 1, *, square: boo
                         squeeze=False, **kwargs)
 
 
-def _grid(n: int) -> tuple[int, int]:
+def panel_grid(n: int) -> tuple[int, int]:
     """(rows, cols) for ``n`` panels, at most :data:`MAX_PANEL_COLUMNS` per row."""
     cols = min(n, MAX_PANEL_COLUMNS)
     return math.ceil(n / cols), cols
@@ -351,7 +351,7 @@ def _db(values: np.ndarray) -> np.ndarray:
         return np.where(values > 0, 10.0 * np.log10(np.where(values > 0, values, 1.0)), np.nan)
 
 
-def _legend_below(fig: Figure, handles: list, ncols: int | None = None) -> None:
+def legend_below(fig: Figure, handles: list, ncols: int | None = None) -> None:
     """One legend for the whole figure, below its panels."""
     if handles:
         fig.legend(handles=handles, loc="outside lower center",

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from cosim.plot_style import (
+from cosim.plots.style import (
     ACCURACY_AXES,
     COUNT_AXES,
     PALETTE,
@@ -27,12 +27,12 @@ from cosim.plot_style import (
     _check_axis,
     _count_axis,
     _evaluated,
-    _figure,
-    _grid,
     _integer_x,
-    _legend_below,
     _trace_style,
     accuracy_x,
+    legend_below,
+    panel_figure,
+    panel_grid,
     style,
 )
 from cosim.trace import TraceData
@@ -67,7 +67,7 @@ def metric_figure(traces: Sequence[TraceData], labels: Sequence[str], metric: st
     if not have:
         raise Skipped(f"no trace holds an evaluated /rounds/{metric}")
     with style():
-        fig, axes = _figure(options)
+        fig, axes = panel_figure(options)
         ax = axes[0, 0]
         xs = []
         for i, trace, label in have:
@@ -104,9 +104,9 @@ def reliability_figure(traces: Sequence[TraceData], labels: Sequence[str],
     """
     if not any(_evaluated(t).any() for t in traces):
         raise Skipped("no trace has an evaluated round")
-    rows, cols = _grid(len(traces))
+    rows, cols = panel_grid(len(traces))
     with style():
-        fig, axes = _figure(options, rows, cols, square=True)
+        fig, axes = panel_figure(options, rows, cols, square=True)
         for ax in axes.flat[len(traces):]:
             ax.set_visible(False)
         for ax, trace, label in zip(axes.flat, traces, labels):
@@ -117,7 +117,7 @@ def reliability_figure(traces: Sequence[TraceData], labels: Sequence[str],
                    Patch(facecolor="none", edgecolor=PALETTE[1], hatch="////", lw=0.8,
                          label="gap to the mean confidence"),
                    Line2D([], [], color="0.3", ls="--", lw=0.8, label="perfect calibration")]
-        _legend_below(fig, handles, ncols=3)
+        legend_below(fig, handles, ncols=3)
     return fig
 
 
@@ -190,7 +190,7 @@ def posterior_figure(traces: Sequence[TraceData], labels: Sequence[str],
         raise Skipped("no trace holds /rounds/precision_rel_change and posterior_std_p50 "
                       "(the proposed method's round metrics)")
     with style():
-        fig, axes = _figure(options, 1, 2, sharex=True)
+        fig, axes = panel_figure(options, 1, 2, sharex=True)
         change, std = axes[0]
         for i, trace, label in have:
             rounds = trace.rounds["round"]

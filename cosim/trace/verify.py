@@ -1,7 +1,7 @@
 """``cosim verify``: is each trace whole? Checked without TensorFlow and without writing.
 
 A trace is **ok** (every dataset reads back and passes its Fletcher-32 checksum, the file
-is closed: :func:`cosim.trace_format.closed_file_problems`, and every planned round is
+is closed: :func:`cosim.trace.file_format.closed_file_problems`, and every planned round is
 committed), **incomplete** (whole, but fewer committed rounds than its scenario plans:
 resume it), **damaged** (a dataset fails its checksum or cannot be read, a header is
 damaged, or the file is not closed; named) or **not a trace** (not HDF5, or HDF5 without
@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from cosim.trace_format import (
+from cosim.trace.file_format import (
     TraceError,
     _is_hdf5,
     _open_for_reading,
@@ -47,7 +47,7 @@ class Verdict:
 def verify_trace(path: Path) -> Verdict:
     """The state of the trace at ``path``. A trace another process is writing is
     "incomplete" and says so; a check that meets the writer's flush half-way is made
-    again (:func:`cosim.trace_format.read_live`), and one that keeps failing while the
+    again (:func:`cosim.trace.file_format.read_live`), and one that keeps failing while the
     writer runs is reported as being written, not as damaged."""
     try:
         regular_file(path, "verify")  # a FIFO, a device, a socket: refused, never opened

@@ -40,8 +40,8 @@ import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
-from cosim.plot_style import RINGS, _legend_below
-from cosim.study_file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
+from cosim.plots.style import RINGS, legend_below
+from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "pooled_reliability", "report", "stability",
@@ -132,9 +132,9 @@ def parquet_ready(table: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
 
 def _ring_columns(trace) -> dict[str, np.ndarray]:
     """``distortion_<phase>_<ring>``: the mean local update distortion of the near / mid /
-    far devices per round (:func:`cosim.plots_phy.ring_distortion`), for every phase whose
+    far devices per round (:func:`cosim.plots.phy.ring_distortion`), for every phase whose
     per-device distortion the trace holds (and its device distances)."""
-    from cosim.plots_phy import ring_distortion
+    from cosim.plots.phy import ring_distortion
 
     if "distance_m" not in trace.devices:
         return {}
@@ -303,11 +303,11 @@ def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = Fa
     yielded as ``(fig, panels [rows, cols])``, then saved to ``path`` and closed."""
     import matplotlib.pyplot as plt
 
-    from cosim.plot_style import FigureOptions, _figure, style
     from cosim.plots import fold_offsets_into_labels
+    from cosim.plots.style import FigureOptions, panel_figure, style
 
     with style():  # constrained layout: room for a legend below the panels
-        fig, panels = _figure(FigureOptions(), rows, cols, square=square)
+        fig, panels = panel_figure(FigureOptions(), rows, cols, square=square)
         try:
             yield fig, panels
             fig.draw_without_rendering()
@@ -359,7 +359,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         ax.set_xlabel(X_LABELS[x_kind])
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI")
-        _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
+        legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
 
 
@@ -399,7 +399,7 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
         ax.set_title(f"{metric_label(metric)} vs {axis_label(axis, labels)}\n"
                      f"mean over seeds (line), seeds (dots); round {span}")
         if others:
-            _legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
+            legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
     return path
 
 
@@ -407,13 +407,13 @@ def _plot_reliability(pooled: pd.DataFrame, axes: Sequence[str], path: Path,
                       labels: Mapping[str, str] | None = None,
                       only: Mapping[str, dict] | None = None) -> Path | None:
     """One reliability diagram per axis-value combination (:func:`pooled_reliability`)."""
-    from cosim.plot_style import _grid
-    from cosim.plots_learning import reliability_panel
+    from cosim.plots.learning import reliability_panel
+    from cosim.plots.style import panel_grid
 
     if pooled.empty:
         return None
     groups = _groups(pooled, axes)
-    rows, cols = _grid(len(groups))
+    rows, cols = panel_grid(len(groups))
     with _saved_figure(path, rows, cols, square=True) as (_, panels):
         for ax in panels.flat[len(groups):]:
             ax.set_visible(False)
@@ -437,14 +437,14 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
                 only: Mapping[str, dict] | None = None) -> Path | None:
     """Mean local distortion of the near / mid / far devices (mean over seeds, 95 % CI
     band) against the cumulative uplink OFDM symbols, one panel per combination."""
-    from cosim.plot_style import RING_COLORS, _grid
+    from cosim.plots.style import RING_COLORS, panel_grid
 
     data = summary[(summary["x_kind"] == "uplink")
                    & summary["metric"].str.startswith(f"distortion_{phase}_")]
     if data.empty:
         return None
     groups = _groups(data, axes)
-    rows, cols = _grid(len(groups))
+    rows, cols = panel_grid(len(groups))
     with _saved_figure(path, rows, cols) as (_, panels):
         for ax in panels.flat[len(groups):]:
             ax.set_visible(False)

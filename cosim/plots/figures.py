@@ -7,7 +7,7 @@ draws text as paths, and neither carries a date, so equal figures give equal fil
 Every figure holds every trace that has its data (one colour and marker per trace, the
 same in every figure; the label is the algorithm's display name, with the trace's
 ``name``, ``seed N`` or the file stem added where two traces would share one:
-:func:`cosim.plot_style.trace_labels`). Rounds are numbered from 0, as ``/rounds/round`` and
+:func:`cosim.plots.style.trace_labels`). Rounds are numbered from 0, as ``/rounds/round`` and
 ``cosim inspect`` number them, and round and symbol axes carry integer ticks only.
 
 Figures (file stems):
@@ -73,8 +73,8 @@ colour-blind-safe palette, constrained layout) is applied with
 ``rcParams`` are left as they were.
 
 The module is split by concern: the style, options, labels and axes in
-:mod:`cosim.plot_style`, the learning figures in :mod:`cosim.plots_learning`, the PHY
-figures in :mod:`cosim.plots_phy`; this module draws them all and saves them, and
+:mod:`cosim.plots.style`, the learning figures in :mod:`cosim.plots.learning`, the PHY
+figures in :mod:`cosim.plots.phy`; this module draws them all and saves them, and
 re-exports the figure functions.
 """
 
@@ -95,7 +95,20 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from cosim.atomic_write import OutputError, check_output_path
-from cosim.plot_style import (
+from cosim.plots.learning import (
+    metric_figure,
+    posterior_figure,
+    reliability_figure,
+    reliability_panel,
+)
+from cosim.plots.phy import (
+    cell_map_figure,
+    csi_figure,
+    distortion_figure,
+    power_figure,
+    ring_distortion,
+)
+from cosim.plots.style import (
     ACCURACY_AXES,
     DEFAULT_ACCURACY_AXIS,
     DEFAULT_DPI,
@@ -117,19 +130,6 @@ from cosim.plot_style import (
     has_axis,
     style,
     trace_labels,
-)
-from cosim.plots_learning import (
-    metric_figure,
-    posterior_figure,
-    reliability_figure,
-    reliability_panel,
-)
-from cosim.plots_phy import (
-    cell_map_figure,
-    csi_figure,
-    distortion_figure,
-    power_figure,
-    ring_distortion,
 )
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Where a study's runs execute: worker processes on this machine, or a Ray cluster.
 
 :func:`cosim.study.run_study` hands every run to an executor and collects one result
-dict per run (:func:`cosim.study._run_task`, the same task function for both):
+dict per run (:func:`cosim.study.task._run_task`, the same task function for both):
 
 - :class:`LocalExecutor` (the default without ``--address``): worker processes started
   with the ``spawn`` method on this machine, talking to the driver over pipes, so a
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim.scenario import Scenario
-from cosim.study_file import StudyError
+from cosim.study.file import StudyError
 
 __all__ = ["EXECUTORS", "ExecutorError", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -175,7 +175,7 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
     import tomllib
 
     from cosim.scenario import parse_scenario
-    from cosim.study_task import _run_task
+    from cosim.study.task import _run_task
 
     while True:
         try:
@@ -473,7 +473,7 @@ class RayExecutor:
 
         import ray
 
-        from cosim.study_task import _run_task
+        from cosim.study.task import _run_task
 
         self.check()
         if self.address is None:

@@ -1,6 +1,6 @@
 """What a run or a study will cost, in core-hours, before it runs.
 
-The estimate scales a measured cost table (:mod:`cosim.cost_table`, written by
+The estimate scales a measured cost table (:mod:`cosim.study.cost_table`, written by
 ``benchmarks/study_cost.py``: CPU seconds of one round and of one evaluation per
 algorithm and estimator, on one core, at a reference size) to the scenario:
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cosim.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 from cosim.scenario import Scenario, scenario_num_params
+from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
 

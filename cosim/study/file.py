@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim.display_names import value_key
-from cosim.scenario import (
+from cosim.scenario.load import (
     Scenario,
     ScenarioError,
     check_resources,

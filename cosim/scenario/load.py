@@ -16,9 +16,9 @@ with the nearest valid key for a misspelling (or the table that has the key),
 through :class:`ScenarioError`; every case tried is in ``docs/faults.md``.
 
 The scenario is split by concern: the tables' schema and the TOML output in
-:mod:`cosim.scenario_tables`, the messages and :func:`parse_scenario` in
-:mod:`cosim.scenario_errors`, the derived quantities and :func:`check_resources` in
-:mod:`cosim.scenario_derived`; this module loads files and applies overrides, and
+:mod:`cosim.scenario.tables`, the messages and :func:`parse_scenario` in
+:mod:`cosim.scenario.errors`, the derived quantities and :func:`check_resources` in
+:mod:`cosim.scenario.derived`; this module loads files and applies overrides, and
 re-exports the names of all four (``from cosim.scenario import ...`` is the API).
 
 A valid scenario may still be too large for the machine: :func:`check_resources`
@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from cosim.scenario_derived import (
+from cosim.scenario.derived import (
     available_memory_bytes,
     check_resources,
     describe,
@@ -55,7 +55,7 @@ from cosim.scenario_derived import (
     symbols_per_phase,
     uplink_phase_values,
 )
-from cosim.scenario_errors import (
+from cosim.scenario.errors import (
     MOVED_KEYS,
     ScenarioError,
     ScenarioTooLarge,
@@ -64,7 +64,7 @@ from cosim.scenario_errors import (
     migrate_table,
     parse_scenario,
 )
-from cosim.scenario_tables import (
+from cosim.scenario.tables import (
     DB_LIMIT,
     AlgorithmConfig,
     Scenario,

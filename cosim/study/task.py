@@ -1,4 +1,4 @@
-"""One run of a study, as every executor's worker runs it (:mod:`cosim.study_executor`).
+"""One run of a study, as every executor's worker runs it (:mod:`cosim.study.executor`).
 
 Imports neither TensorFlow nor Ray at import time: :func:`_run_task` imports TensorFlow
 in the worker, and Ray's runtime context only inside a Ray worker.

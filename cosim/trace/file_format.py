@@ -1,7 +1,7 @@
 """What a trace file holds and how one is opened: the format's constants, the errors,
 the checkpoint slots, and the read-only open that names what is wrong with a file.
 
-:mod:`cosim.trace` writes traces (and re-exports these names), :mod:`cosim.trace_read`
+:mod:`cosim.trace` writes traces (and re-exports these names), :mod:`cosim.trace.read`
 reads them; both build on this module. No TensorFlow.
 """
 

@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
-from cosim.trace_format import TraceError
+from cosim.trace.file_format import TraceError
 
 __all__ = ["_check_rounds_grow", "_comparable", "_key_lines"]
 

@@ -46,9 +46,9 @@ through one; a write that fails all the same abandons the file where its last fl
 left it (:mod:`cosim.disk_space`, :meth:`TraceWriter._writing`).
 
 The module is split by concern: the format's constants, errors, checkpoint slots, the
-read-only open and the target checks in :mod:`cosim.trace_format`, reading and the
-summary in :mod:`cosim.trace_read`, the resume's scenario comparison in
-:mod:`cosim.trace_compare`; this module writes and resumes, and re-exports the names
+read-only open and the target checks in :mod:`cosim.trace.file_format`, reading and the
+summary in :mod:`cosim.trace.read`, the resume's scenario comparison in
+:mod:`cosim.trace.compare`; this module writes and resumes, and re-exports the names
 (``from cosim.trace import ...`` is the API).
 """
 
@@ -77,8 +77,8 @@ from cosim.disk_space import (
     size_text,
     write_failure,
 )
-from cosim.trace_compare import _check_rounds_grow, _comparable, _key_lines
-from cosim.trace_format import (
+from cosim.trace.compare import _check_rounds_grow, _comparable, _key_lines
+from cosim.trace.file_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
     CHECKSUMS,
@@ -106,7 +106,7 @@ from cosim.trace_format import (
     is_trace,
     regular_file,
 )
-from cosim.trace_read import (
+from cosim.trace.read import (
     TraceData,
     channel_use_split,
     read_trace,

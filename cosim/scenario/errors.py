@@ -4,7 +4,7 @@ Every problem is reported as one line naming the full dotted key and the bad val
 (``cell.radius_m: must be > 0 (got -5.0)``), with the nearest valid key for a
 misspelling (or the table that has the key); keys that moved between tables are
 migrated with a note (:func:`migrate_table`). :func:`parse_scenario` validates a parsed
-TOML document into a :class:`cosim.scenario_tables.Scenario`. Every case tried is in
+TOML document into a :class:`cosim.scenario.tables.Scenario`. Every case tried is in
 ``docs/faults.md``.
 """
 
@@ -21,7 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
-from cosim.scenario_tables import RuntimeConfig, Scenario
+from cosim.scenario.tables import RuntimeConfig, Scenario
 
 # --------------------------------------------------------------------------- errors
 

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle
 from matplotlib.ticker import MaxNLocator
 
-from cosim.plot_style import (
+from cosim.plots.style import (
     COLORBAR_IN,
     LINESTYLES,
     MARKERS,
@@ -33,16 +33,16 @@ from cosim.plot_style import (
     _cell_radius_m,
     _count_axis,
     _db,
-    _figure,
     _has_uplink,
     _integer_x,
-    _legend_below,
     _legend_rows,
     _phase_label,
     _phases,
     _scenario_value,
     _trace_style,
     accuracy_x,
+    legend_below,
+    panel_figure,
     style,
 )
 from cosim.trace import TraceData
@@ -89,7 +89,7 @@ def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
                       "/devices/distance_m and uplink symbol counts")
     phases = _phases({n for _, t, _ in have for n in t.per_device}, "local_distortion_")
     with style():
-        fig, axes = _figure(options, 1, len(phases))
+        fig, axes = panel_figure(options, 1, len(phases))
         for ax, phase in zip(axes[0], phases):
             for i, trace, label in have:
                 if f"local_distortion_{phase}" not in trace.per_device:
@@ -135,7 +135,7 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
     found = {p for q in quantities for p in _phases(names, q)}
     phases = [p for p in PHASE_ORDER if p in found] + sorted(found - set(PHASE_ORDER))
     with style():
-        fig, axes = _figure(options, len(phases), len(quantities), sharex=True)
+        fig, axes = panel_figure(options, len(phases), len(quantities), sharex=True)
         any_distance = False
         budgets: dict[float, list[int]] = {}
         for i, trace in enumerate(traces):
@@ -186,7 +186,7 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
                     for budget, owners in budgets.items()]
         handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
                               label="range over rounds"))
-        _legend_below(fig, handles, ncols=min(len(handles), 3))
+        legend_below(fig, handles, ncols=min(len(handles), 3))
     return fig
 
 
@@ -209,7 +209,7 @@ def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
             raise Skipped("every trace has perfect CSI (/rounds/per_device/csi_nmse is 0)")
         raise Skipped("no trace holds /rounds/per_device/csi_nmse")
     with style():
-        fig, axes = _figure(options, 1, 2)
+        fig, axes = panel_figure(options, 1, 2)
         per_round, per_device = axes[0]
         any_distance = False
         for i, trace, label in have:
@@ -259,7 +259,7 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
                       "/rounds/per_device/local_distortion_<phase>")
     n = len(have)
     with style():
-        fig, axes = _figure(options, len(rows), n, square=True, extra_width_in=COLORBAR_IN)
+        fig, axes = panel_figure(options, len(rows), n, square=True, extra_width_in=COLORBAR_IN)
         for r, (quantity, values_of) in enumerate(rows):
             values = [values_of(t) for t, _ in have]
             log = "distortion" in quantity

@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from cosim.trace_format import (
+from cosim.trace.file_format import (
     CHECKPOINT_DROPPED,
     EVAL_COLUMNS,
     POSTERIOR_MEAN_COLUMNS,

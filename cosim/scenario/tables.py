@@ -7,7 +7,7 @@ holds them and the cross-table rules. Values are type-checked strictly (TOML is 
 float key takes ``nan`` or ``inf``). Arrays become tuples, so a scenario is immutable
 all the way down. :func:`scenario_to_toml` writes a resolved scenario back as TOML.
 Loading, overrides and messages: :mod:`cosim.scenario`; derived quantities:
-:mod:`cosim.scenario_derived`. Nothing here imports TensorFlow.
+:mod:`cosim.scenario.derived`. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from cosim.limits import MAX_ROUNDS
-from cosim.scenario_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
+from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.runtime import (  # stdlib only

@@ -3,7 +3,7 @@
 d comes from :func:`model_num_params`, arithmetic only, so nothing is allocated. A
 valid scenario may still be too large for the machine: :func:`check_resources`
 compares its memory estimate with the memory available and raises
-:class:`cosim.scenario_errors.ScenarioTooLarge` naming the keys that drive the size.
+:class:`cosim.scenario.errors.ScenarioTooLarge` naming the keys that drive the size.
 :func:`describe` is what ``cosim validate`` prints. Nothing here imports TensorFlow.
 """
 
@@ -15,8 +15,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.scenario_errors import ScenarioTooLarge
-from cosim.scenario_tables import Scenario, image_shape
+from cosim.scenario.errors import ScenarioTooLarge
+from cosim.scenario.tables import Scenario, image_shape
 from learning.catalog import CATALOG  # no TensorFlow
 
 # --------------------------------------------------------------------------- derived quantities

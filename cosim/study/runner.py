@@ -16,12 +16,12 @@ A study file (TOML; every key in ``docs/studies.md``)::
     [resources]
     cpus_per_run = 1
 
-:func:`load_study` (:mod:`cosim.study_file`, re-exported here) validates the file and
+:func:`load_study` (:mod:`cosim.study.file`, re-exported here) validates the file and
 every point before anything runs; any problem is a :class:`StudyError` naming the key
 and the value.
 
 :func:`run_study` runs every point that is not complete as one task of an executor
-(:mod:`cosim.study_executor`: worker processes on this machine by default, plain Ray
+(:mod:`cosim.study.executor`: worker processes on this machine by default, plain Ray
 tasks on a cluster; not Ray Tune: a run is already a resumable trace and nothing is
 searched or stopped early). Each task calls :func:`cosim.run.run_scenario` with ``resume=True``, so a study killed
 at any moment and started again runs only what is missing. This module imports
@@ -49,8 +49,8 @@ from cosim.exit_codes import (
     EXIT_OK,
     EXIT_TERMINATED,
 )
-from cosim.study_cost import study_cost_lines
-from cosim.study_file import (  # the study file, re-exported: where callers found it
+from cosim.study.cost import study_cost_lines
+from cosim.study.file import (  # the study file, re-exported: where callers found it
     RUNS_DIR,
     STUDY_COPY,
     RunPoint,
@@ -60,7 +60,7 @@ from cosim.study_file import (  # the study file, re-exported: where callers fou
     run_name,
     unswept,
 )
-from cosim.study_task import _run_and_release, _run_task  # noqa: F401 (where tests find them)
+from cosim.study.task import _run_and_release, _run_task  # noqa: F401 (where tests find them)
 
 __all__ = [
     "RUNS_DIR",
@@ -177,7 +177,7 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
 def _compact_if_finished(path: Path) -> int | None:
     """The bytes :func:`cosim.trace.drop_checkpoint` freed of the trace at ``path`` if it
     is finished (complete or diverged); None if it is not, or was compacted before."""
-    from cosim.trace import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
+    from cosim.trace.writer import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
 
     trace = read_trace(path)
     rounds = trace.scenario.get("rounds")
@@ -276,7 +276,7 @@ def run_study(
     """Run every point of a study not complete yet; the exit status (0 all runs done,
     1 some failed; 129, 130, 143 stopped by SIGHUP, SIGINT, SIGTERM).
 
-    Validates the options (``executor``, ``address``: :mod:`cosim.study_executor`), the
+    Validates the options (``executor``, ``address``: :mod:`cosim.study.executor`), the
     study and every point first (:class:`StudyError`, nothing written). Writes
     ``out_dir/study.toml`` (the study file's bytes), ``out_dir/status.json``
     (:class:`_Status`) and the traces under ``out_dir/runs/``. A run whose trace has
@@ -296,7 +296,7 @@ def run_study(
     (done/failed/total) and a summary line every ``summary_every_s`` seconds.
     """
     stream = stream or sys.stdout
-    from cosim.study_executor import make_executor
+    from cosim.study.executor import make_executor
 
     study = load_study(study_file, validate=False)
     out = Path(out_dir)

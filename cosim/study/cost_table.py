@@ -1,4 +1,4 @@
-"""The measured cost table of :mod:`cosim.study_cost` (written by
+"""The measured cost table of :mod:`cosim.study.cost` (written by
 ``benchmarks/study_cost.py --write``; do not edit by hand): CPU seconds of one
 paper-size round (without evaluation) per algorithm and estimator, and of one
 evaluation, on one core: ``COST_TABLE`` for the MLP, ``ARCHITECTURE_TABLES`` for

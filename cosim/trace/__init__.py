@@ -1,0 +1,12 @@
+"""Run traces: the HDF5 file's format and open (:mod:`.file_format`), the writer
+(:mod:`.writer`), reading (:mod:`.read`), ``cosim verify`` (:mod:`.verify`) and the
+comparison of a resumed run's scenario with the stored one (:mod:`.compare`).
+
+The public API is :mod:`.writer`'s, re-exported here: ``from cosim.trace import
+read_trace``.
+"""
+
+from cosim.trace import writer as _writer
+from cosim.trace.writer import *  # noqa: F403
+
+__all__ = _writer.__all__
