@@ -120,7 +120,7 @@ def draw_cohort(config, gain: np.ndarray, num_phases: int, local_steps: int, tra
 
     Parameters
     ----------
-    config : cosim.scenario_tables.ParticipationConfig
+    config : cosim.scenario.tables.ParticipationConfig
         ``[participation]``.
     gain : np.ndarray, [K], float
         The wideband gains ``mean_f |h_hat_kf|^2`` the BS schedules on.
