@@ -5,7 +5,7 @@ model's weights), aggregated over the air one after the other, and its downlink 
 multiple of ``d`` per round (paper Section VI: FedAvg, FedProx and FedGMT-v2 send d
 values each way; SCAFFOLD, FedSMOO and the proposed method 2d). The algorithms' own
 ``phases()`` / ``downlink_values()`` (:mod:`learning.algorithms`) and the scenario's
-derived quantities (``cosim/scenario/load.py``: channel uses, memory) both read this table;
+derived quantities (``cosim/scenario/derived.py``: channel uses, memory) both read this table;
 :data:`learning.algorithms.ALGORITHMS` imports each ``implementation``.
 
 Each line also names the algorithm's hyper-parameter model

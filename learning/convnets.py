@@ -63,6 +63,7 @@ import math
 
 import tensorflow as tf
 
+from learning import shapes
 from learning.models import Model
 from learning.posterior import device_normal
 
@@ -286,13 +287,8 @@ class CNN(_ConvNet):
     def __init__(self, input_shape, num_classes):
         self.input_shape, self.num_classes = _check_shape(input_shape, num_classes, 4)
         self.name = "cnn"
-        h, w, c = self.input_shape
-        flat = (h // 2 // 2) * (w // 2 // 2) * 64
-        self._shapes = (
-            (3, 3, c, 32), (32,), (3, 3, 32, 64), (64,),
-            (flat, 128), (128,), (128, self.num_classes), (self.num_classes,),
-        )  # fmt: skip
-        self._kinds = ("kernel", "bias") * 4
+        self._shapes = shapes.param_shapes("cnn", self.input_shape, self.num_classes)
+        self._kinds = shapes.param_kinds("cnn", self.input_shape, self.num_classes)
 
     @property
     def param_shapes(self):
@@ -320,7 +316,7 @@ class ResNet56(_ConvNet):
         9 for ResNet-56 (3 -> ResNet-20, 5 -> ResNet-32).
     """
 
-    widths = (16, 32, 64)
+    widths = shapes.RESNET_WIDTHS
 
     def __init__(self, input_shape, num_classes, blocks_per_stage: int = 9):
         self.input_shape, self.num_classes = _check_shape(input_shape, num_classes, 4)
@@ -328,22 +324,9 @@ class ResNet56(_ConvNet):
             raise ValueError(f"blocks_per_stage must be >= 1, got {blocks_per_stage!r}")
         self.blocks_per_stage = int(blocks_per_stage)
         self.name = f"resnet{6 * self.blocks_per_stage + 2}"
-        shapes, kinds = [], []
-
-        def conv_bn(c_in, c_out):
-            shapes.extend([(3, 3, c_in, c_out), (c_out,), (c_out,)])
-            kinds.extend(["kernel", "scale", "shift"])
-
-        conv_bn(self.input_shape[2], 16)
-        c_in = 16
-        for width in self.widths:
-            for _ in range(self.blocks_per_stage):
-                conv_bn(c_in, width)
-                conv_bn(width, width)
-                c_in = width
-        shapes.extend([(64, self.num_classes), (self.num_classes,)])
-        kinds.extend(["kernel", "bias"])
-        self._shapes, self._kinds = tuple(shapes), tuple(kinds)
+        layout = ("resnet56", self.input_shape, self.num_classes)
+        self._shapes = shapes.param_shapes(*layout, blocks_per_stage=self.blocks_per_stage)
+        self._kinds = shapes.param_kinds(*layout, blocks_per_stage=self.blocks_per_stage)
 
     @property
     def param_shapes(self):

@@ -4,7 +4,7 @@ One pydantic model per algorithm (the registry, :data:`learning.catalog.CATALOG`
 it): its fields are the hyper-parameters with their defaults, their bounds and their
 meaning. The same model validates them wherever they come from:
 
-- the scenario's ``[algorithm]`` table (``cosim/scenario/load.py`` builds that table's model
+- the scenario's ``[algorithm]`` table (``cosim/scenario/tables.py`` builds that table's model
   from these: the common keys and the proposed method's in ``[algorithm]``, a
   baseline's own keys in its sub-table ``[algorithm.<name>]``);
 - the algorithm's constructor (``FedProx(model, K, proximal_mu=...)`` calls

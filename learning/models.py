@@ -45,7 +45,7 @@ import math
 
 import tensorflow as tf
 
-from learning import fused_mlp
+from learning import fused_mlp, shapes
 from learning.posterior import device_normal
 from native.sampling import sample_weights
 
@@ -200,10 +200,7 @@ class MLP(Model):
 
     @property
     def param_shapes(self) -> tuple[tuple[int, ...], ...]:
-        shapes: list[tuple[int, ...]] = []
-        for n_in, n_out in self.layer_sizes:
-            shapes += [(n_in, n_out), (n_out,)]
-        return tuple(shapes)
+        return shapes.param_shapes("mlp", self.input_shape, self.num_classes, self.hidden_units)
 
     def init_mean(self, seed: tf.Tensor) -> tf.Tensor:
         seeds = tf.random.experimental.stateless_split(seed, len(self.layer_sizes))

@@ -5,7 +5,7 @@ hyper-parameters, the distribution of the noise). ``backend``, ``noise`` and
 TensorFlow normals than TF's CPU kernels); ``device_loop`` and ``device_chunk`` keep
 the maths and the noise and may move the last float bits of the TensorFlow backend.
 
-The scenario's ``[runtime]`` table (``cosim/scenario/load.py``) holds the same keys; this
+The scenario's ``[runtime]`` table (``cosim/scenario/tables.py``) holds the same keys; this
 module resolves them for an algorithm, a model and an estimator (:func:`resolve`), with
 the rules written once. ``"auto"`` (or None) honours the keys that are set:
 

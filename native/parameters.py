@@ -2,7 +2,7 @@
 
 A component (an algorithm, a CSI model, a power control, ...) declares its parameters
 once, as a :class:`Parameters` model: their types, bounds, defaults and meaning. The
-scenario builds its tables from these models (``cosim/scenario/load.py``) and the
+scenario builds its tables from these models (``cosim/scenario/tables.py``) and the
 component's constructor validates its arguments with the same model
 (:meth:`Parameters.check`), so every bound is written in one place. A registry maps a
 name (``csi.model = "gaussian"``) to a :class:`Variant`: the model and the

@@ -6,7 +6,7 @@ its keys with their types, bounds, defaults and meaning. The registries map the
 scenario's names (``cell.layout``, ``channel.model``, ``csi.model``, ``power.control``) to a
 :class:`native.parameters.Variant`: the model and the class that implements it. The
 scenario builds its ``[cell]``, ``[channel]``, ``[csi]`` and ``[power]`` tables from
-them (``cosim/scenario/load.py``), the engine builds the components with
+them (``cosim/scenario/tables.py``), the engine builds the components with
 :meth:`~native.parameters.Variant.build`, and the implementations (:mod:`phy.geometry`,
 :mod:`phy.channel`, :mod:`phy.cells`, :mod:`phy.csi`, :mod:`phy.power`) validate their
 arguments with the same models.

@@ -9,15 +9,14 @@ compares its memory estimate with the memory available and raises
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from cosim.scenario.errors import ScenarioTooLarge
-from cosim.scenario.tables import Scenario, image_shape
+from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
+from learning.shapes import num_params  # stdlib only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -67,36 +66,16 @@ def model_num_params(
     arguments, by arithmetic alone: no TensorFlow, no allocation, any size (a hidden
     layer of 10^8 units gives d = 7.9e10 without touching memory).
 
-    The layer shapes are those of ``learning.models.MLP`` (dense ReLU layers
-    ``prod(input_shape)``-``hidden_units``-C, each kernel and bias),
-    ``learning.convnets.CNN`` and ``learning.convnets.ResNet56`` (9 blocks per stage);
-    a test holds the two equal. Convnets take ``input_shape`` padded to ``(H, W, C)``
-    (:func:`image_shape`), as the engine does. ``hidden_units`` is used by the MLP only.
+    The sum of the sizes of ``learning.shapes.param_shapes``, the layout the models are
+    built from (a convnet's ``input_shape`` padded to ``(H, W, C)`` by
+    ``learning.shapes.image_shape``, as the engine does). ``hidden_units`` is used by the MLP only.
 
     Raises
     ------
     ValueError
         An unknown ``architecture``.
     """
-    c_out = int(num_classes)
-    if architecture == "mlp":
-        widths = [math.prod(int(n) for n in input_shape), *(int(h) for h in hidden_units), c_out]
-        return sum(n_in * n_out + n_out for n_in, n_out in itertools.pairwise(widths))
-    h, w, channels = image_shape(input_shape)
-    if architecture == "cnn":  # conv3x3(32)-pool-conv3x3(64)-pool-dense(128)-dense(C)
-        flat = (h // 4) * (w // 4) * 64
-        return 9 * channels * 32 + 32 + 9 * 32 * 64 + 64 + flat * 128 + 128 + 128 * c_out + c_out
-    if architecture == "resnet56":  # conv3x3 + batch-norm scale and shift per layer
-        def conv_bn(n_in: int, n_out: int) -> int:
-            return 9 * n_in * n_out + 2 * n_out
-
-        total, n_in = conv_bn(channels, 16), 16
-        for width in (16, 32, 64):
-            for _ in range(9):
-                total += conv_bn(n_in, width) + conv_bn(width, width)
-                n_in = width
-        return total + 64 * c_out + c_out
-    raise ValueError(f"architecture must be one of 'mlp', 'cnn', 'resnet56', got {architecture!r}")
+    return num_params(architecture, input_shape, num_classes, hidden_units)
 
 
 def scenario_num_params(scenario: Scenario) -> int:

@@ -42,6 +42,7 @@ from learning.runtime import (  # stdlib only
     Runtime,
     resolve,
 )
+from learning.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
 from native.parameters import Variant, deep_tuple, positive_or_keyword
 from phy.limits import (  # stdlib only
     CELL_MODELS,
@@ -348,14 +349,6 @@ class PrivacyConfig(_Section):
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
-_CONVNETS = ("cnn", "resnet56")
-
-
-def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
-    """``(H, W, C)`` of an input shape of 1 to 3 sizes, padded with trailing ones
-    (as ``learning.datasets`` pads a synthetic shape)."""
-    shape = tuple(int(n) for n in input_shape)
-    return (*shape, *(1,) * (3 - len(shape)))[:3]
 
 
 class DataConfig(_Section):
@@ -404,7 +397,7 @@ class DataConfig(_Section):
 class ModelConfig(_Section):
     """Network (paper MNIST: 784-256x5-10 MLP, d = 466,698; CIFAR-100: ResNet-56)."""
 
-    architecture: Literal["mlp", "cnn", "resnet56"] = "mlp"
+    architecture: Literal[ARCHITECTURE_NAMES] = "mlp"  # learning/shapes.py: the one list
     hidden_units: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (256, 256, 256, 256, 256)
 
     @model_validator(mode="after")
@@ -622,7 +615,7 @@ class Scenario(_Section):
                      f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
                      f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
         self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
-        if self.model.architecture in _CONVNETS:
+        if self.model.architecture in CONVOLUTIONAL:
             h, w, _ = image_shape(self.data.input_shape)
             _require(min(h, w) >= 4, "data.synthetic_shape",
                      f"must be at least 4 x 4 pixels [H, W, C] for model.architecture = "

@@ -86,3 +86,22 @@ def test_combiners_and_scheduling_are_listed_once():
     assert SCHEDULING["gain_threshold"].target()(threshold, gain, order).tolist() == [1, 3]
     with pytest.raises(ValueError, match="names no implementation"):
         Choice("label only").target()
+
+
+def test_architectures_are_listed_once():
+    """``model.architecture``'s names come from ``learning.shapes.ARCHITECTURE_NAMES``
+    alone: the scenario's allowed values and the model registry follow it, and every
+    built model's parameter tensors have the shapes and order of ``param_shapes`` (the
+    layout d is counted from, without TensorFlow)."""
+    from cosim.scenario.tables import ModelConfig
+    from learning.architectures import ARCHITECTURES, build_model
+    from learning.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape, param_shapes
+
+    assert get_args(ModelConfig.model_fields["architecture"].annotation) == ARCHITECTURE_NAMES
+    assert tuple(ARCHITECTURES) == ARCHITECTURE_NAMES
+    for name in ARCHITECTURE_NAMES:
+        shape = image_shape((9, 7, 2)) if name in CONVOLUTIONAL else (5, 3)
+        model = build_model(name, shape, 4, (6, 5))
+        assert model.param_shapes == param_shapes(name, shape, 4, (6, 5))
+    with pytest.raises(ValueError, match="architecture must be one of 'mlp', 'cnn', 'resnet56'"):
+        param_shapes("vgg", (8, 8, 3), 10)
