@@ -349,11 +349,14 @@ def nb_series_applies(delta):
     return abs(delta) <= _F32(SERIES_DELTA_BOUND)
 
 
-@njit(nogil=True, fastmath=True, error_model="numpy")
+@njit(nogil=True, fastmath=False, error_model="numpy")
 def series_mask(delta):
     """``(beyond, keep)``: the number of entries of ``delta`` (float32 [n]) where
     :func:`nb_series_applies` does not, and (when there are any) the bool [n] of those it
-    applies to (else an empty array)."""
+    applies to (else an empty array). ``beyond`` is exactly the number of False in
+    ``keep``, NaN entries included (beyond the series): compiled without fast-math, whose
+    no-NaN assumption let the two loops disagree on a NaN (15 counted, 24 written, heap
+    corrupted by :func:`precision_change_row` in a diverging run)."""
     beyond = 0
     for i in range(delta.size):
         beyond += np.int64(not nb_series_applies(delta[i]))
@@ -391,7 +394,7 @@ def precision_change_row(code, delta, sigma_t, b, rho_t, out):
     if beyond:
         j = 0
         for i in range(delta.size):
-            if not keep[i]:
+            if not keep[i] and j < beyond:  # j < beyond: never past ``exact``, whatever the inputs
                 q, _ = nb_std_change(code, delta[i], sigma_t[i], b[i])
                 exact[j] = np.float32(np.float64(rho_t[i]) * nb_relative_precision_change(q))
                 j += 1
@@ -404,6 +407,6 @@ def precision_change_row(code, delta, sigma_t, b, rho_t, out):
     if beyond:
         j = 0
         for i in range(out.size):
-            if not keep[i]:
+            if not keep[i] and j < beyond:
                 out[i] = exact[j]
                 j += 1

@@ -307,7 +307,7 @@ def precision_change(code, delta, sigma_t, anchor, rho_t, out):
     ``delta``)."""
     for k in prange(out.shape[0]):
         control = flush_subnormals()
-        covariance.precision_change_row(code, delta[k], sigma_t, anchor, rho_t, out[k])
+        covariance.precision_change_row(code, delta[k], sigma_t, anchor, rho_t, out[k])  # NaN-safe (docs/faults.md)
         restore_float_control(control)
 
 

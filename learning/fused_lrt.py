@@ -387,7 +387,7 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
                 hits[k] += floored
                 slot = 5 - slot
             if code != covariance.PRECISION:  # the precision reading's iterate is Delta_rho_k
-                covariance.precision_change_row(code, out[k], sigma_t, anchor, rho_t, out[k])
+                covariance.precision_change_row(code, out[k], sigma_t, anchor, rho_t, out[k])  # NaN-safe (docs/faults.md)
         restore_float_control(control)
 
 

@@ -245,3 +245,25 @@ def test_the_kernels_series_and_exact_entries_equal_the_definition(name, spread)
     new = np.minimum(new, limit) if reading.increasing else np.maximum(new, limit)
     np.testing.assert_allclose(step, new, rtol=1e-5, atol=1e-7 * np.abs(new).max())
     np.testing.assert_allclose(kl, 0.5 * covariance.kl_gap(q).sum(), rtol=1e-5)
+
+
+def test_series_mask_counts_what_it_marks_on_nan_and_inf():
+    """``beyond`` equals the entries ``keep`` marks False, non-finite ones included: under
+    fast-math the count skipped NaN while the mask did not, and ``precision_change_row``
+    wrote past its buffer of ``beyond`` exact values (a diverging run's heap corrupted)."""
+    from learning.covariance import SOFTPLUS_STD, precision_change_row, series_mask
+
+    delta = np.array([0.001, np.nan, 0.5, -np.inf, np.inf, 0.0, np.nan] * 5, np.float32)
+    beyond, keep = series_mask(delta)
+    assert beyond == int((~keep).sum()) == 25
+    sigma = np.full(delta.size, 0.05, np.float32)
+    anchor = np.full(delta.size, 0.3, np.float32)
+    rho = np.full(delta.size, 400.0, np.float32)
+    out = np.empty_like(delta)
+    precision_change_row(SOFTPLUS_STD, delta, sigma, anchor, rho, out)
+    finite = np.isfinite(delta)
+    alone = np.empty(int(finite.sum()), np.float32)
+    precision_change_row(SOFTPLUS_STD, delta[finite], sigma[finite], anchor[finite],
+                         rho[finite], alone)
+    np.testing.assert_array_equal(out[finite], alone)  # the finite entries as if alone
+    assert np.isnan(out[np.isnan(delta)]).all()  # (an infinite delta has a finite limit)
