@@ -30,6 +30,7 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -350,17 +351,42 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         return None
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
-        for key, curve in _groups(data, axes):
+        for index, (key, curve) in enumerate(_groups(data, axes)):
             curve = curve.sort_values("x")
-            (line,) = ax.plot(curve["x"], curve["mean"],
+            (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index),
                               label=_combination_label(axes, key, labels, only))
             ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
                             color=line.get_color(), linewidth=0)
+        if spans_decades(data["x"]):
+            ax.set_xscale("log")
         ax.set_xlabel(X_LABELS[x_kind])
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI")
-        legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
+        handles = ax.get_legend_handles_labels()[0]
+        legend_below(fig, handles, ncols=math.ceil(len(handles) / LEGEND_ROWS))
     return path
+
+
+LEGEND_ROWS = 8
+"""Rows of a curve figure's legend before it takes another column (24 curves: 3 columns)."""
+
+
+def curve_style(index: int) -> dict[str, str]:
+    """Colour and line style of the ``index``-th curve: the palette's colours with a solid
+    line, then again dashed, dotted, dash-dotted, so that no two of up to 32 curves look
+    alike (the palette alone repeats after 8)."""
+    from cosim.plots.style import LINESTYLES, PALETTE
+
+    return {"color": PALETTE[index % len(PALETTE)],
+            "linestyle": LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]}
+
+
+def spans_decades(x: pd.Series, ratio: float = 100.0) -> bool:
+    """True when every ``x`` is positive and the largest is over ``ratio`` times the
+    smallest (a study's joules or seconds from 0 dBm to a digital scheme's slots): such an
+    axis is drawn on a log scale."""
+    values = pd.to_numeric(x, errors="coerce").dropna().to_numpy(dtype=float)
+    return bool(values.size) and values.min() > 0 and values.max() > ratio * values.min()
 
 
 def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:

@@ -700,3 +700,17 @@ def test_stability_measures_the_drop_after_the_peak_and_the_time_near_it():
     drop = summary[(summary["algorithm.name"] == "degrades")
                    & (summary["measure"] == "post_peak_drop")].iloc[0]
     assert drop["n"] == 2 and drop["mean"] == pytest.approx(0.2) and drop["std"] == pytest.approx(0)
+
+
+def test_curve_figures_of_many_runs_stay_readable():
+    """A curve figure's x is on a log scale when it spans over two decades (the schemes
+    study's joules: 5e-4 J for an analog round at 0 dBm, 2e4 J for digital ones), never
+    when it starts at 0 (rounds); and up to 32 curves differ in colour or line style."""
+    from cosim.study.report import curve_style, spans_decades
+
+    assert spans_decades(pd.Series([5e-4, 1.0, 2.4e4]))
+    assert not spans_decades(pd.Series([0.0, 1.0, 2.4e4]))  # the round axis
+    assert not spans_decades(pd.Series([1.0, 99.0]))
+    assert not spans_decades(pd.Series([], dtype=float))
+    styles = {(s["color"], s["linestyle"]) for s in map(curve_style, range(32))}
+    assert len(styles) == 32
