@@ -149,17 +149,74 @@ def test_poisson_subsampling_composes_the_traced_joint_multiplier(tmp_path):
         assert rounds["rounds/privacy_epsilon"][t] == accountant.get_epsilon(1e-5)
 
 
+TARGET = ["privacy.delta=1e-5", "privacy.target_epsilon=4"]
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_extending_a_run_with_a_target_warns_when_it_ends_above_it(tmp_path, capsys):
-    """A run with a target planned for 2 rounds, resumed with 4: the last rounds' floors
-    are planned for 4 rounds, which the first two (with less noise) did not meet, so the
-    run ends above its target, and cosim run says so once (docs/privacy.md)."""
-    sets = ["privacy.delta=1e-5", "privacy.target_epsilon=4"]
-    path = write_tiny(tmp_path, rounds=2)
-    run_scenario(load_scenario(path, sets), progress=False, stop_on_divergence=False)
-    assert "above privacy.target_epsilon" not in capsys.readouterr().err
-    longer = load_scenario(write_tiny(tmp_path, rounds=4), sets)
+def test_a_stopped_run_extended_ends_at_or_below_its_target(tmp_path, capsys):
+    """A run with target 4 over 4 rounds (at the tiny cell's 20 dBm every phase needs noise)
+    stopped after two rounds and resumed with 6: the 4 remaining rounds are planned against
+    the 2 traced ones (the library composing them), so the run's own privacy_epsilon ends at
+    or below the target and within 1 % of it; every phase sits at the floor its round was
+    planned with (privacy_noise_floor_<phase>, to 1e-9), and no warning is said."""
+    scenario = load_scenario(write_tiny(tmp_path, rounds=4), TARGET)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(scenario, progress=False, engine=_Interrupted(scenario), stop_on_divergence=False)
+    longer = load_scenario(write_tiny(tmp_path, rounds=6), TARGET)
     run_scenario(longer, resume=True, progress=False, stop_on_divergence=False)
-    warnings = [x for x in capsys.readouterr().err.splitlines() if "above privacy.target_epsilon" in x]
-    assert len(warnings) == 1
-    assert _arrays(longer.trace_path)["rounds/privacy_epsilon"][-1] > 4.0
+    assert "above privacy.target_epsilon" not in capsys.readouterr().err
+    rounds = _arrays(longer.trace_path)
+    first = privacy.plan_noise_floor(scenario, uplink_phase_values(scenario, scenario_num_params(scenario)))
+    np.testing.assert_array_equal(rounds["rounds/privacy_planned_rounds"], [4, 4, 6, 6, 6, 6])
+    for phase in ("rho", "nu"):
+        floor = rounds[f"rounds/privacy_noise_floor_{phase}"]
+        assert np.all(floor[:2] == first[phase]) and np.all(floor[2:] == floor[2])
+        assert floor[2] > first[phase]  # the remaining rounds get more noise each
+        np.testing.assert_allclose(rounds[f"rounds/privacy_noise_multiplier_{phase}"], floor, rtol=1e-9)
+    assert 0.99 * 4.0 <= rounds["rounds/privacy_epsilon"][-1] <= 4.0
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_a_run_with_a_target_resumed_with_the_same_rounds_is_the_straight_run(tmp_path):
+    """Stopped after two rounds and resumed with the same rounds, a run with a target keeps
+    the floor of its last committed round: its trace equals the straight run's bit for bit."""
+    traces = {}
+    for name in ("straight", "resumed"):
+        (tmp_path / name).mkdir()
+        scenario = load_scenario(write_tiny(tmp_path / name, rounds=3), TARGET)
+        if name == "resumed":
+            with pytest.raises(KeyboardInterrupt):
+                run_scenario(scenario, progress=False, engine=_Interrupted(scenario),
+                             stop_on_divergence=False)
+            run_scenario(scenario, resume=True, progress=False, stop_on_divergence=False)
+        else:
+            run_scenario(scenario, progress=False, stop_on_divergence=False)
+        traces[name] = _arrays(scenario.trace_path)
+    assert traces["straight"].keys() == traces["resumed"].keys()
+    for name, values in traces["straight"].items():
+        np.testing.assert_array_equal(values, traces["resumed"][name], err_msg=name)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_extending_a_run_that_spent_its_target_is_refused(tmp_path, capsys):
+    """A trace whose two committed rounds spent more than the target (their multipliers
+    rewritten to 0.05, as rounds without the noise floor would have them), extended to 4
+    rounds: no finite noise in the remaining rounds meets the target, so cosim run
+    --resume refuses with one line naming privacy.target_epsilon, exit status 2, and the
+    trace is left as it was, byte for byte."""
+    from cosim.cli import main
+
+    run_scenario(load_scenario(write_tiny(tmp_path, rounds=2), TARGET), progress=False,
+                 stop_on_divergence=False)
+    trace = next(tmp_path.glob("*.h5"))
+    with h5py.File(trace, "r+") as f:
+        for phase in ("rho", "nu"):
+            f[f"rounds/privacy_noise_multiplier_{phase}"][:] = 0.05
+    before = trace.read_bytes()
+    path = write_tiny(tmp_path, rounds=4)
+    sets = [x for item in TARGET for x in ("--set", item)]
+    assert main(["run", str(path), "--resume", *sets]) == 2
+    problem = [x for x in capsys.readouterr().err.splitlines() if "privacy.target_epsilon" in x]
+    assert len(problem) == 1, problem
+    assert "privacy.target_epsilon: = 4 cannot be met: the 2 rounds already in the trace spent" in problem[0]
+    assert trace.read_bytes() == before
