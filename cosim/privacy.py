@@ -323,9 +323,9 @@ def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
     noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
     config = scenario.privacy
     if config.target_epsilon is None:
-        return UplinkPrivacy(clip_norm=config.clip_norm)
+        return UplinkPrivacy(clip_norm=config.clip_norm, noise_source=config.noise_source)
     return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values),
-                         clip_norm=config.clip_norm)
+                         clip_norm=config.clip_norm, noise_source=config.noise_source)
 
 
 def run_expected_epsilon(scenario, projection: Projection) -> float:

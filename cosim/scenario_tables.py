@@ -345,6 +345,7 @@ class PrivacyConfig(_Section):
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
     clip_norm: float | None = Field(None, gt=0.0)
+    noise_source: Literal["designated", "devices"] = "designated"
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -591,6 +592,10 @@ class Scenario(_Section):
                      f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
                      f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                      "amplifies privacy")
+            _require(self.privacy.noise_source == "designated" or self.bs.num_antennas == 1,
+                     "privacy.noise_source", f"= \"devices\" is derived for a single-antenna BS "
+                     f"(bs.num_antennas = {self.bs.num_antennas}): set bs.num_antennas = 1 or "
+                     "privacy.noise_source = \"designated\"")
         if self.ofdm.domain == "frequency":
             for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
                 value = getattr(self.sync, key)

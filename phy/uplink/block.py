@@ -45,6 +45,7 @@ from phy.privacy import (
     PhaseMechanism,
     UplinkPrivacy,
     artificial_noise_power_w,
+    device_noise_tx_power_w,
     joint_noise_multiplier,
     phase_mechanism,
     transmit_scaling,
@@ -186,6 +187,9 @@ class Uplink:
         if privacy is not None and (not isinstance(self.scheme, Analog) or domain != "frequency"):
             raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
                              f"got {type(self.scheme).__name__} in the {domain!r} domain")
+        if privacy is not None and privacy.noise_source == "devices" and self.num_antennas > 1:
+            raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
+                             f"got {self.num_antennas} antennas")
         self.privacy = privacy
 
     def round(self, t: int) -> RoundLink:
@@ -346,6 +350,8 @@ class RoundLink:
             with np.errstate(divide="ignore"):
                 multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
             mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
+        if privacy.noise_source == "devices":
+            self._device_noise(phase, link, noise_w, columns)
         if block.per_device:
             columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(
                 mechanism.noise_multiplier)
@@ -356,6 +362,24 @@ class RoundLink:
         columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
         columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
         return link, columns
+
+    def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
+        """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
+        sender's transmit power of its share (:func:`phy.privacy.device_noise_tx_power_w`,
+        on top of its signal's budget), its energy added to the round's
+        (``tx_energy_j``), and the columns ``artificial_noise_tx_power_max_w_<phase>`` (the
+        largest over the senders), ``artificial_noise_over_budget_<phase>`` (the senders whose
+        noise alone is above P) and per device ``artificial_noise_tx_power_w_<phase>``.
+        At the BS the noise is the designated source's (one Gaussian of
+        ``sigma_z^2 + sigma_a^2`` per subcarrier, drawn by the scheme)."""
+        block = self.block
+        rows = slice(None) if link.devices is None else link.devices[0]
+        power_w = device_noise_tx_power_w(self.observed_gain[rows], noise_w)
+        self._energy_j[rows] += power_w * block.grids[phase].num_symbols * block.symbol_duration_s
+        columns.scalars[f"artificial_noise_tx_power_max_w_{phase}"] = float(np.max(power_w, initial=0.0))
+        columns.scalars[f"artificial_noise_over_budget_{phase}"] = float(np.sum(power_w > block.tx_power_w))
+        if block.per_device:
+            columns.per_device[f"artificial_noise_tx_power_w_{phase}"] = link.per_device(power_w)
 
     @property
     def discarded(self) -> bool:

@@ -220,3 +220,49 @@ def test_extending_a_run_that_spent_its_target_is_refused(tmp_path, capsys):
     assert len(problem) == 1, problem
     assert "privacy.target_epsilon: = 4 cannot be met: the 2 rounds already in the trace spent" in problem[0]
     assert trace.read_bytes() == before
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
+    """privacy.noise_source = "devices" at the tiny cell's 20 dBm, target 4 over 3 rounds:
+    each sender adds its share of the artificial noise, so the BS receives what the
+    designated source would send: every phase sits at its floor (to 1e-9) and the run
+    ends within 1 % below its target, and every dataset equals the designated source's
+    run but the energy, larger for each device by its noise's power (the traced
+    artificial_noise_tx_power_w_<phase>, sum_f sigma_a^2 / (K_T |h_kf|^2)) times the
+    phase's N OFDM symbols of (F + C) / B seconds."""
+    from cosim.scenario_derived import symbols_per_phase
+
+    runs = {}
+    for source in ("designated", "devices"):
+        (tmp_path / source).mkdir()
+        scenario = load_scenario(write_tiny(tmp_path / source, rounds=3),
+                                 [*TARGET, "trace.per_device=true", f"privacy.noise_source={source}"])
+        run_scenario(scenario, progress=False, stop_on_divergence=False)
+        runs[source] = _arrays(scenario.trace_path)
+    designated, devices = runs["designated"], runs["devices"]
+    for phase in ("rho", "nu"):
+        np.testing.assert_allclose(devices[f"rounds/privacy_noise_multiplier_{phase}"],
+                                   devices[f"rounds/privacy_noise_floor_{phase}"], rtol=1e-9)
+    assert 0.99 * 4.0 <= devices["rounds/privacy_epsilon"][-1] <= 4.0
+    energy = {"rounds/per_device/tx_energy_j", "rounds/uplink_energy_j", "rounds/cumulative_uplink_energy_j"}
+    added = set(devices) - set(designated)
+    assert added == {f"rounds/{name}_{phase}" for phase in ("rho", "nu") for name in (
+        "artificial_noise_tx_power_max_w", "artificial_noise_over_budget",
+        "per_device/artificial_noise_tx_power_w")}, sorted(added)
+    for name in set(designated) - energy:
+        np.testing.assert_array_equal(designated[name], devices[name], err_msg=name)
+    ofdm = scenario.ofdm
+    symbol_s = (ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz
+    noise_j = sum(devices[f"rounds/per_device/artificial_noise_tx_power_w_{phase}"]
+                  * symbols_per_phase(values, ofdm.num_subcarriers) * symbol_s
+                  for phase, values in uplink_phase_values(scenario, scenario_num_params(scenario)).items())
+    assert np.all(noise_j > 0.0)
+    np.testing.assert_allclose(devices["rounds/per_device/tx_energy_j"],
+                               designated["rounds/per_device/tx_energy_j"] + noise_j, rtol=1e-9)
+    for phase in ("rho", "nu"):
+        power = devices[f"rounds/per_device/artificial_noise_tx_power_w_{phase}"]
+        np.testing.assert_array_equal(devices[f"rounds/artificial_noise_tx_power_max_w_{phase}"],
+                                      power.max(axis=1))
+        np.testing.assert_array_equal(devices[f"rounds/artificial_noise_over_budget_{phase}"],
+                                      np.sum(power > scenario.power.tx_power_w, axis=1))
