@@ -357,8 +357,8 @@ def expected_max_fading(num_subcarriers: int, num_antennas: int = 1, flat: bool 
     return float(value)
 
 
-_BUDGETED = {"optimal": True, "truncated_inversion": True, "full_inversion": False,
-             "ideal": False}
+_BUDGETED = {"optimal": True, "truncated_inversion": True, "privacy_scaling": True,
+             "full_inversion": False, "ideal": False}
 """``power.control`` -> whether the control keeps ``sum_f u v^2 <= P`` (``ideal`` sends
 nothing over the air: the BS gets the exact sum, with no noise)."""
 
@@ -754,6 +754,16 @@ def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) 
     the artificial noise a round like the projection's gets."""
     config = scenario.privacy
     z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
+    if scenario.power.control == "privacy_scaling":
+        line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
+                f"after {scenario.rounds} rounds: the devices scale their transmit amplitude down "
+                f"in any phase whose worst device falls below its floor ({z})")
+        if projection is not None and projection.epsilon is not None:
+            scale = min(min(1.0, projection.noise_multipliers[name] / floor[name]) for name in floor)
+            line += ("; none in a round like the projection's" if scale == 1.0 else
+                     f"; to {20 * math.log10(scale):.2f} dB (s = {scale:.4g}) in a round like the "
+                     "projection's")
+        return line
     line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
             f"after {scenario.rounds} rounds: the uplink adds artificial noise in any phase whose "
             f"worst device falls below its floor ({z})")

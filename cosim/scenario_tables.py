@@ -576,6 +576,10 @@ class Scenario(_Section):
                  "gamma): remove one of them")
         _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
                  f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' needs at least 2 (a pair per sign)")
+        _require(self.power.control != "privacy_scaling" or (
+            self.privacy is not None and self.privacy.target_epsilon is not None), "power.control",
+            "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
+            "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
             _require(self.uplink.scheme == "analog", "uplink.scheme",
                      f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "

@@ -344,13 +344,23 @@ class RoundLink:
         bare = self._mechanism(phase, link, delta_bar)
         noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
         mechanism = bare
-        if noise_w > 0.0:
+        if block.power_control.scales_for_privacy:
+            # the floor met by sending less: every sensitivity scales with s (phy.power.PrivacyScaling)
+            scale = 1.0
+            if noise_w > 0.0:
+                scale = bare.worst_noise_multiplier / float(privacy.noise_floor[phase])
+                link = dataclasses.replace(link, signal_scale=scale)
+                mechanism = PhaseMechanism(bare.sensitivity * scale, bare.noise_std,
+                                           bare.noise_multiplier / scale, bare.worst_device)
+            columns.scalars[f"privacy_signal_scale_{phase}"] = scale
+            noise_w = 0.0
+        elif noise_w > 0.0:
             link = dataclasses.replace(link, artificial_noise_power_w=noise_w)
             std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
             with np.errstate(divide="ignore"):
                 multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
             mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
-        if privacy.noise_source == "devices":
+        if privacy.noise_source == "devices" and not block.power_control.scales_for_privacy:
             self._device_noise(phase, link, noise_w, columns)
         if block.per_device:
             columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(

@@ -266,3 +266,34 @@ def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
                                       power.max(axis=1))
         np.testing.assert_array_equal(devices[f"rounds/artificial_noise_over_budget_{phase}"],
                                       np.sum(power > scenario.power.tx_power_w, axis=1))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
+def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path):
+    """power.control = "privacy_scaling" (Liu and Simeone's adaptive power scaling) at the
+    tiny cell's 20 dBm, target 4 over 2 rounds: no artificial noise anywhere; each phase's
+    common transmit scaling s < 1 (traced, privacy_signal_scale_<phase>) puts its worst
+    device at its floor (to 1e-9) and the run ends within 1 % below the target. Its
+    accuracy cost is the designated source's: in round 0 the estimate's noise power
+    equals that of the KKT control with the planned artificial noise (to 1e-9) and every
+    device sends s^2 times that run's power (to float32 rounding)."""
+    runs = {}
+    for control in ("optimal", "privacy_scaling"):
+        (tmp_path / control).mkdir()
+        scenario = load_scenario(write_tiny(tmp_path / control, rounds=2),
+                                 [*TARGET, "trace.per_device=true", f"power.control={control}"])
+        run_scenario(scenario, progress=False, stop_on_divergence=False)
+        runs[control] = _arrays(scenario.trace_path)
+    noise, scaled = runs["optimal"], runs["privacy_scaling"]
+    for phase in ("rho", "nu"):
+        assert np.all(scaled[f"rounds/artificial_noise_power_w_{phase}"] == 0.0)
+        scale = scaled[f"rounds/privacy_signal_scale_{phase}"]
+        assert np.all((scale > 0.0) & (scale < 1.0))
+        np.testing.assert_allclose(scaled[f"rounds/privacy_noise_multiplier_{phase}"],
+                                   scaled[f"rounds/privacy_noise_floor_{phase}"], rtol=1e-9)
+    assert 0.99 * 4.0 <= scaled["rounds/privacy_epsilon"][-1] <= 4.0
+    np.testing.assert_allclose(scaled["rounds/noise_power_rho"][0], noise["rounds/noise_power_rho"][0],
+                               rtol=1e-9)
+    np.testing.assert_allclose(scaled["rounds/per_device/tx_power_w_rho"][0],
+                               scaled["rounds/privacy_signal_scale_rho"][0] ** 2
+                               * noise["rounds/per_device/tx_power_w_rho"][0], rtol=1e-5)
