@@ -24,7 +24,7 @@ from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.optimize import brentq
 
-from phy.privacy import UplinkPrivacy, joint_noise_multiplier
+from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain, joint_noise_multiplier
 
 ACCOUNTANTS = ("pld", "rdp")
 """``privacy.accountant`` values."""
@@ -268,6 +268,7 @@ class PrivacyAccount:
         self.ledger = PrivacyLedger(delta, accountant, expected_epsilon)
         self.noise_floor = dict(noise_floor) if noise_floor else None
         self.planned_rounds = planned_rounds
+        self.eavesdropper: PrivacyLedger | None = None
 
     @classmethod
     def of(cls, scenario, phases: Sequence[str], num_params: int, noise_floor=None
@@ -276,21 +277,26 @@ class PrivacyAccount:
         ``noise_floor``: the uplink's planned floor (with ``privacy.target_epsilon``)."""
         config = scenario.privacy
         projection = project(scenario, num_params)
-        return cls(phases, config.delta, config.accountant, projection.sampling_probability,
-                   run_expected_epsilon(scenario, projection), noise_floor,
-                   scenario.rounds if config.target_epsilon is not None else None)
+        expected = run_expected_epsilon(scenario, projection)
+        account = cls(phases, config.delta, config.accountant, projection.sampling_probability,
+                      expected, noise_floor,
+                      scenario.rounds if config.target_epsilon is not None else None)
+        if config.eavesdropper_distance_m is not None:
+            account.eavesdropper = PrivacyLedger(config.delta, config.accountant, expected)
+        return account
 
-    def event(self, scalars) -> dp_accounting.DpEvent:
+    def event(self, scalars, observer: str = "privacy") -> dp_accounting.DpEvent:
         """The round's event from its ``/rounds`` scalars (a missing or NaN multiplier:
-        the phase was not sent)."""
+        the phase was not sent); ``observer = "eavesdropper"``: the eavesdropper's, from
+        ``eavesdropper_noise_multiplier_<phase>`` and ``eavesdropper_joint_noise_multiplier``."""
         def multiplier(name: str) -> float:
             value = float(scalars.get(name, math.nan))
             return math.inf if math.isnan(value) else value
 
-        z = [multiplier(f"privacy_noise_multiplier_{phase}") for phase in self.phases]
+        z = [multiplier(f"{observer}_noise_multiplier_{phase}") for phase in self.phases]
         joint = None
         if self.sampling_probability < 1.0:
-            joint = multiplier("privacy_joint_noise_multiplier")
+            joint = multiplier(f"{observer}_joint_noise_multiplier")
         return round_event(z, self.sampling_probability, joint)
 
     def add(self, scalars: dict) -> None:
@@ -304,28 +310,53 @@ class PrivacyAccount:
             for phase, floor in self.noise_floor.items():
                 scalars[f"privacy_noise_floor_{phase}"] = float(floor)
             scalars["privacy_planned_rounds"] = float(self.planned_rounds)
+        if self.eavesdropper is not None:
+            total, this_round = self.eavesdropper.add_round(self.event(scalars, "eavesdropper"))
+            scalars["eavesdropper_epsilon"] = total
+            scalars["eavesdropper_epsilon_round"] = this_round
 
     def replay(self, column, rounds: int) -> None:
         """Compose rounds ``0 .. rounds-1`` of a resumed trace: ``column(name)`` gives the
         committed rows of a ``/rounds`` column (None if absent;
         :meth:`cosim.trace.TraceWriter.column`)."""
-        names = [f"privacy_noise_multiplier_{phase}" for phase in self.phases]
-        names.append("privacy_joint_noise_multiplier")
+        observers = ("privacy", "eavesdropper") if self.eavesdropper is not None else ("privacy",)
+        names = [f"{observer}_{what}" for observer in observers for what in (
+            *(f"noise_multiplier_{phase}" for phase in self.phases), "joint_noise_multiplier")]
         rows = {name: column(name) for name in names}
         for t in range(rounds):
-            self.ledger.compose(self.event(
-                {name: values[t] for name, values in rows.items() if values is not None}))
+            scalars = {name: values[t] for name, values in rows.items() if values is not None}
+            self.ledger.compose(self.event(scalars))
+            if self.eavesdropper is not None:
+                self.eavesdropper.compose(self.event(scalars, "eavesdropper"))
 
 
-def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
+def uplink_privacy(scenario, phase_values: dict[str, int], positions_m=None) -> UplinkPrivacy:
     """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
     :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``), with the
-    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
+    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set, and
+    with ``privacy.eavesdropper_distance_m`` the eavesdropper of the devices at
+    ``positions_m`` [K, 2] (:func:`eavesdropper_of`)."""
     config = scenario.privacy
-    if config.target_epsilon is None:
-        return UplinkPrivacy(clip_norm=config.clip_norm, noise_source=config.noise_source)
-    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values),
-                         clip_norm=config.clip_norm, noise_source=config.noise_source)
+    eavesdropper = None if config.eavesdropper_distance_m is None else eavesdropper_of(
+        scenario, positions_m)
+    floor = {} if config.target_epsilon is None else plan_noise_floor(scenario, phase_values)
+    return UplinkPrivacy(noise_floor=floor, clip_norm=config.clip_norm,
+                         noise_source=config.noise_source, eavesdropper=eavesdropper)
+
+
+def eavesdropper_of(scenario, positions_m) -> Eavesdropper:
+    """The eavesdropper of ``privacy.eavesdropper_distance_m``: at that distance from the
+    BS on the x axis, ``max(d_k, cell.min_distance_m)^-alpha`` from each device at
+    ``positions_m`` (:func:`phy.privacy.eavesdropper_path_gain`, alpha =
+    ``channel.path_loss_exponent``), its noise ``privacy.eavesdropper_noise_power_dbm``
+    (default: the BS's ``power.noise_power_dbm``)."""
+    config = scenario.privacy
+    noise_dbm = (scenario.power.noise_power_dbm if config.eavesdropper_noise_power_dbm is None
+                 else config.eavesdropper_noise_power_dbm)
+    min_distance_m = getattr(scenario.cell, "min_distance_m", 1.0)
+    gain = eavesdropper_path_gain(positions_m, config.eavesdropper_distance_m,
+                                  scenario.channel.path_loss_exponent, min_distance_m)
+    return Eavesdropper(gain, 10.0 ** ((noise_dbm - 30.0) / 10.0))
 
 
 def run_expected_epsilon(scenario, projection: Projection) -> float:
@@ -629,7 +660,8 @@ def resumed_noise_plan(scenario, column, start: int, stored_rounds: int | None,
     committed rows of a ``/rounds`` column or None), with the floor of the rounds to come
     (``account.noise_floor``):
 
-    - ``start = 0``: the plan of the whole run (:func:`plan_noise_floor`);
+    - ``start = 0`` (or no round left to run): the plan of the whole run
+      (:func:`plan_noise_floor`);
     - the last committed round ran with the same ``rounds`` (``privacy_planned_rounds``;
       for a trace without that column, its stored scenario's ``rounds`` equal to this
       one's): that round's ``privacy_noise_floor_<phase>``, so the run goes on as it would
@@ -651,7 +683,7 @@ def resumed_noise_plan(scenario, column, start: int, stored_rounds: int | None,
         same = float(planned[start - 1]) == float(scenario.rounds)
     else:
         same = stored_rounds == scenario.rounds
-    if start == 0 or (same and any(values is None for values in floors.values())):
+    if start == 0 or start >= scenario.rounds or (same and any(values is None for values in floors.values())):
         account.noise_floor = plan_noise_floor(scenario, phase_values)
     elif same:
         account.noise_floor = {phase: float(values[start - 1]) for phase, values in floors.items()}

@@ -346,6 +346,8 @@ class PrivacyConfig(_Section):
     subsampling: Literal["none", "poisson"] = "none"
     clip_norm: float | None = Field(None, gt=0.0)
     noise_source: Literal["designated", "devices"] = "designated"
+    eavesdropper_distance_m: float | None = Field(None, ge=0.0)
+    eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}

@@ -76,6 +76,39 @@ class PhaseMechanism:
 
 
 @dataclass(frozen=True)
+class Eavesdropper:
+    """A second observer of the uplink with its own single antenna, channel and noise.
+
+    Attributes
+    ----------
+    path_gain : [K], np.float64
+        Each device's large-scale power gain to the eavesdropper (``d_k^-alpha``).
+    noise_power_w : float
+        Its receiver noise power per subcarrier (W).
+    """
+
+    path_gain: np.ndarray
+    noise_power_w: float
+
+    def channel_gain(self, num_subcarriers: int, rng: np.random.Generator) -> np.ndarray:
+        """One round's ``|h_e,kf|^2`` [K, F] float64: i.i.d. Rayleigh fading per device
+        and subcarrier (exponential power of mean ``path_gain_k``), drawn from ``rng``."""
+        gain = np.asarray(self.path_gain, np.float64)
+        return gain[:, None] * rng.standard_exponential((gain.shape[0], int(num_subcarriers)))
+
+
+def eavesdropper_path_gain(positions_m, distance_m: float, path_loss_exponent: float,
+                           min_distance_m: float) -> np.ndarray:
+    """``max(d_k, min_distance_m)^-alpha`` [K] float64, ``d_k`` the distance of device k
+    (``positions_m`` [K, 2], the BS at the origin) to an eavesdropper at
+    ``(distance_m, 0)``; the floor keeps a device on top of it finite, as the cell's
+    ``min_distance_m`` does for the BS."""
+    positions = np.asarray(positions_m, np.float64)
+    distance = np.hypot(positions[:, 0] - float(distance_m), positions[:, 1])
+    return np.maximum(distance, float(min_distance_m)) ** -float(path_loss_exponent)
+
+
+@dataclass(frozen=True)
 class UplinkPrivacy:
     """What the uplink traces and enforces of its privacy (the accounting is
     ``cosim/privacy.py``'s; nothing here composes).
@@ -94,11 +127,15 @@ class UplinkPrivacy:
         Who adds the artificial noise: a designated source (its power is not the
         devices'), or the senders themselves, each its share on top of its signal
         (:func:`device_noise_tx_power_w`; the same noise at the BS).
+    eavesdropper : Eavesdropper or None
+        A second observer whose mechanism is traced too (its own channel and noise; the
+        artificial noise, planned for the BS, is not counted at it).
     """
 
     noise_floor: Mapping[str, float] = field(default_factory=dict)
     clip_norm: float | None = None
     noise_source: str = "designated"
+    eavesdropper: Eavesdropper | None = None
 
 
 NOISE_SOURCES = ("designated", "devices")

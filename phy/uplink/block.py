@@ -286,7 +286,9 @@ class RoundLink:
         self._sent_symbols = 0
         self._energy_j = np.zeros(block.num_devices, np.float64)
         self._mechanisms: dict[str, PhaseMechanism] = {}
+        self._eavesdropper_mechanisms: dict[str, PhaseMechanism] = {}
         self._observed_gain = None
+        self._eavesdropper_gain = None
 
     @property
     def observed_gain(self) -> np.ndarray:
@@ -303,19 +305,35 @@ class RoundLink:
                 self._observed_gain = np.abs(np.asarray(self.h, np.complex128)) ** 2
         return self._observed_gain
 
+    @property
+    def eavesdropper_gain(self) -> np.ndarray:
+        """``[K, F]`` float64: the eavesdropper's power gain ``|h_e,kf|^2`` of every device
+        this round (:meth:`phy.privacy.Eavesdropper.channel_gain`, from the round's
+        ``"eavesdropper"`` stream)."""
+        if self._eavesdropper_gain is None:
+            block = self.block
+            self._eavesdropper_gain = block.privacy.eavesdropper.channel_gain(
+                block.num_subcarriers, numpy_rng(block.seed, self.t, "eavesdropper"))
+        return self._eavesdropper_gain
+
     def mechanisms(self) -> dict[str, PhaseMechanism]:
         """The phases sent so far with ``privacy``: each one's
         :class:`phy.privacy.PhaseMechanism` over the population (the devices that did not
         send: sensitivity 0)."""
         return dict(self._mechanisms)
 
-    def _mechanism(self, phase: str, link, delta_bar: float) -> PhaseMechanism:
+    def _mechanism(self, phase: str, link, delta_bar: float, eavesdropper: bool = False
+                   ) -> PhaseMechanism:
         """The phase's mechanism over the senders of ``link`` at the receiver noise alone:
         each sender's sensitivity from the BS's gains, its transmit scaling (eq.
         ``PowerAlloc_1``, under the control's transmit mask, as :func:`phy.aircomp.aggregate`
-        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`)."""
+        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`);
+        with ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
         block = self.block
         rows = slice(None) if link.devices is None else link.devices[0]
+        gain, noise_w = self.observed_gain, block.noise_power_w
+        if eavesdropper:
+            gain, noise_w = self.eavesdropper_gain, block.privacy.eavesdropper.noise_power_w
         delta_bar = delta_bar if delta_bar > 0.0 else 1.0  # nothing is sent at 0
         estimated = tf.square(tf.abs(link.h_hat))
         mask = block.power_control.transmit_mask(
@@ -323,9 +341,9 @@ class RoundLink:
         scaling = transmit_scaling(np.asarray(link.weights, np.float64), estimated.numpy(),
                                    block.gamma_w, delta_bar, mask)
         return phase_mechanism(
-            channel_gain=self.observed_gain[rows], tx_scaling=scaling,
+            channel_gain=gain[rows], tx_scaling=scaling,
             sent=np.ones(scaling.shape[0], bool), num_symbols=block.grids[phase].num_symbols,
-            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w,
+            tx_power_w=block.tx_power_w, noise_power_w=noise_w,
             budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm)
 
     def _private(self, phase: str, link):
@@ -344,9 +362,9 @@ class RoundLink:
         bare = self._mechanism(phase, link, delta_bar)
         noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
         mechanism = bare
+        scale = 1.0
         if block.power_control.scales_for_privacy:
             # the floor met by sending less: every sensitivity scales with s (phy.power.PrivacyScaling)
-            scale = 1.0
             if noise_w > 0.0:
                 scale = bare.worst_noise_multiplier / float(privacy.noise_floor[phase])
                 link = dataclasses.replace(link, signal_scale=scale)
@@ -371,7 +389,24 @@ class RoundLink:
         columns.scalars[f"privacy_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
         columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
         columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
+        if privacy.eavesdropper is not None:
+            self._eavesdropper(phase, link, delta_bar, scale, columns)
         return link, columns
+
+    def _eavesdropper(self, phase: str, link, delta_bar: float, scale: float, columns: Columns
+                      ) -> None:
+        """The phase's mechanism at the eavesdropper (its gains, its noise; the artificial
+        noise, planned for the BS, not counted; a privacy scaling s applies to what the
+        devices send, so to it too): ``eavesdropper_noise_multiplier_<phase>``,
+        ``eavesdropper_worst_device_<phase>``."""
+        bare = self._mechanism(phase, link, delta_bar, eavesdropper=True)
+        mechanism = bare if scale == 1.0 else PhaseMechanism(
+            bare.sensitivity * scale, bare.noise_std, bare.noise_multiplier / scale, bare.worst_device)
+        if link.devices is not None:
+            mechanism = mechanism.spread(link.devices[0], self.block.num_devices)
+        self._eavesdropper_mechanisms[phase] = mechanism
+        columns.scalars[f"eavesdropper_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
+        columns.scalars[f"eavesdropper_worst_device_{phase}"] = float(mechanism.worst_device)
 
     def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
         """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
@@ -480,6 +515,10 @@ class RoundLink:
             joint = (joint_noise_multiplier(list(self._mechanisms.values()))[0]
                      if self._mechanisms else float("inf"))
             scalars["privacy_joint_noise_multiplier"] = joint
+            if block.privacy.eavesdropper is not None:
+                scalars["eavesdropper_joint_noise_multiplier"] = (
+                    joint_noise_multiplier(list(self._eavesdropper_mechanisms.values()))[0]
+                    if self._eavesdropper_mechanisms else float("inf"))
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()

@@ -297,3 +297,44 @@ def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path):
     np.testing.assert_allclose(scaled["rounds/per_device/tx_power_w_rho"][0],
                                scaled["rounds/privacy_signal_scale_rho"][0] ** 2
                                * noise["rounds/per_device/tx_power_w_rho"][0], rtol=1e-5)
+
+
+def test_an_eavesdroppers_mechanism_and_epsilon_are_traced(tmp_path):
+    """privacy.eavesdropper_distance_m = 50 with its own noise (-80 dBm), the tiny cell at
+    -60 dBm over 3 rounds: each phase's eavesdropper_noise_multiplier_<phase> is the budget
+    bound at its own channel (i.i.d. Rayleigh of mean max(d_k, 10 m)^-4 from the round's
+    "eavesdropper" stream) and noise, and eavesdropper_epsilon is dp-accounting's PLD
+    composition of those multipliers, as privacy_epsilon is of the BS's; a resumed run
+    replays it (the same figures as a straight run)."""
+    from dp_accounting.pld import pld_privacy_accountant as pld
+
+    from native.streams import numpy_rng
+    from phy.privacy import Eavesdropper, eavesdropper_path_gain
+
+    sets = [*PRIVATE, "privacy.eavesdropper_distance_m=50", "privacy.eavesdropper_noise_power_dbm=-80"]
+    scenario = load_scenario(write_tiny(tmp_path, rounds=3), sets)
+    engine = _Interrupted(scenario)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(scenario, progress=False, engine=engine)
+    run_scenario(scenario, resume=True, progress=False)
+    rounds = _arrays(scenario.trace_path)
+    positions = engine.world.deployment.positions_m
+    gain = eavesdropper_path_gain(positions, 50.0, 4.0, 10.0)
+    eavesdropper = Eavesdropper(gain, 10.0 ** (-11.0))
+    symbols = {"rho": None, "nu": None}
+    for phase in symbols:
+        symbols[phase] = engine.uplink.grids[phase].num_symbols
+    expected = privacy.run_expected_epsilon(
+        scenario, privacy.project(scenario, scenario_num_params(scenario)))
+    accountant = pld.PLDAccountant(value_discretization_interval=privacy.pld_interval(expected))
+    for t in range(3):
+        g = eavesdropper.channel_gain(scenario.ofdm.num_subcarriers, numpy_rng(scenario.seed, t, "eavesdropper"))
+        z = {}
+        for phase, n in symbols.items():
+            z[phase] = float(np.min(np.sqrt(1e-11 / 2) / np.sqrt(n * scenario.power.tx_power_w * g.max(axis=1))))
+            np.testing.assert_allclose(rounds[f"rounds/eavesdropper_noise_multiplier_{phase}"][t], z[phase],
+                                       rtol=1e-12)
+        accountant.compose(dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(v) for v in z.values()]))
+        assert rounds["rounds/eavesdropper_epsilon"][t] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-12)
+    assert np.all(np.isfinite(rounds["rounds/eavesdropper_epsilon_round"]))
+    assert rounds["rounds/eavesdropper_epsilon"][2] > rounds["rounds/eavesdropper_epsilon"][0] > 0.0
