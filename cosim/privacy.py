@@ -12,7 +12,9 @@ the derivation: ``docs/privacy.md``. NumPy and ``dp-accounting`` only (no Tensor
 
 from __future__ import annotations
 
+import copy
 import math
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +24,7 @@ from dp_accounting.pld import pld_privacy_accountant, privacy_loss_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.optimize import brentq
 
-from phy.privacy import UplinkPrivacy, joint_noise_multiplier
+from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain, joint_noise_multiplier
 
 ACCOUNTANTS = ("pld", "rdp")
 """``privacy.accountant`` values."""
@@ -192,6 +194,15 @@ class PrivacyLedger:
         source = self._pld if self._pld is not None else self._rdp
         return float(source.get_epsilon(self.delta))
 
+    def epsilon_with(self, event: dp_accounting.DpEvent, accountant: str | None = None) -> float:
+        """Epsilon at ``delta`` of the rounds composed so far and then ``event``, by a copy
+        of the named accountant (default: the one :attr:`epsilon` reports; ``"rdp"``: the
+        RDP bound); the ledger itself is unchanged."""
+        source = self._rdp if accountant == "rdp" or self._pld is None else self._pld
+        trial = copy.deepcopy(source)
+        trial.compose(event)
+        return float(trial.get_epsilon(self.delta))
+
 
 def privacy_columns(ledger: PrivacyLedger, mechanisms: dict, sampling_probability: float = 1.0
                     ) -> dict[str, float]:
@@ -239,63 +250,113 @@ class PrivacyAccount:
         q of the Poisson subsampling (1: none).
     expected_epsilon : float
         Sets the PLD's interval (:func:`pld_interval`, :func:`run_expected_epsilon`).
+    noise_floor : mapping str -> float, optional
+        With ``privacy.target_epsilon``: the floor every phase of the rounds to come is held
+        to (:func:`plan_noise_floor`, or on an extended run :func:`plan_remaining_noise_floor`);
+        :meth:`add` writes it as ``privacy_noise_floor_<phase>``.
+    planned_rounds : int, optional
+        The run's rounds the floor was planned for; :meth:`add` writes it as
+        ``privacy_planned_rounds`` (a resumed run with the same rounds keeps the floor of
+        its last committed round, :func:`resumed_noise_plan`).
     """
 
     def __init__(self, phases: Sequence[str], delta: float, accountant: str = "pld",
-                 sampling_probability: float = 1.0, expected_epsilon: float = 0.0) -> None:
+                 sampling_probability: float = 1.0, expected_epsilon: float = 0.0,
+                 noise_floor=None, planned_rounds: int | None = None) -> None:
         self.phases = tuple(phases)
         self.sampling_probability = float(sampling_probability)
         self.ledger = PrivacyLedger(delta, accountant, expected_epsilon)
+        self.noise_floor = dict(noise_floor) if noise_floor else None
+        self.planned_rounds = planned_rounds
+        self.eavesdropper: PrivacyLedger | None = None
 
     @classmethod
-    def of(cls, scenario, phases: Sequence[str], num_params: int) -> PrivacyAccount:
-        """The account of ``scenario`` (which has a ``[privacy]`` table), before round 0."""
+    def of(cls, scenario, phases: Sequence[str], num_params: int, noise_floor=None
+           ) -> PrivacyAccount:
+        """The account of ``scenario`` (which has a ``[privacy]`` table), before round 0;
+        ``noise_floor``: the uplink's planned floor (with ``privacy.target_epsilon``)."""
         config = scenario.privacy
         projection = project(scenario, num_params)
-        return cls(phases, config.delta, config.accountant, projection.sampling_probability,
-                   run_expected_epsilon(scenario, projection))
+        expected = run_expected_epsilon(scenario, projection)
+        account = cls(phases, config.delta, config.accountant, projection.sampling_probability,
+                      expected, noise_floor,
+                      scenario.rounds if config.target_epsilon is not None else None)
+        if config.eavesdropper_distance_m is not None:
+            account.eavesdropper = PrivacyLedger(config.delta, config.accountant, expected)
+        return account
 
-    def event(self, scalars) -> dp_accounting.DpEvent:
+    def event(self, scalars, observer: str = "privacy") -> dp_accounting.DpEvent:
         """The round's event from its ``/rounds`` scalars (a missing or NaN multiplier:
-        the phase was not sent)."""
+        the phase was not sent); ``observer = "eavesdropper"``: the eavesdropper's, from
+        ``eavesdropper_noise_multiplier_<phase>`` and ``eavesdropper_joint_noise_multiplier``."""
         def multiplier(name: str) -> float:
             value = float(scalars.get(name, math.nan))
             return math.inf if math.isnan(value) else value
 
-        z = [multiplier(f"privacy_noise_multiplier_{phase}") for phase in self.phases]
+        z = [multiplier(f"{observer}_noise_multiplier_{phase}") for phase in self.phases]
         joint = None
         if self.sampling_probability < 1.0:
-            joint = multiplier("privacy_joint_noise_multiplier")
+            joint = multiplier(f"{observer}_joint_noise_multiplier")
         return round_event(z, self.sampling_probability, joint)
 
     def add(self, scalars: dict) -> None:
         """Compose one round (its ``scalars``) and write ``privacy_epsilon`` and
-        ``privacy_epsilon_round`` into them."""
+        ``privacy_epsilon_round`` into them; with a noise floor also
+        ``privacy_noise_floor_<phase>`` and ``privacy_planned_rounds``."""
         total, this_round = self.ledger.add_round(self.event(scalars))
         scalars["privacy_epsilon"] = total
         scalars["privacy_epsilon_round"] = this_round
+        if self.noise_floor:
+            for phase, floor in self.noise_floor.items():
+                scalars[f"privacy_noise_floor_{phase}"] = float(floor)
+            scalars["privacy_planned_rounds"] = float(self.planned_rounds)
+        if self.eavesdropper is not None:
+            total, this_round = self.eavesdropper.add_round(self.event(scalars, "eavesdropper"))
+            scalars["eavesdropper_epsilon"] = total
+            scalars["eavesdropper_epsilon_round"] = this_round
 
     def replay(self, column, rounds: int) -> None:
         """Compose rounds ``0 .. rounds-1`` of a resumed trace: ``column(name)`` gives the
         committed rows of a ``/rounds`` column (None if absent;
         :meth:`cosim.trace.TraceWriter.column`)."""
-        names = [f"privacy_noise_multiplier_{phase}" for phase in self.phases]
-        names.append("privacy_joint_noise_multiplier")
+        observers = ("privacy", "eavesdropper") if self.eavesdropper is not None else ("privacy",)
+        names = [f"{observer}_{what}" for observer in observers for what in (
+            *(f"noise_multiplier_{phase}" for phase in self.phases), "joint_noise_multiplier")]
         rows = {name: column(name) for name in names}
         for t in range(rounds):
-            self.ledger.compose(self.event(
-                {name: values[t] for name, values in rows.items() if values is not None}))
+            scalars = {name: values[t] for name, values in rows.items() if values is not None}
+            self.ledger.compose(self.event(scalars))
+            if self.eavesdropper is not None:
+                self.eavesdropper.compose(self.event(scalars, "eavesdropper"))
 
 
-def uplink_privacy(scenario, phase_values: dict[str, int]) -> UplinkPrivacy:
+def uplink_privacy(scenario, phase_values: dict[str, int], positions_m=None) -> UplinkPrivacy:
     """What the uplink of ``scenario`` (with ``[privacy]``) traces and enforces:
     :class:`phy.privacy.UplinkPrivacy` (``phase_values``: ``{phase: values}``), with the
-    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set."""
+    noise floor of ``privacy.target_epsilon`` (:func:`plan_noise_floor`) when set, and
+    with ``privacy.eavesdropper_distance_m`` the eavesdropper of the devices at
+    ``positions_m`` [K, 2] (:func:`eavesdropper_of`)."""
     config = scenario.privacy
-    if config.target_epsilon is None:
-        return UplinkPrivacy(clip_norm=config.clip_norm)
-    return UplinkPrivacy(noise_floor=plan_noise_floor(scenario, phase_values),
-                         clip_norm=config.clip_norm)
+    eavesdropper = None if config.eavesdropper_distance_m is None else eavesdropper_of(
+        scenario, positions_m)
+    floor = {} if config.target_epsilon is None else plan_noise_floor(scenario, phase_values)
+    return UplinkPrivacy(noise_floor=floor, clip_norm=config.clip_norm,
+                         noise_source=config.noise_source, eavesdropper=eavesdropper)
+
+
+def eavesdropper_of(scenario, positions_m) -> Eavesdropper:
+    """The eavesdropper of ``privacy.eavesdropper_distance_m``: at that distance from the
+    BS on the x axis, ``max(d_k, cell.min_distance_m)^-alpha`` from each device at
+    ``positions_m`` (:func:`phy.privacy.eavesdropper_path_gain`, alpha =
+    ``channel.path_loss_exponent``), its noise ``privacy.eavesdropper_noise_power_dbm``
+    (default: the BS's ``power.noise_power_dbm``)."""
+    config = scenario.privacy
+    noise_dbm = (scenario.power.noise_power_dbm if config.eavesdropper_noise_power_dbm is None
+                 else config.eavesdropper_noise_power_dbm)
+    min_distance_m = getattr(scenario.cell, "min_distance_m", 1.0)
+    gain = eavesdropper_path_gain(positions_m, config.eavesdropper_distance_m,
+                                  scenario.channel.path_loss_exponent, min_distance_m)
+    return Eavesdropper(gain, 10.0 ** ((noise_dbm - 30.0) / 10.0))
 
 
 def run_expected_epsilon(scenario, projection: Projection) -> float:
@@ -327,8 +388,8 @@ def expected_max_fading(num_subcarriers: int, num_antennas: int = 1, flat: bool 
     return float(value)
 
 
-_BUDGETED = {"optimal": True, "truncated_inversion": True, "full_inversion": False,
-             "ideal": False}
+_BUDGETED = {"optimal": True, "truncated_inversion": True, "privacy_scaling": True,
+             "full_inversion": False, "ideal": False}
 """``power.control`` -> whether the control keeps ``sum_f u v^2 <= P`` (``ideal`` sends
 nothing over the air: the BS gets the exact sum, with no noise)."""
 
@@ -440,6 +501,21 @@ below its target although the plan's figure is the library's self-composition (a
 floor's noise is set in floating point)."""
 
 
+def _floor_shape(scenario, phase_values: dict[str, int]) -> tuple[dict[str, float], float]:
+    """The phases' floors relative to the largest (``sqrt(N_most / N_phase)``: one noise
+    power for all phases) and q of the scenario's subsampling (1: none)."""
+    from cosim.scenario.derived import symbols_per_phase
+
+    symbols = {name: symbols_per_phase(values, scenario.ofdm.num_subcarriers)
+               for name, values in phase_values.items()}
+    most = max(symbols.values())
+    shape = {name: math.sqrt(most / n) for name, n in symbols.items()}
+    q = 1.0
+    if scenario.privacy.subsampling == "poisson":
+        q = scenario.participation.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
+    return shape, q
+
+
 def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]:
     """Per phase, the least noise multiplier z*_phase of the worst device such that
     ``scenario.rounds`` rounds at these multipliers meet ``privacy.target_epsilon`` at
@@ -462,19 +538,11 @@ def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]
         calibrate_dp_mechanism,
     )
 
-    from cosim.scenario.derived import symbols_per_phase
-
     config = scenario.privacy
     target = config.target_epsilon
     if target is None:
         raise ValueError("plan_noise_floor needs privacy.target_epsilon")
-    symbols = {name: symbols_per_phase(values, scenario.ofdm.num_subcarriers)
-               for name, values in phase_values.items()}
-    most = max(symbols.values())
-    shape = {name: math.sqrt(most / n) for name, n in symbols.items()}
-    q = 1.0
-    if config.subsampling == "poisson":
-        q = scenario.participation.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
+    shape, q = _floor_shape(scenario, phase_values)
 
     def event(c: float) -> dp_accounting.DpEvent:
         return dp_accounting.SelfComposedDpEvent(
@@ -492,6 +560,169 @@ def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]
         c = calibrate_dp_mechanism(lambda: _accountant("pld", target), event, target,
                                    config.delta, ExplicitBracketInterval(lower, c), tol=1e-7 * c)
     return {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
+
+
+_LARGEST_FLOOR_STEPS = 60
+"""A remaining plan searches the floor's scale up to 2^60 before it says no finite noise
+meets the target."""
+
+
+def spent_target_message(target: float, delta: float, start: int, spent: float, remaining: int
+                         ) -> str:
+    """The one line of a target the committed rounds already spent (:func:`plan_remaining_noise_floor`)."""
+    return (f"privacy.target_epsilon: = {target:g} cannot be met: the {start} rounds already "
+            f"in the trace spent epsilon = {spent:.6g} at delta = {delta:g}, so no noise in the "
+            f"remaining {remaining} rounds meets it; keep the trace's rounds or raise the target")
+
+
+def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: PrivacyLedger,
+                               start: int) -> dict[str, float]:
+    """Per phase, the least noise multiplier z*_phase of the worst device for rounds
+    ``start .. scenario.rounds - 1`` such that the rounds already composed in ``ledger``
+    (rounds ``0 .. start-1`` as the trace has them) followed by ``scenario.rounds - start``
+    rounds at these multipliers meet ``privacy.target_epsilon`` at ``privacy.delta``: the
+    plan of a run extended by ``--resume`` (:func:`resumed_noise_plan`).
+
+    Every search point is the library's epsilon of a copy of the ledger composed with the
+    remaining rounds' self-composition (:meth:`PrivacyLedger.epsilon_with`): first its RDP
+    accountant (an upper bound: its answer is enough), then with ``"pld"`` its PLD
+    accountant between half of that answer and it; Brent's method (SciPy) finds the scale;
+    raised by :data:`FLOOR_MARGIN`, the phases shaped as in :func:`plan_noise_floor`.
+
+    Raises
+    ------
+    ValueError
+        ``privacy.target_epsilon: = ... cannot be met: ...`` when the committed rounds
+        already spent the target (no finite noise in the remaining rounds meets it).
+    """
+    config = scenario.privacy
+    target = config.target_epsilon
+    if target is None:
+        raise ValueError("plan_remaining_noise_floor needs privacy.target_epsilon")
+    remaining = scenario.rounds - start
+    if remaining < 1:
+        raise ValueError(f"no rounds remain: start = {start}, rounds = {scenario.rounds}")
+    shape, q = _floor_shape(scenario, phase_values)
+
+    def event(c: float) -> dp_accounting.DpEvent:
+        return dp_accounting.SelfComposedDpEvent(
+            round_event([c * value for value in shape.values()], q), remaining)
+
+    def gap(c: float, accountant: str | None) -> float:
+        return ledger.epsilon_with(event(c), accountant) - target
+
+    spent = ledger.epsilon
+    refusal = spent_target_message(target, config.delta, start, spent, remaining)
+    if spent >= target:
+        raise ValueError(refusal)
+
+    def bracket(accountant: str | None, upper: float) -> tuple[float, float] | None:
+        """(lower, upper) with gap(lower) > 0 >= gap(upper), or None if no scale up to
+        2^60 meets the target."""
+        steps = 0
+        while gap(upper, accountant) > 0.0:
+            upper *= 2.0
+            steps += 1
+            if steps > _LARGEST_FLOOR_STEPS:
+                return None
+        lower = 0.5 * upper
+        while gap(lower, accountant) <= 0.0:
+            lower *= 0.5
+        return lower, upper
+
+    found = bracket("rdp", 1.0) if ledger.epsilon_with(
+        dp_accounting.NoOpDpEvent(), "rdp") < target else None
+    if ledger.accountant == "pld" and ledger._pld is not None:
+        found = bracket(None, 1.0 if found is None else found[1])
+        accountant = None
+    else:
+        accountant = "rdp"
+    if found is None:
+        raise ValueError(refusal)
+    lower, upper = found
+    c = brentq(lambda value: gap(value, accountant), lower, upper, xtol=1e-7 * upper)
+    return {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
+
+
+def stored_rounds(scenario_text: str) -> int | None:
+    """The top-level ``rounds`` of a trace's stored scenario TOML (None if unreadable)."""
+    try:
+        value = tomllib.loads(scenario_text).get("rounds")
+    except tomllib.TOMLDecodeError:
+        return None
+    return int(value) if isinstance(value, int) else None
+
+
+def resumed_noise_plan(scenario, column, start: int, stored_rounds: int | None,
+                       phases: Sequence[str], num_params: int) -> PrivacyAccount:
+    """The account of a run with ``privacy.target_epsilon`` resumed at ``start``: rounds
+    ``0 .. start-1`` replayed (:meth:`PrivacyAccount.replay`; ``column(name)``: the
+    committed rows of a ``/rounds`` column or None), with the floor of the rounds to come
+    (``account.noise_floor``):
+
+    - ``start = 0`` (or no round left to run): the plan of the whole run
+      (:func:`plan_noise_floor`);
+    - the last committed round ran with the same ``rounds`` (``privacy_planned_rounds``;
+      for a trace without that column, its stored scenario's ``rounds`` equal to this
+      one's): that round's ``privacy_noise_floor_<phase>``, so the run goes on as it would
+      have without the interruption, bit for bit (a trace without the floor columns: the
+      plan of the whole run, as it was made);
+    - else (the run is extended): the remaining rounds planned against the replayed rounds
+      (:func:`plan_remaining_noise_floor`), which raises ValueError when the committed
+      rounds already spent the target.
+    """
+    from cosim.scenario.derived import uplink_phase_values
+
+    phase_values = uplink_phase_values(scenario, num_params)
+    account = PrivacyAccount.of(scenario, phases, num_params)
+    if start > 0:
+        account.replay(column, start)
+    planned = column("privacy_planned_rounds") if start > 0 else None
+    floors = {phase: column(f"privacy_noise_floor_{phase}") for phase in phases} if start > 0 else {}
+    if planned is not None and len(planned) >= start:
+        same = float(planned[start - 1]) == float(scenario.rounds)
+    else:
+        same = stored_rounds == scenario.rounds
+    if start == 0 or start >= scenario.rounds or (same and any(values is None for values in floors.values())):
+        account.noise_floor = plan_noise_floor(scenario, phase_values)
+    elif same:
+        account.noise_floor = {phase: float(values[start - 1]) for phase, values in floors.items()}
+    else:
+        account.noise_floor = plan_remaining_noise_floor(scenario, phase_values, account.ledger,
+                                                         start)
+    return account
+
+
+def refuse_spent_target(scenario, path, source: str | None = None):
+    """Before ``cosim run --resume`` writes anything to the trace at ``path``, for a
+    scenario with ``privacy.target_epsilon``: ``(start, account)``, the round the resumed
+    run starts at (the trace's newest valid checkpoint) and its account with the floor of
+    the rounds to come (:func:`resumed_noise_plan`, from the trace read only); a
+    :class:`cosim.scenario.ScenarioError` (exit status 2 at the command line) with the one
+    ``privacy.target_epsilon: ...`` line when the committed rounds already spent the target
+    of an extended run."""
+    from cosim.scenario import ScenarioError, scenario_num_params
+    from cosim.scenario.derived import uplink_phase_values
+    from cosim.trace.read import read_trace
+
+    trace = read_trace(path)
+    start = trace.checkpoint_round or 0
+    num_params = scenario_num_params(scenario)
+
+    def column(name: str):
+        values = trace.rounds.get(name)
+        return None if values is None else values[:start]
+
+    try:
+        account = resumed_noise_plan(
+            scenario, column, start, stored_rounds(str(trace.attrs.get("scenario", ""))),
+            list(uplink_phase_values(scenario, num_params)), num_params)
+    except ValueError as error:
+        if not str(error).startswith("privacy.target_epsilon"):
+            raise
+        raise ScenarioError([str(error)], source if source is not None else repr(scenario.name)
+                            ) from None
+    return start, account
 
 
 def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, float] | None = None
@@ -555,6 +786,16 @@ def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) 
     the artificial noise a round like the projection's gets."""
     config = scenario.privacy
     z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
+    if scenario.power.control == "privacy_scaling":
+        line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
+                f"after {scenario.rounds} rounds: the devices scale their transmit amplitude down "
+                f"in any phase whose worst device falls below its floor ({z})")
+        if projection is not None and projection.epsilon is not None:
+            scale = min(min(1.0, projection.noise_multipliers[name] / floor[name]) for name in floor)
+            line += ("; none in a round like the projection's" if scale == 1.0 else
+                     f"; to {20 * math.log10(scale):.2f} dB (s = {scale:.4g}) in a round like the "
+                     "projection's")
+        return line
     line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
             f"after {scenario.rounds} rounds: the uplink adds artificial noise in any phase whose "
             f"worst device falls below its floor ({z})")

@@ -21,6 +21,7 @@ rounding boundary for ~0.1 % of the entries every round.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -250,6 +251,7 @@ def run_scenario(
     engine: Engine | None = None,
     stop_on_divergence: bool = True,
     tensorboard_dir: str | Path | None = None,
+    source: str | None = None,
 ) -> RunSummary:
     """Run ``scenario`` to its last round, appending one trace record per round.
 
@@ -267,11 +269,18 @@ def run_scenario(
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
     False it says so once and goes on. With ``tensorboard_dir`` every committed round's
     finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
+    With ``privacy.target_epsilon`` a resumed run holds its remaining rounds to the floor
+    its trace's rounds leave (:func:`cosim.privacy.refuse_spent_target`: an extended run's
+    floor planned against the committed rounds; refused, before anything is written, when
+    they already spent the target). ``source`` names the scenario in such a refusal.
     """
+    resumed_privacy = None
     if scenario.privacy is not None:  # a target no noise can meet: refused before anything
-        from cosim.privacy import refuse_over_target
+        from cosim.privacy import refuse_over_target, refuse_spent_target
 
-        refuse_over_target(scenario)
+        refuse_over_target(scenario, source)
+        if resume and scenario.privacy.target_epsilon is not None and scenario.trace_path.exists():
+            resumed_privacy = refuse_spent_target(scenario, scenario.trace_path, source)
     path = scenario.trace_path
     scenario_text = scenario_to_toml(scenario)
     # before the trace: a TensorBoard directory that cannot be written is a SetupError
@@ -279,7 +288,7 @@ def run_scenario(
     try:
         return _run(scenario, path, scenario_text, resume=resume, overwrite=overwrite,
                     progress=progress, engine=engine, stop_on_divergence=stop_on_divergence,
-                    board=board)
+                    board=board, resumed_privacy=resumed_privacy)
     finally:
         if board is not None:
             board.close()
@@ -287,7 +296,7 @@ def run_scenario(
 
 def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, overwrite: bool,
          progress: bool, engine: Engine | None, stop_on_divergence: bool,
-         board: TensorBoardScalars | None) -> RunSummary:
+         board: TensorBoardScalars | None, resumed_privacy=None) -> RunSummary:
     """:func:`run_scenario` once its TensorBoard writer (or None) is made: the trace
     opened (resumed) or created, the state restored, then the loop over the rounds, each
     appended, committed and shown to the :class:`RoundObservers`."""
@@ -311,7 +320,7 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     initial, uses = _restored_state(engine, checkpoint, writer, path)
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
-    privacy = _privacy_account(scenario, engine, writer, start)
+    privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
     last_acc, last_ece, diverged, completed = math.nan, math.nan, False, start
     try:
         for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
@@ -390,8 +399,7 @@ class RoundObservers:
         if self.target is not None and record.scalars.get("privacy_epsilon", 0.0) > self.target:
             self.say(f"cosim run: warning: round {record.round}'s privacy_epsilon "
                      f"{record.scalars['privacy_epsilon']:.6g} is above privacy.target_epsilon = "
-                     f"{self.target:g} (the floors were planned for another number of rounds: "
-                     "docs/privacy.md)")
+                     f"{self.target:g} (docs/privacy.md)")
             self.target = None  # said once
 
     def close(self) -> None:
@@ -399,13 +407,29 @@ class RoundObservers:
             self.bar.close()
 
 
-def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, start: int) -> dict:
+def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, start: int,
+                     resumed=None) -> dict:
     """``{"privacy": account}`` for :meth:`Engine.rounds` with ``[privacy]`` (the ledger,
     rounds ``0 .. start-1`` replayed from the trace's committed rows,
     :meth:`cosim.privacy.PrivacyAccount.replay`), else ``{}`` (an engine without it keeps
-    its interface)."""
+    its interface). With ``privacy.target_epsilon`` and ``start > 0`` the uplink is held to
+    the account's floor (``resumed``: ``(start, account)`` of
+    :func:`cosim.privacy.refuse_spent_target`, made before the trace was opened; made again
+    from the trace when its start differs)."""
     if scenario.privacy is None:
         return {}
+    if scenario.privacy.target_epsilon is not None and start > 0:
+        from cosim.privacy import resumed_noise_plan, stored_rounds
+
+        if resumed is not None and resumed[0] == start:
+            account = resumed[1]
+        else:
+            account = resumed_noise_plan(scenario, writer.column, start,
+                                         stored_rounds(writer.stored_scenario),
+                                         list(engine.uplink.grids), engine.num_params)
+        engine.uplink.privacy = dataclasses.replace(engine.uplink.privacy,
+                                                    noise_floor=account.noise_floor)
+        return {"privacy": account}
     account = engine.privacy_account()
     if start > 0:
         account.replay(writer.column, start)
@@ -530,7 +554,8 @@ def run_command(
         check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
         summary = run_scenario(scenario, resume=resume, overwrite=overwrite,
                                stop_on_divergence=stop_on_divergence,
-                               tensorboard_dir=tensorboard_dir)
+                               tensorboard_dir=tensorboard_dir,
+                               source=scenario_file or "<default quickstart>")
     except (TraceError, SetupError) as error:
         print(f"cosim run: {error}", file=sys.stderr)
         return EXIT_USAGE

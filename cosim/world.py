@@ -171,13 +171,16 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
         scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
-        privacy=None if scenario.privacy is None else uplink_privacy(scenario, algorithm),
+        privacy=None if scenario.privacy is None else uplink_privacy(scenario, algorithm,
+                                                                     world["deployment"]),
     )
 
 
-def uplink_privacy(scenario: Scenario, algorithm: FederatedAlgorithm):
+def uplink_privacy(scenario: Scenario, algorithm: FederatedAlgorithm, deployment=None):
     """The uplink's :class:`phy.privacy.UplinkPrivacy` of a scenario with ``[privacy]``
-    (:func:`cosim.privacy.uplink_privacy`)."""
+    (:func:`cosim.privacy.uplink_privacy`; ``deployment``'s positions place the devices
+    relative to an eavesdropper)."""
     from cosim.privacy import uplink_privacy as plan
 
-    return plan(scenario, {phase.name: phase.num_values for phase in algorithm.phases()})
+    return plan(scenario, {phase.name: phase.num_values for phase in algorithm.phases()},
+                None if deployment is None else deployment.positions_m)

@@ -247,6 +247,11 @@ class TruncatedInversionControl(Parameters):
         "1 - e^-t of i.i.d. Rayleigh subcarriers stay silent")
 
 
+class PrivacyScalingControl(Parameters):
+    """Liu and Simeone's adaptive power scaling on the KKT control: the devices' common
+    transmit scaling lowered to meet ``privacy.target_epsilon`` (no artificial noise)."""
+
+
 class FullInversionControl(Parameters):
     """Channel inversion on every subcarrier, scaled to the budget."""
 
@@ -259,6 +264,8 @@ POWER_CONTROLS = {
     "optimal": Variant(OptimalControl, "phy.power:OptimalPower", label="KKT power control"),
     "truncated_inversion": Variant(TruncatedInversionControl, "phy.power:TruncatedInversion",
                                    {"tci_gain_threshold": "gain_threshold"}, label="truncated inversion"),
+    "privacy_scaling": Variant(PrivacyScalingControl, "phy.power:PrivacyScaling",
+                               label="privacy power scaling"),
     "full_inversion": Variant(FullInversionControl, "phy.power:FullInversion", label="full inversion"),
     "ideal": Variant(IdealControl, "phy.power:IdealAggregation", label="error-free aggregation"),
 }

@@ -257,6 +257,9 @@ class PowerControl:
     over_the_air: bool = True
     """False for the error-free reference: ``phy.aircomp.aggregate`` then returns the
     exact weighted sum without a channel."""
+    scales_for_privacy: bool = False
+    """True for a control whose common transmit scaling the uplink lowers, per phase, to
+    meet a privacy target's noise floor instead of adding noise (:class:`PrivacyScaling`)."""
 
     def __call__(self, delta_abs, u, power_budget_w, channel_gain, reference_gain):
         raise NotImplementedError
@@ -377,6 +380,34 @@ class OptimalPower(PowerControl):
         multipliers :meth:`budget_rows` found, when given, are not solved again)."""
         return optimal_row_amplitudes(updates, devices, symbols, u, float(power_budget_w),
                                       row_state)
+
+
+class PrivacyScaling(OptimalPower):
+    """Liu and Simeone's adaptive power scaling ("Privacy for free: wireless federated
+    learning via uncoded transmission with adaptive power control", IEEE JSAC 2021),
+    on the KKT control: the devices meet a privacy target by sending *less* power, not
+    by adding noise.
+
+    In their over-the-air scheme every device inverts its channel with one common power
+    scaling factor alpha_t, so the received signal of a device is ``sqrt(alpha_t)`` times
+    its (bounded) update against the channel noise: alpha_t is the Gaussian mechanism's
+    knob, and where the power budget already keeps alpha_t low enough the channel noise
+    gives the privacy "for free". Here the common factor is ``s^2`` on the paper's
+    ``gamma`` (eq. ``PowerAlloc_1``) and on the budget P: the uplink
+    (:class:`phy.uplink.RoundLink`, with ``[privacy]``'s floor) runs this control at
+    ``(s^2 gamma, s^2 P)``, which leaves the KKT amplitudes v of eq. ``Opt_v`` unchanged
+    (the multiplier scales by 1/s^2) and scales every device's transmitted amplitude
+    ``sqrt(u) v``, its power (by s^2) and both sensitivity bounds of :mod:`phy.privacy`
+    (by s) alike; the BS's scaling ``sqrt(delta_bar / (s^2 gamma))`` restores the sum, so
+    the estimate's noise grows by 1/s^2: the accuracy it costs. Per round and phase the
+    uplink takes the largest ``s <= 1`` that puts the worst device at the floor with the
+    receiver noise alone (``s = 1``, the KKT control itself, where the channel already
+    meets it: privacy for free); no artificial noise is added. As amplitudes this is
+    :class:`OptimalPower`.
+    """
+
+    name = "privacy_scaling"
+    scales_for_privacy = True
 
 
 class TruncatedInversion(PowerControl):

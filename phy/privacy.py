@@ -76,6 +76,39 @@ class PhaseMechanism:
 
 
 @dataclass(frozen=True)
+class Eavesdropper:
+    """A second observer of the uplink with its own single antenna, channel and noise.
+
+    Attributes
+    ----------
+    path_gain : [K], np.float64
+        Each device's large-scale power gain to the eavesdropper (``d_k^-alpha``).
+    noise_power_w : float
+        Its receiver noise power per subcarrier (W).
+    """
+
+    path_gain: np.ndarray
+    noise_power_w: float
+
+    def channel_gain(self, num_subcarriers: int, rng: np.random.Generator) -> np.ndarray:
+        """One round's ``|h_e,kf|^2`` [K, F] float64: i.i.d. Rayleigh fading per device
+        and subcarrier (exponential power of mean ``path_gain_k``), drawn from ``rng``."""
+        gain = np.asarray(self.path_gain, np.float64)
+        return gain[:, None] * rng.standard_exponential((gain.shape[0], int(num_subcarriers)))
+
+
+def eavesdropper_path_gain(positions_m, distance_m: float, path_loss_exponent: float,
+                           min_distance_m: float) -> np.ndarray:
+    """``max(d_k, min_distance_m)^-alpha`` [K] float64, ``d_k`` the distance of device k
+    (``positions_m`` [K, 2], the BS at the origin) to an eavesdropper at
+    ``(distance_m, 0)``; the floor keeps a device on top of it finite, as the cell's
+    ``min_distance_m`` does for the BS."""
+    positions = np.asarray(positions_m, np.float64)
+    distance = np.hypot(positions[:, 0] - float(distance_m), positions[:, 1])
+    return np.maximum(distance, float(min_distance_m)) ** -float(path_loss_exponent)
+
+
+@dataclass(frozen=True)
 class UplinkPrivacy:
     """What the uplink traces and enforces of its privacy (the accounting is
     ``cosim/privacy.py``'s; nothing here composes).
@@ -90,10 +123,57 @@ class UplinkPrivacy:
     clip_norm : float or None
         C, the L2 norm every device's phase update is clipped to before power control
         (None: no clipping).
+    noise_source : "designated" or "devices"
+        Who adds the artificial noise: a designated source (its power is not the
+        devices'), or the senders themselves, each its share on top of its signal
+        (:func:`device_noise_tx_power_w`; the same noise at the BS).
+    eavesdropper : Eavesdropper or None
+        A second observer whose mechanism is traced too (its own channel and noise; the
+        artificial noise, planned for the BS, is not counted at it).
     """
 
     noise_floor: Mapping[str, float] = field(default_factory=dict)
     clip_norm: float | None = None
+    noise_source: str = "designated"
+    eavesdropper: Eavesdropper | None = None
+
+
+NOISE_SOURCES = ("designated", "devices")
+"""``privacy.noise_source`` values."""
+
+
+def device_noise_tx_power_w(channel_gain, artificial_noise_power_w: float) -> np.ndarray:
+    """Each sender's transmit power (W per OFDM symbol) of its share of the artificial
+    noise when the K_T senders add it themselves: sender k sends independent Gaussian
+    noise of power ``sigma_a^2 / (K_T |h_kf|^2)`` on subcarrier f (its channel inverted, as
+    its signal is), so the BS receives ``sum_k |h_kf|^2 sigma_a^2 / (K_T |h_kf|^2) =
+    sigma_a^2`` per subcarrier, the designated source's noise; per OFDM symbol that is
+    ``sum_f sigma_a^2 / (K_T |h_kf|^2)``. The noise comes on top of the signal's budget P
+    (the power control does not see it).
+
+    Parameters
+    ----------
+    channel_gain : [K_T, F], float
+        The senders' power gains ``|h_kf|^2`` to the BS (single antenna).
+    artificial_noise_power_w : float
+        sigma_a^2 at the BS per subcarrier (W), >= 0.
+
+    Returns
+    -------
+    [K_T], np.float64
+        ``inf`` for a sender with a zero gain on some subcarrier (it cannot deliver its share
+        there); 0 without noise.
+    """
+    g = np.asarray(channel_gain, np.float64)
+    if artificial_noise_power_w < 0.0:
+        raise ValueError(f"artificial_noise_power_w must be >= 0, got {artificial_noise_power_w!r}")
+    if g.ndim != 2:
+        raise ValueError(f"channel_gain must be [K_T, F], got {g.shape}")
+    if artificial_noise_power_w == 0.0 or g.shape[0] == 0:
+        return np.zeros(g.shape[0])
+    with np.errstate(divide="ignore"):
+        inverse = np.where(g > 0.0, 1.0 / g, np.inf)
+    return artificial_noise_power_w / g.shape[0] * np.sum(inverse, axis=-1)
 
 
 def artificial_noise_power_w(mechanism: PhaseMechanism, noise_floor: float | None,

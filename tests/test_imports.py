@@ -139,7 +139,7 @@ COSIM_PACKAGES = ("scenario", "trace", "plots", "study")
 
 def test_cosim_packages_hold_their_modules():
     """The scenario, trace, plot and study modules live in their packages, not flat in
-    ``cosim/`` (``cosim/scenario_tables.py`` is ``cosim/scenario/tables.py``)."""
+    ``cosim/`` (the schema is ``cosim/scenario/tables.py``, no flat ``scenario_*`` module)."""
     flat = sorted(p.name for p in (ROOT / "cosim").glob("*.py")
                   if p.stem.startswith(("scenario", "trace", "plot", "study", "cost_table")))
     assert flat == []

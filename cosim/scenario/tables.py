@@ -346,6 +346,9 @@ class PrivacyConfig(_Section):
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
     clip_norm: float | None = Field(None, gt=0.0)
+    noise_source: Literal["designated", "devices"] = "designated"
+    eavesdropper_distance_m: float | None = Field(None, ge=0.0)
+    eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -568,6 +571,10 @@ class Scenario(_Section):
                  "gamma): remove one of them")
         _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
                  f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' needs at least 2 (a pair per sign)")
+        _require(self.power.control != "privacy_scaling" or (
+            self.privacy is not None and self.privacy.target_epsilon is not None), "power.control",
+            "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
+            "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
             _require(self.uplink.scheme == "analog", "uplink.scheme",
                      f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
@@ -584,6 +591,10 @@ class Scenario(_Section):
                      f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
                      f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                      "amplifies privacy")
+            _require(self.privacy.noise_source == "designated" or self.bs.num_antennas == 1,
+                     "privacy.noise_source", f"= \"devices\" is derived for a single-antenna BS "
+                     f"(bs.num_antennas = {self.bs.num_antennas}): set bs.num_antennas = 1 or "
+                     "privacy.noise_source = \"designated\"")
         if self.ofdm.domain == "frequency":
             for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
                 value = getattr(self.sync, key)

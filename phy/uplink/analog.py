@@ -22,7 +22,9 @@ class Analog:
 
     The receiver noise is ``power.noise_power_dbm``'s plus the link's
     ``artificial_noise_power_w`` (a ``[privacy]`` target's, :mod:`phy.privacy`; 0
-    without one, and then exactly the receiver's).
+    without one, and then exactly the receiver's). A link's ``signal_scale`` s < 1 (a
+    target met by :class:`phy.power.PrivacyScaling`) runs the chain at ``s^2 gamma`` and
+    ``s^2 P``.
 
     With the block's ``joint_gamma`` (``power.gamma = "joint"``) gamma is chosen per
     phase from what the BS knows, the weights, the senders' reported ``||Delta_k||^2 / d``
@@ -49,9 +51,12 @@ class Analog:
         gamma_w = block.gamma_w
         if block.joint_gamma:
             gamma_w = joint_gamma_of(link, block)
+        tx_power_w = block.tx_power_w
+        if link.signal_scale != 1.0:  # a privacy target met by sending less (phy.power.PrivacyScaling)
+            gamma_w, tx_power_w = gamma_w * link.signal_scale ** 2, tx_power_w * link.signal_scale ** 2
         result = aircomp.aggregate(
             link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
-            tx_power_w=block.tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
+            tx_power_w=tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
             seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink)
         columns = Columns()
         scalars = columns.scalars

@@ -45,6 +45,7 @@ from phy.privacy import (
     PhaseMechanism,
     UplinkPrivacy,
     artificial_noise_power_w,
+    device_noise_tx_power_w,
     joint_noise_multiplier,
     phase_mechanism,
     transmit_scaling,
@@ -186,6 +187,9 @@ class Uplink:
         if privacy is not None and (not isinstance(self.scheme, Analog) or domain != "frequency"):
             raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
                              f"got {type(self.scheme).__name__} in the {domain!r} domain")
+        if privacy is not None and privacy.noise_source == "devices" and self.num_antennas > 1:
+            raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
+                             f"got {self.num_antennas} antennas")
         self.privacy = privacy
 
     def round(self, t: int) -> RoundLink:
@@ -282,7 +286,9 @@ class RoundLink:
         self._sent_symbols = 0
         self._energy_j = np.zeros(block.num_devices, np.float64)
         self._mechanisms: dict[str, PhaseMechanism] = {}
+        self._eavesdropper_mechanisms: dict[str, PhaseMechanism] = {}
         self._observed_gain = None
+        self._eavesdropper_gain = None
 
     @property
     def observed_gain(self) -> np.ndarray:
@@ -299,19 +305,35 @@ class RoundLink:
                 self._observed_gain = np.abs(np.asarray(self.h, np.complex128)) ** 2
         return self._observed_gain
 
+    @property
+    def eavesdropper_gain(self) -> np.ndarray:
+        """``[K, F]`` float64: the eavesdropper's power gain ``|h_e,kf|^2`` of every device
+        this round (:meth:`phy.privacy.Eavesdropper.channel_gain`, from the round's
+        ``"eavesdropper"`` stream)."""
+        if self._eavesdropper_gain is None:
+            block = self.block
+            self._eavesdropper_gain = block.privacy.eavesdropper.channel_gain(
+                block.num_subcarriers, numpy_rng(block.seed, self.t, "eavesdropper"))
+        return self._eavesdropper_gain
+
     def mechanisms(self) -> dict[str, PhaseMechanism]:
         """The phases sent so far with ``privacy``: each one's
         :class:`phy.privacy.PhaseMechanism` over the population (the devices that did not
         send: sensitivity 0)."""
         return dict(self._mechanisms)
 
-    def _mechanism(self, phase: str, link, delta_bar: float) -> PhaseMechanism:
+    def _mechanism(self, phase: str, link, delta_bar: float, eavesdropper: bool = False
+                   ) -> PhaseMechanism:
         """The phase's mechanism over the senders of ``link`` at the receiver noise alone:
         each sender's sensitivity from the BS's gains, its transmit scaling (eq.
         ``PowerAlloc_1``, under the control's transmit mask, as :func:`phy.aircomp.aggregate`
-        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`)."""
+        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`);
+        with ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
         block = self.block
         rows = slice(None) if link.devices is None else link.devices[0]
+        gain, noise_w = self.observed_gain, block.noise_power_w
+        if eavesdropper:
+            gain, noise_w = self.eavesdropper_gain, block.privacy.eavesdropper.noise_power_w
         delta_bar = delta_bar if delta_bar > 0.0 else 1.0  # nothing is sent at 0
         estimated = tf.square(tf.abs(link.h_hat))
         mask = block.power_control.transmit_mask(
@@ -319,9 +341,9 @@ class RoundLink:
         scaling = transmit_scaling(np.asarray(link.weights, np.float64), estimated.numpy(),
                                    block.gamma_w, delta_bar, mask)
         return phase_mechanism(
-            channel_gain=self.observed_gain[rows], tx_scaling=scaling,
+            channel_gain=gain[rows], tx_scaling=scaling,
             sent=np.ones(scaling.shape[0], bool), num_symbols=block.grids[phase].num_symbols,
-            tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w,
+            tx_power_w=block.tx_power_w, noise_power_w=noise_w,
             budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm)
 
     def _private(self, phase: str, link):
@@ -340,12 +362,24 @@ class RoundLink:
         bare = self._mechanism(phase, link, delta_bar)
         noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
         mechanism = bare
-        if noise_w > 0.0:
+        scale = 1.0
+        if block.power_control.scales_for_privacy:
+            # the floor met by sending less: every sensitivity scales with s (phy.power.PrivacyScaling)
+            if noise_w > 0.0:
+                scale = bare.worst_noise_multiplier / float(privacy.noise_floor[phase])
+                link = dataclasses.replace(link, signal_scale=scale)
+                mechanism = PhaseMechanism(bare.sensitivity * scale, bare.noise_std,
+                                           bare.noise_multiplier / scale, bare.worst_device)
+            columns.scalars[f"privacy_signal_scale_{phase}"] = scale
+            noise_w = 0.0
+        elif noise_w > 0.0:
             link = dataclasses.replace(link, artificial_noise_power_w=noise_w)
             std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
             with np.errstate(divide="ignore"):
                 multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
             mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
+        if privacy.noise_source == "devices" and not block.power_control.scales_for_privacy:
+            self._device_noise(phase, link, noise_w, columns)
         if block.per_device:
             columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(
                 mechanism.noise_multiplier)
@@ -355,7 +389,42 @@ class RoundLink:
         columns.scalars[f"privacy_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
         columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
         columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
+        if privacy.eavesdropper is not None:
+            self._eavesdropper(phase, link, delta_bar, scale, columns)
         return link, columns
+
+    def _eavesdropper(self, phase: str, link, delta_bar: float, scale: float, columns: Columns
+                      ) -> None:
+        """The phase's mechanism at the eavesdropper (its gains, its noise; the artificial
+        noise, planned for the BS, not counted; a privacy scaling s applies to what the
+        devices send, so to it too): ``eavesdropper_noise_multiplier_<phase>``,
+        ``eavesdropper_worst_device_<phase>``."""
+        bare = self._mechanism(phase, link, delta_bar, eavesdropper=True)
+        mechanism = bare if scale == 1.0 else PhaseMechanism(
+            bare.sensitivity * scale, bare.noise_std, bare.noise_multiplier / scale, bare.worst_device)
+        if link.devices is not None:
+            mechanism = mechanism.spread(link.devices[0], self.block.num_devices)
+        self._eavesdropper_mechanisms[phase] = mechanism
+        columns.scalars[f"eavesdropper_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
+        columns.scalars[f"eavesdropper_worst_device_{phase}"] = float(mechanism.worst_device)
+
+    def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
+        """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
+        sender's transmit power of its share (:func:`phy.privacy.device_noise_tx_power_w`,
+        on top of its signal's budget), its energy added to the round's
+        (``tx_energy_j``), and the columns ``artificial_noise_tx_power_max_w_<phase>`` (the
+        largest over the senders), ``artificial_noise_over_budget_<phase>`` (the senders whose
+        noise alone is above P) and per device ``artificial_noise_tx_power_w_<phase>``.
+        At the BS the noise is the designated source's (one Gaussian of
+        ``sigma_z^2 + sigma_a^2`` per subcarrier, drawn by the scheme)."""
+        block = self.block
+        rows = slice(None) if link.devices is None else link.devices[0]
+        power_w = device_noise_tx_power_w(self.observed_gain[rows], noise_w)
+        self._energy_j[rows] += power_w * block.grids[phase].num_symbols * block.symbol_duration_s
+        columns.scalars[f"artificial_noise_tx_power_max_w_{phase}"] = float(np.max(power_w, initial=0.0))
+        columns.scalars[f"artificial_noise_over_budget_{phase}"] = float(np.sum(power_w > block.tx_power_w))
+        if block.per_device:
+            columns.per_device[f"artificial_noise_tx_power_w_{phase}"] = link.per_device(power_w)
 
     @property
     def discarded(self) -> bool:
@@ -446,6 +515,10 @@ class RoundLink:
             joint = (joint_noise_multiplier(list(self._mechanisms.values()))[0]
                      if self._mechanisms else float("inf"))
             scalars["privacy_joint_noise_multiplier"] = joint
+            if block.privacy.eavesdropper is not None:
+                scalars["eavesdropper_joint_noise_multiplier"] = (
+                    joint_noise_multiplier(list(self._eavesdropper_mechanisms.values()))[0]
+                    if self._eavesdropper_mechanisms else float("inf"))
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()

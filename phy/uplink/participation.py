@@ -186,7 +186,9 @@ class PhaseLink:
     and ``devices`` ((senders [K_T], K) to spread per-device values over the population;
     None: the rows are the population); ``artificial_noise_power_w``, noise per subcarrier
     (W) added on top of the receiver's (``[privacy]``'s target, :mod:`phy.privacy`; 0:
-    none).
+    none); ``signal_scale``, s in (0, 1]: the common transmit scaling of a control that
+    meets the target by sending less power (:class:`phy.power.PrivacyScaling`: the
+    scheme runs it at ``s^2 gamma`` and ``s^2 P``; 1: none).
     """
 
     updates: Any
@@ -200,6 +202,7 @@ class PhaseLink:
     received_weight: float
     devices: tuple[np.ndarray, int] | None
     artificial_noise_power_w: float = 0.0
+    signal_scale: float = 1.0
 
     def per_device(self, values) -> np.ndarray:
         """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""

@@ -142,3 +142,18 @@ def test_a_study_validates_every_combinations_projection_and_none_is_no_target(t
     assert "privacy.target_epsilon = none: projected epsilon = " in lines[0]
     assert "privacy.target_epsilon = 8.0: projected epsilon = " in lines[1]
     assert load_scenario(str(tiny), ['privacy.target_epsilon="none"']).privacy.target_epsilon is None
+
+
+def test_privacy_scaling_and_device_noise_are_planned_or_refused(tmp_path, capsys):
+    """cosim validate prints the privacy_scaling plan as a transmit scaling (no noise);
+    privacy_scaling without a target, and the devices' noise with a multi-antenna BS, are
+    refused naming their key."""
+    path = str(write_tiny(tmp_path))
+    sets = [*LOW_POWER, "privacy.target_epsilon=1", "power.control=privacy_scaling"]
+    assert main(["validate", path, *_sets(sets)]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")][1]
+    assert "the devices scale their transmit amplitude down" in line and " dB (s = " in line and "; to -" in line
+    with pytest.raises(ScenarioError, match=r"power\.control: = 'privacy_scaling' lowers"):
+        load_scenario(path, [*LOW_POWER, "power.control=privacy_scaling"])
+    with pytest.raises(ScenarioError, match=r"privacy\.noise_source: = \"devices\" is derived"):
+        load_scenario(path, [*LOW_POWER, "privacy.noise_source=devices", "bs.num_antennas=2"])

@@ -37,14 +37,14 @@ def test_a_variant_registered_later_is_a_valid_value(registered):
     assert isinstance(built, _Control) and built.kwargs == {}
     with pytest.raises(ScenarioError) as caught:
         parse_scenario({"power": {"control": "test_registerd"}})
-    assert ("power.control: must be one of 'optimal', 'truncated_inversion', 'full_inversion', "
+    assert ("power.control: must be one of 'optimal', 'truncated_inversion', 'privacy_scaling', 'full_inversion', "
             "'ideal' or 'test_registered' (got 'test_registerd')") in str(caught.value)
 
 
 def test_an_unregistered_value_is_refused_as_before():
     with pytest.raises(ScenarioError) as caught:
         parse_scenario({"power": {"control": "test_registered"}})
-    assert ("power.control: must be one of 'optimal', 'truncated_inversion', 'full_inversion' "
+    assert ("power.control: must be one of 'optimal', 'truncated_inversion', 'privacy_scaling', 'full_inversion' "
             "or 'ideal' (got 'test_registered')") in str(caught.value)
     with pytest.raises(ScenarioError, match=r"power\.control: must be one of"):
         parse_scenario({"power": {"control": 3}})

@@ -86,6 +86,8 @@ TIME_DOMAIN = time_domain(4.0, 0.01)
                          [("bayes_aircomp", 0.05, []), ("fedavg", 0.3, []),
                           ("bayes_aircomp", 0.05, TIME_DOMAIN),
                           ("bayes_aircomp", 0.05, ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]),
+                          ("bayes_aircomp", 0.05, ["privacy.target_epsilon=4", "privacy.noise_source=devices",
+                                                   "privacy.eavesdropper_distance_m=50"]),
                           ("signsgd", 0.3, ['uplink.scheme="one_bit"', "algorithm.signsgd.error_feedback=true"]),
                           ("signsgd", 0.3, ['uplink.scheme="noncoherent_mv"', *TIME_DOMAIN]),
                           ("bayes_aircomp", 0.05, ['power.gamma="joint"'])])

@@ -134,3 +134,57 @@ def test_the_simulated_uplink_stays_within_each_devices_sensitivity(control):
         if control == "optimal" and attenuated[device] == 0.0:
             assert received[device] == pytest.approx(clipped.sensitivity[device], rel=1e-4)
     assert control != "optimal" or np.any(attenuated == 0.0)
+
+
+def test_the_devices_noise_shares_reach_the_bs_as_the_designated_noise():
+    """Each of K_T senders sending CN(0, sigma_a^2 / (K_T |h_kf|^2)) on subcarrier f through
+    its channel h_kf gives the BS sigma_a^2 per subcarrier (checked on 20,000 draws: within
+    5 % per subcarrier, 7 standard errors of the mean of an exponential power); the per-symbol power is
+    the sum over f; a zero gain cannot be inverted (inf); no noise costs nothing."""
+    from phy.privacy import device_noise_tx_power_w
+
+    rng = np.random.default_rng(7)
+    h = (rng.normal(size=(3, 16)) + 1j * rng.normal(size=(3, 16))) * np.sqrt([[1e-2], [1e-4], [1e-6]] * np.ones(16) / 2)
+    sigma_a2, draws = 2e-3, 20000
+    per_symbol = device_noise_tx_power_w(np.abs(h) ** 2, sigma_a2)
+    np.testing.assert_allclose(per_symbol, np.sum(sigma_a2 / (3 * np.abs(h) ** 2), axis=1), rtol=1e-12)
+    std = np.sqrt(sigma_a2 / (3 * np.abs(h) ** 2) / 2)  # per real dimension
+    noise = std[None] * (rng.normal(size=(draws, 3, 16)) + 1j * rng.normal(size=(draws, 3, 16)))
+    received = np.sum(h[None] * noise, axis=1)
+    np.testing.assert_allclose(np.mean(np.abs(received) ** 2, axis=0), sigma_a2, rtol=0.05)
+    gain = np.abs(h) ** 2
+    gain[1, 3] = 0.0
+    assert np.isinf(device_noise_tx_power_w(gain, sigma_a2)[1])
+    assert np.all(device_noise_tx_power_w(gain, 0.0) == 0.0)
+
+
+def test_privacy_scaling_sends_the_same_amplitudes_s_times_smaller():
+    """phy.power.PrivacyScaling's reading of Liu and Simeone's common power scaling: the
+    KKT control at (s^2 gamma, s^2 P) sends every device's symbols exactly s times the
+    KKT control's at (gamma, P) (the amplitudes v of eq. Opt_v unchanged; to float32
+    rounding), devices whose budget binds included, so every received contribution, and
+    both sensitivity bounds, scale by s; without noise the estimate is the same sum."""
+    import tensorflow as tf
+
+    from phy.aircomp import aggregate
+    from phy.power import OptimalPower, PrivacyScaling
+
+    rng = np.random.default_rng(3)
+    k, d, f = 6, 200, 32
+    updates = (rng.standard_normal((k, d)) * rng.exponential(size=(k, 1))).astype(np.float32)
+    weights = np.full(k, 1.0 / k, np.float32)
+    gain_scale = np.linspace(1e-3, 1e-2, k)[:, None]
+    h = ((rng.standard_normal((k, f)) + 1j * rng.standard_normal((k, f))) * np.sqrt(gain_scale / 2)
+         ).astype(np.complex64)
+    tx_power_w, noise_w, gamma_w, s = 3e-7, 1e-30, 1e-9, 0.05
+
+    def run(control, scale):
+        return aggregate(tf.constant(updates), tf.constant(weights), tf.constant(h), tf.constant(h),
+                         power_control=control, tx_power_w=tx_power_w * scale ** 2,
+                         noise_power_w=noise_w, gamma_w=gamma_w * scale ** 2,
+                         seed=tf.constant([1, 2], tf.int32), keep_signals=True)
+
+    plain, scaled = run(OptimalPower(), 1.0), run(PrivacyScaling(), s)
+    assert 0.0 < float(tf.reduce_mean(plain.attenuated_fraction)) < 1.0  # some budgets bind
+    np.testing.assert_allclose(scaled.x.numpy(), s * plain.x.numpy(), rtol=2e-5, atol=1e-12)
+    np.testing.assert_allclose(scaled.estimate.numpy(), plain.estimate.numpy(), rtol=1e-3, atol=1e-6)
