@@ -12,7 +12,9 @@ every point of a dimension and cancel.
 Dimensions (each on its own base scenario, sized so that its term is tens of MB):
 
 * ``antennas``: ``bs.num_antennas`` N_r in 1, 16, 64 (frequency domain);
-* ``domain``: ``ofdm.domain`` frequency against time, N_r = 1 and N_r = 16;
+* ``domain``: ``ofdm.domain`` frequency against time (N_r = 1, K = 16);
+* ``time_buffers``: the same with N_r = 64 antennas and K = 2, where the time domain's
+  received grid per antenna sets the peak;
 * ``participation``: ``participation.fraction`` 1, 0.5, 0.125;
 * ``scheme``: ``uplink.scheme`` analog, digital_ofdma, one_bit, noncoherent_mv (with
   signSGD, which every scheme carries).
@@ -66,9 +68,15 @@ DIMENSIONS: dict[str, dict] = {
     "domain": {
         "base": {"cell.num_devices": 16, "ofdm.num_subcarriers": 1024,
                  "data.synthetic_shape": [16, 16, 1], "model.hidden_units": [256]},
-        "points": [{"ofdm.domain": "frequency"}, {"ofdm.domain": "time"},
-                   {"ofdm.domain": "frequency", "bs.num_antennas": 16},
-                   {"ofdm.domain": "time", "bs.num_antennas": 16}],
+        "points": [{"ofdm.domain": "frequency"}, {"ofdm.domain": "time"}],
+    },
+    # the time domain's received grid per antenna where it sets the peak: K = 2, N_r = 64
+    # (mrc_strongest: no [F, N_r, N_r] projectors), N = 67, F = 1024
+    "time_buffers": {
+        "base": {"cell.num_devices": 2, "ofdm.num_subcarriers": 1024, "bs.num_antennas": 64,
+                 "bs.combiner": "mrc_strongest", "data.synthetic_shape": [16, 16, 1],
+                 "model.hidden_units": [256]},
+        "points": [{"ofdm.domain": "frequency"}, {"ofdm.domain": "time"}],
     },
     # per-device vectors and the [K, N, F] grid of the cohort: K = 128, d ~ 100,000
     "participation": {

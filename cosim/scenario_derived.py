@@ -173,7 +173,8 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
       projectors [F, N_r, N_r] and their eigenvectors).
 
     The local step, the uplink phase and the channel draw happen one after another
-    (the arrays of one are freed before the next), the state is held throughout.
+    (the arrays of one are freed before the next: measured, a scheme's arrays raise the
+    peak only where they outweigh the local step), the state is held throughout.
     """
     k, d, k_s = scenario.cell.num_devices, int(num_params), cohort_devices(scenario)
     f, antennas = scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
@@ -205,10 +206,13 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
     draws) and ``c = 4`` with the local reparameterization estimator; ``c = 3`` for
     FedAvg-like algorithms (weights, gradient, update) and ``c = 4`` for those with a
     second d-vector (SCAFFOLD, FedSMOO); ``u`` the uplink scheme's bytes per sender
-    (analog ``4 n + 8 N F``). Each term was measured against a real run's peak, one
-    dimension at a time (``benchmarks/memory_peak.py``). What does not grow with the
-    scenario (TensorFlow's and Numba's workspace, about 0.1 GiB in those runs, the
-    dataset, activations) is not included: a lower bound of a run's need.
+    (analog ``4 n + 8 N F``). The antenna, time-domain, cohort and scheme terms were
+    measured against real runs' peaks, one dimension at a time
+    (``benchmarks/memory_peak.py``); c and s follow the arrays' shapes (c overstates
+    the exact estimator: paper MNIST is estimated at 2.43 GiB, its whole process was
+    measured at 1.90 GiB). What does not grow with the scenario (TensorFlow's and
+    Numba's workspace, about 0.1 GiB in those runs, the dataset, activations) is not
+    included.
     """
     parts = memory_parts(scenario, num_params)
     return parts["device state"] + max(parts["local step"], parts["uplink phase"], parts["channel draw"])
