@@ -35,6 +35,7 @@ from cosim.display_names import metric_label
 from cosim.divergence import DivergenceWatch, SimulationDiverged
 from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.exit_codes import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
+from cosim.printable import printable
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import (
     EVAL_COLUMNS,
@@ -190,9 +191,11 @@ class Progress:
 class TensorBoardScalars:
     """Every finite scalar of a committed round as a TensorBoard summary
     (``tf.summary.scalar``): the tag is the trace's ``/rounds`` column name (its
-    description the display name, :func:`cosim.display_names.metric_label`), the step
-    is the round (from 0). Rounds redone after a resume are written again with the same
-    step (the same values: a resumed run equals an uninterrupted one)."""
+    description the display name, :func:`cosim.display_names.metric_label`; both with
+    their control characters shown as escapes, ``\\x1b``, as the command line shows
+    them: :func:`cosim.printable.printable`), the step is the round (from 0). Rounds
+    redone after a resume are written again with the same step (the same values: a
+    resumed run equals an uninterrupted one)."""
 
     def __init__(self, directory: str | Path):
         import tensorflow as tf
@@ -214,7 +217,8 @@ class TensorBoardScalars:
                 for name, value in record.scalars.items():
                     value = float(value)
                     if math.isfinite(value):
-                        self._tf.summary.scalar(name, value, description=metric_label(name))
+                        self._tf.summary.scalar(printable(name), value,
+                                                description=printable(metric_label(name)))
             self._writer.flush()
         except (self._tf.errors.OpError, OSError) as exc:
             raise TensorBoardError(_tensorflow_reason(exc)) from None

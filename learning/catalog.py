@@ -57,6 +57,17 @@ class Entry:
     divergence_keys: tuple[tuple[str, str], ...] = ()
     """Its own keys most likely behind a divergence besides ``algorithm.learning_rate``,
     each with what it does (``cosim.divergence.advice`` names them with their values)."""
+    device_state: int = 0
+    """Per-device [K, d] tables its state holds across rounds for every device
+    (SCAFFOLD's c_k; FedSMOO's mu_k and h_k; FedGMT's h_k), which the memory estimate
+    counts for all K whatever the cohort."""
+    device_state_switches: tuple[str, ...] = ()
+    """Boolean hyper-parameters each of which, when true, adds one such table (signSGD's
+    ``error_feedback``: the memories e_k)."""
+
+    def device_tables(self, hyper_parameters: dict) -> int:
+        """The per-device [K, d] tables of its state under ``hyper_parameters``."""
+        return self.device_state + sum(bool(hyper_parameters.get(key)) for key in self.device_state_switches)
 
     def phase_values(self, num_params: int) -> dict[str, int]:
         """``{phase name: values each device sends}`` for ``num_params`` = d."""
@@ -76,12 +87,14 @@ CATALOG = {
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters),
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
-                      ScaffoldParameters),
+                      ScaffoldParameters, device_state=1),
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
-                     FedSmooParameters),
-    "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters),
+                     FedSmooParameters, device_state=2),
+    "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters,
+                    device_state=1),
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
-                     sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),)),
+                     sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),),
+                     device_state_switches=("error_feedback",)),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

@@ -164,6 +164,7 @@ __all__ = [
     "style",
     "trace_labels",
 ]
+from cosim.printable import printable
 from cosim.trace import TraceData, read_trace
 
 # --------------------------------------------------------------------------- driver
@@ -243,8 +244,10 @@ def plot_traces(
     traces = [read_trace(p) for p in paths]
     for trace in traces:
         _check_plottable(trace, axes)
-    # labels are text, never matplotlib math: a "$" is drawn as a dollar sign
-    names = [str(n).replace("$", r"\$") for n in (list(labels) if labels else trace_labels(traces))]
+    # labels are text, never matplotlib math: a "$" is drawn as a dollar sign, a control
+    # character as its escape (\x1b, as the command line shows it)
+    names = [printable(str(n), keep="\n").replace("$", r"\$")
+             for n in (list(labels) if labels else trace_labels(traces))]
     try:
         with tempfile.TemporaryDirectory(prefix="cosim-plot-") as scratch:
             try:

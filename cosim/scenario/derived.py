@@ -86,41 +86,115 @@ def scenario_num_params(scenario: Scenario) -> int:
 
 
 def _vectors_per_device(scenario: Scenario) -> int:
-    """c of :func:`memory_estimate_bytes`: float32 d-vectors held per device."""
+    """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds."""
     alg = scenario.algorithm
     if alg.name == "bayes_aircomp":
         return 4 + 2 * alg.mc_samples if alg.estimator == "reparameterization" else 4
     return 4 if CATALOG[alg.name].downlink == 2 else 3
 
 
-def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
-    """Rough peak memory of one local step for all K devices plus one AirComp phase, in bytes.
+def cohort_devices(scenario: Scenario) -> int:
+    """K_S, the devices that train and send in a round: ``participation.cohort_size(K)``
+    under ``participation.scheduling = "uniform"`` or ``"best_channel"``; K under
+    ``"gain_threshold"`` (every device may be above the threshold) and without
+    ``[participation]``. Dropouts and stragglers train first, so they count."""
+    k, participation = scenario.cell.num_devices, scenario.participation
+    if participation.scheduling == "gain_threshold":
+        return k
+    return min(k, participation.cohort_size(k))
 
-    ``4 K d c + 8 K N F`` with ``N = ceil(max phase values / F)`` (the complex64 grid
-    [K, N, F]) and ``c`` float32 vectors of length d per device: for ``bayes_aircomp``
+
+def _uplink_bytes_per_sender(scenario: Scenario, num_values: int) -> int:
+    """Bytes one sender adds to the uplink phase of ``num_values`` values (its update and
+    the scheme's arrays; measured, ``benchmarks/memory_peak.py``): analog ``4 n + 8 N F``
+    (the [K_S, n] float32 updates and the complex64 grid [K_S, N, F]), digital OFDMA
+    ``14 n`` (the updates, their NumPy copy, the quantizer's float64 rows), one-bit
+    ``4 n + 28 N F p`` (the signs, the padded grid of p signs per element, its real
+    parts and the superposition's temporaries, float32), non-coherent MV
+    ``4 n + 54 N M`` (M = floor(F/2) tone pairs: the signs, the phases, their cosines
+    and sines, the tone masks and the products, float32). A scheme registered
+    elsewhere counts as analog."""
+    f, n = scenario.ofdm.num_subcarriers, int(num_values)
+    scheme = scenario.uplink.scheme
+    symbols = scheme_symbols_per_phase(scenario, n)
+    if scheme == "digital_ofdma":
+        return 14 * n
+    if scheme == "one_bit":
+        per = 2 if scenario.uplink.variant_values().get("one_bit_modulation") == "qpsk" else 1
+        return 4 * n + 28 * symbols * f * per
+    if scheme == "noncoherent_mv":
+        return 4 * n + 54 * symbols * (f // 2)
+    return 4 * n + 8 * symbols * f
+
+
+def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
+    """The parts of a round's peak memory (bytes) that grow with the scenario's
+    dimensions, measured against real runs one dimension at a time
+    (``benchmarks/memory_peak.py``, ``benchmarks/README.md``).
+
+    With K devices, K_S of them in the round's cohort (:func:`cohort_devices`), d
+    weights, n = the largest phase's values and N its OFDM symbols under
+    ``uplink.scheme`` (:func:`scheme_symbols_per_phase`), F subcarriers, N_r BS antennas:
+
+    - ``"device state"``: ``4 K d s``, the s per-device [K, d] float32 tables an
+      algorithm keeps across rounds for all K devices (SCAFFOLD's c_k: s = 1; FedSMOO's
+      mu_k and h_k: 2; FedGMT's h_k: 1; signSGD's e_k with error feedback: 1; the
+      others 0; from the shapes);
+    - ``"local step"``: ``4 K_S d c``, c float32 d-vectors per training device
+      (:func:`_vectors_per_device`);
+    - ``"uplink phase"``: ``K_S`` times the scheme's bytes per sender
+      (:func:`_uplink_bytes_per_sender`), plus ``8 N_r N F`` in the time domain (the
+      received [N, F] complex64 grid of every antenna, held until they are combined);
+    - ``"channel draw"`` (N_r > 1 only): ``64 K N_r F`` (the [K, N_r, F] channel: its
+      two float32 normal draws and complex64 value, the combiner's complex128
+      [F, K, N_r] copy and product, the effective channel's complex128 copy) plus, for
+      the ``centroid`` and ``maxmin`` combiners, ``32 F N_r^2`` (the complex128
+      projectors [F, N_r, N_r] and their eigenvectors).
+
+    The local step, the uplink phase and the channel draw happen one after another
+    (the arrays of one are freed before the next: measured, a scheme's arrays raise the
+    peak only where they outweigh the local step), the state is held throughout.
+    """
+    k, d, k_s = scenario.cell.num_devices, int(num_params), cohort_devices(scenario)
+    f, antennas = scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
+    n = max(uplink_phase_values(scenario, d).values())
+    uplink = k_s * _uplink_bytes_per_sender(scenario, n)
+    if scenario.ofdm.domain == "time":
+        uplink += 8 * antennas * scheme_symbols_per_phase(scenario, n) * f
+    channel = 0
+    if antennas > 1:
+        channel = 64 * k * antennas * f
+        if scenario.bs.combiner in ("centroid", "maxmin"):
+            channel += 32 * f * antennas ** 2
+    tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
+    return {"device state": 4 * k * d * tables,
+            "local step": 4 * k_s * d * _vectors_per_device(scenario),
+            "uplink phase": uplink, "channel draw": channel}
+
+
+def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
+    """A round's peak memory that grows with the scenario, in bytes: the devices' state
+    plus the largest of the local step, the uplink phase and the channel draw
+    (:func:`memory_parts`)::
+
+        4 K d s + max(4 K_S d c, K_S u + [8 N_r N F], 64 K N_r F + 32 F N_r^2)
+
+    with ``c`` float32 vectors of length d per training device: for ``bayes_aircomp``
     ``c = 4 + 2 M`` with the reparameterization estimator (local parameter, its
     gradient, the other local vector, the update, and M weight samples plus M noise
-    draws) and ``c = 4`` with the local reparameterization estimator (no weight
-    samples); ``c = 3`` for FedAvg-like algorithms (weights, gradient, update) and
-    ``c = 4`` for those with a second d-vector (SCAFFOLD, FedSMOO). Activations and
-    TensorFlow workspace are not included.
-
-    A BS with N_r > 1 antennas (``bs.num_antennas``) adds ``32 K N_r F``: the uplink
-    channel ``[K, N_r, F]`` complex64 as TensorFlow draws it, its NumPy copy, and the
-    combiner's complex128 work on it (``cosim/engine.py::Engine._draw_antennas``); in
-    the time domain (``ofdm.domain = "time"``) also ``8 N_r N (F + CP)``, one received
-    waveform per antenna (``phy/combiner.py::CombinedUplink``).
+    draws) and ``c = 4`` with the local reparameterization estimator; ``c = 3`` for
+    FedAvg-like algorithms (weights, gradient, update) and ``c = 4`` for those with a
+    second d-vector (SCAFFOLD, FedSMOO); ``u`` the uplink scheme's bytes per sender
+    (analog ``4 n + 8 N F``). The antenna, time-domain, cohort and scheme terms were
+    measured against real runs' peaks, one dimension at a time
+    (``benchmarks/memory_peak.py``); c and s follow the arrays' shapes (c overstates
+    the exact estimator: paper MNIST is estimated at 2.43 GiB, its whole process was
+    measured at 1.90 GiB). What does not grow with the scenario (TensorFlow's and
+    Numba's workspace, about 0.1 GiB in those runs, the dataset, activations) is not
+    included.
     """
-    k, d, c = scenario.cell.num_devices, int(num_params), _vectors_per_device(scenario)
-    f = scenario.ofdm.num_subcarriers
-    n = symbols_per_phase(max(uplink_phase_values(scenario, d).values()), f)
-    need = 4 * k * d * c + 8 * k * n * f
-    antennas = scenario.bs.num_antennas
-    if antennas > 1:
-        need += 32 * k * antennas * f
-        if scenario.ofdm.domain == "time":
-            need += 8 * antennas * n * (f + scenario.ofdm.cyclic_prefix_samples)
-    return need
+    parts = memory_parts(scenario, num_params)
+    return parts["device state"] + max(parts["local step"], parts["uplink phase"], parts["channel draw"])
 
 
 def available_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None:
@@ -154,11 +228,23 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
         keys.append(f"algorithm.mc_samples = {s.algorithm.mc_samples}")
     if s.bs.num_antennas > 1:
         keys.append(f"bs.num_antennas = {s.bs.num_antennas}")
+    if s.uplink.scheme != "analog":
+        keys.append(f"uplink.scheme = {s.uplink.scheme!r}")
     values = max(uplink_phase_values(s, num_params).values())
     f = s.ofdm.num_subcarriers
     if symbols_per_phase(values, f) * f > 2 * values:  # zero padding at least doubles the grid
         keys.append(f"ofdm.num_subcarriers = {f}")
     return keys
+
+
+def _memory_summary(scenario: Scenario, num_params: int) -> str:
+    """``"the largest of local step 2.43, uplink phase 0.52 GiB"``: the parts of
+    :func:`memory_parts` that are not 0, in GiB."""
+    parts = memory_parts(scenario, num_params)
+    stages = ", ".join(f"{name} {parts[name] / 2**30:,.2f}"
+                       for name in ("local step", "uplink phase", "channel draw") if parts[name])
+    state = parts["device state"]
+    return f"the largest of {stages} GiB" + (f", plus device state {state / 2**30:,.2f} GiB" if state else "")
 
 
 def check_resources(
@@ -203,9 +289,8 @@ def check_resources(
     if have is None or need <= have:
         return need
     problem = (
-        f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for one local step "
-        f"of all devices (d = {d:,} weights; 4 K d c + 8 K N F"
-        f"{' + 32 K N_r F' if scenario.bs.num_antennas > 1 else ''} bytes), more than the "
+        f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for a round "
+        f"(d = {d:,} weights; {_memory_summary(scenario, d)}), more than the "
         f"{have / 2**30:,.2f} GiB of memory available; lower one of these keys"
     )
     raise ScenarioTooLarge([problem], source if source is not None else repr(scenario.name),
@@ -247,8 +332,8 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
         f"  per round {uplink} uplink"
         + (f" + {downlink_symbols} downlink = {uplink + downlink_symbols} channel uses (OFDM symbols)"
            if downlink_symbols is not None else " channel uses (OFDM symbols) + the downlink's"),
-        f"  memory    ~{mem / 2**30:.2f} GiB for one local step of all devices "
-        "(4 K d c + 8 K N F bytes; see memory_estimate_bytes)",
+        f"  memory    ~{mem / 2**30:.2f} GiB for a round ({_memory_summary(s, d)}; "
+        "see memory_estimate_bytes)",
         f"  trace     {s.trace_path}",
     ]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ import pandas as pd
 from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.plots.style import RINGS, legend_below
+from cosim.printable import printable
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.trace import TraceError, read_trace
 
@@ -328,6 +329,13 @@ def _groups(frame: pd.DataFrame, axes: Sequence[str]) -> list[tuple[tuple, pd.Da
             for key, rows in frame.groupby(list(axes), sort=False, dropna=False)]
 
 
+def _shown(text: str) -> str:
+    """A study's own text (its ``[labels]``, its axis values) as a figure draws it:
+    control characters shown as escapes (:func:`cosim.printable.printable`, ``\\x1b``,
+    as the command line shows them) and a ``$`` as a dollar sign, never matplotlib math."""
+    return printable(text, keep="\n").replace("$", r"\$")
+
+
 def _combination_label(axes: Sequence[str], key: tuple,
                        labels: Mapping[str, str] | None = None,
                        only: Mapping[str, dict] | None = None) -> str:
@@ -338,7 +346,7 @@ def _combination_label(axes: Sequence[str], key: tuple,
     hidden = unswept({k: c for k, c in (only or {}).items()
                       if k in values and all(o in values for o in c)}, values)
     text = ", ".join(value_label(k, v, labels) for k, v in values.items() if k not in hidden)
-    return text.replace("$", r"\$") or "all runs"  # text, never matplotlib math
+    return _shown(text) or "all runs"
 
 
 def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
@@ -417,12 +425,12 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
             (line,) = ax.plot(mean.index, mean.values, marker="o",
                               label=_combination_label(others, key, labels, only))
             ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
-        ax.set_xlabel(axis_label(axis, labels))
+        ax.set_xlabel(_shown(axis_label(axis, labels)))
         when = "evaluation" if metric in FIGURE_METRICS else "round"
         ax.set_ylabel(f"{metric_label(metric)} at the last {when}")
         rounds = sorted(set(final["round"]))
         span = rounds[0] if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
-        ax.set_title(f"{metric_label(metric)} vs {axis_label(axis, labels)}\n"
+        ax.set_title(f"{metric_label(metric)} vs {_shown(axis_label(axis, labels))}\n"
                      f"mean over seeds (line), seeds (dots); round {span}")
         if others:
             legend_below(fig, ax.get_legend_handles_labels()[0], ncols=1)
@@ -519,8 +527,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     out = Path(out_dir)
     axes, runs = _runs(out)
     copy = _axes_only(out / STUDY_COPY)
-    # labels are text, never matplotlib math (as in `cosim plot`): a "$" is a dollar sign
-    labels = {key: text.replace("$", r"\$") for key, text in copy.labels.items()}
+    labels = copy.labels  # escaped where a figure draws them (_shown)
     only = copy.only
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)

@@ -80,27 +80,3 @@ def test_a_trace_name_longer_than_the_system_allows_is_one_line(tmp_path, capsys
 
     with pytest.raises(TraceError, match="File name too long"):
         check_trace_target(long_name)
-
-
-def test_the_memory_estimate_counts_the_bs_antennas():
-    """The issue's case: N_r antennas were left out (a scenario that could not fit was
-    estimated at ~0.00 GiB). The [K, N_r, F] channel adds 32 K N_r F bytes (its
-    TensorFlow draw, the NumPy copy, the combiner's complex128 work), the time domain
-    one received waveform per antenna, 8 N_r N (F + CP)."""
-    from cosim.scenario import ScenarioTooLarge, check_resources
-    from cosim.scenario.derived import memory_estimate_bytes, symbols_per_phase, uplink_phase_values
-
-    one = load_scenario(None, [])
-    many = load_scenario(None, ["bs.num_antennas=4096"])
-    d = 1000
-    k, f = one.cell.num_devices, one.ofdm.num_subcarriers
-    assert memory_estimate_bytes(many, d) - memory_estimate_bytes(one, d) == 32 * k * 4096 * f
-    with pytest.raises(ScenarioTooLarge, match=r"bs\.num_antennas = 4096"):
-        check_resources(many, d, available_bytes=memory_estimate_bytes(one, d) * 2)
-    time = load_scenario(None, ["bs.num_antennas=8", 'ofdm.domain="time"',
-                                "ofdm.cyclic_prefix_length=16"])
-    n = symbols_per_phase(max(uplink_phase_values(time, d).values()), f)
-    cp = time.ofdm.cyclic_prefix_samples
-    frequency = load_scenario(None, ["bs.num_antennas=8"])
-    assert (memory_estimate_bytes(time, d) - memory_estimate_bytes(frequency, d)
-            == 8 * 8 * n * (f + cp))
