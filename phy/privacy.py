@@ -111,7 +111,7 @@ def eavesdropper_path_gain(positions_m, distance_m: float, path_loss_exponent: f
 @dataclass(frozen=True)
 class UplinkPrivacy:
     """What the uplink traces and enforces of its privacy (the accounting is
-    ``cosim/privacy.py``'s; nothing here composes).
+    ``cosim/privacy/``'s; nothing here composes).
 
     Attributes
     ----------

@@ -134,7 +134,7 @@ def test_no_module_over_700_lines():
     assert long == {}
 
 
-COSIM_PACKAGES = ("scenario", "trace", "plots", "study")
+COSIM_PACKAGES = ("scenario", "trace", "plots", "study", "privacy")
 
 
 def test_cosim_packages_hold_their_modules():

@@ -336,7 +336,7 @@ class ParticipationConfig(_Section):
 
 class PrivacyConfig(_Section):
     """Differential privacy of the uplink as the receiver sees it (``phy/privacy.py``,
-    ``cosim/privacy.py``, ``docs/privacy.md``); the paper has none. Absent: no accounting
+    ``cosim/privacy/``, ``docs/privacy.md``); the paper has none. Absent: no accounting
     and the trace as without it."""
 
     delta: float = Field(1e-5, gt=0.0, lt=1.0)

@@ -1,4 +1,4 @@
-"""cosim/privacy.py: the accounting is the library's, and it equals the analytic figures."""
+"""cosim/privacy/accounting.py: the accounting is the library's, and it equals the analytic figures."""
 
 from __future__ import annotations
 

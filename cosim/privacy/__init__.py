@@ -1,0 +1,76 @@
+"""Differential privacy of the over-the-air sum (``docs/privacy.md``): the library's
+accounting (:mod:`.accounting`: a round's DP event, epsilon, the ledger) and a run's account
+and plan from its scenario (:mod:`.planning`). Both modules' names are re-exported here:
+``from cosim.privacy import PrivacyAccount``. NumPy, SciPy and ``dp-accounting``; no
+TensorFlow.
+"""
+
+from cosim.privacy.accounting import (
+    ACCOUNTANTS,
+    PLD_DISCRETIZATION,
+    PLD_MAX_EPSILON,
+    PLD_RELATIVE_DISCRETIZATION,
+    PrivacyLedger,
+    epsilon_of,
+    gaussian_epsilon,
+    phase_event,
+    pld_interval,
+    privacy_columns,
+    projected_epsilon,
+    round_event,
+)
+from cosim.privacy.planning import (
+    FLOOR_MARGIN,
+    PrivacyAccount,
+    Projection,
+    check_target,
+    eavesdropper_of,
+    expected_max_fading,
+    plan_artificial_noise,
+    plan_line,
+    plan_noise_floor,
+    plan_remaining_noise_floor,
+    project,
+    refuse_over_target,
+    refuse_spent_target,
+    resumed_noise_plan,
+    run_expected_epsilon,
+    spent_target_message,
+    stored_rounds,
+    unbounded_reason,
+    uplink_privacy,
+)
+
+__all__ = [
+    "ACCOUNTANTS",
+    "FLOOR_MARGIN",
+    "PLD_DISCRETIZATION",
+    "PLD_MAX_EPSILON",
+    "PLD_RELATIVE_DISCRETIZATION",
+    "PrivacyAccount",
+    "PrivacyLedger",
+    "Projection",
+    "check_target",
+    "eavesdropper_of",
+    "epsilon_of",
+    "expected_max_fading",
+    "gaussian_epsilon",
+    "phase_event",
+    "plan_artificial_noise",
+    "plan_line",
+    "plan_noise_floor",
+    "plan_remaining_noise_floor",
+    "pld_interval",
+    "privacy_columns",
+    "project",
+    "projected_epsilon",
+    "refuse_over_target",
+    "refuse_spent_target",
+    "resumed_noise_plan",
+    "round_event",
+    "run_expected_epsilon",
+    "spent_target_message",
+    "stored_rounds",
+    "unbounded_reason",
+    "uplink_privacy",
+]
