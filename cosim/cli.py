@@ -188,6 +188,8 @@ def _command(subparsers, name: str, help: str, epilog: str) -> argparse.Argument
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``cosim`` argument parser: ``--version`` and one subparser per command, in
+    the order ``cosim --help`` lists them (each added by its ``_add_*_parser``)."""
     parser = argparse.ArgumentParser(
         prog="cosim",
         description="Signal-level OFDM PHY co-simulation of Bayesian federated learning "
@@ -197,26 +199,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run_parser(sub)
+    _add_validate_parser(sub)
+    _add_inspect_parser(sub)
+    _add_verify_parser(sub)
+    _add_plot_parser(sub)
+    _add_study_parser(sub)
+    _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
+             EXAMPLES_SCENARIOS)
+    return parser
 
-    def scenario_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "scenario",
-            nargs="?",
-            default=None,
-            help="scenario TOML file, or the name of a shipped scenario (`cosim scenarios`; "
-            "default: the shipped quickstart scenario)",
-        )
-        p.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY.PATH=VALUE",
-            help="override one scenario key (TOML value syntax); repeatable",
-        )
 
+def _add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """The scenario positional and ``--set`` of ``run`` and ``validate``."""
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help="scenario TOML file, or the name of a shipped scenario (`cosim scenarios`; "
+        "default: the shipped quickstart scenario)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override one scenario key (TOML value syntax); repeatable",
+    )
+
+
+def _add_run_parser(sub) -> None:
+    """``cosim run``: a scenario, ``--set``, ``--resume`` | ``--overwrite`` and the
+    run's switches."""
     run = _command(sub, "run", "run a scenario and write its HDF5 trace and figures", EXAMPLES_RUN)
-    scenario_args(run)
+    _add_scenario_args(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--resume",
@@ -240,18 +257,31 @@ def _parser() -> argparse.ArgumentParser:
         "(`tensorboard --logdir DIR`; the trace stays the record)",
     )
 
+
+def _add_validate_parser(sub) -> None:
+    """``cosim validate``: a scenario (or a study) and ``--set``."""
     validate = _command(
         sub, "validate",
         "check a scenario (or a study) and print what it implies and costs", EXAMPLES_VALIDATE)
-    scenario_args(validate)
+    _add_scenario_args(validate)
 
+
+def _add_inspect_parser(sub) -> None:
+    """``cosim inspect``: one trace."""
     inspect = _command(sub, "inspect", "summarise a trace", EXAMPLES_INSPECT)
     inspect.add_argument("trace", help="HDF5 trace written by `cosim run`")
 
+
+def _add_verify_parser(sub) -> None:
+    """``cosim verify``: traces or study directories."""
     verify = _command(sub, "verify", "check that traces are whole (checksums, rounds)",
                       EXAMPLES_VERIFY)
     verify.add_argument("paths", nargs="+", help="traces or study directories")
 
+
+def _add_plot_parser(sub) -> None:
+    """``cosim plot``: traces, ``--out``, ``--labels``, ``--x``, ``--format``, ``--dpi``
+    and ``--size``."""
     plot = _command(
         sub, "plot",
         "draw the paper's kinds of figure from one or more traces", EXAMPLES_PLOT)
@@ -293,6 +323,9 @@ def _parser() -> argparse.ArgumentParser:
         "the cell map's square panels are W by W)",
     )
 
+
+def _add_study_parser(sub) -> None:
+    """``cosim study run | report | compact``, each with its own arguments."""
     study = _command(
         sub, "study",
         "run many scenarios (an axis product x seeds) in worker processes or as Ray tasks, "
@@ -330,10 +363,6 @@ def _parser() -> argparse.ArgumentParser:
         "drop the resume checkpoint of every finished run of a study directory (frees most "
         "of its disk; those runs can be reported, no longer extended)", EXAMPLES_STUDY)
     study_compact.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
-
-    _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
-             EXAMPLES_SCENARIOS)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
