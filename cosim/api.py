@@ -257,6 +257,32 @@ def run(
     ValueError
         ``resume`` without ``trace_path``.
     """
+    scenario, trace_path, made = _scenario_and_trace_path(scenario, overrides, trace_path,
+                                                          resume=resume)
+    try:
+        scenario, summary = _run_at(scenario, trace_path, resume=resume, overwrite=overwrite,
+                                    progress=progress, stop_on_divergence=stop_on_divergence)
+    except BaseException:
+        if made is not None:
+            try:
+                made.rmdir()  # only when empty: a trace it holds stays
+            except OSError:
+                pass
+        raise
+    frames = to_pandas(summary.trace_path)
+    return RunResult(trace_path=frames.trace_path, rounds=frames.rounds,
+                     per_device=frames.per_device, devices=frames.devices, scenario=scenario,
+                     diverged=summary.diverged, wall_s=summary.wall_s)
+
+
+def _scenario_and_trace_path(
+    scenario: Scenario | str | Path | None, overrides: Overrides | None,
+    trace_path: str | Path | None, *, resume: bool,
+) -> tuple[Scenario, str | Path, Path | None]:
+    """:func:`run`'s arguments checked: the validated scenario (overrides applied), the
+    trace's path and the temporary directory made for it (None when ``trace_path`` is
+    given). Raises ``ScenarioError`` for an invalid scenario, ``ValueError`` for
+    ``resume`` without ``trace_path``; nothing is made then."""
     if isinstance(scenario, Scenario):
         scenario = with_overrides(scenario, overrides or {})
     else:
@@ -267,33 +293,23 @@ def run(
             raise ValueError("resume=True needs trace_path, the trace to continue")
         made = Path(tempfile.mkdtemp(prefix=f"cosim-{scenario.name}-"))
         trace_path = made / f"{scenario.name}-seed{scenario.seed}.h5"
-    try:
-        template = str(Path(trace_path).expanduser()).replace("{", "{{").replace("}", "}}")
-        scenario = with_overrides(scenario, {"trace.path": template})
-        check_resources(scenario, source=repr(scenario.name))
+    return scenario, trace_path, made
 
-        import_for_command()  # the command's environment, unless TensorFlow is loaded
-        from cosim.run import run_scenario  # the engine: TensorFlow, learning, phy
 
-        summary = run_scenario(scenario, resume=resume, overwrite=overwrite, progress=progress,
-                               stop_on_divergence=stop_on_divergence)
-    except BaseException:
-        if made is not None:
-            try:
-                made.rmdir()  # only when empty: a trace it holds stays
-            except OSError:
-                pass
-        raise
-    frames = to_pandas(summary.trace_path)
-    return RunResult(
-        trace_path=frames.trace_path,
-        rounds=frames.rounds,
-        per_device=frames.per_device,
-        devices=frames.devices,
-        scenario=scenario,
-        diverged=summary.diverged,
-        wall_s=summary.wall_s,
-    )
+def _run_at(scenario: Scenario, trace_path: str | Path, **options):
+    """Run ``scenario`` with its ``trace.path`` set to ``trace_path`` (braces escaped, so
+    the path is taken as written), after :func:`cosim.scenario.check_resources`, with
+    :func:`cosim.run.run_scenario` and ``options`` (``resume``, ``overwrite``,
+    ``progress``, ``stop_on_divergence``); ``(scenario that ran, run summary)``.
+    TensorFlow and the engine are imported here."""
+    template = str(Path(trace_path).expanduser()).replace("{", "{{").replace("}", "}}")
+    scenario = with_overrides(scenario, {"trace.path": template})
+    check_resources(scenario, source=repr(scenario.name))
+
+    import_for_command()  # the command's environment, unless TensorFlow is loaded
+    from cosim.run import run_scenario  # the engine: TensorFlow, learning, phy
+
+    return scenario, run_scenario(scenario, **options)
 
 
 # --------------------------------------------------------------------------- frames

@@ -188,6 +188,8 @@ def _command(subparsers, name: str, help: str, epilog: str) -> argparse.Argument
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``cosim`` argument parser: ``--version`` and one subparser per command, in
+    the order ``cosim --help`` lists them (each added by its ``_add_*_parser``)."""
     parser = argparse.ArgumentParser(
         prog="cosim",
         description="Signal-level OFDM PHY co-simulation of Bayesian federated learning "
@@ -197,26 +199,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run_parser(sub)
+    _add_validate_parser(sub)
+    _add_inspect_parser(sub)
+    _add_verify_parser(sub)
+    _add_plot_parser(sub)
+    _add_study_parser(sub)
+    _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
+             EXAMPLES_SCENARIOS)
+    return parser
 
-    def scenario_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "scenario",
-            nargs="?",
-            default=None,
-            help="scenario TOML file, or the name of a shipped scenario (`cosim scenarios`; "
-            "default: the shipped quickstart scenario)",
-        )
-        p.add_argument(
-            "--set",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY.PATH=VALUE",
-            help="override one scenario key (TOML value syntax); repeatable",
-        )
 
+def _add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """The scenario positional and ``--set`` of ``run`` and ``validate``."""
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help="scenario TOML file, or the name of a shipped scenario (`cosim scenarios`; "
+        "default: the shipped quickstart scenario)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override one scenario key (TOML value syntax); repeatable",
+    )
+
+
+def _add_run_parser(sub) -> None:
+    """``cosim run``: a scenario, ``--set``, ``--resume`` | ``--overwrite`` and the
+    run's switches."""
     run = _command(sub, "run", "run a scenario and write its HDF5 trace and figures", EXAMPLES_RUN)
-    scenario_args(run)
+    _add_scenario_args(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--resume",
@@ -240,18 +257,31 @@ def _parser() -> argparse.ArgumentParser:
         "(`tensorboard --logdir DIR`; the trace stays the record)",
     )
 
+
+def _add_validate_parser(sub) -> None:
+    """``cosim validate``: a scenario (or a study) and ``--set``."""
     validate = _command(
         sub, "validate",
         "check a scenario (or a study) and print what it implies and costs", EXAMPLES_VALIDATE)
-    scenario_args(validate)
+    _add_scenario_args(validate)
 
+
+def _add_inspect_parser(sub) -> None:
+    """``cosim inspect``: one trace."""
     inspect = _command(sub, "inspect", "summarise a trace", EXAMPLES_INSPECT)
     inspect.add_argument("trace", help="HDF5 trace written by `cosim run`")
 
+
+def _add_verify_parser(sub) -> None:
+    """``cosim verify``: traces or study directories."""
     verify = _command(sub, "verify", "check that traces are whole (checksums, rounds)",
                       EXAMPLES_VERIFY)
     verify.add_argument("paths", nargs="+", help="traces or study directories")
 
+
+def _add_plot_parser(sub) -> None:
+    """``cosim plot``: traces, ``--out``, ``--labels``, ``--x``, ``--format``, ``--dpi``
+    and ``--size``."""
     plot = _command(
         sub, "plot",
         "draw the paper's kinds of figure from one or more traces", EXAMPLES_PLOT)
@@ -293,6 +323,9 @@ def _parser() -> argparse.ArgumentParser:
         "the cell map's square panels are W by W)",
     )
 
+
+def _add_study_parser(sub) -> None:
+    """``cosim study run | report | compact``, each with its own arguments."""
     study = _command(
         sub, "study",
         "run many scenarios (an axis product x seeds) in worker processes or as Ray tasks, "
@@ -331,10 +364,6 @@ def _parser() -> argparse.ArgumentParser:
         "of its disk; those runs can be reported, no longer extended)", EXAMPLES_STUDY)
     study_compact.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
 
-    _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
-             EXAMPLES_SCENARIOS)
-    return parser
-
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cosim`` command line ``argv`` (default: ``sys.argv[1:]``); the exit status.
@@ -355,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run its command; a bad input's one line (exit 2), an interrupt's
+    (exit 130) or a closed stdout's silence (exit 0) instead of a traceback."""
     args = _parser().parse_args(argv)
     if args.command is None:
         _parser().print_help()
@@ -372,79 +403,7 @@ def _main(argv: list[str] | None) -> int:
         errors = (ScenarioError, UsageError)
 
     try:
-        if args.command == "run":
-            from cosim.run import run_command
-
-            return run_command(
-                args.scenario,
-                args.overrides,
-                resume=args.resume,
-                overwrite=args.overwrite,
-                plots=not args.no_plots,
-                stop_on_divergence=not args.continue_on_divergence,
-                tensorboard_dir=args.tensorboard,
-            )
-        if args.command == "validate":
-            return validate_command(args.scenario, args.overrides)
-        if args.command == "scenarios":
-            return scenarios_command()
-        if args.command == "study":
-            return study_command(args)
-        if args.command == "verify":
-            from cosim.trace.verify import verify_paths
-
-            verdicts = verify_paths(args.paths)
-            for verdict in verdicts:
-                print(verdict.line(), file=sys.stdout if verdict.state == "ok" else sys.stderr)
-            states = {v.state for v in verdicts}
-            if states & {"damaged", "unreadable", "not a trace"}:
-                return EXIT_USAGE
-            return EXIT_FAILED if "incomplete" in states else EXIT_OK
-        if args.command == "inspect":
-            from cosim.health import health_section
-            from cosim.trace import TraceError, read_trace, summarize
-
-            try:
-                data = read_trace(_existing(args.trace))
-                text = summarize(data.path) + health_section(data)
-            except TraceError as error:
-                raise UsageError(str(error)) from None
-            print(text)
-            return EXIT_OK
-        if args.command == "plot":
-            from cosim import plots
-            from cosim.trace import TraceError
-
-            traces = [_existing(p) for p in args.traces]
-            if args.labels is not None and len(args.labels) != len(traces):
-                raise UsageError(
-                    f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
-                )
-
-            try:  # --dpi beyond plots.MAX_DPI, --size beyond plots.MAX_PANEL_IN
-                options = plots.FigureOptions(
-                    formats=tuple(f for group in args.formats or [plots.DEFAULT_FORMATS] for f in group),
-                    dpi=args.dpi or plots.DEFAULT_DPI,
-                    panel_size_in=args.size or plots.DEFAULT_PANEL_SIZE_IN,
-                )
-            except ValueError as error:
-                raise UsageError(str(error)) from None
-
-            def note(text: str) -> None:
-                print(f"cosim plot: {text}", file=sys.stderr)
-
-            try:  # all or nothing: a bad trace leaves no output directory
-                written = plots.plot_traces(
-                    traces, Path(args.out), labels=args.labels,
-                    x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
-                    formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
-                    note=note,
-                )
-            except (TraceError, plots.PlotError) as error:
-                raise UsageError(str(error)) from None
-            for path in written:
-                print(path)
-            return EXIT_OK
+        return _dispatch(args)
     except errors as error:
         print(f"cosim {args.command}: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -454,7 +413,106 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:  # the reader went away (`cosim scenarios | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command ``args.command`` names with its parsed arguments; its exit status.
+    Bad input raises :class:`UsageError` (or a ``ScenarioError``) for :func:`_main`."""
+    if args.command == "run":
+        from cosim.run import run_command
+
+        return run_command(
+            args.scenario,
+            args.overrides,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            plots=not args.no_plots,
+            stop_on_divergence=not args.continue_on_divergence,
+            tensorboard_dir=args.tensorboard,
+        )
+    if args.command == "validate":
+        return validate_command(args.scenario, args.overrides)
+    if args.command == "scenarios":
+        return scenarios_command()
+    if args.command == "study":
+        return study_command(args)
+    if args.command == "verify":
+        return verify_command(args.paths)
+    if args.command == "inspect":
+        return inspect_command(args.trace)
+    if args.command == "plot":
+        return plot_command(args)
     return EXIT_USAGE
+
+
+def verify_command(paths: list[str]) -> int:
+    """``cosim verify``: one verdict line per trace (:func:`cosim.trace.verify.verify_paths`;
+    ok on stdout, the others on stderr); 0 all ok, 1 some incomplete (none damaged), 2
+    some damaged, unreadable or not a trace."""
+    from cosim.trace.verify import verify_paths
+
+    verdicts = verify_paths(paths)
+    for verdict in verdicts:
+        print(verdict.line(), file=sys.stdout if verdict.state == "ok" else sys.stderr)
+    states = {v.state for v in verdicts}
+    if states & {"damaged", "unreadable", "not a trace"}:
+        return EXIT_USAGE
+    return EXIT_FAILED if "incomplete" in states else EXIT_OK
+
+
+def inspect_command(trace: str) -> int:
+    """``cosim inspect``: print the trace's summary and health section
+    (:func:`cosim.trace.summarize`, :func:`cosim.health.health_section`); a missing or
+    unreadable trace raises :class:`UsageError`."""
+    from cosim.health import health_section
+    from cosim.trace import TraceError, read_trace, summarize
+
+    try:
+        data = read_trace(_existing(trace))
+        text = summarize(data.path) + health_section(data)
+    except TraceError as error:
+        raise UsageError(str(error)) from None
+    print(text)
+    return EXIT_OK
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """``cosim plot``: draw the figures of ``args.traces`` into ``args.out``
+    (:func:`cosim.plots.plot_traces`), print each file's path; all or nothing: a bad
+    trace or option raises :class:`UsageError` and leaves no output directory."""
+    from cosim import plots
+    from cosim.trace import TraceError
+
+    traces = [_existing(p) for p in args.traces]
+    if args.labels is not None and len(args.labels) != len(traces):
+        raise UsageError(
+            f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
+        )
+
+    try:  # --dpi beyond plots.MAX_DPI, --size beyond plots.MAX_PANEL_IN
+        options = plots.FigureOptions(
+            formats=tuple(f for group in args.formats or [plots.DEFAULT_FORMATS] for f in group),
+            dpi=args.dpi or plots.DEFAULT_DPI,
+            panel_size_in=args.size or plots.DEFAULT_PANEL_SIZE_IN,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+    def note(text: str) -> None:
+        print(f"cosim plot: {text}", file=sys.stderr)
+
+    try:  # all or nothing: a bad trace leaves no output directory
+        written = plots.plot_traces(
+            traces, Path(args.out), labels=args.labels,
+            x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
+            formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
+            note=note,
+        )
+    except (TraceError, plots.PlotError) as error:
+        raise UsageError(str(error)) from None
+    for path in written:
+        print(path)
+    return EXIT_OK
 
 
 def validate_command(scenario_file: str | None, overrides: list[str]) -> int:

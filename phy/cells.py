@@ -276,6 +276,9 @@ class SystemLevelCell:
         if force_los is not None and not isinstance(force_los, bool | np.bool_):
             raise ValueError(f"force_los must be None, True or False, got {force_los!r}")
         positions = _check_positions(positions_m)
+        if isinstance(num_bs_antennas, bool) or not isinstance(num_bs_antennas, int | np.integer) \
+                or num_bs_antennas < 1:
+            raise ValueError(f"num_bs_antennas must be an integer >= 1, got {num_bs_antennas!r}")
 
         self.model = model
         self.carrier_frequency_hz = carrier_frequency_hz
@@ -283,31 +286,57 @@ class SystemLevelCell:
         self.bs_height_m = bs_height_m
         self.ut_height_m = ut_height_m
         self.indoor_probability = float(indoor_probability)
-        num_devices = positions.shape[0]
+        self.num_bs_antennas = int(num_bs_antennas)
+        self._scenario, self._channel = self._sionna_channel()
+        indoor, path_loss_db, shadow_fading = self._draw_large_scale(positions, seed, force_los)
+        self._keep_large_scale(positions, indoor, path_loss_db, shadow_fading)
 
+        self._amplitude = tf.constant(np.sqrt(self.path_gain)[:, None], tf.complex64)
+        self._frequencies = subcarrier_frequencies(
+            self.num_subcarriers, subcarrier_spacing_hz, precision="single"
+        )
+
+    def _sionna_channel(self):
+        """Sionna's TR 38.901 scenario of :attr:`model` (uplink, path loss and shadow
+        fading off: the cell applies its own, drawn once) with its antennas, and the
+        ``SystemLevelChannel`` over it; ``(scenario, channel)``."""
         antenna = Antenna(
             polarization="single", polarization_type="V", antenna_pattern="omni",
-            carrier_frequency=carrier_frequency_hz, precision="single",
+            carrier_frequency=self.carrier_frequency_hz, precision="single",
         )
-        if isinstance(num_bs_antennas, bool) or not isinstance(num_bs_antennas, int | np.integer) \
-                or num_bs_antennas < 1:
-            raise ValueError(f"num_bs_antennas must be an integer >= 1, got {num_bs_antennas!r}")
-        self.num_bs_antennas = int(num_bs_antennas)
         bs_array = antenna if self.num_bs_antennas == 1 else PanelArray(
             num_rows_per_panel=1, num_cols_per_panel=self.num_bs_antennas, polarization="single",
-            polarization_type="V", antenna_pattern="omni", carrier_frequency=carrier_frequency_hz,
-            precision="single")
+            polarization_type="V", antenna_pattern="omni",
+            carrier_frequency=self.carrier_frequency_hz, precision="single")
         scenario_args = dict(
-            carrier_frequency=carrier_frequency_hz, ut_array=antenna, bs_array=bs_array,
+            carrier_frequency=self.carrier_frequency_hz, ut_array=antenna, bs_array=bs_array,
             direction="uplink", enable_pathloss=False, enable_shadow_fading=False,
             precision="single",
         )
-        if model != "rma":  # RMa has the low-loss O2I model built in
+        if self.model != "rma":  # RMa has the low-loss O2I model built in
             scenario_args["o2i_model"] = "low"
-        self._scenario = _SCENARIOS[model](**scenario_args)
-        self._channel = SystemLevelChannel(self._scenario, always_generate_lsp=False)
+        scenario = _SCENARIOS[self.model](**scenario_args)
+        return scenario, SystemLevelChannel(scenario, always_generate_lsp=False)
 
-        ut_loc = np.concatenate([positions, np.full((num_devices, 1), ut_height_m)], axis=1)
+    def _draw_large_scale(self, positions: np.ndarray, seed: tf.Tensor,
+                          force_los: bool | None) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Set the topology (device k at ``(x_k, y_k, ut_height_m)``, the BS at the
+        origin) and draw, from ``seed``, the indoor and LoS states, the LSPs and the
+        path loss with its O2I loss, once.
+
+        Input
+        -----
+        positions : [K, 2], float64
+        seed : [2], tf.int32
+
+        Output
+        ------
+        indoor : [1, K], tf.bool
+        path_loss_db : [1, 1, K], tf.float32
+        shadow_fading : [1, 1, K], tf.float32, linear (Sionna's SF LSP)
+        """
+        num_devices = positions.shape[0]
+        ut_loc = np.concatenate([positions, np.full((num_devices, 1), self.ut_height_m)], axis=1)
         zeros_ut = tf.zeros([1, num_devices, 3], tf.float32)
         with sionna_rng_seeded(seed):
             indoor = (
@@ -316,7 +345,7 @@ class SystemLevelCell:
             )
             self._channel.set_topology(
                 ut_loc=tf.constant(ut_loc[None], tf.float32),
-                bs_loc=tf.constant([[[0.0, 0.0, bs_height_m]]], tf.float32),
+                bs_loc=tf.constant([[[0.0, 0.0, self.bs_height_m]]], tf.float32),
                 ut_orientations=zeros_ut,
                 bs_orientations=tf.zeros([1, 1, 3], tf.float32),
                 ut_velocities=zeros_ut,
@@ -327,10 +356,19 @@ class SystemLevelCell:
             path_loss_db = LSPGenerator(self._scenario).sample_pathloss()
         # The SF LSP of Sionna's own draw, [batch 1, BS 1, K], linear.
         shadow_fading = self._channel._lsp.sf
+        return indoor, path_loss_db, shadow_fading
 
+    def _keep_large_scale(self, positions: np.ndarray, indoor: tf.Tensor,
+                          path_loss_db: tf.Tensor, shadow_fading: tf.Tensor) -> None:
+        """Store the geometry and the large-scale draw of :meth:`_draw_large_scale` as the
+        read-only ``[K]`` attributes of the class docstring (``positions_m``,
+        ``distances_m``, ``distances_3d_m``, ``los``, ``indoor``, ``path_loss_db``,
+        ``shadow_fading_db``, ``path_gain``); ``ValueError`` when the draw is not finite
+        (devices too close to each other)."""
+        num_devices = positions.shape[0]
         self.positions_m = positions
         self.distances_m = np.hypot(positions[:, 0], positions[:, 1])
-        self.distances_3d_m = np.hypot(self.distances_m, bs_height_m - ut_height_m)
+        self.distances_3d_m = np.hypot(self.distances_m, self.bs_height_m - self.ut_height_m)
         self.los = np.reshape(self._scenario.los.numpy(), [num_devices])
         self.indoor = np.reshape(indoor.numpy(), [num_devices])
         self.path_loss_db = np.reshape(path_loss_db.numpy(), [num_devices]).astype(np.float64)
@@ -347,11 +385,6 @@ class SystemLevelCell:
         for array in (self.positions_m, self.distances_m, self.distances_3d_m, self.los,
                       self.indoor, self.path_loss_db, self.shadow_fading_db, self.path_gain):
             array.flags.writeable = False
-
-        self._amplitude = tf.constant(np.sqrt(self.path_gain)[:, None], tf.complex64)
-        self._frequencies = subcarrier_frequencies(
-            self.num_subcarriers, subcarrier_spacing_hz, precision="single"
-        )
 
     @property
     def num_devices(self) -> int:

@@ -269,12 +269,31 @@ def maxmin(h, *, tolerance: float = MAXMIN_TOLERANCE, max_iterations: int = MAXM
     if int(max_iterations) < 2:
         raise ValueError(f"max_iterations must be >= 2, got {max_iterations!r}")
     per_f = _per_subcarrier(h)
-    num_f, num_k, num_n = per_f.shape
     scale = np.max(np.sum(np.abs(per_f) ** 2, axis=2), axis=1)  # [F] strongest ||h||^2
     scale = np.where(scale > 0, scale, 1.0)
     hs = per_f / np.sqrt(scale)[:, None, None]  # gains in [0, 1]
-    hs_h = np.conj(np.swapaxes(hs, 1, 2))  # [F, N, K]
+    bound, best, average = _maxmin_dual(hs, dual_iterations)  # step 1
+    candidates = _maxmin_candidates(hs, best, average, num_random, seed)  # step 2
+    m = _maxmin_refine(hs, candidates, num_starts, max_iterations, tolerance)  # step 3
+    return m.T, _min_gain(per_f, m), bound * scale
 
+
+def _maxmin_dual(hs: np.ndarray, dual_iterations: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 1 of :func:`maxmin`: the relaxation's dual by exponentiated-gradient mirror
+    descent from uniform weights, starting from the ``centroid``.
+
+    Input
+    -----
+    hs : [F, K, N_r], complex128, scaled so that the strongest gain is 1
+
+    Output
+    ------
+    bound : [F], float64, ``U_f`` (of the scaled channel)
+    best : [F, N_r], complex128, the best of the centroid and every principal eigenvector seen
+    average : [F, N_r, N_r], complex128, the mean of the ``v v^H``: ``M_f``
+    """
+    num_f, num_k, num_n = hs.shape
+    hs_h = np.conj(np.swapaxes(hs, 1, 2))  # [F, N, K]
     bound = np.full(num_f, np.inf)
     best = _centroid(hs)
     best_value = _min_gain(hs, best)
@@ -295,18 +314,54 @@ def maxmin(h, *, tolerance: float = MAXMIN_TOLERANCE, max_iterations: int = MAXM
         w = np.exp(logw)
         w /= np.sum(w, axis=1, keepdims=True)
     average /= dual_iterations
+    return bound, best, average
 
+
+def _maxmin_candidates(hs: np.ndarray, best: np.ndarray, average: np.ndarray,
+                       num_random: int, seed: int) -> np.ndarray:
+    """Step 2 of :func:`maxmin`: the best vector of step 1, every device's MRC direction
+    and ``num_random`` draws ``CN(0, M_f)`` from ``seed`` (normalised).
+
+    Input
+    -----
+    hs : [F, K, N_r], complex128
+    best : [F, N_r], complex128
+    average : [F, N_r, N_r], complex128, ``M_f``
+
+    Output
+    ------
+    candidates : [F, N_r, 1 + K + num_random], complex128
+    """
+    num_f, num_k, num_n = hs.shape
     rng = np.random.default_rng(seed)
     values, vectors = np.linalg.eigh(average)
     root = vectors * np.sqrt(np.maximum(values, 0.0))[:, None, :]  # M = root root^H
     draws = (rng.standard_normal((num_n, num_random))
              + 1j * rng.standard_normal((num_n, num_random))) / np.sqrt(2.0)
-    candidates = np.concatenate([
+    return np.concatenate([
         best[:, :, None],
         np.swapaxes(_normalise(hs.reshape(-1, num_n)).reshape(num_f, num_k, num_n), 1, 2),
         np.swapaxes(_normalise(np.swapaxes(root @ draws, 1, 2).reshape(-1, num_n)).reshape(
             num_f, num_random, num_n), 1, 2),
     ], axis=2)  # [F, N, C]
+
+
+def _maxmin_refine(hs: np.ndarray, candidates: np.ndarray, num_starts: int,
+                   max_iterations: int, tolerance: float) -> np.ndarray:
+    """Step 3 of :func:`maxmin`: the ``num_starts`` best candidates by their min gain,
+    each refined by :func:`_ascend`; the best result per subcarrier, normalised with its
+    phase fixed.
+
+    Input
+    -----
+    hs : [F, K, N_r], complex128
+    candidates : [F, N_r, C], complex128
+
+    Output
+    ------
+    m : [F, N_r], complex128, unit-norm rows
+    """
+    num_f, _, num_n = hs.shape
     worst = np.min(_gains_of(hs, candidates), axis=1)  # [F, C]
     starts = min(int(num_starts), candidates.shape[2])
     order = np.argsort(-worst, axis=1, kind="stable")[:, :starts]
@@ -317,8 +372,7 @@ def maxmin(h, *, tolerance: float = MAXMIN_TOLERANCE, max_iterations: int = MAXM
                                      int(max_iterations), tolerance)
     pick = np.argmax(refined_value.reshape(num_f, starts), axis=1)
     m = refined.reshape(num_f, starts, num_n)[np.arange(num_f), pick]
-    m = _fix_phase(_normalise(m))
-    return m.T, _min_gain(per_f, m), bound * scale
+    return _fix_phase(_normalise(m))
 
 
 class ReceiveCombiner:

@@ -8,11 +8,15 @@ dependency), and the module graph is checked:
 * ``cosim.cli`` sits on top: no other module imports it;
 * the layers: ``native`` imports none of the three, ``phy`` and ``learning`` never
   import each other nor ``cosim``.
+
+And the size of what they hold: no module over 700 lines, no function over 80 lines
+(Numba kernels aside) but the at most three ``docs/architecture.md`` names.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,3 +166,79 @@ def _private_imports_across_packages() -> list[str]:
 def test_private_names_stay_inside_their_package():
     """No module outside ``cosim.trace`` (say) imports a ``_name`` of it."""
     assert _private_imports_across_packages() == []
+
+
+LONG_FUNCTIONS = ("phy/aircomp.py::chain", "phy/aircomp.py::aggregate")
+"""The functions allowed over :data:`MAX_FUNCTION_LINES` (at most three), each named
+with its reason in ``docs/architecture.md`` (section "One round")."""
+MAX_FUNCTION_LINES = 80
+NUMBA_DECORATORS = {"njit", "jit", "vectorize", "guvectorize", "cfunc", "stencil"}
+
+
+def _is_numba_kernel(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Decorated ``@njit``, ``@numba.njit(...)``, ``@nb.jit`` and the like."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = ast.unparse(target)
+        if name.split(".")[-1] in NUMBA_DECORATORS or name.startswith(("numba.", "nb.")):
+            return True
+    return False
+
+
+def _functions(node: ast.AST, prefix: str = ""):
+    """``(Class.function, node)`` of every function, method and nested function under
+    ``node``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{child.name}", child
+            yield from _functions(child, f"{prefix}{child.name}.")
+        elif isinstance(child, ast.ClassDef):
+            yield from _functions(child, f"{prefix}{child.name}.")
+        else:
+            yield from _functions(child, prefix)
+
+
+def _long_functions() -> dict[str, int]:
+    """``path::Class.function`` -> lines (``def`` to its end, docstring included) of
+    every function of the four packages over :data:`MAX_FUNCTION_LINES`, Numba kernels
+    left out."""
+    found = {}
+    for path in sorted(_modules().values()):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for name, node in _functions(tree):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES and not _is_numba_kernel(node):
+                found[f"{path.relative_to(ROOT).as_posix()}::{name}"] = lines
+    return found
+
+
+def _documented_long_functions() -> dict[str, int]:
+    """The functions (and their line counts) the paragraph of ``docs/architecture.md``
+    that begins "Functions above 80 lines" names: ```path::name` (N``."""
+    text = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    start = text.index(f"Functions above {MAX_FUNCTION_LINES} lines")
+    paragraph = text[start:text.index("##", start)]
+    return {name: int(lines) for name, lines in re.findall(r"`([\w/]+\.py::[\w.]+)` \((\d+)", paragraph)}
+
+
+def test_no_function_over_80_lines_but_the_documented_ones():
+    """Functions stay short: none of the four packages' functions over 80 lines (Numba
+    kernels aside) except the at most three of :data:`LONG_FUNCTIONS`, which are the
+    ones ``docs/architecture.md`` names with their reason, with their true lengths."""
+    assert len(LONG_FUNCTIONS) <= 3
+    found = _long_functions()
+    assert set(found) == set(LONG_FUNCTIONS), (
+        f"over {MAX_FUNCTION_LINES} lines: {found}; split them, or name at most three in "
+        "LONG_FUNCTIONS and in docs/architecture.md with the reason")
+    assert _documented_long_functions() == found, (
+        "docs/architecture.md (section 'One round') names other functions or line counts")
+
+
+def test_the_line_count_sees_numba_kernels_and_methods():
+    source = ("import numba\nfrom numba import njit\n"
+              "@numba.njit(cache=True)\ndef kernel(): pass\n@njit\ndef bare(): pass\n"
+              "@staticmethod\ndef plain(): pass\n")
+    kernels = {name: _is_numba_kernel(node) for name, node in _functions(ast.parse(source))}
+    assert kernels == {"kernel": True, "bare": True, "plain": False}
+    nested = "class A:\n    def f(self):\n        def g(): pass\n"
+    assert [name for name, _ in _functions(ast.parse(nested))] == ["A.f", "A.f.g"]

@@ -265,40 +265,70 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
     text = path.read_text(encoding="utf-8")
     problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
                 for key in data if key not in _TOP_KEYS]
-
-    scenario = data.get("scenario")
     resolved = ""
-    if not resolve_scenario:
-        pass
-    elif not isinstance(scenario, str) or not scenario:
+    if resolve_scenario:
+        resolved = _resolve_scenario(data.get("scenario"), path, problems)
+    seeds = _checked_seeds(data.get("seeds"), problems)
+    overrides, axes = _checked_set_and_axes(data.get("set", {}), data.get("axes", {}), problems)
+    only = data.get("only", {})
+    problems += _only_problems(only, axes)
+    labels = _checked_labels(data.get("labels", {}), axes, problems)
+    cpus = _checked_resources(data.get("resources", {}), problems)
+    if problems:
+        raise StudyError(problems, source)
+    study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
+                  set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
+                  cpus_per_run=cpus, labels=dict(labels),
+                  only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
+                  text=text)
+    if validate:
+        study.points()
+    return study
+
+
+def _resolve_scenario(scenario: Any, path: Path, problems: list[str]) -> str:
+    """The study's ``scenario`` as a file path: relative to the study file's directory,
+    else a shipped scenario's name; ``""`` with a line appended to ``problems`` when it
+    is neither."""
+    if not isinstance(scenario, str) or not scenario:
         problems.append(f"scenario: must be a scenario file or a shipped scenario name "
                         f"(got {scenario!r})")
+        return ""
+    candidate = (path.parent / scenario).resolve()
+    if candidate.is_file():
+        return str(candidate)
+    if shipped_scenario_path(scenario) is not None:
+        return str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
+    if candidate.exists() or "/" in scenario or scenario.endswith(".toml"):
+        problems.append(f"scenario: {scenario!r} is not a scenario file (it resolves to "
+                        f"{candidate}, which is {_what(candidate)})")
     else:
-        candidate = (path.parent / scenario).resolve()
-        if candidate.is_file():
-            resolved = str(candidate)
-        elif shipped_scenario_path(scenario) is not None:
-            resolved = str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
-        elif candidate.exists() or "/" in scenario or scenario.endswith(".toml"):
-            problems.append(f"scenario: {scenario!r} is not a scenario file (it resolves to "
-                            f"{candidate}, which is {_what(candidate)})")
-        else:
-            problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
-                            "nor a shipped scenario (`cosim scenarios`)")
+        problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
+                        "nor a shipped scenario (`cosim scenarios`)")
+    return ""
 
-    seeds = data.get("seeds")
+
+def _checked_seeds(seeds: Any, problems: list[str]) -> list:
+    """``seeds`` (a non-empty list of distinct ints); ``[]`` when it is not a list of
+    ints, a line appended to ``problems`` for either fault."""
     if (not isinstance(seeds, list) or not seeds
             or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
         problems.append(f"seeds: must be a non-empty list of ints (got {seeds!r})")
-        seeds = []
-    elif len(set(seeds)) != len(seeds):
+        return []
+    if len(set(seeds)) != len(seeds):
         problems.append(f"seeds: must be distinct (got {seeds!r})")
+    return seeds
 
-    overrides = data.get("set", {})
+
+def _checked_set_and_axes(overrides: Any, axes: Any,
+                          problems: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``[set]`` and ``[axes]`` as dicts (``{}`` for one that is not a table); a line
+    appended to ``problems`` for a nested table, a key the study owns (``seed``,
+    ``trace.path``), an axis that is not a non-empty list of distinct values and a key
+    both set and swept."""
     if not isinstance(overrides, dict):
         problems.append(f"set: must be a table of dotted keys (got {overrides!r})")
         overrides = {}
-    axes = data.get("axes", {})
     if not isinstance(axes, dict):
         problems.append(f"axes: must be a table of dotted keys -> lists (got {axes!r})")
         axes = {}
@@ -317,14 +347,17 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
             problems.append(f"axes.{key}: values must be distinct (got {values!r})")
         if key in overrides:
             problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
+    return overrides, axes
 
-    only = data.get("only", {})
-    problems += _only_problems(only, axes)
-    labels = data.get("labels", {})
+
+def _checked_labels(labels: Any, axes: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """``[labels]`` as a dict (``{}`` when it is not a table); a line appended to
+    ``problems`` for a label that is empty, longer than :data:`MAX_LABEL_CHARS` or
+    names no axis key and no ``"key=value"`` of an axis."""
     if not isinstance(labels, dict):
         problems.append(f"labels: must be a table of axis keys or \"key=value\" -> labels "
                         f"(got {labels!r})")
-        labels = {}
+        return {}
     named = {*axes, *(value_key(k, v) for k, values in axes.items() if isinstance(values, list)
                       for v in values)}
     for key, label in labels.items():
@@ -336,8 +369,13 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
         elif key not in named:
             problems.append(f"labels.{key}: names no axis and no axis value "
                             f"(an axis key, or \"key=value\" as in the run names; got {key!r})")
+    return labels
 
-    resources = data.get("resources", {})
+
+def _checked_resources(resources: Any, problems: list[str]) -> float:
+    """``[resources]``'s ``cpus_per_run`` (default 1.0); a line appended to ``problems``
+    for a table that is not one, an unknown key or a value that is not a positive
+    number."""
     cpus = 1.0
     if not isinstance(resources, dict):
         problems.append(f"resources: must be a table (got {resources!r})")
@@ -351,13 +389,4 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
             problems.append(f"resources.cpus_per_run: must be a positive number (got {value!r})")
         else:
             cpus = float(value)
-    if problems:
-        raise StudyError(problems, source)
-    study = Study(source=path, scenario=resolved, seeds=tuple(int(s) for s in seeds),
-                  set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
-                  cpus_per_run=cpus, labels=dict(labels),
-                  only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
-                  text=text)
-    if validate:
-        study.points()
-    return study
+    return cpus

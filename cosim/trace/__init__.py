@@ -1,6 +1,6 @@
 """Run traces: the HDF5 file's format and open (:mod:`.file_format`), the writer
-(:mod:`.writer`), reading (:mod:`.read`), ``cosim verify`` (:mod:`.verify`) and the
-comparison of a resumed run's scenario with the stored one (:mod:`.compare`).
+(:mod:`.writer`), reading (:mod:`.read`), ``cosim verify`` (:mod:`.verify`) and what a
+resume checks before it writes (the file, the stored scenario: :mod:`.compare`).
 
 The public API is :mod:`.writer`'s, re-exported here: ``from cosim.trace import
 read_trace``.

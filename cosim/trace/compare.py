@@ -1,16 +1,28 @@
-"""How ``--resume`` compares the scenario it is given with the one a trace stores (one
-line per changed key), and checks that ``rounds`` only grows."""
+"""What ``--resume`` checks before it writes to a trace: that the file can be continued
+(closed cleanly, its checksums whole, complete, this schema, not compacted), that the
+scenario it is given is the one the trace stores (one line per changed key), and that
+``rounds`` only grows."""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 from pathlib import Path
 
-from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
-from cosim.trace.file_format import TraceError
+import h5py
 
-__all__ = ["_check_rounds_grow", "_comparable", "_key_lines"]
+from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
+from cosim.trace.file_format import (
+    CHECKPOINT_DROPPED,
+    SCHEMA_VERSION,
+    TraceError,
+    closed_file_problems,
+    damaged_datasets,
+)
+
+__all__ = ["_check_resumable", "_check_rounds_grow", "_check_same_scenario", "_comparable",
+           "_key_lines"]
 
 
 def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
@@ -59,3 +71,54 @@ def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
             f"cannot resume {path}: rounds = {new} is fewer than the trace's rounds = {old}; "
             "--resume may raise rounds, not lower it"
         )
+
+
+def _check_same_scenario(path: Path, stored: str, scenario_text: str, *,
+                         rounds_may_grow: bool) -> None:
+    """Raise :class:`TraceError` when ``scenario_text`` is not the ``stored`` scenario of
+    the trace at ``path`` (with ``rounds_may_grow``, up to a ``rounds`` no smaller):
+    the changed keys, one ``-`` / ``+`` line each, at most ten."""
+    if rounds_may_grow:
+        _check_rounds_grow(path, stored, scenario_text)
+    old = _comparable(stored, without_rounds=rounds_may_grow)
+    new = _comparable(scenario_text, without_rounds=rounds_may_grow)
+    if old != new:
+        diff = list(difflib.unified_diff(_key_lines(old), _key_lines(new),
+                                         "trace", "now", n=0, lineterm=""))
+        diff = [line for line in diff[2:] if not line.startswith("@@")][:10]
+        raise TraceError(f"cannot resume {path}: the scenario differs from the one in the trace "
+                         "(use --overwrite to start again):\n  " + "\n  ".join(diff))
+
+
+def _check_resumable(file: h5py.File, path: Path, scenario_text: str | None,
+                     rounds_may_grow: bool) -> str:
+    """Refuse, reading only, a trace that cannot be continued: closed with a fault,
+    a dataset failing its checksum, incomplete, of another schema version, compacted
+    (its model state dropped), or of another scenario than ``scenario_text``
+    (:meth:`cosim.trace.writer.TraceWriter.resume`); raises :class:`TraceError` naming
+    the fault, else returns the stored scenario text."""
+    problems = closed_file_problems(file)  # before anything is written to it
+    if problems:
+        raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3]))
+    damaged = damaged_datasets(file)
+    if damaged:
+        raise TraceError(f"cannot resume {path}: dataset {', '.join(damaged[:3])} "
+                         "damaged (its stored data fail their checksum); nothing was "
+                         "written to the file (use --overwrite to start again)")
+    missing = [name for name in ("scenario", "completed_rounds") if name not in file.attrs]
+    missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
+    if "schema_version" in file.attrs and missing:
+        raise TraceError(f"cannot resume {path}: an incomplete trace (no {', '.join(missing)})")
+    version = file.attrs.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
+    if file.attrs.get(CHECKPOINT_DROPPED):
+        raise TraceError(
+            f"cannot resume {path}: its model state was dropped after round "
+            f"{int(file.attrs['completed_rounds'])} (`cosim study compact`); it can be read "
+            "and reported, not continued: delete it to run it again in a study, or use "
+            "`cosim run --overwrite`")
+    stored = str(file.attrs["scenario"])
+    if scenario_text is not None:
+        _check_same_scenario(path, stored, scenario_text, rounds_may_grow=rounds_may_grow)
+    return stored

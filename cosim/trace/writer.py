@@ -47,7 +47,7 @@ left it (:mod:`cosim.disk_space`, :meth:`TraceWriter._writing`).
 
 The module is split by concern: the format's constants, errors, checkpoint slots, the
 read-only open and the target checks in :mod:`cosim.trace.file_format`, reading and the
-summary in :mod:`cosim.trace.read`, the resume's scenario comparison in
+summary in :mod:`cosim.trace.read`, what a resume checks before it writes in
 :mod:`cosim.trace.compare`; this module writes and resumes, and re-exports the names
 (``from cosim.trace import ...`` is the API).
 """
@@ -55,7 +55,6 @@ summary in :mod:`cosim.trace.read`, the resume's scenario comparison in
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fcntl
 import json
 import os
@@ -77,7 +76,7 @@ from cosim.disk_space import (
     size_text,
     write_failure,
 )
-from cosim.trace.compare import _check_rounds_grow, _comparable, _key_lines
+from cosim.trace.compare import _check_resumable, _comparable
 from cosim.trace.file_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
@@ -101,8 +100,6 @@ from cosim.trace.file_format import (
     _valid_slot,
     check_trace_target,
     checksum_options,
-    closed_file_problems,
-    damaged_datasets,
     is_trace,
     regular_file,
 )
@@ -201,6 +198,23 @@ added at most 3.9 KiB more than the data written since the one before."""
 NEW_DATASET_BYTES = 2**12
 """The metadata a new dataset may add to the file (its object header, its chunk
 index's first node), counted on top of its first chunk."""
+
+
+def _resume_failure(path: Path, exc: BaseException) -> TraceError | None:
+    """The :class:`TraceError` a failed :meth:`TraceWriter.resume` raises instead of
+    ``exc`` (a full disk, the system's fault, h5py's fault of a damaged file), or None
+    when ``exc`` itself is raised."""
+    if isinstance(exc, DiskFullError) or (isinstance(exc, (OSError, RuntimeError))
+                                          and "errno = " in str(exc)):
+        return TraceError(f"cannot resume {path}: {write_failure(exc)}; the trace was "
+                          "left as it was: resume it once there is room")
+    if isinstance(exc, OSError) and exc.errno:  # the system's fault now, not the file's
+        return TraceError(f"cannot resume {path}: {_os_reason(exc)}")
+    if isinstance(exc, (RuntimeError, OSError, KeyError)):  # h5py's faults of a damaged file
+        return TraceError(f"cannot resume {path}: damaged HDF5 file ({_one_line(exc)}; a full "
+                          "disk while it was written can do this): delete it to run it "
+                          "again in a study, or use `cosim run --overwrite`")
+    return None
 
 
 class TraceWriter:
@@ -399,78 +413,49 @@ class TraceWriter:
             raise TraceError(f"cannot open trace {path}: {_unopenable(path, exc)}") from None
         writing = False  # until the checks pass, the file is only read
         try:
-            problems = closed_file_problems(file)  # before anything is written to it
-            if problems:
-                raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3]))
-            damaged = damaged_datasets(file)
-            if damaged:
-                raise TraceError(f"cannot resume {path}: dataset {', '.join(damaged[:3])} "
-                                 "damaged (its stored data fail their checksum); nothing was "
-                                 "written to the file (use --overwrite to start again)")
-            missing = [name for name in ("scenario", "completed_rounds") if name not in file.attrs]
-            missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
-            if "schema_version" in file.attrs and missing:
-                raise TraceError(f"cannot resume {path}: an incomplete trace (no {', '.join(missing)})")
-            version = file.attrs.get("schema_version")
-            if version != SCHEMA_VERSION:
-                raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
-            if file.attrs.get(CHECKPOINT_DROPPED):
-                raise TraceError(
-                    f"cannot resume {path}: its model state was dropped after round "
-                    f"{int(file.attrs['completed_rounds'])} (`cosim study compact`); it can be read "
-                    "and reported, not continued: delete it to run it again in a study, or use "
-                    "`cosim run --overwrite`")
-            stored = str(file.attrs["scenario"])
-            if rounds_may_grow and scenario_text is not None:
-                _check_rounds_grow(path, stored, scenario_text)
-            old, new = (None, None) if scenario_text is None else (
-                _comparable(stored, without_rounds=rounds_may_grow),
-                _comparable(scenario_text, without_rounds=rounds_may_grow))
-            if old != new:
-                diff = list(difflib.unified_diff(_key_lines(old), _key_lines(new),
-                                                 "trace", "now", n=0, lineterm=""))
-                diff = [line for line in diff[2:] if not line.startswith("@@")][:10]
-                raise TraceError(f"cannot resume {path}: the scenario differs from the one in the trace "
-                                 "(use --overwrite to start again):\n  " + "\n  ".join(diff))
+            stored = _check_resumable(file, path, scenario_text, rounds_may_grow)
             found = _valid_slot(file.get("checkpoint"), int(file.attrs["completed_rounds"]))
             checkpoint = _load_slot(found[1], found[0]) if found else None
             restart = checkpoint.completed_rounds if checkpoint else 0
             writing = True
-            cls._truncate(file, restart)
-            file.attrs["completed_rounds"] = restart
-            file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
-            now = _package_versions()
-            changed = {name: (str(file.attrs.get(f"version_{name}", "unknown")), version)
-                       for name, version in now.items()
-                       if str(file.attrs.get(f"version_{name}", "unknown")) != version}
-            if changed:  # rounds from `restart` on are written by other code: recorded
-                history = json.loads(str(file.attrs.get("resumed_with_versions", "[]")))
-                history.append({"from_round": restart, "versions": now})
-                file.attrs["resumed_with_versions"] = json.dumps(history)
-            if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
-                file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
-            reserve(fd, FLUSH_MARGIN_BYTES)
-            file.flush()
+            changed = cls._reopen(file, fd, restart, stored, scenario_text)
         except BaseException as exc:
             if writing:  # nothing more of a failed resume reaches the file
                 abandon(file, fd)
             else:  # refused: closed as it was opened (HDF5 restores its header's flags)
                 file.close()
                 os.close(fd)
-            if isinstance(exc, DiskFullError) or (isinstance(exc, (OSError, RuntimeError))
-                                                  and "errno = " in str(exc)):
-                raise TraceError(f"cannot resume {path}: {write_failure(exc)}; the trace was "
-                                 "left as it was: resume it once there is room") from None
-            if isinstance(exc, OSError) and exc.errno:  # the system's fault now, not the file's
-                raise TraceError(f"cannot resume {path}: {_os_reason(exc)}") from None
-            if isinstance(exc, (RuntimeError, OSError, KeyError)):  # h5py's faults of a damaged file
-                raise TraceError(f"cannot resume {path}: damaged HDF5 file ({_one_line(exc)}; a full "
-                                 "disk while it was written can do this): delete it to run it "
-                                 "again in a study, or use `cosim run --overwrite`") from None
+            failure = _resume_failure(path, exc)
+            if failure is not None:
+                raise failure from None
             raise
         writer = cls(file, path, fd)
         writer.version_changes = changed
         return writer, checkpoint, restart
+
+    @classmethod
+    def _reopen(cls, file: h5py.File, fd: int, restart: int, stored: str,
+                scenario_text: str | None) -> dict[str, tuple[str, str]]:
+        """Write a checked trace back to round ``restart`` (:meth:`_truncate`), count the
+        resume, record the package versions when they changed (``resumed_with_versions``),
+        store ``scenario_text`` when it is the same run, reserve the flush margin and
+        flush; returns the changed versions, name -> ``(stored, now)``."""
+        cls._truncate(file, restart)
+        file.attrs["completed_rounds"] = restart
+        file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
+        now = _package_versions()
+        changed = {name: (str(file.attrs.get(f"version_{name}", "unknown")), version)
+                   for name, version in now.items()
+                   if str(file.attrs.get(f"version_{name}", "unknown")) != version}
+        if changed:  # rounds from `restart` on are written by other code: recorded
+            history = json.loads(str(file.attrs.get("resumed_with_versions", "[]")))
+            history.append({"from_round": restart, "versions": now})
+            file.attrs["resumed_with_versions"] = json.dumps(history)
+        if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
+            file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
+        reserve(fd, FLUSH_MARGIN_BYTES)
+        file.flush()
+        return changed
 
     def reset_cells(self, row: int, names: list[str]) -> None:
         """Set row ``row`` of each listed ``/rounds`` dataset (path relative to

@@ -9,7 +9,7 @@ import pytest
 import tomli_w
 
 from cosim.scenario import ScenarioError, load_scenario, migrate_table, parse_scenario
-from cosim.trace.writer import _comparable, _key_lines
+from cosim.trace.compare import _comparable, _key_lines
 
 
 def _error(table: dict) -> str:
