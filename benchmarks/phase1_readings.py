@@ -14,9 +14,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from learning import covariance
-from learning.fused_lrt import FusedLRTSteps
-from learning.models import MLP
+from learning.local import covariance
+from learning.local.fused_lrt import FusedLRTSteps
+from learning.models.model import MLP
 
 
 def main() -> int:

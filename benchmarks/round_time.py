@@ -235,7 +235,7 @@ def make_timed_round(spec: dict):
 
 def _normals_per_round(scenario) -> int:
     """K * M * d * E * 2: the normals of one exact-estimator round."""
-    from learning.architectures import build_model
+    from learning.models.architectures import build_model
 
     data = scenario.data
     model = build_model(
@@ -250,7 +250,7 @@ def _fused_layout(scenario) -> tuple[list[int], int, int]:
     """Tensor sizes, M and the number of per-device fills (K * E * 2) of one exact round."""
     import math
 
-    from learning.architectures import build_model
+    from learning.models.architectures import build_model
 
     data = scenario.data
     model = build_model(

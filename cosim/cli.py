@@ -540,7 +540,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         points = study.points()
         print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
               f"{len(points) // len(study.seeds)} axis combinations), every point valid")
-        from learning.data_files import DatasetFormatError, check_dataset_files
+        from learning.data.files import DatasetFormatError, check_dataset_files
 
         for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
                                          for p in points}, key=str):
@@ -556,7 +556,7 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
     check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
-    from learning.data_files import DatasetFormatError, check_dataset_files
+    from learning.data.files import DatasetFormatError, check_dataset_files
 
     try:
         data = check_dataset_files(scenario.data.dataset, scenario.data.data_dir)

@@ -19,10 +19,10 @@ from cosim.evaluation import Evaluator
 from cosim.scenario import Scenario
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
-from learning.architectures import build_model
 from learning.catalog import CATALOG
-from learning.datasets import Dataset, load_dataset
-from learning.partition import Partition, PoolExhausted, partition, to_device_data
+from learning.data.datasets import Dataset, load_dataset
+from learning.data.partition import Partition, PoolExhausted, partition, to_device_data
+from learning.models.architectures import build_model
 from phy import geometry
 from phy.cells import CELL_MODELS
 from phy.combiner import ReceiveCombiner

@@ -46,7 +46,7 @@ __all__ = [
 PHASE2_PRIORS = ("fresh", "previous")
 NLL_REDUCTIONS = ("sum", "mean")
 COVARIANCE_PARAMETERS = ("precision", "softplus_std", "log_std", "log_precision")
-"""The readings of phase 1's parameter (:mod:`learning.covariance`, whose ``NAMES`` these are)."""
+"""The readings of phase 1's parameter (:mod:`learning.local.covariance`, whose ``NAMES`` these are)."""
 
 
 INITS = ("he", "bayesian_torch", "blitz", "blitz_0.2.3")

@@ -141,7 +141,7 @@ def _install_callee_bundles() -> None:
     is already in the JIT, so the JIT binds the kernel's calls to it and drops the copy;
     loaded from the cache, the kernel's object code is alone and its calls bind to the
     copy, optimised twice. Under ``fastmath`` with ``reassoc`` the second optimisation
-    can order a sum differently (measured on ``learning.fused_local.rho_update_serial``:
+    can order a sum differently (measured on ``learning.local.fused_local.rho_update_serial``:
     one float32 ulp in 2,104 of 300,000 entries), so a run's numbers depended on whether
     its kernels were compiled in the process or loaded.
 

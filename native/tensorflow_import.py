@@ -6,7 +6,7 @@ messages before absl::InitializeLog() is called ...", "Unable to register
 cuDNN/cuFFT/cuBLAS factory", "Could not find cuda drivers", the oneDNN and CPU-feature
 notes. :func:`install` puts a one-shot finder in front of ``sys.meta_path``: the first
 ``import tensorflow`` of the process, by whatever module (``phy.channel``,
-``learning.models``, ``cosim.engine``, Sionna, a user's own), runs with file descriptor 2
+``learning.models.model``, ``cosim.engine``, Sionna, a user's own), runs with file descriptor 2
 captured, and afterwards every captured line that is not one of these known lines
 (:data:`IMPORT_NOISE`) is written to ``sys.stderr``. Only that import is filtered:
 anything else it prints, its exceptions and every later log line pass unchanged. Once

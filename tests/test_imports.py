@@ -97,7 +97,7 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
 def test_the_graph_sees_known_edges():
     graph = _graph()
     assert "cosim.exit_codes" in graph["cosim.run"]
-    assert {"learning.models", "learning.convnets"} <= graph["learning.architectures"]
+    assert {"learning.models.model", "learning.models.convnets"} <= graph["learning.models.architectures"]
     assert "native.tensorflow_import" in graph["learning"]
 
 

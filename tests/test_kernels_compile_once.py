@@ -27,10 +27,10 @@ from tiny_scenario import time_domain, write_tiny
 
 KERNELS = {  # the kernels launched from Python, by module
     "native.sampling": ["_fill", "_grad"],
-    "learning.fused_local": ["phase1_std", "_rho_update", "_shifted_mean", "_nu_update",
+    "learning.local.fused_local": ["phase1_std", "_rho_update", "_shifted_mean", "_nu_update",
                              "precision_change", "phase2_ratio", "phase2_update"],
-    "learning.fused_lrt": ["_rho_phase", "_nu_phase"],
-    "learning.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
+    "learning.local.fused_lrt": ["_rho_phase", "_nu_phase"],
+    "learning.local.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
     "phy.grid_sums": ["_grid_sums", "_gather"],
     "phy.aggregate_error": ["_aggregate_error"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],

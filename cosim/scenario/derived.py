@@ -16,7 +16,7 @@ from pathlib import Path
 from cosim.scenario.errors import ScenarioTooLarge
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
-from learning.shapes import num_params  # stdlib only
+from learning.models.shapes import num_params  # stdlib only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -62,13 +62,13 @@ def model_num_params(
     num_classes: int,
     hidden_units: Sequence[int] = (256,) * 5,
 ) -> int:
-    """d, the number of weights of ``learning.architectures.build_model(...)`` with the same
+    """d, the number of weights of ``learning.models.architectures.build_model(...)`` with the same
     arguments, by arithmetic alone: no TensorFlow, no allocation, any size (a hidden
     layer of 10^8 units gives d = 7.9e10 without touching memory).
 
-    The sum of the sizes of ``learning.shapes.param_shapes``, the layout the models are
+    The sum of the sizes of ``learning.models.shapes.param_shapes``, the layout the models are
     built from (a convnet's ``input_shape`` padded to ``(H, W, C)`` by
-    ``learning.shapes.image_shape``, as the engine does). ``hidden_units`` is used by the MLP only.
+    ``learning.models.shapes.image_shape``, as the engine does). ``hidden_units`` is used by the MLP only.
 
     Raises
     ------

@@ -34,6 +34,7 @@ from cosim.limits import MAX_ROUNDS
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
+from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
 from learning.runtime import (  # stdlib only
     BACKENDS,
     DEVICE_CHUNK,
@@ -42,7 +43,6 @@ from learning.runtime import (  # stdlib only
     Runtime,
     resolve,
 )
-from learning.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
 from native.parameters import Variant, deep_tuple, positive_or_keyword
 from phy.limits import (  # stdlib only
     CELL_MODELS,
@@ -400,7 +400,7 @@ class DataConfig(_Section):
 class ModelConfig(_Section):
     """Network (paper MNIST: 784-256x5-10 MLP, d = 466,698; CIFAR-100: ResNet-56)."""
 
-    architecture: Literal[ARCHITECTURE_NAMES] = "mlp"  # learning/shapes.py: the one list
+    architecture: Literal[ARCHITECTURE_NAMES] = "mlp"  # learning/models/shapes.py: the one list
     hidden_units: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (256, 256, 256, 256, 256)
 
     @model_validator(mode="after")

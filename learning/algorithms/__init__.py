@@ -13,7 +13,7 @@ import difflib
 
 from learning.algorithms.base import FederatedAlgorithm
 from learning.catalog import CATALOG
-from learning.models import Model
+from learning.models.model import Model
 from learning.runtime import PROPOSED_METHOD, Runtime, check_tensorflow_only
 from native.parameters import load
 

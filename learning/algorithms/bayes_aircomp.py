@@ -13,7 +13,7 @@ Two uplink phases per round, each of d real values per device:
 With an error-free sum ``estimate = sum_k pi_k Delta_k`` the round equals the exact
 Gaussian conflation (eqs. ``Sigma``, ``mu_sigma``) of the local posteriors
 N(rho_{t+1}/rho_k nu_k, diag(rho_k)^-1) (tested). The BS broadcasts mu and rho: 2 d
-values per round. The local training is :class:`learning.local.LocalTrainer`; it iterates
+values per round. The local training is :class:`learning.local.trainer.LocalTrainer`; it iterates
 on the updates themselves (float32 cannot hold a ~1e-5 step on a precision of ~400), and
 phase 2 needs the applied global update ``rho_{t+1} - rho_t`` (the estimate, or the floor
 where it clamps) exactly, which the carry hands over from the server step.
@@ -23,7 +23,7 @@ far below float32's spacing at rho ~ 400 (3e-5) accumulates over rounds instead 
 rounding away; the devices train on its float32 values.
 
 The parameter phase 1's steps act on is ``covariance_parameter``
-(:mod:`learning.covariance`: ``"precision"``, ``"softplus_std"``, ``"log_std"``,
+(:mod:`learning.local.covariance`: ``"precision"``, ``"softplus_std"``, ``"log_std"``,
 ``"log_precision"``); whatever it is, a device sends the change of its precision, so the
 BS's update (eq. ``precisionUpdate``) and the conflation identity do not depend on it.
 
@@ -66,8 +66,8 @@ from learning.hyperparameters import (
     BayesAirCompParameters,
     defaults,
 )
-from learning.local import LocalConfig, LocalTrainer
-from learning.models import Model
+from learning.local.trainer import LocalConfig, LocalTrainer
+from learning.models.model import Model
 from learning.runtime import Runtime
 
 DEFAULTS = defaults(BayesAirCompParameters)

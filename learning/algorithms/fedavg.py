@@ -49,9 +49,9 @@ from learning.algorithms.base import (
     round_columns,
     scatter_rows,
 )
-from learning.device_steps import continue_where
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
-from learning.models import Model
+from learning.local.device_steps import continue_where
+from learning.models.model import Model
 
 DEFAULTS = defaults(FedAvgParameters)
 

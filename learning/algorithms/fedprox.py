@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from learning.algorithms.fedavg import FedAvg, LocalSGD
 from learning.hyperparameters import FedProxParameters, defaults
-from learning.models import Model
+from learning.models.model import Model
 
 DEFAULTS = defaults(FedProxParameters)
 

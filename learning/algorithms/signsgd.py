@@ -39,7 +39,7 @@ import tensorflow as tf
 from learning.algorithms.base import DeviceData, Received, gather_rows
 from learning.algorithms.fedavg import FedAvg, LocalOutcome, constructor_signature
 from learning.hyperparameters import SignSgdParameters, defaults
-from learning.models import Model
+from learning.models.model import Model
 
 DEFAULTS = defaults(SignSgdParameters)
 

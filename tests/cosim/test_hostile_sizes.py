@@ -21,7 +21,7 @@ import pytest
 
 from cosim.cli import main
 from cosim.trace import TraceError, TraceWriter, read_trace
-from learning.data_files import DatasetFormatError, check_dataset_files
+from learning.data.files import DatasetFormatError, check_dataset_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = 'name = "t"\nseed = 3\nrounds = 3\n'
@@ -129,7 +129,7 @@ def test_an_mnist_file_claiming_more_images_than_it_holds_is_refused(tmp_path):
     with pytest.raises(DatasetFormatError, match=r"mnist\.npz: x_train claims shape "
                        r"\(2000000, 28, 28\) \(1,568,000,000 bytes\) but holds 784"):
         check_dataset_files("mnist", tmp_path)
-    from learning.datasets import load_mnist
+    from learning.data.datasets import load_mnist
 
     with pytest.raises(DatasetFormatError, match="x_train claims shape"):
         load_mnist(tmp_path)

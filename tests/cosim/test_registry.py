@@ -89,13 +89,13 @@ def test_combiners_and_scheduling_are_listed_once():
 
 
 def test_architectures_are_listed_once():
-    """``model.architecture``'s names come from ``learning.shapes.ARCHITECTURE_NAMES``
+    """``model.architecture``'s names come from ``learning.models.shapes.ARCHITECTURE_NAMES``
     alone: the scenario's allowed values and the model registry follow it, and every
     built model's parameter tensors have the shapes and order of ``param_shapes`` (the
     layout d is counted from, without TensorFlow)."""
     from cosim.scenario.tables import ModelConfig
-    from learning.architectures import ARCHITECTURES, build_model
-    from learning.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape, param_shapes
+    from learning.models.architectures import ARCHITECTURES, build_model
+    from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape, param_shapes
 
     assert get_args(ModelConfig.model_fields["architecture"].annotation) == ARCHITECTURE_NAMES
     assert tuple(ARCHITECTURES) == ARCHITECTURE_NAMES

@@ -324,7 +324,7 @@ ARCHITECTURES = [
 @pytest.mark.parametrize(("architecture", "shape", "classes", "hidden"), ARCHITECTURES,
                          ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_model_num_params_equals_the_built_model(architecture, shape, classes, hidden):
-    from learning.architectures import build_model
+    from learning.models.architectures import build_model
 
     padded = image_shape(shape) if architecture != "mlp" else shape
     built = build_model(architecture, padded, classes, hidden).num_params
@@ -333,7 +333,7 @@ def test_model_num_params_equals_the_built_model(architecture, shape, classes, h
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_scenario_num_params_of_shipped_scenarios(path):
-    from learning.architectures import build_model
+    from learning.models.architectures import build_model
 
     s = load_scenario(path)
     built = build_model(s.model.architecture, s.data.input_shape, s.data.num_classes, s.model.hidden_units)

@@ -24,8 +24,8 @@ from learning.algorithms.fedgmt import FedGmt
 from learning.algorithms.fedprox import FedProx
 from learning.algorithms.fedsmoo import FedSmoo, clip_by_device_norm
 from learning.algorithms.scaffold import Scaffold
-from learning.architectures import build_model
 from learning.catalog import NAMES
+from learning.models.architectures import build_model
 
 NUM_DEVICES = 10
 NUM_CLASSES = 5

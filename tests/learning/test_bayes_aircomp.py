@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning import covariance
 from learning.algorithms import ALGORITHMS, build
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.algorithms.bayes_aircomp import BayesCarry
-from learning.architectures import build_model
+from learning.local import covariance
+from learning.models.architectures import build_model
 from learning.posterior import conflate
 from learning.runtime import Runtime
 

@@ -1,12 +1,12 @@
 """Conformance of every backend of the local training to the definitions.
 
-The definitions are :class:`learning.objective.LocalObjective`'s objectives; the
+The definitions are :class:`learning.local.objective.LocalObjective`'s objectives; the
 reference is the TensorFlow backend (TF's autodiff of them) drawing the Numba backend's
 Philox noise, ``Runtime(backend="tensorflow", noise="philox", jit_compile=False)``, so
 every other backend is compared with it number for number, without monkeypatching.
 One suite, parametrized over
 
-* definition: each covariance reading (:data:`learning.covariance.NAMES`) with the
+* definition: each covariance reading (:data:`learning.local.covariance.NAMES`) with the
   phase-2 prior and nll reduction ``("fresh", "sum")`` and ``("previous", "mean")``:
   phase 1 depends on the reading and the reduction, phase 2 on the prior and the
   reduction, so these eight cover every pair that matters (phase 2 runs with one
@@ -18,16 +18,16 @@ One suite, parametrized over
 
 Each case compares the ``[K, d]`` update, the objective before each step ``[E, K]``
 and (phase 1) the number of floored entries, which must be equal. The layer test
-holds the exact estimator's Numba network (:class:`learning.fused_mlp.FusedMLP`) to
+holds the exact estimator's Numba network (:class:`learning.local.fused_mlp.FusedMLP`) to
 TF's layers on the same weight sample: logits and both gradients at once (a phase
 forms one of them), padding rows, a device without data.
 
 Sizes. The MLP 33-131-9-5 (d = 5,692) crosses every kernel's blocks: the exact
 estimator's update passes work on the whole d-vector in blocks of 2,048 entries
-(``learning.fused_local._BLOCK``: three blocks, the last partial), the LRT's per layer
+(``learning.local.fused_local._BLOCK``: three blocks, the last partial), the LRT's per layer
 (layer 1 holds 4,454 parameters: three blocks); the forward pass splits a layer of 128
 or more output columns in two (131: 65 + 66); the backward takes 64 kernel rows per
-work item (``learning.fused_mlp._ROW_BLOCK``; 131 rows end in a partial item, 33 and 9
+work item (``learning.local.fused_mlp._ROW_BLOCK``; 131 rows end in a partial item, 33 and 9
 rows are narrower than one); the forward's four-way unrolled loop over kernel rows
 gets remainders (33, 131, 9 rows). Three devices: one full, one without data (pi_k = 0, mask
 all zero), one padded (non-zero inputs on its padding rows, which must not count);
@@ -69,9 +69,10 @@ import pytest
 import tensorflow as tf
 from conformance import assert_conforms
 
-from learning import covariance, runtime
-from learning.architectures import build_model
-from learning.local import LocalConfig, LocalTrainer
+from learning import runtime
+from learning.local import covariance
+from learning.local.trainer import LocalConfig, LocalTrainer
+from learning.models.architectures import build_model
 from native.sampling import sample_weights
 
 REFERENCE = runtime.Runtime(backend="tensorflow", noise="philox", jit_compile=False)
@@ -188,7 +189,7 @@ def test_backend_conforms_to_reference(definition, backend, estimator, phase):
 
 @pytest.mark.parametrize("std_range", [(0.5, 0.8), (0.02, 0.08)], ids=["phase1_std", "phase2_std"])
 def test_numba_layers_match_tf_layers_on_the_same_sample(rng, std_range):
-    """:class:`learning.fused_mlp.FusedMLP` forward and backward of each device against
+    """:class:`learning.local.fused_mlp.FusedMLP` forward and backward of each device against
     TF's layers (``logits_from_params``) on the sample that
     :func:`native.sampling.sample_weights` draws under the same key: the logits of the
     real rows and ``dL/dmean``, ``dL/dstd`` of ``L = sum(weight * logits * mask)``,

@@ -1,4 +1,4 @@
-"""Tests of learning/convnets.py: counts, layout, batching, reference equivalence, LRT."""
+"""Tests of learning/models/convnets.py: counts, layout, batching, reference equivalence, LRT."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.architectures import build_model
-from learning.convnets import CNN, ResNet56
+from learning.models.architectures import build_model
+from learning.models.convnets import CNN, ResNet56
 from learning.posterior import device_seeds
 
 PAD1 = [[0, 0], [1, 1], [1, 1], [0, 0]]

@@ -1,4 +1,4 @@
-"""The covariance parameterization (learning/covariance.py): every reading's q, slope,
+"""The covariance parameterization (learning/local/covariance.py): every reading's q, slope,
 floor and transmitted precision change, a hand-computed softplus step, and a server
 that keeps small changes."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning import covariance
 from learning.algorithms import build
-from learning.local import LocalConfig, LocalTrainer
-from learning.models import MLP
+from learning.local import covariance
+from learning.local.trainer import LocalConfig, LocalTrainer
+from learning.models.model import MLP
 from learning.runtime import Runtime
 
 
@@ -205,8 +205,8 @@ def test_the_kernels_series_and_exact_entries_equal_the_definition(name, spread)
     the exact forms elsewhere: every entry, of either kind, equals the float64 definition
     (the transmitted change, the sampling std and variance, one update step and its KL
     gap), in place or not."""
-    from learning.fused_local import phase1_std, rho_update_serial
-    from learning.fused_lrt import _layer_params
+    from learning.local.fused_local import phase1_std, rho_update_serial
+    from learning.local.fused_lrt import _layer_params
 
     reading = covariance.reading(name)
     rng = np.random.default_rng(5)
@@ -251,7 +251,7 @@ def test_series_mask_counts_what_it_marks_on_nan_and_inf():
     """``beyond`` equals the entries ``keep`` marks False, non-finite ones included: under
     fast-math the count skipped NaN while the mask did not, and ``precision_change_row``
     wrote past its buffer of ``beyond`` exact values (a diverging run's heap corrupted)."""
-    from learning.covariance import SOFTPLUS_STD, precision_change_row, series_mask
+    from learning.local.covariance import SOFTPLUS_STD, precision_change_row, series_mask
 
     delta = np.array([0.001, np.nan, 0.5, -np.inf, np.inf, 0.0, np.nan] * 5, np.float32)
     beyond, keep = series_mask(delta)

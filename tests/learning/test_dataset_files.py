@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cosim.cli import main
-from learning.datasets import DatasetFormatError, check_dataset_files, load_cifar100
+from learning.data.datasets import DatasetFormatError, check_dataset_files, load_cifar100
 
 
 class _Payload:

@@ -7,8 +7,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from learning import data_files, datasets
-from learning.datasets import (
+from learning.data import datasets
+from learning.data import files as data_files
+from learning.data.datasets import (
     DatasetNotFoundError,
     load_cifar100,
     load_dataset,

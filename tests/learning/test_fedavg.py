@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from learning.algorithms import build
 from learning.algorithms.fedavg import LocalSGD
-from learning.architectures import build_model
+from learning.models.architectures import build_model
 from tests.learning.test_bayes_aircomp import accuracy, blobs_task, exact_round
 
 

@@ -1,11 +1,11 @@
-"""The exact estimator's Numba passes (:mod:`learning.fused_local`) beyond conformance.
+"""The exact estimator's Numba passes (:mod:`learning.local.fused_local`) beyond conformance.
 
 That the Numba steps take the steps TF's autodiff takes is ``test_conformance.py``.
 """
 
 import numpy as np
 
-from learning.fused_local import phase2_ratio, phase2_update
+from learning.local.fused_local import phase2_ratio, phase2_update
 
 
 def test_phase2_passes_follow_ieee_on_diverged_inputs():

@@ -1,4 +1,4 @@
-"""The LRT's Numba steps (:mod:`learning.fused_lrt`) beyond conformance: the noise of a
+"""The LRT's Numba steps (:mod:`learning.local.fused_lrt`) beyond conformance: the noise of a
 device depends on its seed and id only.
 
 That the Numba steps take the steps TF's autodiff takes is ``test_conformance.py``.
@@ -7,8 +7,8 @@ That the Numba steps take the steps TF's autodiff takes is ``test_conformance.py
 import numpy as np
 import tensorflow as tf
 
-from learning.local import LocalConfig, LocalTrainer
-from learning.models import MLP
+from learning.local.trainer import LocalConfig, LocalTrainer
+from learning.models.model import MLP
 from learning.runtime import Runtime
 
 SHAPE = dict(input_shape=(3, 4), num_classes=5, hidden_units=(20, 9))
@@ -81,7 +81,7 @@ def test_subnormal_logit_gradients_are_flushed_to_zero():
     """A logit 100 below the row's top has softmax probability about 4e-44: its
     gradient is subnormal in float32 and both Numba paths write 0 (as TF's thread pools
     flush it); the other entries are the softmax gradient as defined."""
-    from learning import fused_local, fused_lrt
+    from learning.local import fused_local, fused_lrt
 
     logits = np.array([[0.0, -100.0, -1.0]], np.float32)
     labels = np.array([0])

@@ -1,4 +1,4 @@
-"""The MLP's Numba layers on the fused sample (:mod:`learning.fused_mlp`) beyond
+"""The MLP's Numba layers on the fused sample (:mod:`learning.local.fused_mlp`) beyond
 conformance: the paper's widths against NumPy, workspace reuse.
 
 That they compute what TF's layers compute on the same sample is ``test_conformance.py``.
@@ -7,8 +7,8 @@ That they compute what TF's layers compute on the same sample is ``test_conforma
 import numpy as np
 import pytest
 
-from learning import fused_mlp
-from learning.models import MLP
+from learning.local import fused_mlp
+from learning.models.model import MLP
 
 
 def test_paper_mlp_forward_matches_numpy(rng):

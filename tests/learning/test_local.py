@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.architectures import build_model
-from learning.local import LocalConfig, LocalTrainer
+from learning.local.trainer import LocalConfig, LocalTrainer
+from learning.models.architectures import build_model
 from learning.posterior import kl_precision
 from learning.runtime import Runtime
 from native import sampling
@@ -170,7 +170,7 @@ def _weight_noise(noise, seed, shape, stream):
 def _lrt_noise(noise, seed, num_mc, rows, n_out, stream):
     """The pre-activation eps the trainer's LRT path draws for one device and layer,
     [M, B, n_out] float64: the fused generator's on the ``rows`` real (leading) rows
-    (``learning.fused_lrt``; padding rows get 0, the loss masks them), or TF's."""
+    (``learning.local.fused_lrt``; padding rows get 0, the loss masks them), or TF's."""
     if noise == "philox":
         eps = np.zeros([num_mc, B, n_out], np.float32)
         eps[:, :rows] = sampling.standard_normal([num_mc, rows, n_out], seed.numpy(), stream)
@@ -298,7 +298,7 @@ def test_phase_objectives_equal_lemma1_objective(rng, estimator):
 def test_padding_rows_stay_out_of_batch_norm(rng, estimator):
     """ResNet's batch norm uses batch statistics: the mask reaches the model, so zero
     padding rows do not change the loss of a device's real rows."""
-    from learning.convnets import ResNet56
+    from learning.models.convnets import ResNet56
 
     model = ResNet56((4, 4, 3), 3, blocks_per_stage=1)
     trainer = LocalTrainer(

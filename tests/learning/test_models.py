@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.architectures import build_model
-from learning.models import MLP
+from learning.models.architectures import build_model
+from learning.models.model import MLP
 
 
 def test_paper_mlp_parameter_count():

@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData
-from learning.datasets import synthetic
-from learning.partition import Partition, partition, sample_sizes, to_device_data
+from learning.data.datasets import synthetic
+from learning.data.partition import Partition, partition, sample_sizes, to_device_data
 
 
 def _balanced_labels(num_classes, per_class, rng):

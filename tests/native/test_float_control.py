@@ -6,7 +6,7 @@ import platform
 import numpy as np
 import pytest
 
-from learning import fused_local, fused_mlp
+from learning.local import fused_local, fused_mlp
 from native import sampling
 from native.float_control import (
     FLUSH_TO_ZERO,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from learning.fused_local import phase2_ratio, phase2_update, step_output
+from learning.local.fused_local import phase2_ratio, phase2_update, step_output
 from native.host_arrays import ALIGN_BYTES, aligned_empty, aligned_zeros, as_tensor, is_adoptable
 
 

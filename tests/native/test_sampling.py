@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
-from learning.architectures import build_model
+from learning.models.architectures import build_model
 from learning.runtime import Runtime, resolve
 from native import sampling
 

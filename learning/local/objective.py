@@ -1,6 +1,6 @@
 """The definitions of the proposed method's local training: the objectives of both phases.
 
-This module is the reference: every backend of the local steps (:mod:`learning.local`)
+This module is the reference: every backend of the local steps (:mod:`learning.local.trainer`)
 minimises these objectives, and the conformance suite (``tests/learning/test_conformance.py``)
 holds each backend to TensorFlow's autodiff of them.
 
@@ -15,7 +15,7 @@ padding rows masked out), the paper's reading; ``nll_reduction="mean"`` divides 
 
 Phase 1 (Algorithm 1 lines 4-7, eq. ``update_phase1``): the device's covariance starts
 at the global one; E plain gradient steps on the parameter ``covariance_parameter``
-names (:mod:`learning.covariance`: the precision itself as the paper writes it, or
+names (:mod:`learning.local.covariance`: the precision itself as the paper writes it, or
 bayesian-torch's softplus parameter of sigma, log sigma, log rho) with the mean fixed
 at mu_t (samples ``w = mu_t + sigma_k eps``), KL to N(mu_t, Sigma_t). Whatever the
 parameter, the update sent is ``Delta_rho_k = rho_k - rho_t`` (eq. ``rho_normal``).
@@ -81,9 +81,9 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from learning import covariance
 from learning.hyperparameters import BayesAirCompParameters
-from learning.models import Model
+from learning.local import covariance
+from learning.models.model import Model
 from learning.posterior import device_seeds, kl_precision
 from learning.runtime import NOISE_SOURCES, NUMBA_ARCHITECTURES
 
@@ -113,7 +113,7 @@ class LocalConfig:
     nll_reduction : str
         ``"sum"`` over the local dataset (the paper) or ``"mean"``.
     covariance_parameter : str
-        The parameter phase 1's steps act on (:mod:`learning.covariance`):
+        The parameter phase 1's steps act on (:mod:`learning.local.covariance`):
         ``"precision"`` (the paper's text), ``"softplus_std"`` (bayesian-torch's),
         ``"log_std"`` or ``"log_precision"``. The transmitted update is the change of the
         precision whatever the reading.
@@ -224,7 +224,7 @@ def _log_precision_gap(u):
 
 def _std_change(reading: covariance.Reading, delta, rho_t, sigma_t):
     """``q = sigma_k / sigma_t - 1`` of the covariance reading, differentiable in
-    ``delta`` with the reading's own slope (:meth:`learning.covariance.Reading.std_change`,
+    ``delta`` with the reading's own slope (:meth:`learning.local.covariance.Reading.std_change`,
     the same formulas as the Numba kernels). Input/Output: ``[..., d]`` tf.float32."""
     anchor = reading.anchor(rho_t, sigma_t, tf.math)
 
@@ -238,7 +238,7 @@ def _std_change(reading: covariance.Reading, delta, rho_t, sigma_t):
 
 @tf.custom_gradient
 def _kl_gap(q):
-    """:func:`learning.covariance.kl_gap` on tensors (its series below
+    """:func:`learning.local.covariance.kl_gap` on tensors (its series below
     ``KL_SERIES_BOUND``) with the derivative ``2 q (2 + q) / (1 + q)`` written out
     (autodiff of the difference cancels at small q). Input/Output: ``[..., d]``."""
     series = covariance.kl_gap_series(q)
@@ -252,11 +252,11 @@ def _kl_gap(q):
 
 def philox_lrt_noise(mask):
     """The LRT's pre-activation noise drawn by :mod:`native.sampling`, as a
-    ``noise(device_seeds, shape, stream)`` for :meth:`learning.models.Model.logits_lrt`.
+    ``noise(device_seeds, shape, stream)`` for :meth:`learning.models.model.Model.logits_lrt`.
 
     Device k's noise of layer ``stream`` is ``standard_normal([S, n_k, out], seed_k,
     stream)`` on its ``n_k`` real rows (``mask[k] > 0``, in order), zeros on padding rows:
-    what :mod:`learning.fused_lrt` draws. Input: ``mask`` [K, B] tf.float32; the returned
+    what :mod:`learning.local.fused_lrt` draws. Input: ``mask`` [K, B] tf.float32; the returned
     function takes ``device_seeds`` [K, 2] tf.int32 and ``shape`` ``[S, B, out]`` and
     gives ``[K, S, B, out]`` tf.float32 (graph mode, ``numpy_function``; no XLA).
     """
@@ -352,7 +352,7 @@ class LocalObjective:
         with prior ``N(mu_t, Sigma_t)``: ``[K]``.
 
         Input: ``delta`` [K, d], the increment of the covariance parameter
-        (:mod:`learning.covariance`: ``sigma_k = sigma_t (1 + q(delta))``); global
+        (:mod:`learning.local.covariance`: ``sigma_k = sigma_t (1 + q(delta))``); global
         ``mu_t``, ``rho_t`` [d], data, pi_k, seeds [K, 2]. The KL is Lemma 1 with equal
         means, ``1/2 sum gap(q)`` (no cancellation at small q).
         """
@@ -365,9 +365,9 @@ class LocalObjective:
 
     def floor(self, delta, rho_t):
         """Clamp the phase-1 iterate ``delta`` [K, d] where ``rho_k`` would fall below
-        ``min_precision`` (:meth:`learning.covariance.Reading.limit`): (clamped iterate
+        ``min_precision`` (:meth:`learning.local.covariance.Reading.limit`): (clamped iterate
         [K, d], clamped entries per device [K] int32). The bound is formed as
-        :meth:`learning.covariance.Reading.phase_constants` forms it for the Numba
+        :meth:`learning.local.covariance.Reading.phase_constants` forms it for the Numba
         kernels: in float32 for the precision reading, else in float64 (an entry of
         ``rho_t`` at the floor gives 0), then rounded to float32."""
         if self.reading.code == covariance.PRECISION:

@@ -2,8 +2,8 @@
 
 One list of names (:data:`ARCHITECTURE_NAMES`) and one definition of every model's flat
 layout: :func:`param_shapes` gives the shapes and :func:`param_kinds` what each tensor
-is, in the order of the flat parameter vector. ``learning/models.py`` and
-``learning/convnets.py`` build their models from these, the scenario validates
+is, in the order of the flat parameter vector. ``learning/models/model.py`` and
+``learning/models/convnets.py`` build their models from these, the scenario validates
 ``model.architecture`` against the names and computes d from the shapes by arithmetic
 (any size, nothing allocated). Standard library only.
 
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 ARCHITECTURE_NAMES = ("mlp", "cnn", "resnet56")
-"""Every ``model.architecture`` a scenario may name (``learning.architectures`` builds each)."""
+"""Every ``model.architecture`` a scenario may name (``learning.models.architectures`` builds each)."""
 
 CONVOLUTIONAL = frozenset({"cnn", "resnet56"})
 """The architectures that take an image ``(H, W, C)`` (:func:`image_shape` pads to it)."""
@@ -41,7 +41,7 @@ Shapes = tuple[tuple[int, ...], ...]
 
 def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
     """``(H, W, C)`` of an input shape of 1 to 3 sizes, padded with trailing ones (as
-    ``learning.datasets`` pads a synthetic shape)."""
+    ``learning.data.datasets`` pads a synthetic shape)."""
     shape = tuple(int(n) for n in input_shape)
     return (*shape, *(1,) * (3 - len(shape)))[:3]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from learning.data_files import (  # noqa: F401 (re-exported: the datasets' API)
+from learning.data.files import (  # noqa: F401 (re-exported: the datasets' API)
     DEFAULT_DATA_DIR,
     KERAS_CACHE_DIR,
     DatasetFormatError,

@@ -1,16 +1,16 @@
 """The exact estimator's local steps for the MLP, device by device, without TensorFlow.
 
 On the Numba backend (the MLP), everything a local step does is either the
-network on the weight sample (:mod:`learning.fused_mlp`) or elementwise algebra on
+network on the weight sample (:mod:`learning.local.fused_mlp`) or elementwise algebra on
 ``d``-vectors, here one parallel Numba pass per step and device with the gradients
 written out by hand (what that saves against the TF graph: ``benchmarks/README.md``). They
-are the gradients TensorFlow's autodiff forms on :class:`learning.objective.LocalObjective`'s
+are the gradients TensorFlow's autodiff forms on :class:`learning.local.objective.LocalObjective`'s
 objectives (the conformance suite compares the two backends phase by phase):
 
 * phase 1 (``rho_objective``): the iterate is the increment ``delta`` of the covariance
   parameter; ``sigma_k``, ``dL/ddelta`` and the KL come from
-  :mod:`learning.covariance` (``q = sigma_k / sigma_t - 1`` and its slope, the chain
-  rule :func:`learning.covariance.phase1_gradient`), then the step and the precision
+  :mod:`learning.local.covariance` (``q = sigma_k / sigma_t - 1`` and its slope, the chain
+  rule :func:`learning.local.covariance.phase1_gradient`), then the step and the precision
   floor (a bound on delta);
 * phase 2 (``nu_objective``): ``shift = ratio * z``, sampling mean ``mu_t + shift``,
   ``dL/dz = ratio * (dL_task/dmean + lambda_k * prior_rho * shift)`` (the KL is
@@ -29,8 +29,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from learning import covariance
-from learning.fused_mlp import FusedMLP, Workspace
+from learning.local import covariance
+from learning.local.fused_mlp import FusedMLP, Workspace
 from native.float_control import flush_subnormals, restore_float_control
 from native.launch import LAUNCH, read_only
 
@@ -54,7 +54,7 @@ def _shifted_mean(mu, ratio, z, out):
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def phase2_ratio(delta_rho_k, delta_rho, rho_next, out):
     """Phase 2's ``ratio_k = rho_{t+1} / rho_k = 1 / (1 + c_k)``, ``c_k = (Delta_rho_k -
-    Delta_rho) / rho_{t+1}`` (:meth:`learning.local.LocalBackend.nu_phase`), in one pass.
+    Delta_rho) / rho_{t+1}`` (:meth:`learning.local.trainer.LocalBackend.nu_phase`), in one pass.
 
     Input: float32 ``delta_rho_k`` [K, d], ``delta_rho`` (the applied global update)
     and ``rho_next`` [d]. Output: ``out`` [K, d] (written). IEEE float32 in TF's order
@@ -95,13 +95,13 @@ _SERIES_BOUND = covariance.KL_SERIES_BOUND
 """Below this |u| (the precision reading's fast loop), ``log1p(u) - u / (1 + u)`` is
 summed from its series in float32 (vectorised; no cancellation); above, in float64 from
 ``log1p`` (:func:`_rho_kl_large_block`). The other readings sum their gap in q with
-:func:`learning.covariance.nb_kl_gap`."""
+:func:`learning.local.covariance.nb_kl_gap`."""
 
 
 @njit(inline="always", fastmath=True, error_model="numpy")
 def _series_update(code, from_var, increasing, delta, sigma_t, anchor, limit, g_std, kl_weight, rate, out):
     """:func:`_rho_update_block`'s step of a transcendental reading on the entries where
-    :func:`learning.covariance.nb_series_applies` (float32, vectorised); returns (the gap
+    :func:`learning.local.covariance.nb_series_applies` (float32, vectorised); returns (the gap
     sum of those entries, float32; their floored entries; the number of the others, whose
     ``out`` is to be rewritten)."""
     one, zero = np.float32(1.0), np.float32(0.0)
@@ -135,9 +135,9 @@ def _rho_update_block(code, delta, sigma_t, anchor, limit, g_std, kl_weight, rat
     the precision reading of the entries with ``|u| <= _SERIES_BOUND`` only; floored
     entries; entries above that bound, whose gap :func:`_rho_kl_large_block` adds).
 
-    ``code`` is the covariance reading (:mod:`learning.covariance`): ``q``, ``dq/ddelta``
+    ``code`` is the covariance reading (:mod:`learning.local.covariance`): ``q``, ``dq/ddelta``
     and the chain rule come from there. With ``from_var`` (the LRT step's form,
-    :mod:`learning.fused_lrt`), ``g_std`` holds ``dL_task/dvar`` (var = sigma_k^2) and
+    :mod:`learning.local.fused_lrt`), ``g_std`` holds ``dL_task/dvar`` (var = sigma_k^2) and
     ``dL/dsigma_k = 2 sigma_k dL/dvar`` is formed here. The branches on ``code``,
     ``from_var`` and ``increasing`` are loop-invariant (LLVM unswitches them).
 
@@ -213,9 +213,9 @@ def _rho_kl_large_block(code, delta, sigma_t, anchor):
 def _rho_update(code, delta, sigma_t, anchor, limit, g_std, kl_weight, learning_rate, increasing, out):
     """One phase-1 step of one device: ``out = clamp(delta - eta dL/ddelta, limit)``.
 
-    Input: ``code``, the covariance reading (:mod:`learning.covariance`); float32 [d]
+    Input: ``code``, the covariance reading (:mod:`learning.local.covariance`); float32 [d]
     ``delta`` (the iterate), ``sigma_t`` (= rho_t^-1/2), ``anchor`` and ``limit``
-    (:meth:`learning.covariance.Reading.phase_constants`), ``g_std`` (dL_task/dsigma_k);
+    (:meth:`learning.local.covariance.Reading.phase_constants`), ``g_std`` (dL_task/dsigma_k);
     scalars ``kl_weight`` (lambda_k), ``learning_rate`` and ``increasing`` (the floor
     bounds delta from above). Output: ``out`` [d] (written); returns (the KL term, half
     the summed gap, as float64; the number of floored entries).
@@ -303,7 +303,7 @@ def phase1_std(code, delta, sigma_t, anchor, out):
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def precision_change(code, delta, sigma_t, anchor, rho_t, out):
     """Every device's transmitted ``Delta_rho_k`` [K, d] from its final iterate
-    ``delta`` [K, d] (:func:`learning.covariance.precision_change_row`; ``out`` may be
+    ``delta`` [K, d] (:func:`learning.local.covariance.precision_change_row`; ``out`` may be
     ``delta``)."""
     for k in prange(out.shape[0]):
         control = flush_subnormals()
@@ -380,7 +380,7 @@ def task_loss_and_grads(
     float32, ``y`` [B] int, ``mask`` [B] float32; ``nll_mean`` divides the NLL by
     |D_k| (``nll_reduction = "mean"``) instead of summing it; ``want`` is ``"mean"``
     or ``"std"``: the gradient that is formed; ``workspace`` (optional) is passed on
-    to :class:`learning.fused_mlp.FusedMLP` (the gradient is then its array).
+    to :class:`learning.local.fused_mlp.FusedMLP` (the gradient is then its array).
     Output: (loss as float, the gradient with respect to ``want``, float32 [d]).
     """
     logits, buffer, hidden = net.forward(mean, std, seed, x, mask, workspace=workspace)
@@ -419,7 +419,7 @@ def step_output(like: np.ndarray, out) -> np.ndarray:
 
 class FusedSteps:
     """The exact estimator's local steps for the Numba backend
-    (:class:`learning.backend_numba.NumbaSteps`): the inputs of the TensorFlow backend's
+    (:class:`learning.local.backend_numba.NumbaSteps`): the inputs of the TensorFlow backend's
     steps (tensors or arrays; ``seeds`` [K, 2]), outputs as NumPy arrays, one device at
     a time.
 
@@ -428,13 +428,13 @@ class FusedSteps:
     net : FusedMLP
         The network and its sampler layout.
     kl_scale, learning_rate, min_precision : float
-        lambda, eta and the precision floor of :class:`learning.objective.LocalConfig`.
+        lambda, eta and the precision floor of :class:`learning.local.objective.LocalConfig`.
     num_params : int
         d (lambda_k = lambda pi_k / d).
     nll_mean : bool
         ``nll_reduction == "mean"``.
     covariance_parameter : str
-        The phase-1 parameter (:mod:`learning.covariance`).
+        The phase-1 parameter (:mod:`learning.local.covariance`).
     phase1_learning_rate : float, optional
         Phase 1's step size (``LocalConfig.phase1_learning_rate``); None: ``learning_rate``.
     """
@@ -460,7 +460,7 @@ class FusedSteps:
 
     def rho_step(self, delta, mu_t, rho_t, x, y, mask, weights, seeds, out=None):
         """Phase-1 step of every device on its iterate ``delta`` [K, d] (the increment of
-        the covariance parameter, :mod:`learning.covariance`): (new iterate [K, d],
+        the covariance parameter, :mod:`learning.local.covariance`): (new iterate [K, d],
         objective [K], floor hits). The new iterate is written into ``out`` when given
         (:func:`step_output`)."""
         x, y, mask, kl_weights, seeds = self._data(x, y, mask, weights, seeds)

@@ -1,12 +1,12 @@
 """Local training of the proposed method behind one seam: a definition and a backend.
 
-The objectives of both phases are defined once, in :mod:`learning.objective` (eqs.
+The objectives of both phases are defined once, in :mod:`learning.local.objective` (eqs.
 ``localLoss``, ``task_loss``, ``KL_div``, ``update_phase1``, ``nu_def``). A *backend*
 minimises them for K devices, one phase per call (:class:`LocalBackend`):
 
-* ``"tensorflow"`` (:class:`learning.backend_tensorflow.TensorFlowSteps`): TensorFlow's
+* ``"tensorflow"`` (:class:`learning.local.backend_tensorflow.TensorFlowSteps`): TensorFlow's
   autodiff of the definitions, compiled; every architecture; the path a GPU would use.
-* ``"numba"`` (:class:`learning.backend_numba.NumbaSteps`): the MLP's steps with their
+* ``"numba"`` (:class:`learning.local.backend_numba.NumbaSteps`): the MLP's steps with their
   gradients written out, device by device.
 
 :class:`LocalTrainer` picks the backend and the noise from a
@@ -21,10 +21,10 @@ from typing import Protocol
 
 import tensorflow as tf
 
-from learning.backend_numba import NumbaSteps
-from learning.backend_tensorflow import TensorFlowSteps
-from learning.models import Model
-from learning.objective import LocalConfig, LocalObjective
+from learning.local.backend_numba import NumbaSteps
+from learning.local.backend_tensorflow import TensorFlowSteps
+from learning.local.objective import LocalConfig, LocalObjective
+from learning.models.model import Model
 from learning.runtime import Runtime, resolve
 
 __all__ = ["LocalBackend", "LocalConfig", "LocalTrainer"]
@@ -97,7 +97,7 @@ class LocalTrainer:
         return tf.convert_to_tensor(device_ids, tf.int32)
 
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None, device_steps=None):
-        """Phase 1: E steps on the covariance parameter (:mod:`learning.covariance`; its
+        """Phase 1: E steps on the covariance parameter (:mod:`learning.local.covariance`; its
         increment ``delta`` from 0), mean fixed at mu_t (eq. ``update_phase1``).
 
         Input: global ``mu_t``, ``rho_t`` [d]; data [K, B, ...], [K, B], [K, B]; pi_k [K];

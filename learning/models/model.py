@@ -10,7 +10,7 @@ call evaluates K devices times S weight samples:
   sample) weights. Point weights (FedAvg & co.) are S = 1.
 * ``logits_from_params(params, x)``: the same from the per-parameter tensors
   ``[K, S, *shape]`` (what :meth:`Model.unflatten` returns). The exact
-  reparameterization path of ``learning/objective.py`` samples each parameter tensor
+  reparameterization path of ``learning/local/objective.py`` samples each parameter tensor
   directly in this form, so the flat ``[K, S, d]`` sample is never materialised.
 * ``logits_sampled(mean [K or 1, d], std, device_seeds [K, 2], num_samples, x,
   mask)``: the exact reparameterization estimator's logits under the fused weight
@@ -25,15 +25,15 @@ call evaluates K devices times S weight samples:
   is the same in expectation as with full weight samples, with lower variance and
   ``S B out`` instead of ``S in out`` random numbers per layer. Device k's noise
   depends only on ``device_seeds[k]``; the MLP takes the generator as ``noise``
-  (TensorFlow's by default, or :func:`learning.objective.philox_lrt_noise`).
+  (TensorFlow's by default, or :func:`learning.local.objective.philox_lrt_noise`).
 
 Conventions of the MLP (the paper's MNIST network, 784-256x5-10, d = 466,698):
 ReLU after every hidden layer, biases on every layer, inputs flattened. Mean
 initialisation: He-normal kernels (std ``sqrt(2 / fan_in)``), zero biases.
 
-Other architectures (``learning/convnets.py``) subclass :class:`Model` and implement
+Other architectures (``learning/models/convnets.py``) subclass :class:`Model` and implement
 ``param_shapes``, ``init_mean``, ``logits_from_params`` and ``logits_lrt``;
-:func:`learning.architectures.build_model` builds every architecture by name. Per-device noise is drawn with
+:func:`learning.models.architectures.build_model` builds every architecture by name. Per-device noise is drawn with
 :func:`learning.posterior.device_normal` (one stream per device and layer).
 """
 
@@ -45,7 +45,8 @@ import math
 
 import tensorflow as tf
 
-from learning import fused_mlp, shapes
+from learning.local import fused_mlp
+from learning.models import shapes
 from learning.posterior import device_normal
 from native.sampling import sample_weights
 
@@ -68,8 +69,8 @@ class Model(abc.ABC):
     num_classes: int
     dense_layer_sizes: tuple[tuple[int, int], ...] | None = None
     """``(in, out)`` of every dense layer when the network is a plain ReLU MLP (the
-    layout the Numba backend runs, :mod:`learning.fused_local` and
-    :mod:`learning.fused_lrt`; its :meth:`logits_lrt` also takes Philox noise); None
+    layout the Numba backend runs, :mod:`learning.local.fused_local` and
+    :mod:`learning.local.fused_lrt`; its :meth:`logits_lrt` also takes Philox noise); None
     for other architectures."""
     lrt_shared_params: bool = False
     """True when :meth:`logits_lrt` accepts ``mu`` or ``var`` of shape [1, d] shared by
@@ -145,7 +146,7 @@ class Model(abc.ABC):
 
     def fused_network(self, num_samples: int):
         """The model's forward/backward in Numba on the fused sample
-        (:class:`learning.fused_mlp.FusedMLP`), or None where there is none (convnets)."""
+        (:class:`learning.local.fused_mlp.FusedMLP`), or None where there is none (convnets)."""
         return None
 
     @abc.abstractmethod
@@ -247,7 +248,7 @@ class MLP(Model):
 
         ``mask`` is unused (rows are independent). ``noise(device_seeds, shape, stream)``
         draws the pre-activation noise ``[K, *shape]`` (:func:`device_normal`, or
-        :func:`learning.objective.philox_lrt_noise`).
+        :func:`learning.local.objective.philox_lrt_noise`).
 
         The S samples are folded into the rows of every matmul (``[K, S*B, in] @ [K, in,
         out]``, so the weight gradient comes out as ``[K, in, out]`` directly) and a

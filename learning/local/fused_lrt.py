@@ -7,7 +7,7 @@ bias ``b``, the pre-activation of unit ``c`` is Gaussian,
 
     a_c = gamma_c + sqrt(delta_c) eps_c,   gamma = h mu_W + mu_b,   delta = h^2 var_W + var_b,
 
-with fresh ``eps`` for every (sample, row, unit) (:meth:`learning.models.MLP.logits_lrt`
+with fresh ``eps`` for every (sample, row, unit) (:meth:`learning.models.model.MLP.logits_lrt`
 is the TF form). A local step of one device is then a handful of small matrix
 products per layer (the mean path ``h mu_W``, the variance path ``h^2 var_W``, their
 transposes for the input gradient, and the one weight gradient the phase needs) and
@@ -20,7 +20,7 @@ its real rows only, with the products in single-threaded BLAS (``np.dot`` inside
 Numba) and the ``d``-vectors of one device in cache; the two cores take alternate
 devices.
 
-What is computed is :class:`learning.objective.LocalObjective`'s ``rho_objective`` /
+What is computed is :class:`learning.local.objective.LocalObjective`'s ``rho_objective`` /
 ``nu_objective`` with the LRT estimator and their gradients, written out by hand
 (the conformance suite holds both phases to TF's autodiff on the same noise):
 
@@ -34,8 +34,8 @@ What is computed is :class:`learning.objective.LocalObjective`'s ``rho_objective
   ``dL/dstd = 2 std dL/dvar``; phase 2: ``dL/dmu_W = h^T dL/dgamma``; layer 1 sums
   over the M samples before its product); the input gradient
   ``dL/dh = dL/dgamma mu_W^T + 2 h (dL/ddelta var_W^T)`` masked by the ReLU;
-* the step: :func:`learning.fused_local.rho_update_serial` /
-  :func:`~learning.fused_local.nu_update_serial` (the exact estimator's update, KL
+* the step: :func:`learning.local.fused_local.rho_update_serial` /
+  :func:`~learning.local.fused_local.nu_update_serial` (the exact estimator's update, KL
   and precision floor).
 
 Noise: layer ``l``'s ``eps`` of device k, ``[M, |D_k|, out_l]`` row-major, is
@@ -53,8 +53,8 @@ import math
 import numpy as np
 from numba import get_num_threads, njit, prange, uint32
 
-from learning import covariance
-from learning.fused_local import (
+from learning.local import covariance
+from learning.local.fused_local import (
     FLUSH_BELOW,
     nu_update_serial,
     phase2_ratio_row,
@@ -85,7 +85,7 @@ def _gather_rows(x, y, mask, act, labels):
 
 @njit(inline="always", fastmath=True, error_model="numpy")
 def _series_variances(code, sigma_t, anchor, delta, out):
-    """``out = (sigma_t (1 + q))^2`` with ``q`` from :func:`learning.covariance.nb_std_change_series`;
+    """``out = (sigma_t (1 + q))^2`` with ``q`` from :func:`learning.local.covariance.nb_std_change_series`;
     returns the number of entries beyond the series (their ``out`` is to be rewritten)."""
     one, beyond = np.float32(1.0), np.float32(0.0)
     for i in range(out.size):
@@ -103,7 +103,7 @@ def _layer_params(phase1, code, a, b, c, out):
     before: :func:`_device_step`).
 
     Phase 1 (``phase1``): the variances ``out = sigma_k^2`` of the covariance reading
-    ``code`` (:mod:`learning.covariance`) from ``a = sigma_t``, ``b`` its anchor and
+    ``code`` (:mod:`learning.local.covariance`) from ``a = sigma_t``, ``b`` its anchor and
     ``c`` the device's iterate ``delta`` (``sigma_k = sigma_t (1 + q)``, as the TF path
     forms it). Phase 2: the sampling means ``out = mu_t + ratio_k z_k`` from
     ``a = mu_t``, ``b = ratio_k``, ``c = z_k``. All float32 views of the layer's slice.
@@ -228,13 +228,13 @@ def _device_step(phase1, code, mean, var, own, p_a, p_b, p_c, n, labels, num_mc,
     layer's parameters as soon as their gradient is formed (while it is in cache).
 
     Phase 1 (``phase1``): ``p_a = sigma_t``, ``p_b`` the anchor and ``p_c = delta`` of
-    the covariance reading ``code`` (:mod:`learning.covariance`), ``limit`` and
+    the covariance reading ``code`` (:mod:`learning.local.covariance`), ``limit`` and
     ``increasing`` its floor; the gradient with respect to the variances and
-    :func:`learning.fused_local.rho_update_serial` (which forms ``sigma_k`` and
+    :func:`learning.local.fused_local.rho_update_serial` (which forms ``sigma_k`` and
     ``dL/dsigma_k = 2 sigma_k dL/dvar`` in its own pass) into ``new``.
     Phase 2: ``p_a = mu_t``, ``p_b = ratio_k``, ``p_c = z_k``, ``prior_rho`` the KL
     prior's precision; the gradient with respect to the mean and
-    :func:`~learning.fused_local.nu_update_serial`.
+    :func:`~learning.local.fused_local.nu_update_serial`.
     With ``prepare_next``, each layer's parameters for the next step (``own``, from
     ``p_a``, ``p_b`` and the new iterate) are written right after its update, while
     its slices are in cache; that step's forward (not ``first``) takes them as they
@@ -350,9 +350,9 @@ def _rho_phase(code, mu_t, rho_t, sigma_t, anchor, limit, increasing, x, y, mask
     """Phase 1 of every device, device by device: its E steps (``keys`` [E, K, 2]) one
     after the other on the increment ``delta`` of the covariance parameter ``code``
     (from 0; ``sigma_t``, ``anchor``, ``limit``, ``increasing``:
-    :meth:`learning.covariance.Reading.phase_constants`), the iterate in the worker's
+    :meth:`learning.local.covariance.Reading.phase_constants`), the iterate in the worker's
     buffers ``vec[w, 2:4]``, the last step writing ``out[k]``, which then becomes the
-    transmitted ``Delta_rho_k`` (:func:`learning.covariance.precision_change_row`);
+    transmitted ``Delta_rho_k`` (:func:`learning.local.covariance.precision_change_row`);
     ``losses`` [2, E, K]: each step's task loss and KL sum (without lambda_k),
     float64; ``hits`` [K]; ``device_steps`` [K]: device k takes that many of the E steps
     (1..E; its later losses repeat its last)."""
@@ -397,7 +397,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
               vec, labels, out, losses, device_steps):
     """Phase 2 of every device, device by device: ``ratio_k`` into ``vec[w, 2]``, its E
     steps (``device_steps[k]`` of them) from ``z = 0`` in ``vec[w, 3:5]``, then
-    ``out[k] = c_k mu_t + z_k`` (:func:`learning.fused_local.phase2_ratio_row` /
+    ``out[k] = c_k mu_t + z_k`` (:func:`learning.local.fused_local.phase2_ratio_row` /
     ``phase2_update_row``: the values of the whole-array passes); ``losses`` [2, E, K]."""
     num_steps, num_devices = keys.shape[0], keys.shape[1]
     workers = act.shape[0]
@@ -430,7 +430,7 @@ def _nu_phase(delta_rho_k, delta_rho, rho_next, mu_t, var, prior_rho, x, y, mask
 
 
 class FusedLRTSteps:
-    """The Numba backend's two phases (:class:`learning.backend_numba.NumbaSteps`) for the MLP with the local
+    """The Numba backend's two phases (:class:`learning.local.backend_numba.NumbaSteps`) for the MLP with the local
     reparameterization estimator (inputs as tensors or arrays, outputs as NumPy
     arrays): :meth:`rho_phase` and :meth:`nu_phase` run each device's E steps back to
     back on one core, its ``d``-vectors (iterates, gradient, layer parameters, phase 2's
@@ -442,16 +442,16 @@ class FusedLRTSteps:
     Parameters
     ----------
     layer_sizes : sequence of (int, int)
-        ``(in, out)`` of every dense layer (:class:`learning.models.MLP`'s layout:
+        ``(in, out)`` of every dense layer (:class:`learning.models.model.MLP`'s layout:
         kernel ``[in, out]`` then bias ``[out]``, layer by layer).
     num_mc : int
         M, samples per step.
     kl_scale, learning_rate, min_precision : float
-        lambda, eta and the precision floor of :class:`learning.objective.LocalConfig`.
+        lambda, eta and the precision floor of :class:`learning.local.objective.LocalConfig`.
     nll_mean : bool
         ``nll_reduction == "mean"``.
     covariance_parameter : str
-        The phase-1 parameter (:mod:`learning.covariance`).
+        The phase-1 parameter (:mod:`learning.local.covariance`).
     phase1_learning_rate : float, optional
         Phase 1's step size (``LocalConfig.phase1_learning_rate``); None: ``learning_rate``.
     """
@@ -533,9 +533,9 @@ class FusedLRTSteps:
     def nu_phase(self, delta_rho_k, delta_rho, mu_t, rho_next, prior_rho, x, y, mask, weights, seeds, out,
                  device_steps=None):
         """Phase 2 of every device: ``ratio_k``, E = ``len(seeds)`` steps from ``z = 0``
-        and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.LocalBackend.nu_phase`;
+        and ``Delta_nu_k = c_k mu_t + z_k`` (:meth:`learning.local.trainer.LocalBackend.nu_phase`;
         ``ratio_k`` and the result in the IEEE order of
-        :func:`learning.fused_local.phase2_ratio` / :func:`~learning.fused_local.phase2_update`).
+        :func:`learning.local.fused_local.phase2_ratio` / :func:`~learning.local.fused_local.phase2_update`).
 
         Input: the devices' phase-1 updates ``delta_rho_k`` [K, d]; ``delta_rho`` [d],
         the applied global update; ``mu_t``, ``rho_next``, ``prior_rho`` [d]; data,

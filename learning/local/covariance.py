@@ -9,8 +9,8 @@ step on rho changes rho by ``eta dL/dsigma rho^-3/2 / 2`` and so sigma by
 a step on theta changes sigma by ``eta dL/dsigma sigmoid(theta)^2`` (2.2e-3 eta
 dL/dsigma): a ratio of 1.5e-6, as measured (precision_rel_change 1.5e-11 against 1e-5
 per round at paper-MNIST size, docs/reproduction.md). This module defines every reading once, for all
-training backends (:class:`learning.backend_tensorflow.TensorFlowSteps` and the Numba
-kernels of :mod:`learning.fused_local` and :mod:`learning.fused_lrt`).
+training backends (:class:`learning.local.backend_tensorflow.TensorFlowSteps` and the Numba
+kernels of :mod:`learning.local.fused_local` and :mod:`learning.local.fused_lrt`).
 
 Whatever the reading, the device's local parameter is ``theta_k = theta(rho_t) +
 delta`` with ``delta`` the iterate (starting at 0, so small steps are exact in

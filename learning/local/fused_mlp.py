@@ -210,7 +210,7 @@ class FusedMLP:
     layer_sizes : sequence of (int, int)
         ``(in, out)`` of every dense layer; ReLU after all but the last. The flat
         parameter vector is kernel ``[in, out]`` then bias ``[out]``, layer by layer
-        (:class:`learning.models.MLP`'s layout), sampled with streams ``0..2L-1``.
+        (:class:`learning.models.model.MLP`'s layout), sampled with streams ``0..2L-1``.
     num_mc : int
         M, weight samples per device.
     """

@@ -1,6 +1,6 @@
 """Convolutional architectures as pure functions of (device, sample)-batched weights.
 
-Two networks implement :class:`learning.models.Model`:
+Two networks implement :class:`learning.models.model.Model`:
 
 * :class:`CNN`: conv3x3(32)-ReLU-maxpool2 -> conv3x3(64)-ReLU-maxpool2 -> dense(128)-ReLU
   -> dense(C); biases everywhere, no normalisation. d = 421,642 for 28x28x1 / 10 classes,
@@ -63,8 +63,8 @@ import math
 
 import tensorflow as tf
 
-from learning import shapes
-from learning.models import Model
+from learning.models import shapes
+from learning.models.model import Model
 from learning.posterior import device_normal
 
 BN_EPSILON = 1e-5

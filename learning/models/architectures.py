@@ -1,7 +1,7 @@
 """The model registry: an architecture's name in a scenario -> the :class:`Model` that builds it.
 
-``learning/models.py`` (the :class:`~learning.models.Model` interface and the MLP) and
-``learning/convnets.py`` (the CNN and ResNet-56) never import each other's builders:
+``learning/models/model.py`` (the :class:`~learning.models.model.Model` interface and the MLP) and
+``learning/models/convnets.py`` (the CNN and ResNet-56) never import each other's builders:
 both register here, and :func:`build_model` is the one place a name is resolved, so the
 two modules hold no import cycle.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from learning.convnets import CNN, ResNet56
-from learning.models import MLP, Model
+from learning.models.convnets import CNN, ResNet56
+from learning.models.model import MLP, Model
 
 __all__ = ["ARCHITECTURES", "build_model"]
 

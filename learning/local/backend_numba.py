@@ -1,9 +1,9 @@
 """The Numba backend of the local training: the MLP's steps with their gradients written out.
 
-The same objectives as :class:`learning.objective.LocalObjective` on the same Philox
-noise, run device by device in Numba: :mod:`learning.fused_local` (the exact estimator:
-:mod:`native.sampling`'s weight sample, :mod:`learning.fused_mlp`'s layers) and
-:mod:`learning.fused_lrt` (the local reparameterization). The conformance suite holds
+The same objectives as :class:`learning.local.objective.LocalObjective` on the same Philox
+noise, run device by device in Numba: :mod:`learning.local.fused_local` (the exact estimator:
+:mod:`native.sampling`'s weight sample, :mod:`learning.local.fused_mlp`'s layers) and
+:mod:`learning.local.fused_lrt` (the local reparameterization). The conformance suite holds
 both to TensorFlow's autodiff of the definitions. The updates it returns are
 ``tf.float32`` tensors over host arrays of its own pool (:mod:`native.host_arrays`).
 """
@@ -13,18 +13,18 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from learning import covariance
-from learning.device_steps import keep_rows, repeat_stopped
-from learning.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
-from learning.fused_lrt import FusedLRTSteps
-from learning.objective import LocalObjective
+from learning.local import covariance
+from learning.local.device_steps import keep_rows, repeat_stopped
+from learning.local.fused_local import FusedSteps, phase2_ratio, phase2_update, precision_change
+from learning.local.fused_lrt import FusedLRTSteps
+from learning.local.objective import LocalObjective
 from learning.runtime import NUMBA_ARCHITECTURES
 from native.host_arrays import BufferPool, as_tensor
 from native.launch import LAUNCH, read_only
 
 
 class NumbaSteps:
-    """Both phases of the local training in Numba (:class:`learning.local.LocalBackend`).
+    """Both phases of the local training in Numba (:class:`learning.local.trainer.LocalBackend`).
 
     Parameters
     ----------
@@ -56,7 +56,7 @@ class NumbaSteps:
         self.buffers = BufferPool(max_buffers=6)  # the phases' [K, d] arrays
 
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
-        """See :meth:`learning.local.LocalBackend.rho_phase`."""
+        """See :meth:`learning.local.trainer.LocalBackend.rho_phase`."""
         definition = self.definition
         shape = [int(tf.shape(y)[0]), int(rho_t.shape[0])]
         steps = None if device_steps is None else np.asarray(device_steps)
@@ -84,8 +84,8 @@ class NumbaSteps:
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
                  weights, seed, device_ids, device_steps=None):
-        """See :meth:`learning.local.LocalBackend.nu_phase` (eq. ``nu_def``:
-        :func:`learning.fused_local.phase2_ratio`, :func:`~learning.fused_local.phase2_update`)."""
+        """See :meth:`learning.local.trainer.LocalBackend.nu_phase` (eq. ``nu_def``:
+        :func:`learning.local.fused_local.phase2_ratio`, :func:`~learning.local.fused_local.phase2_update`)."""
         definition = self.definition
         mu_np, rho_next_np, delta_rho_np = (read_only(v) for v in (mu_t, rho_next, delta_rho_global))
         delta_rho_k = read_only(delta_rho_k)  # no copy of a tensor's memory

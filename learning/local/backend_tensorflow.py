@@ -1,6 +1,6 @@
 """The TensorFlow backend of the local training: autodiff of the definitions, compiled.
 
-Each local step is TensorFlow's gradient of :class:`learning.objective.LocalObjective`'s
+Each local step is TensorFlow's gradient of :class:`learning.local.objective.LocalObjective`'s
 phase objective and a plain gradient step, for all K devices in one ``tf.function`` call
 (XLA with ``jit_compile``; one device at a time inside the graph with ``device_loop``).
 This is the path every architecture has and the one a GPU would use; the conformance
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from learning.device_steps import continue_where
-from learning.objective import LocalObjective
+from learning.local.device_steps import continue_where
+from learning.local.objective import LocalObjective
 
 
 class TensorFlowSteps:
-    """Both phases of the local training with TensorFlow (:class:`learning.local.LocalBackend`).
+    """Both phases of the local training with TensorFlow (:class:`learning.local.trainer.LocalBackend`).
 
     Parameters
     ----------
@@ -88,7 +88,7 @@ class TensorFlowSteps:
         )
 
     def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
-        """See :meth:`learning.local.LocalBackend.rho_phase`."""
+        """See :meth:`learning.local.trainer.LocalBackend.rho_phase`."""
         definition = self.definition
         delta = tf.zeros([int(tf.shape(y)[0]), int(rho_t.shape[0])], tf.float32)
         losses, hits = [], tf.constant(0, tf.int32)
@@ -102,7 +102,7 @@ class TensorFlowSteps:
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
                  weights, seed, device_ids, device_steps=None):
-        """See :meth:`learning.local.LocalBackend.nu_phase`."""
+        """See :meth:`learning.local.trainer.LocalBackend.nu_phase`."""
         definition = self.definition
         offset = definition.phase2_offset(delta_rho_k, delta_rho_global, rho_next)
         ratio = 1.0 / (1.0 + offset)  # rho_{t+1} / rho_k

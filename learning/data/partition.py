@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from learning.algorithms.base import DeviceData
-from learning.datasets import Dataset
+from learning.data.datasets import Dataset
 
 SCHEMES = ("labels_per_device", "dirichlet", "iid")
 SIZE_DISTRIBUTIONS = ("poisson", "shifted_poisson")

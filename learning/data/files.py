@@ -5,7 +5,7 @@ containers, strings, numbers and NumPy arrays only: any other reference in a fil
 (``os.system``, a class) is refused before it is called, with one line naming the file.
 :func:`check_dataset_files` is what ``cosim validate`` says of a scenario's data.
 Standard library only at import (NumPy is imported when an array is read), so ``cosim
-validate`` stays light; :mod:`learning.datasets` builds the datasets from these readers.
+validate`` stays light; :mod:`learning.data.datasets` builds the datasets from these readers.
 """
 
 from __future__ import annotations
