@@ -39,7 +39,8 @@ HEAVY = ("tensorflow", "sionna", "tensorflow_probability", "keras", "numba", "le
 TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
 LIGHT = ("phy", "phy.units", "phy.limits", "phy.parameters", "learning", "learning.runtime",
-         "learning.catalog", "learning.hyperparameters", "learning.data.files", "learning.models.shapes")
+         "learning.catalog", "learning.hyperparameters", "learning.data", "learning.data.files", "learning.models",
+         "learning.models.shapes")
 """The modules of `phy` and `learning` without NumPy or TensorFlow that every command may
 import: the packages, the dB conversions, the PHY models' limits and parameters, the
 local training's runtime rules, the algorithm catalog, the algorithms' parameters and
