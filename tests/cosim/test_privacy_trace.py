@@ -28,6 +28,19 @@ def _arrays(path):
                      if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s") else None)
     return out
 
+def _tiny_runs_by(tmp_path, key, values, rounds):
+    """One tiny run with the target and per-device columns per value of ``key`` (in
+    ``tmp_path / value``): ``({value: its arrays}, the last run's scenario)``."""
+    runs = {}
+    for value in values:
+        (tmp_path / value).mkdir()
+        scenario = load_scenario(write_tiny(tmp_path / value, rounds=rounds),
+                                 [*TARGET, "trace.per_device=true", f"{key}={value}"])
+        run_scenario(scenario, progress=False, stop_on_divergence=False)
+        runs[value] = _arrays(scenario.trace_path)
+    return runs, scenario
+
+
 
 class _Interrupted(Engine):
     def run_round(self, t, state):
@@ -233,13 +246,7 @@ def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
     phase's N OFDM symbols of (F + C) / B seconds."""
     from cosim.scenario.derived import symbols_per_phase
 
-    runs = {}
-    for source in ("designated", "devices"):
-        (tmp_path / source).mkdir()
-        scenario = load_scenario(write_tiny(tmp_path / source, rounds=3),
-                                 [*TARGET, "trace.per_device=true", f"privacy.noise_source={source}"])
-        run_scenario(scenario, progress=False, stop_on_divergence=False)
-        runs[source] = _arrays(scenario.trace_path)
+    runs, scenario = _tiny_runs_by(tmp_path, "privacy.noise_source", ("designated", "devices"), 3)
     designated, devices = runs["designated"], runs["devices"]
     for phase in ("rho", "nu"):
         np.testing.assert_allclose(devices[f"rounds/privacy_noise_multiplier_{phase}"],
@@ -277,13 +284,7 @@ def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path):
     accuracy cost is the designated source's: in round 0 the estimate's noise power
     equals that of the KKT control with the planned artificial noise (to 1e-9) and every
     device sends s^2 times that run's power (to float32 rounding)."""
-    runs = {}
-    for control in ("optimal", "privacy_scaling"):
-        (tmp_path / control).mkdir()
-        scenario = load_scenario(write_tiny(tmp_path / control, rounds=2),
-                                 [*TARGET, "trace.per_device=true", f"power.control={control}"])
-        run_scenario(scenario, progress=False, stop_on_divergence=False)
-        runs[control] = _arrays(scenario.trace_path)
+    runs, _ = _tiny_runs_by(tmp_path, "power.control", ("optimal", "privacy_scaling"), 2)
     noise, scaled = runs["optimal"], runs["privacy_scaling"]
     for phase in ("rho", "nu"):
         assert np.all(scaled[f"rounds/artificial_noise_power_w_{phase}"] == 0.0)
