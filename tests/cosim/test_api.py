@@ -232,13 +232,13 @@ def test_the_import_filter_drops_only_the_known_lines(tmp_path):
 
 def test_to_pandas_imports_no_tensorflow(tmp_path):
     trace = _write_trace(tmp_path / "t.h5")
+    from test_cli_startup import LIGHT  # the light modules cosim.scenario imports
+
     probe = ("import json, sys\nfrom cosim.api import to_pandas\n"
              f"frames = to_pandas({str(trace)!r})\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('tensorflow', 'sionna', 'learning', 'numba') or m in ('cosim.engine', 'cosim.run'))\n"
-             # the light modules cosim.scenario imports (tests/cosim/test_cli_startup.py's LIGHT)
-             "heavy = [m for m in heavy if m not in ('learning', 'learning.runtime', 'learning.catalog',"
-             " 'learning.hyperparameters')]\n"
+             f"heavy = [m for m in heavy if m not in {LIGHT!r}]\n"
              "print(json.dumps([len(frames.rounds), heavy]))")
     result = _python(probe, tmp_path)
     assert result.returncode == 0 and result.stderr == "", result.stderr
