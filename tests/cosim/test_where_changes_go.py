@@ -98,3 +98,45 @@ def test_a_toy_scheme_is_one_class_and_one_registry_entry(tmp_path, monkeypatch)
         np.testing.assert_array_equal(rounds["uplink_energy_j"][()], 0.0)
         np.testing.assert_array_equal(rounds["uplink_symbols"][()],
                                       rounds["toy_symbols_rho"][()] + rounds["toy_symbols_nu"][()])
+
+
+class _UnfadedChannel:
+    """A toy channel model: every device's channel is ``sqrt(path_gain_k)`` on every
+    subcarrier (no fading). Input ``path_gain`` [K] float32, ``seed`` [2]; output [K, F]
+    complex64."""
+
+    def __init__(self, num_subcarriers: int):
+        self.num_subcarriers = int(num_subcarriers)
+
+    def __call__(self, path_gain, seed):
+        import tensorflow as tf
+
+        amplitude = tf.cast(tf.sqrt(tf.convert_to_tensor(path_gain, tf.float32)), tf.complex64)
+        return tf.broadcast_to(amplitude[:, None], [amplitude.shape[0], self.num_subcarriers])
+
+
+def test_a_toy_channel_model_is_one_class_and_one_registry_entry(tmp_path, monkeypatch):
+    """A new channel model is a class (called with the path gains and a seed) and one entry
+    of :data:`phy.parameters.CHANNEL_MODELS` with its keys: the scenario selects it by
+    ``channel.model`` and every round's channel is the toy's (``mean_channel_gain`` equals
+    the devices' path gains), with no other change; an unregistered name is refused naming
+    ``channel.model``."""
+    from native.parameters import Variant
+    from phy.parameters import CHANNEL_MODELS, FlatRayleighChannel
+
+    path = write_tiny(tmp_path, rounds=2, every=2, hidden=4)
+    with pytest.raises(ScenarioError, match=r"channel\.model: must be one of"):
+        load_scenario(path, overrides=['channel.model="unfaded"', "trace.per_device=true"])
+
+    class UnfadedParameters(FlatRayleighChannel):
+        """The toy's keys: the path loss exponent only."""
+
+    monkeypatch.setitem(CHANNEL_MODELS, "unfaded", Variant(
+        UnfadedParameters, _UnfadedChannel, {"path_loss_exponent": None},
+        extras=("num_subcarriers",), label="unfaded"))
+    scenario = load_scenario(path, overrides=['channel.model="unfaded"', "trace.per_device=true"])
+    summary = run_scenario(scenario, progress=False)
+    with h5py.File(summary.trace_path, "r") as f:
+        gain = f["rounds/per_device/mean_channel_gain"][()]
+        path_gain = f["devices/path_gain"][()]
+    np.testing.assert_allclose(gain, np.broadcast_to(path_gain, gain.shape), rtol=1e-6)
