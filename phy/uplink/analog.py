@@ -39,6 +39,7 @@ class Analog:
     """
 
     carries = "values"
+    accounts_privacy = True
 
     def nominal_symbols(self, grid) -> int:
         """N = ceil(n / F): one real value per resource element."""

@@ -184,7 +184,7 @@ class Uplink:
         self.scheme = scheme if scheme is not None else Analog()
         self.symbol_duration_s = float(symbol_duration_s)
         self.num_subcarriers = int(num_subcarriers)
-        if privacy is not None and (not isinstance(self.scheme, Analog) or domain != "frequency"):
+        if privacy is not None and (not self.scheme.accounts_privacy or domain != "frequency"):
             raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
                              f"got {type(self.scheme).__name__} in the {domain!r} domain")
         if privacy is not None and privacy.noise_source == "devices" and self.num_antennas > 1:

@@ -324,6 +324,7 @@ class DigitalOfdma:
     """
 
     carries = "values"
+    accounts_privacy = False
 
     def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
                  snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,

@@ -70,6 +70,7 @@ class NoncoherentMajorityVote:
     """
 
     carries = "signs"
+    accounts_privacy = False
 
     def __init__(self, power: str = "path_gain_inversion"):
         self.parameters = NoncoherentMvScheme.check(noncoherent_power=power)

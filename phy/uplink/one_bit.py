@@ -81,6 +81,7 @@ class OneBit:
     """
 
     carries = "signs"
+    accounts_privacy = False
 
     def __init__(self, modulation: str = "bpsk", gain_threshold: float = 0.1):
         checked = OneBitScheme.check(one_bit_modulation=modulation, one_bit_gain_threshold=gain_threshold)

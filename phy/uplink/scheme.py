@@ -55,9 +55,13 @@ class Scheme(Protocol):
     ``carries`` is ``"values"`` (the estimate approximates the weighted sum: any
     algorithm) or ``"signs"`` (the estimate is a sign per entry: an algorithm whose
     server update takes a majority vote, ``learning.catalog.Entry.sends == "signs"``).
+    ``accounts_privacy`` is True where the block's ``[privacy]`` mechanism (the analog
+    receiver noise against each sender's sensitivity, :mod:`phy.privacy`) describes what
+    the BS sees; the block refuses ``privacy`` with any other scheme.
     """
 
     carries: str
+    accounts_privacy: bool
 
     def send(self, link: Any, block: Any, *, phase: str, seed: Any, keep_signals: bool) -> SchemeResult:
         """Phase ``phase`` of ``link`` (:class:`phy.uplink.participation.PhaseLink`) over

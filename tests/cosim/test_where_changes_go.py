@@ -56,6 +56,7 @@ class _ToyExactScheme:
     scheme seam as a newcomer meets it."""
 
     carries = "values"
+    accounts_privacy = False
 
     def nominal_symbols(self, grid):
         return -(-grid.num_values // (2 * grid.num_subcarriers))
