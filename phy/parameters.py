@@ -300,6 +300,9 @@ class AnalogScheme(Parameters):
     the same resource elements, one real value per element."""
 
     carries: ClassVar[str] = "values"
+    # [privacy]'s mechanism (phy.privacy: the receiver noise against each sender's
+    # amplitude on the shared subcarriers) is this scheme's; no other scheme has it.
+    accounts_privacy: ClassVar[bool] = True
 
 
 class DigitalOfdmaScheme(Parameters):
@@ -391,4 +394,6 @@ UPLINK_SCHEMES = {
                               {"noncoherent_power": "power"}),
 }
 """``uplink.scheme`` -> its parameters and class (:mod:`phy.uplink.scheme`); a scheme's
-parameters declare what it ``carries``: ``"values"`` or ``"signs"``."""
+parameters declare what it ``carries`` (``"values"`` or ``"signs"``) and whether
+``[privacy]`` ``accounts_privacy`` for it (absent: False); the scenario's checks and the
+scheme classes read both from here."""

@@ -280,6 +280,12 @@ class UplinkConfig(variant_table(UPLINK_SCHEMES, table="uplink", key="scheme", d
         """``"values"`` or ``"signs"``: what the chosen scheme's estimate is."""
         return getattr(self._registry[self.scheme].parameters, "carries", "values")
 
+    @property
+    def accounts_privacy(self) -> bool:
+        """Whether ``[privacy]``'s mechanism describes what the BS sees under this scheme
+        (the analog scheme's only)."""
+        return bool(getattr(self._registry[self.scheme].parameters, "accounts_privacy", False))
+
 
 class DownlinkConfig(_Section):
     """Digital multicast of the global model (not in the paper's tables)."""
@@ -576,7 +582,7 @@ class Scenario(_Section):
             "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
             "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
-            _require(self.uplink.scheme == "analog", "uplink.scheme",
+            _require(self.uplink.accounts_privacy, "uplink.scheme",
                      f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
                      "only (each device's amplitude on the shared subcarriers); remove [privacy] "
                      "or set uplink.scheme = \"analog\"")

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy import aircomp
+from phy.parameters import AnalogScheme
 from phy.receiver_scaling import joint_gamma
 from phy.uplink.scheme import SchemeResult, energy_j
 
@@ -38,8 +39,8 @@ class Analog:
     signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
     """
 
-    carries = "values"
-    accounts_privacy = True
+    carries = AnalogScheme.carries
+    accounts_privacy = getattr(AnalogScheme, "accounts_privacy", False)
 
     def nominal_symbols(self, grid) -> int:
         """N = ceil(n / F): one real value per resource element."""

@@ -53,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from native.columns import Columns
+from phy.parameters import DigitalOfdmaScheme
 from phy.uplink.scheme import SchemeResult
 
 SCALE_BITS = 32
@@ -323,14 +324,12 @@ class DigitalOfdma:
     kept).
     """
 
-    carries = "values"
-    accounts_privacy = False
+    carries = DigitalOfdmaScheme.carries
+    accounts_privacy = getattr(DigitalOfdmaScheme, "accounts_privacy", False)
 
     def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
                  snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,
                  slot_symbols: int | None = None):
-        from phy.parameters import DigitalOfdmaScheme
-
         DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, rate_model=rate_model,
                                  snr_gap_db=snr_gap_db, target_bler=target_bler,
                                  rate_margin_db=rate_margin_db, slot_symbols=slot_symbols)

@@ -69,8 +69,8 @@ class NoncoherentMajorityVote:
     ``send`` returns the vote [n] tf.float32 in {-1, 0, +1}.
     """
 
-    carries = "signs"
-    accounts_privacy = False
+    carries = NoncoherentMvScheme.carries
+    accounts_privacy = getattr(NoncoherentMvScheme, "accounts_privacy", False)
 
     def __init__(self, power: str = "path_gain_inversion"):
         self.parameters = NoncoherentMvScheme.check(noncoherent_power=power)

@@ -80,8 +80,8 @@ class OneBit:
     ``send`` returns the vote [n] tf.float32 in {-1, 0, +1}.
     """
 
-    carries = "signs"
-    accounts_privacy = False
+    carries = OneBitScheme.carries
+    accounts_privacy = getattr(OneBitScheme, "accounts_privacy", False)
 
     def __init__(self, modulation: str = "bpsk", gain_threshold: float = 0.1):
         checked = OneBitScheme.check(one_bit_modulation=modulation, one_bit_gain_threshold=gain_threshold)

@@ -3,7 +3,7 @@ valid scenario value, and Variant takes the implementation itself as well as a p
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import ClassVar, get_args
 
 import pytest
 
@@ -105,3 +105,30 @@ def test_architectures_are_listed_once():
         assert model.param_shapes == param_shapes(name, shape, 4, (6, 5))
     with pytest.raises(ValueError, match="architecture must be one of 'mlp', 'cnn', 'resnet56'"):
         param_shapes("vgg", (8, 8, 3), 10)
+
+
+def test_what_a_scheme_carries_and_accounts_is_declared_once():
+    """``carries`` and ``accounts_privacy`` are declared by a scheme's parameters in
+    ``UPLINK_SCHEMES`` (no TensorFlow): the scheme classes take them from there, and the
+    scenario's refusal of ``[privacy]`` follows the flag, not the scheme's name."""
+    from native.parameters import Variant
+    from phy.parameters import UPLINK_SCHEMES
+
+    for name, variant in UPLINK_SCHEMES.items():
+        scheme = variant.target()
+        assert scheme.carries == variant.parameters.carries, name
+        assert scheme.accounts_privacy == getattr(variant.parameters, "accounts_privacy", False), name
+    assert [n for n, v in UPLINK_SCHEMES.items() if getattr(v.parameters, "accounts_privacy", False)] == ["analog"]
+
+    class _Accounted(_NoKeys):
+        carries: ClassVar[str] = "values"
+        accounts_privacy: ClassVar[bool] = True
+
+    UPLINK_SCHEMES["test_accounted"] = Variant(_Accounted, _Control)
+    try:
+        privacy = {"privacy": {"delta": 1e-5}}
+        assert parse_scenario({"uplink": {"scheme": "test_accounted"}, **privacy}).privacy is not None
+        with pytest.raises(ScenarioError, match=r"uplink\.scheme: = 'digital_ofdma'"):
+            parse_scenario({"uplink": {"scheme": "digital_ofdma"}, **privacy})
+    finally:
+        del UPLINK_SCHEMES["test_accounted"]
