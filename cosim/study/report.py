@@ -30,6 +30,7 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import sys
@@ -196,9 +197,15 @@ def _axes_only(copy: Path) -> Study:
     return load_study(copy, validate=False, resolve_scenario=False)  # its keys checked as ran
 
 
-def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
+@functools.cache
+def _t_quantile(degrees_of_freedom: int) -> float:
+    """The two-sided :data:`CONFIDENCE` quantile of Student's t."""
     from scipy import stats
 
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees_of_freedom))
+
+
+def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
     n = int(values.size)
     if n == 0:
         return 0, np.nan, np.nan, np.nan, np.nan
@@ -206,8 +213,22 @@ def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
     if n < 2:
         return n, mean, np.nan, np.nan, np.nan
     std = float(values.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * std / np.sqrt(n)
+    half = _t_quantile(n - 1) * std / np.sqrt(n)
     return n, mean, std, mean - half, mean + half
+
+
+def _ci_rows(values: np.ndarray) -> list[tuple[int, float, float, float, float]]:
+    """:func:`_ci` of every row of ``values`` [G, n] (finite, n >= 1), equal to it row
+    by row: the same reductions along a contiguous axis."""
+    values = np.ascontiguousarray(values, dtype=float)
+    n = values.shape[1]
+    mean = values.mean(axis=1)
+    if n < 2:
+        return [(n, float(m), np.nan, np.nan, np.nan) for m in mean]
+    std = values.std(axis=1, ddof=1)
+    half = _t_quantile(n - 1) * std / np.sqrt(n)
+    return list(zip([n] * len(mean), mean.tolist(), std.tolist(), (mean - half).tolist(),
+                    (mean + half).tolist(), strict=True))
 
 
 def summarize_over_seeds(
@@ -222,24 +243,26 @@ def summarize_over_seeds(
     if metrics is None:
         metrics = [c for c in table.columns
                    if c not in skip and pd.api.types.is_numeric_dtype(table[c])]
+    fields = ("n", "mean", "std", "ci95_low", "ci95_high")
     rows = []
     for key, group in _groups(table, axes):
         lead = dict(zip(axes, key, strict=True))
+        by_round = group.groupby("round", sort=True).indices  # positions, in table order
+        by_seed = group.groupby("seed", sort=True).indices
+        xs = {kind: group[column].to_numpy(dtype=float) for kind, column in X_COLUMNS.items()
+              if column in group}
         for metric in metrics:
-            for r, at in group.groupby("round", sort=True):
-                values = at[metric].to_numpy(dtype=float)
+            column = group[metric].to_numpy(dtype=float)
+            for r in sorted(by_round):
+                values = column[by_round[r]]
                 values = values[np.isfinite(values)]
                 if values.size:
                     rows.append({**lead, "x_kind": "round", "x": float(r), "metric": metric,
-                                 **dict(zip(("n", "mean", "std", "ci95_low", "ci95_high"),
-                                            _ci(values), strict=True))})
-            for kind, column in X_COLUMNS.items():
-                if column not in group:
-                    continue
+                                 **dict(zip(fields, _ci(values), strict=True))})
+            for kind, x_all in xs.items():
                 curves = []
-                for _, seed_rows in group.groupby("seed", sort=True):
-                    x = seed_rows[column].to_numpy(dtype=float)
-                    y = seed_rows[metric].to_numpy(dtype=float)
+                for seed in sorted(by_seed):
+                    x, y = x_all[by_seed[seed]], column[by_seed[seed]]
                     ok = np.isfinite(x) & np.isfinite(y)
                     if ok.any():
                         curves.append((x[ok], y[ok]))
@@ -250,11 +273,10 @@ def summarize_over_seeds(
                 if low > high:
                     continue
                 grid = np.linspace(low, high, grid_points) if high > low else np.array([low])
-                stacked = np.stack([np.interp(grid, x, y) for x, y in curves])
-                for i, xv in enumerate(grid):
+                per_point = np.stack([np.interp(grid, x, y) for x, y in curves], axis=1)
+                for xv, ci in zip(grid, _ci_rows(per_point), strict=True):
                     rows.append({**lead, "x_kind": kind, "x": float(xv), "metric": metric,
-                                 **dict(zip(("n", "mean", "std", "ci95_low", "ci95_high"),
-                                            _ci(stacked[:, i]), strict=True))})
+                                 **dict(zip(fields, ci, strict=True))})
     return pd.DataFrame(rows)
 
 
