@@ -50,7 +50,7 @@ from phy.aircomp_reference import reference_chain
 from phy.grid import GroupingRule
 from phy.grid_sums import grid_sums
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import PowerControl
+from phy.power import PowerControl, configuration_key
 
 __all__ = ["AirCompResult", "aggregate", "chain"]
 
@@ -189,7 +189,9 @@ _COMPILED = {}
 
 
 def _compiled_chain(rule, power_control, keep_signals, internals=False):
-    key = (rule.num_values, rule.num_subcarriers, id(power_control), keep_signals, internals)
+    # one graph per configuration, shared by the runs of a process (a study's worker)
+    key = (rule.num_values, rule.num_subcarriers, configuration_key(power_control), keep_signals,
+           internals)
     if key not in _COMPILED:
         if keep_signals:
             def fn(*args):

@@ -498,10 +498,22 @@ class IdealAggregation(PowerControl):
 _KERNELS = {}
 
 
+def configuration_key(control: PowerControl) -> tuple:
+    """What a compiled graph of ``control`` depends on: its class and attributes (two
+    instances configured alike share one graph); its identity where an attribute is not
+    hashable (the caller then keeps ``control`` alive with the graph)."""
+    key = (type(control), tuple(sorted(vars(control).items())))
+    try:
+        hash(key)
+    except TypeError:
+        return (type(control), id(control))
+    return key
+
+
 def _compiled_for(control: PowerControl, kind: str, build):
     """``build()``'s XLA-compiled row kernel for ``control``, one per kind and configuration
-    (the control's class and attributes), not per instance."""
-    key = (kind, type(control), tuple(sorted(vars(control).items())))
+    (:func:`configuration_key`), not per instance."""
+    key = (kind, *configuration_key(control))
     if key not in _KERNELS:
         _KERNELS[key] = tf.function(build(), jit_compile=True, reduce_retracing=True)
     return _KERNELS[key]

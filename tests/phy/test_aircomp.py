@@ -84,6 +84,30 @@ def test_same_seed_same_output_and_signals(rng):
     np.testing.assert_allclose(power.max(axis=1), a.tx_power_max_w.numpy(), rtol=1e-5)
 
 
+def test_controls_configured_alike_share_one_graph_and_its_output(rng):
+    """The phase's graph is compiled once per configuration (the control's class and
+    attributes, :func:`phy.power.configuration_key`), so a process's later runs (a study's
+    worker) reuse it: a second instance configured alike gets the graph already built and
+    the estimate a freshly built graph gives, bit for bit; another threshold gets its own."""
+    from phy import aircomp
+
+    h, updates, weights, _ = _setup(rng)
+    first = _run(updates, weights, h, TruncatedInversion(0.2))
+    built = len(aircomp._COMPILED)
+    again = _run(updates, weights, h, TruncatedInversion(0.2))
+    assert len(aircomp._COMPILED) == built
+    saved = dict(aircomp._COMPILED)
+    aircomp._COMPILED.clear()  # a graph built afresh for the same configuration
+    try:
+        fresh = _run(updates, weights, h, TruncatedInversion(0.2))
+    finally:
+        aircomp._COMPILED.update(saved)
+    for result in (again, fresh):
+        np.testing.assert_array_equal(result.estimate.numpy(), first.estimate.numpy())
+    _run(updates, weights, h, TruncatedInversion(0.3))
+    assert len(aircomp._COMPILED) == built + 1
+
+
 @pytest.mark.parametrize("control", [OptimalPower(), TruncatedInversion(0.2)])
 def test_transmit_power_within_budget(rng, control):
     h, updates, weights, _ = _setup(rng, k=8, d=2000, f=64)
