@@ -329,7 +329,7 @@ def test_a_round_makes_no_host_copy_of_the_updates(tmp_path, estimator):
     state, _ = engine.run_round(0, state)
     tracemalloc.start()
     try:
-        for t in (1, 2):
+        for t in (1,):  # round 0 filled the pools: a copy would show in round 1
             tracemalloc.reset_peak()
             tf.config.experimental.reset_memory_stats("CPU:0")
             start = tracemalloc.get_traced_memory()[0]
