@@ -120,9 +120,10 @@ class UplinkPrivacy:
         for ``privacy.target_epsilon``): in a phase whose receiver noise alone gives less,
         the uplink adds the least artificial noise that reaches it
         (:func:`artificial_noise_power_w`). Empty: no target, no noise added.
-    clip_norm : float or None
-        C, the L2 norm every device's phase update is clipped to before power control
-        (None: no clipping).
+    clip_norm : float, mapping str -> float, or None
+        C, the L2 norm every device's phase update is clipped to before power control:
+        one for every phase, or per phase (a phase not named is not clipped); None: no
+        clipping. :meth:`clip_norm_of` reads it.
     noise_source : "designated" or "devices"
         Who adds the artificial noise: a designated source (its power is not the
         devices'), or the senders themselves, each its share on top of its signal
@@ -133,9 +134,15 @@ class UplinkPrivacy:
     """
 
     noise_floor: Mapping[str, float] = field(default_factory=dict)
-    clip_norm: float | None = None
+    clip_norm: float | Mapping[str, float] | None = None
     noise_source: str = "designated"
     eavesdropper: Eavesdropper | None = None
+
+    def clip_norm_of(self, phase: str) -> float | None:
+        """C of ``phase`` (None: its updates are not clipped)."""
+        if isinstance(self.clip_norm, Mapping):
+            return self.clip_norm.get(phase)
+        return self.clip_norm
 
 
 NOISE_SOURCES = ("designated", "devices")

@@ -340,6 +340,18 @@ class ParticipationConfig(_Section):
         return max(1, math.floor(self.fraction * num_devices + 0.5))
 
 
+def _number_or_table(value: Any) -> Any:
+    """One error for a value that is neither a number nor a table of numbers (the union's
+    own would be one per member)."""
+    numbers = (int, float)
+    if value is None or (isinstance(value, numbers) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, dict) and all(isinstance(v, numbers) and not isinstance(v, bool)
+                                       for v in value.values()):
+        return value
+    raise PydanticCustomError("number_or_table", "must be a number or a table of numbers per phase")
+
+
 class PrivacyConfig(_Section):
     """Differential privacy of the uplink as the receiver sees it (``phy/privacy.py``,
     ``cosim/privacy/``, ``docs/privacy.md``); the paper has none. Absent: no accounting
@@ -351,10 +363,26 @@ class PrivacyConfig(_Section):
                               ] = Field(None, gt=0.0)
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
-    clip_norm: float | None = Field(None, gt=0.0)
+    # one C for every phase, or {phase: C} naming each of the algorithm's phases
+    clip_norm: Annotated[float | dict[str, float] | None, BeforeValidator(_number_or_table)] = None
     noise_source: Literal["designated", "devices"] = "designated"
     eavesdropper_distance_m: float | None = Field(None, ge=0.0)
     eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
+
+    @model_validator(mode="after")
+    def _check_clip_norm(self) -> PrivacyConfig:
+        values = (self.clip_norm.values() if isinstance(self.clip_norm, dict)
+                  else [] if self.clip_norm is None else [self.clip_norm])
+        for value in values:
+            _require(math.isfinite(value) and value > 0.0, "clip_norm",
+                     f"= {self.clip_norm!r}: every clip norm must be a finite number > 0")
+        return self
+
+    def clip_norm_of(self, phase: str) -> float | None:
+        """C of ``phase``: the one clip norm, the phase's own, or None (no clipping)."""
+        if isinstance(self.clip_norm, dict):
+            return self.clip_norm.get(phase)
+        return self.clip_norm
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -597,6 +625,12 @@ class Scenario(_Section):
                      f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
                      f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                      "amplifies privacy")
+            if isinstance(self.privacy.clip_norm, dict):
+                phases = list(CATALOG[self.algorithm.name].phase_values(1))
+                _require(sorted(self.privacy.clip_norm) == sorted(phases), "privacy.clip_norm",
+                         f"= {self.privacy.clip_norm!r} must name each phase algorithm.name = "
+                         f"{self.algorithm.name!r} sends ({', '.join(map(repr, phases))}), or be "
+                         "one number for all")
             _require(self.privacy.noise_source == "designated" or self.bs.num_antennas == 1,
                      "privacy.noise_source", f"= \"devices\" is derived for a single-antenna BS "
                      f"(bs.num_antennas = {self.bs.num_antennas}): set bs.num_antennas = 1 or "

@@ -344,7 +344,7 @@ class RoundLink:
             channel_gain=gain[rows], tx_scaling=scaling,
             sent=np.ones(scaling.shape[0], bool), num_symbols=block.grids[phase].num_symbols,
             tx_power_w=block.tx_power_w, noise_power_w=noise_w,
-            budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm)
+            budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm_of(phase))
 
     def _private(self, phase: str, link):
         """``link`` with its updates clipped to the clip norm (if any) and the artificial
@@ -353,8 +353,9 @@ class RoundLink:
         block, privacy = self.block, self.block.privacy
         columns = Columns()
         delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
-        if privacy.clip_norm is not None:
-            updates, clipped = clip_rows(link.updates, privacy.clip_norm)
+        clip_norm = privacy.clip_norm_of(phase)
+        if clip_norm is not None:
+            updates, clipped = clip_rows(link.updates, clip_norm)
             link = dataclasses.replace(link, updates=updates)
             columns.scalars[f"privacy_clipped_devices_{phase}"] = float(clipped)
             delta_bar = float(mean_power(tf.cast(link.weights, tf.float32), updates,

@@ -157,3 +157,27 @@ def test_privacy_scaling_and_device_noise_are_planned_or_refused(tmp_path, capsy
         load_scenario(path, [*LOW_POWER, "power.control=privacy_scaling"])
     with pytest.raises(ScenarioError, match=r"privacy\.noise_source: = \"devices\" is derived"):
         load_scenario(path, [*LOW_POWER, "privacy.noise_source=devices", "bs.num_antennas=2"])
+
+
+def test_a_clip_norm_per_phase_names_each_phase_of_the_algorithm():
+    """``privacy.clip_norm`` is one number or a table naming each phase the algorithm
+    sends; anything else is refused naming the key and the value."""
+    from cosim.scenario import ScenarioError, load_scenario
+
+    base = ["privacy.delta=1e-5"]
+    scenario = load_scenario(None, [*base, "privacy.clip_norm={rho = 4.0, nu = 0.5}"])
+    assert (scenario.privacy.clip_norm_of("rho"), scenario.privacy.clip_norm_of("nu")) == (4.0, 0.5)
+    assert load_scenario(None, [*base, "privacy.clip_norm=0.5"]).privacy.clip_norm_of("nu") == 0.5
+    refused = {
+        "{rho = 4.0}": "privacy.clip_norm: = {'rho': 4.0} must name each phase algorithm.name = "
+                       "'bayes_aircomp' sends ('rho', 'nu'), or be one number for all",
+        "{rho = 4.0, nu = 0.0}": "privacy.clip_norm: = {'rho': 4.0, 'nu': 0.0}: every clip norm "
+                                 "must be a finite number > 0",
+        '"x"': "privacy.clip_norm: must be a number or a table of numbers per phase (got 'x')",
+    }
+    for value, message in refused.items():
+        with pytest.raises(ScenarioError) as caught:
+            load_scenario(None, [*base, f"privacy.clip_norm={value}"])
+        assert message in str(caught.value), str(caught.value)
+    fedavg = ['algorithm.name="fedavg"', *base]
+    assert load_scenario(None, [*fedavg, "privacy.clip_norm={delta = 1.0}"]).privacy.clip_norm_of("delta") == 1.0

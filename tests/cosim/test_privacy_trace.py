@@ -339,3 +339,26 @@ def test_an_eavesdroppers_mechanism_and_epsilon_are_traced(tmp_path):
         assert rounds["rounds/eavesdropper_epsilon"][t] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-12)
     assert np.all(np.isfinite(rounds["rounds/eavesdropper_epsilon_round"]))
     assert rounds["rounds/eavesdropper_epsilon"][2] > rounds["rounds/eavesdropper_epsilon"][0] > 0.0
+
+
+def test_a_clip_norm_per_phase_clips_each_phase_to_its_own(tmp_path):
+    """``privacy.clip_norm = {rho = 1e9, nu = 1e-3}``: no rho update is clipped and every
+    sender's nu update is, in every round (``privacy_clipped_devices_<phase>``). Round 0's
+    multipliers are the run's without clipping: rho's (the same updates, a clip bound of
+    1e9 above the budget's) and nu's too (every nu update clipped, the clip bound
+    ``C pi_k sqrt(gamma / delta_bar)`` no longer depends on C, and at -60 dBm the
+    budget's bound is the smaller; docs/privacy.md)."""
+    clipped = {}
+    for name, clip in (("per_phase", "{rho = 1e9, nu = 1e-3}"), ("none", None)):
+        (tmp_path / name).mkdir()
+        extra = [] if clip is None else [f"privacy.clip_norm={clip}"]
+        scenario = load_scenario(write_tiny(tmp_path / name, rounds=2), [*PRIVATE, *extra])
+        run_scenario(scenario, progress=False, stop_on_divergence=False)
+        clipped[name] = _arrays(scenario.trace_path)
+    rounds = clipped["per_phase"]
+    np.testing.assert_array_equal(rounds["rounds/privacy_clipped_devices_rho"], [0, 0])
+    np.testing.assert_array_equal(rounds["rounds/privacy_clipped_devices_nu"], [8, 8])
+    assert "rounds/privacy_clipped_devices_rho" not in clipped["none"]
+    multiplier = "rounds/privacy_noise_multiplier_{}"
+    for phase in ("rho", "nu"):
+        assert rounds[multiplier.format(phase)][0] == clipped["none"][multiplier.format(phase)][0]

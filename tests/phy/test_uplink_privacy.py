@@ -137,3 +137,13 @@ def test_a_clip_norm_bounds_an_adversarial_device():
     assert columns.scalars["aggregate_error_delta"] == pytest.approx(unclipped_error, rel=1e-4)
     unbounded = block(UplinkPrivacy()).round(2).send("delta", tf.constant(updates, tf.float32), weights)
     assert unbounded.columns().scalars["privacy_noise_multiplier_delta"] == 0.0
+    # per phase: the phase's own clip norm is the one clip norm; a phase not named is not clipped
+    own = block(UplinkPrivacy(clip_norm={"delta": clip})).round(2).send(
+        "delta", tf.constant(updates, tf.float32), weights)
+    np.testing.assert_array_equal(own.estimate.numpy(), sent.estimate.numpy())
+    np.testing.assert_array_equal(own.columns().per_device["device_noise_multiplier_delta"],
+                                  columns.per_device["device_noise_multiplier_delta"])
+    other = block(UplinkPrivacy(clip_norm={"rho": clip})).round(2).send(
+        "delta", tf.constant(updates, tf.float32), weights)
+    assert "privacy_clipped_devices_delta" not in other.columns().scalars
+    assert other.columns().scalars["privacy_noise_multiplier_delta"] == 0.0
