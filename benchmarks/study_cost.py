@@ -39,7 +39,7 @@ os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_MODULE = ROOT / "cosim" / "study/cost_table.py"
-ALGORITHMS = ("bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt")
+ALGORITHMS = ("bayes_aircomp", "fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt", "signsgd")
 ESTIMATORS = ("reparameterization", "local_reparameterization")
 EVAL_ROUNDS = (4,)
 SAMPLES = (10, 50)
@@ -200,12 +200,30 @@ def _table(rows: list[dict]) -> dict:
     }
 
 
-def write_table(rows: list[dict], path: Path) -> None:
+def merged(old: dict, new: dict) -> dict:
+    """``old`` with the algorithms measured in ``new`` (``--only``) replaced by theirs and
+    their provenance in ``measured_by_algorithm``; ValueError when the two were measured
+    at different reference sizes (their figures would not scale alike)."""
+    if old["reference"] != new["reference"]:
+        raise ValueError(f"--only: the table's reference {old['reference']} is not the one "
+                         f"measured now {new['reference']}: measure every algorithm")
+    table = json.loads(json.dumps(old))
+    for key in ("round_core_s", "round_core_s_per_sample", "run_fixed_core_s", "eval_core_s"):
+        table[key].update(new[key])
+    table.setdefault("measured_by_algorithm", {}).update(
+        dict.fromkeys(new["round_core_s"], new["measured"]))
+    return table
+
+
+def write_table(rows: list[dict], path: Path, only: bool = False) -> None:
     """Rewrite ``cosim/study/cost_table.py`` with the rows' architecture's table, keeping the
-    other architectures' tables as they are."""
+    other architectures' tables as they are; with ``only``, the rows' algorithms merged
+    into the architecture's table (:func:`merged`)."""
     from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 
     table, architecture = _table(rows), rows[0]["architecture"]
+    if only:
+        table = merged(COST_TABLE if architecture == "mlp" else ARCHITECTURE_TABLES[architecture], table)
     main_table, others = COST_TABLE, dict(ARCHITECTURE_TABLES)
     if architecture == "mlp":
         main_table = table
@@ -229,6 +247,9 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="a tiny model on synthetic data")
     p.add_argument("--architecture", default="mlp", choices=("mlp", *CONVNETS),
                    help="measure this architecture's table (the convnets on a stand-in: CONVNETS)")
+    p.add_argument("--only", action="append", choices=ALGORITHMS, metavar="ALGORITHM",
+                   help="measure only this algorithm (repeatable); with --write, merged into "
+                        "the table, the others kept as measured")
     p.add_argument("--one", nargs=3, metavar=("ALGORITHM", "ESTIMATOR", "SAMPLES"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -240,6 +261,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     for algorithm, estimator, samples in (
             (a, e, n) for a, e in _configurations(args.tiny, args.architecture)
+            if not args.only or a in args.only
             for n in _samples(a, args.architecture)):
         command = [sys.executable, __file__, "--one", algorithm, estimator, str(samples),
                    "--architecture", args.architecture] + (["--tiny"] if args.tiny else [])
@@ -259,7 +281,7 @@ def main(argv=None) -> int:
                                                     "round_core_s", "eval_core_s", "fixed_core_s")} for r in rows],
                       "load_average": round(load, 2), "commit": _commit()}))
     if args.write and not args.tiny:
-        write_table(rows, TABLE_MODULE)
+        write_table(rows, TABLE_MODULE, only=bool(args.only))
         print(f"wrote {TABLE_MODULE.relative_to(ROOT)}")
     return 0
 

@@ -142,6 +142,9 @@ def study_cost_lines(scenarios: list[Scenario], cpus: float | None = None) -> li
     if unknown:
         lines.append(f"  not estimated (no measured cost): {', '.join(unknown)}")
     measured = {COST_TABLE["measured"]: None}
+    later = COST_TABLE.get("measured_by_algorithm", {})
+    measured.update({f"{later[a]} ({a})": None
+                     for a in sorted({s.algorithm.name for s in scenarios}) if a in later})
     measured.update({ARCHITECTURE_TABLES[a]["measured"] + f" ({a})": None
                      for a in sorted({s.model.architecture for s in scenarios})
                      if a in ARCHITECTURE_TABLES})

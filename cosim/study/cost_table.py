@@ -41,6 +41,9 @@ COST_TABLE = {
         },
         "fedgmt": {
             "any": 1.2798
+        },
+        "signsgd": {
+            "any": 0.8576
         }
     },
     "round_core_s_per_sample": {
@@ -62,6 +65,9 @@ COST_TABLE = {
         },
         "fedgmt": {
             "any": 0.00721
+        },
+        "signsgd": {
+            "any": 0.00914
         }
     },
     "run_fixed_core_s": {
@@ -83,6 +89,9 @@ COST_TABLE = {
         },
         "fedgmt": {
             "any": 4.836
+        },
+        "signsgd": {
+            "any": 4.958
         }
     },
     "eval_core_s": {
@@ -91,7 +100,11 @@ COST_TABLE = {
         "fedprox": 0.0887,
         "scaffold": 0.0788,
         "fedsmoo": 0.0887,
-        "fedgmt": 0.0752
+        "fedgmt": 0.0752,
+        "signsgd": 0.1111
+    },
+    "measured_by_algorithm": {
+        "signsgd": "2026-11-28, commit b99308b, AMD EPYC, one core per run, CPU time"
     }
 }
 

@@ -21,7 +21,7 @@ def _paper(*items: str):
 def test_the_table_holds_every_algorithm_and_both_estimators():
     rounds = COST_TABLE["round_core_s"]
     assert set(rounds["bayes_aircomp"]) == {"reparameterization", "local_reparameterization"}
-    for name in ("fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt"):
+    for name in ("fedavg", "fedprox", "scaffold", "fedsmoo", "fedgmt", "signsgd"):
         assert rounds[name]["any"] > 0 and COST_TABLE["eval_core_s"][name] >= 0
     assert COST_TABLE["reference"]["num_params"] == scenario_num_params(_paper())
 
@@ -108,3 +108,30 @@ def test_validate_prints_the_estimate_for_a_scenario_and_a_study(capsys):
     out = capsys.readouterr().out
     assert "30 runs (5 seeds x 6 axis combinations), every point valid" in out
     assert "core-hours for 30 run(s)" in out and "cost table:" in out
+
+
+def test_an_algorithm_measured_alone_is_merged_with_its_provenance():
+    """``benchmarks/study_cost.py --only NAME --write`` replaces that algorithm's figures
+    and keeps the others; the study's cost lines name when and where it was measured; a
+    table of another reference size is refused."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "study_cost.py"
+    spec = importlib.util.spec_from_file_location("study_cost_harness", path)
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    new = {"measured": "today, here", "reference": COST_TABLE["reference"],
+           "round_core_s": {"fedavg": {"any": 9.0}}, "round_core_s_per_sample": {"fedavg": {"any": 0.1}},
+           "run_fixed_core_s": {"fedavg": {"any": 3.0}}, "eval_core_s": {"fedavg": 0.5}}
+    table = harness.merged(COST_TABLE, new)
+    assert table["round_core_s"]["fedavg"] == {"any": 9.0} and table["eval_core_s"]["fedavg"] == 0.5
+    assert table["round_core_s"]["fedprox"] == COST_TABLE["round_core_s"]["fedprox"]
+    assert table["measured"] == COST_TABLE["measured"]
+    assert table["measured_by_algorithm"]["fedavg"] == "today, here"
+    with pytest.raises(ValueError, match="--only: the table's reference"):
+        harness.merged(COST_TABLE, {**new, "reference": {**COST_TABLE["reference"], "num_devices": 7}})
+    signs = _paper('algorithm.name="signsgd"')
+    assert run_cost(signs).known
+    later = COST_TABLE["measured_by_algorithm"]["signsgd"]
+    assert any(later in line and "(signsgd)" in line for line in study_cost_lines([signs]))
