@@ -514,9 +514,9 @@ def _compiled_for(control: PowerControl, kind: str, build):
     """``build()``'s XLA-compiled row kernel for ``control``, one per kind and configuration
     (:func:`configuration_key`), not per instance."""
     key = (kind, *configuration_key(control))
-    if key not in _KERNELS:
-        _KERNELS[key] = tf.function(build(), jit_compile=True, reduce_retracing=True)
-    return _KERNELS[key]
+    if key not in _KERNELS:  # the control kept alive with it (an identity key stays its own)
+        _KERNELS[key] = (control, tf.function(build(), jit_compile=True, reduce_retracing=True))
+    return _KERNELS[key][1]
 
 
 def _row_kernel_of(control: PowerControl):

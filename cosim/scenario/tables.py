@@ -340,16 +340,13 @@ class ParticipationConfig(_Section):
         return max(1, math.floor(self.fraction * num_devices + 0.5))
 
 
-def _number_or_table(value: Any) -> Any:
-    """One error for a value that is neither a number nor a table of numbers (the union's
-    own would be one per member)."""
-    numbers = (int, float)
-    if value is None or (isinstance(value, numbers) and not isinstance(value, bool)):
+def _clip_norms(value: Any) -> Any:
+    """``privacy.clip_norm``: None, a finite number > 0, or a table of them (one error)."""
+    values = value.values() if isinstance(value, dict) else [value]
+    if value is None or all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                            and math.isfinite(v) and v > 0 for v in values):
         return value
-    if isinstance(value, dict) and all(isinstance(v, numbers) and not isinstance(v, bool)
-                                       for v in value.values()):
-        return value
-    raise PydanticCustomError("number_or_table", "must be a number or a table of numbers per phase")
+    raise PydanticCustomError("clip_norm", "must be a finite number > 0 or a table of them per phase")
 
 
 class PrivacyConfig(_Section):
@@ -364,25 +361,14 @@ class PrivacyConfig(_Section):
     accountant: Literal["pld", "rdp"] = "pld"
     subsampling: Literal["none", "poisson"] = "none"
     # one C for every phase, or {phase: C} naming each of the algorithm's phases
-    clip_norm: Annotated[float | dict[str, float] | None, BeforeValidator(_number_or_table)] = None
+    clip_norm: Annotated[float | dict[str, float] | None, BeforeValidator(_clip_norms)] = None
     noise_source: Literal["designated", "devices"] = "designated"
     eavesdropper_distance_m: float | None = Field(None, ge=0.0)
     eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
 
-    @model_validator(mode="after")
-    def _check_clip_norm(self) -> PrivacyConfig:
-        values = (self.clip_norm.values() if isinstance(self.clip_norm, dict)
-                  else [] if self.clip_norm is None else [self.clip_norm])
-        for value in values:
-            _require(math.isfinite(value) and value > 0.0, "clip_norm",
-                     f"= {self.clip_norm!r}: every clip norm must be a finite number > 0")
-        return self
-
     def clip_norm_of(self, phase: str) -> float | None:
         """C of ``phase``: the one clip norm, the phase's own, or None (no clipping)."""
-        if isinstance(self.clip_norm, dict):
-            return self.clip_norm.get(phase)
-        return self.clip_norm
+        return self.clip_norm.get(phase) if isinstance(self.clip_norm, dict) else self.clip_norm
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
@@ -610,31 +596,7 @@ class Scenario(_Section):
             "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
             "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
-            _require(self.uplink.accounts_privacy, "uplink.scheme",
-                     f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
-                     "only (each device's amplitude on the shared subcarriers); remove [privacy] "
-                     "or set uplink.scheme = \"analog\"")
-            _require(self.ofdm.domain == "frequency", "ofdm.domain",
-                     f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
-                     "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
-                     "ofdm.domain = \"frequency\"")
-            sampled = (self.participation.scheduling == "uniform"
-                       and self.participation.fraction < 1.0)
-            _require(self.privacy.subsampling == "none" or sampled, "privacy.subsampling",
-                     "= \"poisson\" needs participation.scheduling = \"uniform\" with "
-                     f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
-                     f"{self.participation.fraction:g}): only a uniformly drawn cohort "
-                     "amplifies privacy")
-            if isinstance(self.privacy.clip_norm, dict):
-                phases = list(CATALOG[self.algorithm.name].phase_values(1))
-                _require(sorted(self.privacy.clip_norm) == sorted(phases), "privacy.clip_norm",
-                         f"= {self.privacy.clip_norm!r} must name each phase algorithm.name = "
-                         f"{self.algorithm.name!r} sends ({', '.join(map(repr, phases))}), or be "
-                         "one number for all")
-            _require(self.privacy.noise_source == "designated" or self.bs.num_antennas == 1,
-                     "privacy.noise_source", f"= \"devices\" is derived for a single-antenna BS "
-                     f"(bs.num_antennas = {self.bs.num_antennas}): set bs.num_antennas = 1 or "
-                     "privacy.noise_source = \"designated\"")
+            self._check_privacy()
         if self.ofdm.domain == "frequency":
             for key in ("timing_offset_max_samples", "cfo_max_subcarriers"):
                 value = getattr(self.sync, key)
@@ -672,6 +634,34 @@ class Scenario(_Section):
                      f"must be at least 4 x 4 pixels [H, W, C] for model.architecture = "
                      f"{self.model.architecture!r} (got {list(self.data.synthetic_shape)})")
         return self
+
+    def _check_privacy(self) -> None:
+        """[privacy] against the other tables (:meth:`_check`)."""
+        _require(self.uplink.accounts_privacy, "uplink.scheme",
+                 f"= {self.uplink.scheme!r}: [privacy] derives the analog scheme's mechanism "
+                 "only (each device's amplitude on the shared subcarriers); remove [privacy] "
+                 "or set uplink.scheme = \"analog\"")
+        _require(self.ofdm.domain == "frequency", "ofdm.domain",
+                 f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
+                 "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
+                 "ofdm.domain = \"frequency\"")
+        sampled = (self.participation.scheduling == "uniform"
+                   and self.participation.fraction < 1.0)
+        _require(self.privacy.subsampling == "none" or sampled, "privacy.subsampling",
+                 "= \"poisson\" needs participation.scheduling = \"uniform\" with "
+                 f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
+                 f"{self.participation.fraction:g}): only a uniformly drawn cohort "
+                 "amplifies privacy")
+        if isinstance(self.privacy.clip_norm, dict):
+            phases = list(CATALOG[self.algorithm.name].phase_values(1))
+            _require(sorted(self.privacy.clip_norm) == sorted(phases), "privacy.clip_norm",
+                     f"= {self.privacy.clip_norm!r} must name each phase algorithm.name = "
+                     f"{self.algorithm.name!r} sends ({', '.join(map(repr, phases))}), or be "
+                     "one number for all")
+        _require(self.privacy.noise_source == "designated" or self.bs.num_antennas == 1,
+                 "privacy.noise_source", f"= \"devices\" is derived for a single-antenna BS "
+                 f"(bs.num_antennas = {self.bs.num_antennas}): set bs.num_antennas = 1 or "
+                 "privacy.noise_source = \"designated\"")
 
     @property
     def trace_path(self) -> Path:

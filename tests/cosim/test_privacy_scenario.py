@@ -171,9 +171,10 @@ def test_a_clip_norm_per_phase_names_each_phase_of_the_algorithm():
     refused = {
         "{rho = 4.0}": "privacy.clip_norm: = {'rho': 4.0} must name each phase algorithm.name = "
                        "'bayes_aircomp' sends ('rho', 'nu'), or be one number for all",
-        "{rho = 4.0, nu = 0.0}": "privacy.clip_norm: = {'rho': 4.0, 'nu': 0.0}: every clip norm "
-                                 "must be a finite number > 0",
-        '"x"': "privacy.clip_norm: must be a number or a table of numbers per phase (got 'x')",
+        "{rho = 4.0, nu = 0.0}": "privacy.clip_norm: must be a finite number > 0 or a table of "
+                                 "them per phase (got {'rho': 4.0, 'nu': 0.0})",
+        '"x"': "privacy.clip_norm: must be a finite number > 0 or a table of them per phase (got 'x')",
+        "-1": "privacy.clip_norm: must be a finite number > 0 or a table of them per phase (got -1)",
     }
     for value, message in refused.items():
         with pytest.raises(ScenarioError) as caught:

@@ -107,6 +107,14 @@ def test_controls_configured_alike_share_one_graph_and_its_output(rng):
     _run(updates, weights, h, TruncatedInversion(0.3))
     assert len(aircomp._COMPILED) == built + 1
 
+    class Listed(OptimalPower):  # an unhashable attribute: a graph per instance, kept alive
+        def __init__(self):
+            self.table = [1.0]
+
+    for _ in range(2):
+        _run(updates, weights, h, Listed())
+    assert len(aircomp._COMPILED) == built + 3
+
 
 @pytest.mark.parametrize("control", [OptimalPower(), TruncatedInversion(0.2)])
 def test_transmit_power_within_budget(rng, control):
