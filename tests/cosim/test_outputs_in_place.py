@@ -91,7 +91,7 @@ def test_a_planted_status_link_is_refused_before_anything_runs(tmp_path, capsys)
 def test_sigterm_stops_a_study_cleanly_and_a_rerun_resumes_it(tmp_path):
     """One CPU runs the two points one after the other, so SIGTERM, sent once the first
     is done, always finds the second in flight (with two CPUs both could end first)."""
-    study = _study(tmp_path, rounds=60, seeds="[1]")
+    study = _study(tmp_path, rounds=20, seeds="[1]")
     out = tmp_path / "out"
     ray_tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"rt{os.getpid()}"
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
