@@ -34,7 +34,8 @@ sums, ``||Delta||^2`` per row, the linear part and the gathered rows are read fr
 0.28-0.34 s -> 0.04-0.05 s per phase at the paper's size with no row at the budget):
 no x, v or y [K, N, F] tensor, no float64 one, and no padded grid of the updates
 (formed only for TCI's off-subcarriers). The graph is one ``tf.function`` per phase
-shape (graph mode: the row set is dynamic). Only Re(z) is drawn, the same numbers as the
+shape and power control configuration (:func:`phy.power.configuration_key`; graph mode:
+the row set is dynamic), shared by the runs of a process. Only Re(z) is drawn, the same numbers as the
 reference's. With a :class:`phy.ofdm_time.TimeDomainUplink` the transmitted symbols go
 through the waveform instead of eq. ``ReceivedSignal`` per subcarrier.
 """
