@@ -721,3 +721,15 @@ def test_curve_figures_of_many_runs_stay_readable():
     assert not spans_decades(pd.Series([], dtype=float))
     styles = {(s["color"], s["linestyle"]) for s in map(curve_style, range(32))}
     assert len(styles) == 32
+
+
+def test_the_grids_intervals_row_by_row_equal_one_at_a_time():
+    """``_ci_rows`` (the interpolated grid's intervals in one call) gives, for every row,
+    the very numbers ``_ci`` gives for that row alone (the summary's bytes unchanged)."""
+    from cosim.study.report import _ci, _ci_rows
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 8, 9, 33):
+        values = rng.standard_normal((20, n)) * 1e3
+        assert [tuple(map(repr, r)) for r in _ci_rows(values)] == \
+            [tuple(map(repr, _ci(row))) for row in values]
