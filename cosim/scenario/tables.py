@@ -366,10 +366,6 @@ class PrivacyConfig(_Section):
     eavesdropper_distance_m: float | None = Field(None, ge=0.0)
     eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
 
-    def clip_norm_of(self, phase: str) -> float | None:
-        """C of ``phase``: the one clip norm, the phase's own, or None (no clipping)."""
-        return self.clip_norm.get(phase) if isinstance(self.clip_norm, dict) else self.clip_norm
-
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}
 

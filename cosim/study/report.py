@@ -206,20 +206,15 @@ def _t_quantile(degrees_of_freedom: int) -> float:
 
 
 def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
-    n = int(values.size)
-    if n == 0:
+    """``(n, mean, std, ci95_low, ci95_high)`` of the finite ``values`` [n] (:func:`_ci_rows`)."""
+    if values.size == 0:
         return 0, np.nan, np.nan, np.nan, np.nan
-    mean = float(values.mean())
-    if n < 2:
-        return n, mean, np.nan, np.nan, np.nan
-    std = float(values.std(ddof=1))
-    half = _t_quantile(n - 1) * std / np.sqrt(n)
-    return n, mean, std, mean - half, mean + half
+    return _ci_rows(values[None, :])[0]
 
 
 def _ci_rows(values: np.ndarray) -> list[tuple[int, float, float, float, float]]:
-    """:func:`_ci` of every row of ``values`` [G, n] (finite, n >= 1), equal to it row
-    by row: the same reductions along a contiguous axis."""
+    """``(n, mean, std, ci95_low, ci95_high)`` of every row of ``values`` [G, n] (finite,
+    n >= 1): the Student-t interval at :data:`CONFIDENCE`, NaN std and bounds for n = 1."""
     values = np.ascontiguousarray(values, dtype=float)
     n = values.shape[1]
     mean = values.mean(axis=1)

@@ -166,8 +166,8 @@ def test_a_clip_norm_per_phase_names_each_phase_of_the_algorithm():
 
     base = ["privacy.delta=1e-5"]
     scenario = load_scenario(None, [*base, "privacy.clip_norm={rho = 4.0, nu = 0.5}"])
-    assert (scenario.privacy.clip_norm_of("rho"), scenario.privacy.clip_norm_of("nu")) == (4.0, 0.5)
-    assert load_scenario(None, [*base, "privacy.clip_norm=0.5"]).privacy.clip_norm_of("nu") == 0.5
+    assert scenario.privacy.clip_norm == {"rho": 4.0, "nu": 0.5}
+    assert load_scenario(None, [*base, "privacy.clip_norm=0.5"]).privacy.clip_norm == 0.5
     refused = {
         "{rho = 4.0}": "privacy.clip_norm: = {'rho': 4.0} must name each phase algorithm.name = "
                        "'bayes_aircomp' sends ('rho', 'nu'), or be one number for all",
@@ -181,4 +181,4 @@ def test_a_clip_norm_per_phase_names_each_phase_of_the_algorithm():
             load_scenario(None, [*base, f"privacy.clip_norm={value}"])
         assert message in str(caught.value), str(caught.value)
     fedavg = ['algorithm.name="fedavg"', *base]
-    assert load_scenario(None, [*fedavg, "privacy.clip_norm={delta = 1.0}"]).privacy.clip_norm_of("delta") == 1.0
+    assert load_scenario(None, [*fedavg, "privacy.clip_norm={delta = 1.0}"]).privacy.clip_norm == {"delta": 1.0}
