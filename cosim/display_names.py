@@ -30,6 +30,7 @@ __all__ = [
     "metric_label",
     "value_key",
     "value_label",
+    "value_text",
 ]
 
 
@@ -107,6 +108,8 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "participation.bs_knows_dropouts": ("BS knows dropouts", None),
     "participation.deadline_s": ("deadline", "s"),
     "participation.straggler_policy": ("stragglers", None),
+    "privacy.target_epsilon": ("target epsilon", None),
+    "privacy.clip_norm": ("clip norm", None),
     "seed": ("seed", None),
 }
 """Scenario key -> (display name, unit or None)."""
@@ -172,6 +175,21 @@ def metric_label(metric: str) -> str:
         if metric.startswith(prefix):
             return f"{name}, {metric[len(prefix):]} phase"
     return metric.replace("_", " ")
+
+
+def value_text(key: str, value, overrides: Mapping[str, str] | None = None) -> str:
+    """One axis value alone, as a tick under the axis's label shows it (the label carries
+    the name and unit): ``"Proposed"``, ``"10"`` for ``power.tx_power_dbm = 10.0``,
+    ``"truncated inversion"``, ``"none"``. A study's ``[labels]`` entry for
+    ``"key=value"`` wins."""
+    raw = value_key(key, value)
+    if overrides and raw in overrides:
+        return overrides[raw]
+    if isinstance(value, str):
+        return VALUES.get(key, {}).get(value, value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return _number(float(value))
 
 
 def value_label(key: str, value, overrides: Mapping[str, str] | None = None) -> str:

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
-from cosim.display_names import axis_label, metric_label, value_label
+from cosim.display_names import axis_label, metric_label, value_label, value_text
 from cosim.plots.style import RINGS, legend_below
 from cosim.printable import printable
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
@@ -429,19 +429,28 @@ def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.Da
 def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str,
                 path: Path, labels: Mapping[str, str] | None = None,
                 only: Mapping[str, dict] | None = None) -> Path | None:
-    """``metric`` at each run's last evaluation against the numeric ``axis``: the mean over
-    seeds, one line per combination of the other axes, every seed as a dot."""
+    """``metric`` at each run's last evaluation against ``axis``: the mean over seeds, one
+    line per combination of the other axes, every seed as a dot. A numeric axis is drawn to
+    scale; any other (names, or numbers mixed with ``"none"`` as ``privacy.target_epsilon``
+    takes) one tick per value in the study's order, the means as markers joined by a
+    dotted line."""
     final = final_values(table, axes, metric)
     if final.empty:
         return None
     others = [a for a in axes if a != axis]
+    numeric = pd.api.types.is_numeric_dtype(final[axis])
+    ticks = list(dict.fromkeys(table[axis]))  # the study's order
+    where = final[axis] if numeric else final[axis].map({v: i for i, v in enumerate(ticks)})
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
         for key, runs in _groups(final, others):
-            mean = runs.groupby(axis)[metric].mean().sort_index()
-            (line,) = ax.plot(mean.index, mean.values, marker="o",
+            at = where[runs.index]
+            mean = runs[metric].groupby(at).mean().sort_index()
+            (line,) = ax.plot(mean.index, mean.values, marker="o", linestyle="-" if numeric else ":",
                               label=_combination_label(others, key, labels, only))
-            ax.scatter(runs[axis], runs[metric], s=12, alpha=0.5, color=line.get_color())
+            ax.scatter(at, runs[metric], s=12, alpha=0.5, color=line.get_color())
+        if not numeric:
+            ax.set_xticks(range(len(ticks)), [_shown(value_text(axis, v, labels)) for v in ticks])
         ax.set_xlabel(_shown(axis_label(axis, labels)))
         when = "evaluation" if metric in FIGURE_METRICS else "round"
         ax.set_ylabel(f"{metric_label(metric)} at the last {when}")
@@ -527,9 +536,9 @@ def _file_part(text: str) -> str:
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
-    ``figures/<metric>_vs_<x>.png`` and, for every numeric axis,
+    ``figures/<metric>_vs_<x>.png`` and, for every axis,
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
-    value) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
+    value: to scale for a numeric axis, one tick per value for any other) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
     ``ece`` and the posterior mean's ``posterior_mean_accuracy``,
     ``posterior_mean_ece``) and for every phase's over-the-air error
     ``aggregate_nmse_<phase>`` (its last round against an axis) into the study's
@@ -574,8 +583,8 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only)
         if path is not None:
             written.append(path)
-    for axis in axes:  # the last evaluation against every numeric axis
-        if pd.api.types.is_numeric_dtype(table[axis]) and table[axis].nunique() > 1:
+    for axis in axes:  # the last evaluation against every axis
+        if table[axis].nunique() > 1:
             for metric in metrics:
                 path = _plot_final(table, axes, axis, metric,
                                    figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,

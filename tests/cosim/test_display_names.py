@@ -15,6 +15,7 @@ from cosim import display_names
 from cosim.cli import main
 from cosim.display_names import axis_label, metric_label, value_label
 from cosim.scenario import parse_scenario
+from cosim.scenario.tables import PrivacyConfig
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
 from cosim.trace import TraceWriter
 from learning.catalog import NAMES
@@ -42,6 +43,7 @@ def test_every_named_key_is_a_scenario_key():
                             ("power", POWER_CONTROLS)):
         known |= {f"{table}.{key}" for variant in registry.values()
                   for key in variant.parameters.model_fields}
+    known |= {f"privacy.{key}" for key in PrivacyConfig.model_fields}  # a table off by default
     assert sorted(set(display_names.KEYS) - known - {"seed"}) == []
 
 
@@ -55,6 +57,14 @@ def test_every_named_key_is_a_scenario_key():
 ])
 def test_value_labels(key, value, expected):
     assert value_label(key, value) == expected
+
+
+def test_a_value_alone_reads_as_a_tick():
+    assert display_names.value_text("algorithm.name", "bayes_aircomp") == "Proposed"
+    assert display_names.value_text("power.tx_power_dbm", 10.0) == "10"  # the unit: the label's
+    assert display_names.value_text("privacy.target_epsilon", "none") == "none"
+    assert display_names.value_text("power.control", "optimal") == "KKT power control"
+    assert display_names.value_text("power.tx_power_dbm", 20.0, {"power.tx_power_dbm=20": "loud"}) == "loud"
 
 
 def test_a_studys_labels_win():
@@ -75,6 +85,7 @@ class _Drawn:
     def __init__(self, monkeypatch):
         self.legends: list[str] = []
         self.axis_labels: list[str] = []
+        self.ticks: dict[str, list[str]] = {}  # a figure's x label -> its tick texts
         original = matplotlib.figure.Figure.savefig
 
         def savefig(fig, *args, **kwargs):
@@ -83,6 +94,7 @@ class _Drawn:
                     self.legends += [t.get_text() for t in legend.get_texts()]
             for ax in fig.axes:
                 self.axis_labels += [ax.get_xlabel(), ax.get_ylabel()]
+                self.ticks[ax.get_xlabel()] = [t.get_text() for t in ax.get_xticklabels()]
             return original(fig, *args, **kwargs)
 
         monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
@@ -130,6 +142,29 @@ def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monke
     assert "P (dBm)" in drawn.axis_labels and "test accuracy" in drawn.axis_labels
     table = pd.read_csv(out / "table.csv")
     assert set(table["algorithm.name"]) == {"bayes_aircomp", "fedavg"}  # raw keys stay
+
+
+def test_an_axis_of_names_or_of_numbers_and_none_gets_one_tick_per_value(tmp_path, monkeypatch):
+    """``privacy.target_epsilon`` mixes ``"none"`` with numbers: its final-value figure has
+    one tick per value in the study's order, read as a value alone (the label names the
+    key); an axis of names the same, in the reader's words."""
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text(
+        'scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["fedavg", "bayes_aircomp"]\n'
+        '"privacy.target_epsilon" = ["none", 10.0, 1.0]\n')
+    for algorithm in ("fedavg", "bayes_aircomp"):
+        for target in ("none", 10.0, 1.0):
+            for seed in (1, 2):
+                axes = {"algorithm.name": algorithm, "privacy.target_epsilon": target}
+                write_small_trace(out / RUNS_DIR / f"{run_name(axes, seed)}.h5")
+    drawn = _Drawn(monkeypatch)
+    assert main(["study", "report", str(out)]) == 0
+    figures = out / "figures"
+    for axis in ("algorithm.name", "privacy.target_epsilon"):
+        assert (figures / f"final_test_accuracy_vs_{axis}.png").stat().st_size > 1000
+    assert drawn.ticks["target epsilon"] == ["none", "10", "1"]
+    assert drawn.ticks["algorithm"] == ["FedAvg", "Proposed"]
 
 
 def test_a_label_naming_no_axis_is_refused(tmp_path, capsys):
