@@ -440,7 +440,8 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
     others = [a for a in axes if a != axis]
     numeric = pd.api.types.is_numeric_dtype(final[axis])
     ticks = list(dict.fromkeys(table[axis]))  # the study's order
-    where = final[axis] if numeric else final[axis].map({v: i for i, v in enumerate(ticks)})
+    position = {v: i for i, v in enumerate(ticks)}
+    where = final[axis] if numeric else pd.Series([position[v] for v in final[axis]], final.index)
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
         for key, runs in _groups(final, others):
