@@ -12,13 +12,15 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
              * share        (the expected cohort, participation.fraction; the devices that
                              do not train cost nothing; 1 for gain_threshold, unknown before)
              + maxmin[N_r] * (K / 100) * (F / 1024)   (bs.combiner = "maxmin": its solver)
+             + scheme[uplink.scheme] * (values sent per device / d_ref) * (K / 100) * share
+                                                      (a scheme other than analog: its PHY)
     run    = fixed[algorithm, estimator] + rounds * round + evaluations * eval
              (fixed: building the engine and round 0's tracing, as measured)
     study  = the sum over its runs (every axis value x seed)
 
 ``cosim validate`` prints it for a scenario or a study, ``cosim study run`` before it
-starts. It is a linear model: it ignores the PHY's own scaling (about 2-7 % of a paper-size
-round), the spread of the device sizes and fixed costs (start-up, Numba compilation once per machine), and
+starts. It is a linear model: it ignores the analog PHY's own scaling (about 2-7 % of a paper-size
+round; another scheme's extra PHY is a term of its own), the spread of the device sizes and fixed costs (start-up, Numba compilation once per machine), and
 it knows only the architectures the table was measured on; ``n`` is
 ``data.mean_samples_per_device`` (the table holds the round at n_ref = 10 and its slope to
 50). Imports no TensorFlow.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cosim.scenario import Scenario, scenario_num_params
+from cosim.scenario import Scenario, scenario_num_params, uplink_phase_values
 from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
@@ -40,6 +42,25 @@ MAXMIN_ROUND_S = {2: 7.0, 4: 10.0, 8: 22.0, 16: 70.0}
 """Seconds per round of the max-min combiner's solver (``phy.combiner.maxmin``) at K = 100,
 F = 1024, measured 2026-11-25 on this project's two-core machine (``docs/network.md``);
 another N_r takes the nearest measured one's cost scaled by N_r."""
+
+
+SCHEME_PHASE_S = {"digital_ofdma": 0.32, "one_bit": 0.18, "noncoherent_mv": 0.60}
+"""Seconds one phase of each scheme but ``analog`` adds to the round the table measured
+(analog's), at K = 100 senders of d_ref = 466,698 values each: the median round of
+``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist`` against analog's,
+measured 2026-11-28 at commit 23947c1 on this project's two-core machine
+(``docs/schemes.md``: the proposed method's two phases for ``digital_ofdma`` (8 bits),
+signSGD's one for the votes); scaled by the values a device sends over all its phases
+and by the senders."""
+
+
+def _scheme_round_s(scenario: Scenario, num_params: int) -> float:
+    per_phase = SCHEME_PHASE_S.get(scenario.uplink.scheme, 0.0)
+    if not per_phase:
+        return 0.0
+    values = sum(uplink_phase_values(scenario, num_params).values())
+    senders = scenario.cell.num_devices * _cohort_share(scenario)
+    return per_phase * (values / COST_TABLE["reference"]["num_params"]) * (senders / 100)
 
 
 def _maxmin_round_s(scenario: Scenario) -> float:
@@ -114,7 +135,7 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     if algorithm.name == _BAYESIAN:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
-    round_s = round_s * _cohort_share(scenario) + _maxmin_round_s(scenario)
+    round_s = round_s * _cohort_share(scenario) + _maxmin_round_s(scenario) + _scheme_round_s(scenario, d)
     fixed = table.get("run_fixed_core_s", {}).get(algorithm.name, {}).get(key, 0.0)
     return RunCost(round_s, eval_s, rounds, evaluations, known=True, fixed_core_s=fixed)
 
