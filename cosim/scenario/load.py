@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,6 +263,13 @@ def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], 
     return items
 
 
+def _takes_table(model: type[BaseModel], key: str) -> bool:
+    """Whether the key ``key`` of ``model`` may be a table of values (a ``dict`` in its
+    type, as ``privacy.clip_norm`` per phase): ``key.entry = value`` then sets one entry."""
+    annotation = model.model_fields[key].annotation
+    return any(typing.get_origin(a) is dict for a in (annotation, *typing.get_args(annotation)))
+
+
 def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: str = "--set") -> None:
     model: type[BaseModel] | None = Scenario
     node = data
@@ -283,7 +291,11 @@ def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: s
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
             raise ScenarioError([f"{'.'.join(path[: i + 1])}: is a value, not a table"], source)
-        node, model = child, _sub_model(model, key)
+        sub = _sub_model(model, key)
+        if sub is None and i == len(path) - 2 and _takes_table(model, key):
+            child[path[-1]] = value  # one entry of a key that is a table of values
+            return
+        node, model = child, sub
 
 
 def _apply_overrides(data: dict[str, Any], overrides: Overrides) -> str:

@@ -182,3 +182,24 @@ def test_a_clip_norm_per_phase_names_each_phase_of_the_algorithm():
         assert message in str(caught.value), str(caught.value)
     fedavg = ['algorithm.name="fedavg"', *base]
     assert load_scenario(None, [*fedavg, "privacy.clip_norm={delta = 1.0}"]).privacy.clip_norm == {"delta": 1.0}
+
+
+def test_a_clip_norm_per_phase_is_set_key_by_key_as_a_study_writes_it(tmp_path):
+    """A study's ``[set]`` takes dotted keys only, so ``"privacy.clip_norm.rho" = 3.5``
+    sets one entry of the table (as ``--set privacy.clip_norm.rho=3.5`` does); onto one
+    number it is refused naming the key."""
+    from cosim.scenario import ScenarioError, load_scenario
+    from cosim.study import load_study
+
+    items = ["privacy.delta=1e-5", "privacy.clip_norm.rho=3.5", "privacy.clip_norm.nu=0.5"]
+    assert load_scenario(None, items).privacy.clip_norm == {"rho": 3.5, "nu": 0.5}
+    with pytest.raises(ScenarioError, match=r"privacy\.clip_norm: is a value, not a table"):
+        load_scenario(None, ["privacy.clip_norm=0.5", "privacy.clip_norm.rho=3.5"])
+    with pytest.raises(ScenarioError, match=r"privacy\.delta\.rho: unknown key"):
+        load_scenario(None, ["privacy.delta.rho=1e-5"])  # a number-only key takes no entries
+    study = tmp_path / "s.toml"
+    study.write_text('scenario = "quickstart"\nseeds = [1]\n[set]\n"privacy.delta" = 1e-5\n'
+                     '"privacy.clip_norm.rho" = 3.5\n"privacy.clip_norm.nu" = 0.5\n'
+                     '[axes]\n"privacy.target_epsilon" = ["none", 10.0]\n')
+    points = load_study(study).points()
+    assert [p.scenario.privacy.clip_norm for p in points] == [{"rho": 3.5, "nu": 0.5}] * 2
