@@ -7,21 +7,21 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
     round  = (c_round[algorithm, estimator] + c_sample[algorithm, estimator] * (n - n_ref))
              * (d / d_ref) * (K / K_ref) * (E / E_ref)
              [* (M / M_ref) for the proposed method: its M weight samples per step]
-    eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
-             [* (S / S_ref) for the proposed method: its S predictive samples]
              * share        (the expected cohort, participation.fraction; the devices that
                              do not train cost nothing; 1 for gain_threshold, unknown before)
              + maxmin[N_r] * (K / 100) * (F / 1024)   (bs.combiner = "maxmin": its solver)
              + scheme[uplink.scheme] * (values sent per device / d_ref) * (K / 100) * share
                                                       (a scheme other than analog: its PHY)
+    eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
+             [* (S / S_ref) for the proposed method: its S predictive samples]
     run    = fixed[algorithm, estimator] + rounds * round + evaluations * eval
              (fixed: building the engine and round 0's tracing, as measured)
     study  = the sum over its runs (every axis value x seed)
 
 ``cosim validate`` prints it for a scenario or a study, ``cosim study run`` before it
-starts. It is a linear model: it ignores the analog PHY's own scaling (about 2-7 % of a paper-size
-round; another scheme's extra PHY is a term of its own), the spread of the device sizes and fixed costs (start-up, Numba compilation once per machine), and
-it knows only the architectures the table was measured on; ``n`` is
+starts. It is a linear model: it ignores the analog PHY's own scaling (about 2-7 % of a
+paper-size round; another scheme's extra PHY is a term of its own), the spread of the
+device sizes and fixed costs (start-up, Numba compilation once per machine), and it knows only the architectures the table was measured on; ``n`` is
 ``data.mean_samples_per_device`` (the table holds the round at n_ref = 10 and its slope to
 50). Imports no TensorFlow.
 """
