@@ -21,9 +21,10 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
 ``cosim validate`` prints it for a scenario or a study, ``cosim study run`` before it
 starts. It is a linear model: it ignores the analog PHY's own scaling (about 2-7 % of a
 paper-size round; another scheme's extra PHY is a term of its own), the spread of the
-device sizes and fixed costs (start-up, Numba compilation once per machine), and it knows only the architectures the table was measured on; ``n`` is
-``data.mean_samples_per_device`` (the table holds the round at n_ref = 10 and its slope to
-50). Imports no TensorFlow.
+device sizes and fixed costs (start-up, Numba compilation once per machine), and it
+knows only the architectures the table was measured on; ``n`` is
+``data.mean_samples_per_device`` (the table holds the round at n_ref = 10 and its slope
+to 50). Imports no TensorFlow.
 """
 
 from __future__ import annotations
