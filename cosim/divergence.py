@@ -14,7 +14,9 @@ A round has diverged when any of these holds (:meth:`DivergenceWatch.check`):
   without a posterior; the engine turns a non-finite posterior-mean prediction into
   ``model_finite`` = 0), ``train_loss`` of an algorithm that reports none,
   and the run's ``cumulative_*`` totals (NaN in the rows of traces written before
-  they existed);
+  they existed); ``+inf`` by design, and so not a divergence: the privacy epsilons of
+  a round whose noise gives no privacy and the noise multipliers of a phase nobody sent
+  (:func:`infinite_by_design`);
 * the round's ``train_loss`` exceeds :data:`LOSS_EXPLOSION_FACTOR` times the
   ``train_loss`` of round 0 (the first local training, from the initial model). A
   loss a thousand times that of an untrained model is not a noisy round; the
@@ -58,6 +60,20 @@ class SimulationDiverged(RuntimeError):
         super().__init__(text + (f". {advice}" if advice else ""))
 
 
+PRIVACY_EPSILON_COLUMNS = frozenset({"privacy_epsilon", "privacy_epsilon_round",
+                                     "eavesdropper_epsilon", "eavesdropper_epsilon_round"})
+"""Epsilons that are ``+inf`` by design where a round's noise gives no privacy (the
+accountant's answer for a non-private event, :func:`cosim.privacy.epsilon_of`)."""
+
+
+def infinite_by_design(key: str) -> bool:
+    """Whether ``+inf`` in the column ``key`` is an answer about the channel, not the
+    training, so never a divergence (NaN still is one): the privacy epsilons
+    (:data:`PRIVACY_EPSILON_COLUMNS`) and every ``*noise_multiplier*`` column (``inf``
+    where no device sent, :attr:`phy.privacy.PhaseMechanism.worst_noise_multiplier`)."""
+    return key in PRIVACY_EPSILON_COLUMNS or "noise_multiplier" in key
+
+
 class DivergenceWatch:
     """Checks each round's scalars for divergence (see the module docstring).
 
@@ -96,7 +112,8 @@ class DivergenceWatch:
                 or (key == "train_loss" and not reports_loss)
                 or key.startswith("cumulative_")
             )
-            if math.isfinite(value) or (by_design and math.isnan(value)):
+            if (math.isfinite(value) or (by_design and math.isnan(value))
+                    or (value == math.inf and infinite_by_design(key))):
                 continue
             (bad_losses if key.startswith("train_loss") else bad_metrics).append(f"{key}={value}")
         if bad_losses:

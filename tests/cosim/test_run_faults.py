@@ -88,6 +88,20 @@ def test_watch_findings():
         "non-finite metrics (test_nll=nan)"]
     # the run's totals are NaN in rows of traces written before they existed
     assert DivergenceWatch().check(0, {"cumulative_uplink_symbols": math.nan}) == []
+    # epsilon = inf is the accountant's answer for a round without privacy, not a divergence
+    # (it once stopped runs without a target whose model was learning); NaN still is one
+    eps = {"privacy_epsilon": math.inf, "privacy_epsilon_round": math.inf,
+           "eavesdropper_epsilon": math.inf, "eavesdropper_epsilon_round": math.inf}
+    assert DivergenceWatch().check(0, {"train_loss": 1.3, **eps}) == []
+    assert DivergenceWatch().check(0, {"train_loss": 1.3, "privacy_epsilon": math.nan}) == [
+        "non-finite metrics (privacy_epsilon=nan)"]
+    # and a phase that nobody sent has an infinite noise multiplier
+    assert DivergenceWatch().check(0, {"privacy_noise_multiplier_rho": math.inf,
+                                       "eavesdropper_joint_noise_multiplier": math.inf}) == []
+    assert DivergenceWatch().check(0, {"privacy_noise_multiplier_rho": math.nan}) == [
+        "non-finite metrics (privacy_noise_multiplier_rho=nan)"]
+    assert DivergenceWatch().check(0, {"aggregate_nmse_rho": math.inf}) == [
+        "non-finite metrics (aggregate_nmse_rho=inf)"]
     # a resumed run takes round 0's loss from the trace
     assert DivergenceWatch(reference_loss=1.0).check(7, {"train_loss": 1001.0})
 
