@@ -3,6 +3,8 @@ report and TensorBoard; raw keys stay in the CSV."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import matplotlib.figure
@@ -124,17 +126,23 @@ def test_cosim_plot_legends_read_the_algorithms_names(tmp_path, monkeypatch):
     assert "test NLL (nats/sample)" in drawn.axis_labels
 
 
-def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monkeypatch):
-    out = tmp_path / "out"
+def _small_study(out: Path, axes: dict[str, list], extra: str = "") -> Path:
+    """A study directory of small traces (2 seeds) over ``axes``, its copy holding them
+    and ``extra`` TOML after them."""
     (out / RUNS_DIR).mkdir(parents=True)
-    (out / STUDY_COPY).write_text(
-        'scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["bayes_aircomp", "fedavg"]\n'
-        '"power.tx_power_dbm" = [10.0, 20.0]\n[labels]\n"algorithm.name=fedavg" = "FedAvg (baseline)"\n')
-    for algorithm in ("bayes_aircomp", "fedavg"):
-        for power in (10.0, 20.0):
-            for seed in (1, 2):
-                axes = {"algorithm.name": algorithm, "power.tx_power_dbm": power}
-                write_small_trace(out / RUNS_DIR / f"{run_name(axes, seed)}.h5")
+    lines = "".join(f'"{key}" = {json.dumps(values)}\n' for key, values in axes.items())
+    (out / STUDY_COPY).write_text(f'scenario = "x"\nseeds = [1, 2]\n[axes]\n{lines}{extra}')
+    for values in itertools.product(*axes.values()):
+        for seed in (1, 2):
+            point = dict(zip(axes, values, strict=True))
+            write_small_trace(out / RUNS_DIR / f"{run_name(point, seed)}.h5")
+    return out
+
+
+def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monkeypatch):
+    out = _small_study(tmp_path / "out", {"algorithm.name": ["bayes_aircomp", "fedavg"],
+                                          "power.tx_power_dbm": [10.0, 20.0]},
+                       '[labels]\n"algorithm.name=fedavg" = "FedAvg (baseline)"\n')
     drawn = _Drawn(monkeypatch)
     assert main(["study", "report", str(out)]) == 0
     assert {"Proposed, P = 10 dBm", "FedAvg (baseline), P = 20 dBm", "Proposed",
@@ -148,16 +156,8 @@ def test_an_axis_of_names_or_of_numbers_and_none_gets_one_tick_per_value(tmp_pat
     """``privacy.target_epsilon`` mixes ``"none"`` with numbers: its final-value figure has
     one tick per value in the study's order, read as a value alone (the label names the
     key); an axis of names the same, in the reader's words."""
-    out = tmp_path / "out"
-    (out / RUNS_DIR).mkdir(parents=True)
-    (out / STUDY_COPY).write_text(
-        'scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["fedavg", "bayes_aircomp"]\n'
-        '"privacy.target_epsilon" = ["none", 10.0, 1.0]\n')
-    for algorithm in ("fedavg", "bayes_aircomp"):
-        for target in ("none", 10.0, 1.0):
-            for seed in (1, 2):
-                axes = {"algorithm.name": algorithm, "privacy.target_epsilon": target}
-                write_small_trace(out / RUNS_DIR / f"{run_name(axes, seed)}.h5")
+    out = _small_study(tmp_path / "out", {"algorithm.name": ["fedavg", "bayes_aircomp"],
+                                          "privacy.target_epsilon": ["none", 10.0, 1.0]})
     drawn = _Drawn(monkeypatch)
     assert main(["study", "report", str(out)]) == 0
     figures = out / "figures"
