@@ -447,7 +447,8 @@ def _plot_final(table: pd.DataFrame, axes: Sequence[str], axis: str, metric: str
         for key, runs in _groups(final, others):
             at = where[runs.index]
             mean = runs[metric].groupby(at).mean().sort_index()
-            (line,) = ax.plot(mean.index, mean.values, marker="o", linestyle="-" if numeric else ":",
+            (line,) = ax.plot(mean.index, mean.values, marker="o",
+                              linestyle="-" if numeric else ":",
                               label=_combination_label(others, key, labels, only))
             ax.scatter(at, runs[metric], s=12, alpha=0.5, color=line.get_color())
         if not numeric:
@@ -539,7 +540,8 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
     ``figures/<metric>_vs_<x>.png`` and, for every axis,
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
-    value: to scale for a numeric axis, one tick per value for any other) for each of :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
+    value: to scale for a numeric axis, one tick per value for any other) for each of
+    :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
     ``ece`` and the posterior mean's ``posterior_mean_accuracy``,
     ``posterior_mean_ece``) and for every phase's over-the-air error
     ``aggregate_nmse_<phase>`` (its last round against an axis) into the study's
