@@ -89,7 +89,7 @@ def test_watch_findings():
     # the run's totals are NaN in rows of traces written before they existed
     assert DivergenceWatch().check(0, {"cumulative_uplink_symbols": math.nan}) == []
     # epsilon = inf is the accountant's answer for a round without privacy, not a divergence
-    # (it once stopped runs without a target whose model was learning); NaN still is one
+    # (a run without a target whose model learns goes on); NaN still is one
     eps = {"privacy_epsilon": math.inf, "privacy_epsilon_round": math.inf,
            "eavesdropper_epsilon": math.inf, "eavesdropper_epsilon_round": math.inf}
     assert DivergenceWatch().check(0, {"train_loss": 1.3, **eps}) == []
