@@ -38,19 +38,22 @@ def rng() -> np.random.Generator:
 
 
 HEAVIEST_FIRST = (
+    "tests/cosim/test_engine.py", "tests/learning/test_local.py",
     "tests/cosim/test_study.py", "tests/cosim/test_study_executor.py", "tests/test_notebooks.py",
     "tests/cosim/test_privacy_trace.py", "tests/cosim/test_memory_estimate.py",
     "tests/test_benchmark_harness.py", "tests/cosim/test_run_faults.py",
     "tests/cosim/test_outputs_in_place.py", "tests/cosim/test_plots.py",
-    "tests/cosim/test_participation.py", "tests/cosim/test_api.py", "tests/learning/test_local.py",
-    "tests/cosim/test_full_disk.py",
+    "tests/cosim/test_participation.py", "tests/cosim/test_api.py", "tests/cosim/test_full_disk.py",
 )
-"""The files that cost most, heaviest first (CPU seconds with their subprocesses, measured
-2026-11-28 at commit 9d0691b: 109, 78, 73, 56, 56, 50, 47, 35, 35, 32, 24, 23, 22 of the
-suite's 912). Each worker takes a file at a time (``--dist loadfile``) in collection order
-(``--no-loadscope-reorder``), so these go first and the cheap files fill in at the end,
-instead of the default order by number of tests, which left the heaviest files, with few
-tests each, to the end of one worker's queue."""
+"""The order of the files that cost most. First two files that run rounds in the worker
+itself (17 and 23 CPU seconds), so that the kernels' on-disk cache is written before the
+studies' worker processes start (from a cold clone those compiled every kernel each,
+side by side: a study test's setup took 100 s); then the heaviest first (CPU seconds with
+their subprocesses, measured 2026-11-28 at commit 9d0691b: 109, 78, 73, 56, 56, 50, 47,
+35, 35, 32, 24, 22 of the suite's 912). Each worker takes a file at a time (``--dist
+loadfile``) in collection order (``--no-loadscope-reorder``), so the cheap files fill in
+at the end, instead of the default order by number of tests, which left the heaviest
+files, with few tests each, to the end of one worker's queue."""
 
 
 def pytest_collection_modifyitems(config, items):
