@@ -649,7 +649,7 @@ class Scenario(_Section):
                  f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                  "amplifies privacy")
         if isinstance(self.privacy.clip_norm, dict):
-            phases = list(CATALOG[self.algorithm.name].phase_values(1))
+            phases = list(CATALOG[self.algorithm.name].uplink)
             _require(sorted(self.privacy.clip_norm) == sorted(phases), "privacy.clip_norm",
                      f"= {self.privacy.clip_norm!r} must name each phase algorithm.name = "
                      f"{self.algorithm.name!r} sends ({', '.join(map(repr, phases))}), or be "

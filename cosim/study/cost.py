@@ -10,7 +10,7 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
              * share        (the expected cohort, participation.fraction; the devices that
                              do not train cost nothing; 1 for gain_threshold, unknown before)
              + maxmin[N_r] * (K / 100) * (F / 1024)   (bs.combiner = "maxmin": its solver)
-             + scheme[uplink.scheme] * (values sent per device / d_ref) * (K / 100) * share
+             + scheme[uplink.scheme] * (values sent per device / 466,698) * (K / 100) * share
                                                       (a scheme other than analog: its PHY)
     eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
              [* (S / S_ref) for the proposed method: its S predictive samples]
@@ -47,12 +47,17 @@ another N_r takes the nearest measured one's cost scaled by N_r."""
 
 SCHEME_PHASE_S = {"digital_ofdma": 0.32, "one_bit": 0.18, "noncoherent_mv": 0.60}
 """Seconds one phase of each scheme but ``analog`` adds to the round the table measured
-(analog's), at K = 100 senders of d_ref = 466,698 values each: the median round of
-``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist`` against analog's,
+(analog's), at K = 100 senders of :data:`SCHEME_PHASE_VALUES` values each: the median
+round of ``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist`` against
+analog's,
 measured 2026-11-28 at commit 23947c1 on this project's two-core machine
 (``docs/schemes.md``: the proposed method's two phases for ``digital_ofdma`` (8 bits),
 signSGD's one for the votes); scaled by the values a device sends over all its phases
 and by the senders."""
+
+
+SCHEME_PHASE_VALUES = 466_698
+"""The values per phase and device :data:`SCHEME_PHASE_S` was measured at (paper_mnist's d)."""
 
 
 def _scheme_round_s(scenario: Scenario, num_params: int) -> float:
@@ -61,7 +66,7 @@ def _scheme_round_s(scenario: Scenario, num_params: int) -> float:
         return 0.0
     values = sum(uplink_phase_values(scenario, num_params).values())
     senders = scenario.cell.num_devices * _cohort_share(scenario)
-    return per_phase * (values / COST_TABLE["reference"]["num_params"]) * (senders / 100)
+    return per_phase * (values / SCHEME_PHASE_VALUES) * (senders / 100)
 
 
 def _maxmin_round_s(scenario: Scenario) -> float:
@@ -136,7 +141,8 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     if algorithm.name == _BAYESIAN:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
-    round_s = round_s * _cohort_share(scenario) + _maxmin_round_s(scenario) + _scheme_round_s(scenario, d)
+    round_s = (round_s * _cohort_share(scenario) + _maxmin_round_s(scenario)
+               + _scheme_round_s(scenario, d))
     fixed = table.get("run_fixed_core_s", {}).get(algorithm.name, {}).get(key, 0.0)
     return RunCost(round_s, eval_s, rounds, evaluations, known=True, fixed_core_s=fixed)
 
