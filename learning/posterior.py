@@ -124,7 +124,7 @@ def device_normal(device_seeds: tf.Tensor, shape, stream: int = 0) -> tf.Tensor:
     )
 
 
-@tf.function(reduce_retracing=True)
+@tf.function(reduce_retracing=True, autograph=False)
 def device_seeds(seed: tf.Tensor, device_ids: tf.Tensor) -> tf.Tensor:
     """Per-device seeds ``fold_in(seed, device_id)``: ``[K, 2]`` tf.int32 from ``seed`` [2].
 

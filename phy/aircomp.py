@@ -201,7 +201,7 @@ def _compiled_chain(rule, power_control, keep_signals, internals=False):
             def fn(*args):
                 return chain(*args, rule=rule, power_control=power_control, internals=internals)
 
-        _COMPILED[key] = (power_control, tf.function(fn))
+        _COMPILED[key] = (power_control, tf.function(fn, autograph=False))
     return _COMPILED[key][1]
 
 

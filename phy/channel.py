@@ -88,14 +88,14 @@ def _amplitude(path_gain: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.sqrt(path_gain), tf.complex64)[:, None]
 
 
-@tf.function
+@tf.function(autograph=False)
 def _iid_rayleigh(amplitude: tf.Tensor, num_subcarriers: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     shape = tf.stack([2, tf.shape(amplitude)[0], num_subcarriers])
     parts = tf.random.stateless_normal(shape, seed, stddev=np.sqrt(0.5), dtype=tf.float32)
     return amplitude * tf.complex(parts[0], parts[1])
 
 
-@tf.function
+@tf.function(autograph=False)
 def _iid_rayleigh_antennas(amplitude: tf.Tensor, num_antennas: tf.Tensor, num_subcarriers: tf.Tensor,
                            seed: tf.Tensor) -> tf.Tensor:
     shape = tf.stack([2, tf.shape(amplitude)[0], num_antennas, num_subcarriers])
@@ -219,7 +219,7 @@ class FlatRayleigh:
         )
         self._blocks = {}  # N_r -> the draw of cir_antennas
 
-    @tf.function
+    @tf.function(autograph=False)
     def _draw(self, num_devices: tf.Tensor) -> tf.Tensor:
         a, _ = self._block(num_devices, 1)  # [K, 1, 1, 1, 1, 1 path, 1 step]
         return tf.reshape(a, [num_devices, 1])
@@ -254,7 +254,7 @@ class FlatRayleigh:
             block = RayleighBlockFading(num_rx=1, num_rx_ant=num_antennas, num_tx=1, num_tx_ant=1,
                                         precision="single")
 
-            @tf.function
+            @tf.function(autograph=False)
             def draw(count, block=block):
                 a, _ = block(count, 1)  # [K, 1, N_r, 1, 1, 1 path, 1 step]
                 return tf.reshape(a, [count, num_antennas, 1])
@@ -354,7 +354,7 @@ class TDL:
             [num_taps, self.num_subcarriers],
         )  # [L, F], complex64
 
-    @tf.function
+    @tf.function(autograph=False)
     def _draw(self, num_devices: tf.Tensor) -> tf.Tensor:
         # Zero speed: the sampling frequency only scales a zero Doppler phase.
         a, _ = self._tdl(num_devices, 1, 1.0)  # [K, 1, 1, 1, 1, L, 1]
@@ -366,7 +366,7 @@ class TDL:
             response = self._draw(tf.constant(amplitude.shape[0], tf.int32))
         return amplitude * response
 
-    @tf.function
+    @tf.function(autograph=False)
     def _draw_paths(self, num_devices: tf.Tensor) -> tf.Tensor:
         a, _ = self._tdl(num_devices, 1, 1.0)  # [K, 1, 1, 1, 1, L, 1]
         return tf.reshape(a, [num_devices, -1])
@@ -395,7 +395,7 @@ class TDL:
                             carrier_frequency=self._carrier_frequency_hz, min_speed=0.0,
                             num_rx_ant=num_antennas, precision="single")
 
-            @tf.function
+            @tf.function(autograph=False)
             def draw(count, tdl=tdl):
                 a, _ = tdl(count, 1, 1.0)  # [K, 1, N_r, 1, 1, L, 1]
                 return tf.reshape(a, [count, num_antennas, -1])

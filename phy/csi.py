@@ -41,7 +41,7 @@ def _check_inputs(h: tf.Tensor, path_gain: tf.Tensor) -> tuple[tf.Tensor, tf.Ten
     return h, path_gain
 
 
-@tf.function
+@tf.function(autograph=False)
 def _complex_normal(shape: tf.Tensor, variance: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """``CN(0, variance)`` samples; ``variance`` [K] broadcast along the last axis."""
     parts = tf.random.stateless_normal(tf.concat([[2], shape], 0), seed, dtype=tf.float32)
@@ -168,7 +168,7 @@ class LSPilotCSI:
         self._setup(int(h.shape[1]))
         return self._estimate(h, path_gain, tf.convert_to_tensor(seed, dtype=tf.int32))
 
-    @tf.function
+    @tf.function(autograph=False)
     def _estimate(
         self, h: tf.Tensor, path_gain: tf.Tensor, seed: tf.Tensor
     ) -> tuple[tf.Tensor, tf.Tensor]:

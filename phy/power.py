@@ -131,7 +131,7 @@ def _dense_optimal(delta_abs, u, power_budget_w, max_iterations=_MAX_NEWTON_ITER
     return tf.cast(tf.where(dead, tf.zeros_like(v), v), delta_abs.dtype)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _optimal_chunk(delta_abs, u, power_budget_w):
     """:func:`_dense_optimal` on one ``[_CHUNK_ROWS, F]`` chunk (compiled once per F)."""
     return _dense_optimal(delta_abs, u, power_budget_w)
@@ -515,7 +515,8 @@ def _compiled_for(control: PowerControl, kind: str, build):
     (:func:`configuration_key`), not per instance."""
     key = (kind, *configuration_key(control))
     if key not in _KERNELS:  # the control kept alive with it (an identity key stays its own)
-        _KERNELS[key] = (control, tf.function(build(), jit_compile=True, reduce_retracing=True))
+        _KERNELS[key] = (control, tf.function(build(), jit_compile=True, reduce_retracing=True,
+                                                 autograph=False))
     return _KERNELS[key][1]
 
 

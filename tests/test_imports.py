@@ -242,3 +242,31 @@ def test_the_line_count_sees_numba_kernels_and_methods():
     assert kernels == {"kernel": True, "bare": True, "plain": False}
     nested = "class A:\n    def f(self):\n        def g(): pass\n"
     assert [name for name, _ in _functions(ast.parse(nested))] == ["A.f", "A.f.g"]
+
+
+def _graph_functions(tree: ast.AST):
+    """Every ``tf.function`` of a module: as a bare decorator, or called."""
+    for node in ast.walk(tree):
+        decorators = getattr(node, "decorator_list", [])
+        for decorator in decorators:
+            if isinstance(decorator, ast.Attribute) and ast.unparse(decorator) == "tf.function":
+                yield decorator, None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "tf.function":
+            yield node, node
+
+
+def test_every_graph_function_is_traced_without_autograph():
+    """Every ``tf.function`` of the packages says ``autograph=False``: their bodies hold
+    no tensor-dependent Python control flow (a tensor used as a Python bool fails at
+    tracing time), and autograph's source conversion cost each new process seconds of
+    CPU at its first round (benchmarks/README.md, "How a process starts fast")."""
+    found, missing = 0, []
+    for name, path in sorted(_modules().items()):
+        for node, call in _graph_functions(ast.parse(path.read_text())):
+            found += 1
+            flag = None if call is None else next(
+                (k.value for k in call.keywords if k.arg == "autograph"), None)
+            if not (isinstance(flag, ast.Constant) and flag.value is False):
+                missing.append(f"{name}:{node.lineno}")
+    assert found >= 15, found  # the walk sees them
+    assert not missing, f"tf.function without autograph=False: {missing}"

@@ -171,8 +171,9 @@ class BayesAirComp:
                                       else float(covariance_learning_rate)),
         )
         self.trainer = LocalTrainer(model, self.config, runtime)
-        self._predict = tf.function(self._predict_impl, reduce_retracing=True)
-        self._predict_mean = tf.function(self._predict_mean_impl, reduce_retracing=True)
+        self._predict = tf.function(self._predict_impl, reduce_retracing=True, autograph=False)
+        self._predict_mean = tf.function(self._predict_mean_impl, reduce_retracing=True,
+                                         autograph=False)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
         return catalog_phases(self.name, self.model.num_params)

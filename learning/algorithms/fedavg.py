@@ -95,7 +95,8 @@ class LocalSGD:
         self.model = model
         self.learning_rate = float(learning_rate)
         self.local_steps = int(local_steps)
-        self._step = tf.function(self._step_impl, jit_compile=jit_compile, reduce_retracing=True)
+        self._step = tf.function(self._step_impl, jit_compile=jit_compile, reduce_retracing=True,
+                                 autograph=False)
 
     def penalty(self, w: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
         """Extra local objective term ``[K]`` for weights ``w`` [K, d] and global ``anchor`` [d]."""
@@ -240,7 +241,7 @@ class FedAvg:
                                         jit_compile)
         self._predict = tf.function(
             lambda w, x: tf.nn.softmax(self.model.logits(w[None, None], x[None]))[0, 0],
-            reduce_retracing=True,
+            reduce_retracing=True, autograph=False,
         )
 
     def __init_subclass__(cls, **kwargs):

@@ -84,7 +84,7 @@ class TrajectorySGD(LocalSGD):
         self.sharpness_gamma = float(sharpness_gamma)
         self.temperature = float(temperature)
         self.dynamic_alpha = float(dynamic_alpha)
-        self.teacher = tf.function(self._teacher_impl, reduce_retracing=True)
+        self.teacher = tf.function(self._teacher_impl, reduce_retracing=True, autograph=False)
 
     def _teacher_impl(self, ema, x):
         """log softmax(f(x; e_t) / tau) for every device's inputs ``x``: [K, B, C]."""

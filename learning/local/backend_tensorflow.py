@@ -36,8 +36,8 @@ class TensorFlowSteps:
         self.jit_compile = bool(jit_compile)
         self.device_loop = bool(device_loop)
         opts = {"jit_compile": self.jit_compile, "reduce_retracing": True}
-        self._rho_step = tf.function(self._rho_step_impl, **opts)
-        self._nu_step = tf.function(self._nu_step_impl, **opts)
+        self._rho_step = tf.function(self._rho_step_impl, autograph=False, **opts)
+        self._nu_step = tf.function(self._nu_step_impl, autograph=False, **opts)
 
     def _rho_update(self, delta_rho, mu_t, rho_t, x, y, mask, weights, seeds):
         with tf.GradientTape() as tape:
