@@ -50,8 +50,8 @@ HEAVIEST_FIRST = (
     "tests/cosim/test_participation.py", "tests/cosim/test_api.py", "tests/cosim/test_full_disk.py",
 )
 """The order of the files that cost most. From a cold clone the kernels' first compile
-costs about 65 CPU seconds per process that finds no disk cache (measured 2026-11-28 at
-commit 7b9dc1f: Numba's compile events summed per test). So one worker starts with
+costs about 65 CPU seconds per process that finds no disk cache (measured 2026-11-28 with
+the kernels of commit f054b86: Numba's compile events summed per test). So one worker starts with
 ``test_engine.py``, which runs rounds in the worker and writes the cache, while the other
 runs files that launch no kernel (about 55 s: cells, start-up, names, PHY conformance,
 text, scenarios, costs) instead of compiling the same kernels side by side; then
