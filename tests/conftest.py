@@ -39,7 +39,8 @@ def rng() -> np.random.Generator:
 
 HEAVIEST_FIRST = (
     "tests/cosim/test_engine.py",
-    "tests/phy/test_cells.py", "tests/cosim/test_cli_startup.py", "tests/cosim/test_display_names.py",
+    "tests/phy/test_cells.py", "tests/cosim/test_cli_startup.py",
+    "tests/cosim/test_display_names.py",
     "tests/phy/test_phy_conformance.py", "tests/cosim/test_hostile_text.py",
     "tests/cosim/test_scenario.py", "tests/cosim/test_study_cost.py",
     "tests/learning/test_local.py",
@@ -51,17 +52,19 @@ HEAVIEST_FIRST = (
 )
 """The order of the files that cost most. From a cold clone the kernels' first compile
 costs about 65 CPU seconds per process that finds no disk cache (measured 2026-11-28 with
-the kernels of commit f054b86: Numba's compile events summed per test). So one worker starts with
-``test_engine.py``, which runs rounds in the worker and writes the cache, while the other
-runs files that launch no kernel (about 55 s: cells, start-up, names, PHY conformance,
-text, scenarios, costs) instead of compiling the same kernels side by side; then
-``test_local.py``, and the study tests, whose worker processes would each compile every
-kernel without the cache (a study test's setup took 100 s so). Then the heaviest first
-(CPU seconds with their subprocesses, measured 2026-11-28 at commit 9d0691b: 109, 78, 73,
-56, 56, 50, 47, 35, 35, 32, 24, 22 of the suite's 912). Each worker takes a file at a time
-(``--dist loadfile``) in collection order (``--no-loadscope-reorder``), so the cheap files
-fill in at the end, instead of the default order by number of tests, which left the
-heaviest files, with few tests each, to the end of one worker's queue."""
+the kernels of commit f054b86: Numba's compile events summed per test). So one worker
+starts with ``test_engine.py``, which runs rounds in the worker and writes the cache,
+while the other runs files that compile none of the learning kernels, only the PHY's
+small ones (68 CPU seconds from a cold cache, 12 of them compiling: cells, start-up,
+names, PHY conformance, text, scenarios, costs), instead of compiling the same kernels
+side by side; then ``test_local.py``, and the study tests, whose worker processes would
+each compile every kernel without the cache (a study test's setup took 100 s so). Then
+the heaviest first (CPU seconds with their subprocesses, measured 2026-11-28 at commit
+9d0691b: 109, 78, 73, 56, 56, 50, 47, 35, 35, 32, 24, 22 of the suite's 912). Each
+worker takes a file at a time (``--dist loadfile``) in collection order
+(``--no-loadscope-reorder``), so the cheap files fill in at the end, instead of the
+default order by number of tests, which left the heaviest files, with few tests each,
+to the end of one worker's queue."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -49,8 +49,7 @@ SCHEME_PHASE_S = {"digital_ofdma": 0.32, "one_bit": 0.18, "noncoherent_mv": 0.60
 """Seconds one phase of each scheme but ``analog`` adds to the round the table measured
 (analog's), at K = 100 senders of :data:`SCHEME_PHASE_VALUES` values each: the median
 round of ``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist`` against
-analog's,
-measured 2026-11-28 at commit 23947c1 on this project's two-core machine
+analog's, measured 2026-11-28 at commit 23947c1 on this project's two-core machine
 (``docs/schemes.md``: the proposed method's two phases for ``digital_ofdma`` (8 bits),
 signSGD's one for the votes); scaled by the values a device sends over all its phases
 and by the senders."""
