@@ -352,7 +352,8 @@ def _add_study_parser(sub) -> None:
         "ignored with --address)")
     study_report = _command(
         study_sub, "report",
-        "tidy table, seed summary with 95%% CI and figures of a study directory", EXAMPLES_STUDY)
+        "tidy table, seed summary with 95%% CI, figures and the cost used against the "
+        "estimate, of a study directory", EXAMPLES_STUDY)
     study_report.add_argument("out", metavar="DIR", help="the --out of `cosim study run`")
     study_report.add_argument("--x", choices=("rounds", "uplink", "uplink_seconds", "uplink_energy", "total"),
                               default="rounds",
@@ -622,7 +623,8 @@ def _is_study(path: str) -> bool:
 
 def study_command(args: argparse.Namespace) -> int:
     """``cosim study run | report | compact``: :func:`cosim.study.run_study` (0 / 1),
-    :func:`cosim.study.report.report` (0) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
+    :func:`cosim.study.report.report` (0; its files, then the
+    :func:`cosim.study.report.cost_summary` line) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
     :class:`cosim.study.StudyError` (exit 2). Neither imports TensorFlow here."""
     if args.study_command == "run":
         from cosim.study import run_study
@@ -632,10 +634,13 @@ def study_command(args: argparse.Namespace) -> int:
         return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus,
                          executor=args.executor)
     if args.study_command == "report":
-        from cosim.study.report import report
+        import pandas as pd
+
+        from cosim.study.report import cost_summary, report
 
         for path in report(args.out, x=args.x):
             print(path)
+        print(cost_summary(pd.read_csv(Path(args.out) / "cost.csv")))
         return EXIT_OK
     if args.study_command == "compact":
         from cosim.study.runner import compact_study

@@ -46,11 +46,12 @@ class RoundRecord:
 
     def add(self, columns: Columns) -> None:
         """Merge a block's :class:`native.columns.Columns`; ``ValueError`` naming a column
-        already written (or one the run writes itself: ``round``, ``cumulative_*``, ``wall_s``)."""
+        already written (or one the run writes itself: ``round``, ``cumulative_*``,
+        ``wall_s``, ``cpu_s``)."""
         for part in ("scalars", "per_device", "reliability", "signals"):
             mine, new = getattr(self, part), getattr(columns, part)
             for name in new:
-                if name in mine or (part == "scalars" and name in (*RUN_COLUMNS, "wall_s")):
+                if name in mine or (part == "scalars" and name in (*RUN_COLUMNS, "wall_s", "cpu_s")):
                     raise ValueError(f"round {self.round}: the column {name!r} is written twice; rename one")
             mine.update(new)
 
@@ -82,7 +83,7 @@ def cohort_data(data, cohort, local_steps: int):
 def run_round(state: Any, world, t: int) -> tuple[Any, RoundRecord]:
     """Round ``t`` of ``world`` (:class:`cosim.world.World`) from ``state``: the new state
     and the round's record (without the ``cumulative_*`` totals)."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     algorithm, seed = world.algorithm, world.scenario.seed
     record, link, previous = RoundRecord(round=t), world.uplink.round(t), state
     data = cohort_data(world.device_data, link.cohort, world.local_steps)
@@ -101,4 +102,5 @@ def run_round(state: Any, world, t: int) -> tuple[Any, RoundRecord]:
                                 **algorithm.metrics(previous, state, metrics)}))
     record.add(world.evaluator.columns(algorithm, state, t))
     record.scalars["wall_s"] = time.perf_counter() - started
+    record.scalars["cpu_s"] = time.process_time() - cpu_started
     return state, record

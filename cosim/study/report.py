@@ -25,11 +25,14 @@ No TensorFlow and no Ray here (pandas, SciPy, h5py, matplotlib with Agg).
   interpolated onto one grid per combination: ``GRID_POINTS`` evenly spaced values from
   the largest first x to the smallest last x over the seeds (the range every seed
   covers: no extrapolation).
+- :func:`run_costs`: per run, what it used against what ``cosim validate`` estimates for
+  the same rounds (:func:`cost_summary` says it in one line).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import re
@@ -44,11 +47,13 @@ from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, value_label, value_text
 from cosim.plots.style import RINGS, legend_below
 from cosim.printable import printable
+from cosim.scenario import ScenarioError, migrate_table, parse_scenario
+from cosim.study.cost import format_core_hours, run_cost
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.trace import TraceError, read_trace
 
-__all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "pooled_reliability", "report", "stability",
-           "stability_over_seeds", "study_table", "summarize_over_seeds"]
+__all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "cost_summary", "pooled_reliability", "report",
+           "run_costs", "stability", "stability_over_seeds", "study_table", "summarize_over_seeds"]
 
 GRID_POINTS = 50
 """Points of the common grid of ``x_kind = uplink | uplink_seconds | uplink_energy | total``."""
@@ -122,6 +127,66 @@ def _table(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
         rest = frame[["round", *sorted(c for c in frame if c != "round")]]
         frames.append(pd.concat([lead, rest.reset_index(drop=True)], axis=1))
     return pd.concat(frames, ignore_index=True)
+
+
+def run_costs(out_dir: str | Path) -> pd.DataFrame:
+    """Per run with a trace (:func:`_runs`): ``run``, ``seed``, the axes,
+    ``completed_rounds``, ``evaluations`` (committed rounds with a test accuracy),
+    ``estimated_core_s`` (:func:`cosim.study.cost.run_cost` of the trace's own scenario,
+    for those rounds and evaluations and its fixed cost; NaN where the cost table has no
+    entry), ``cpu_core_s`` (the sum of the trace's ``cpu_s``: the CPU time of its
+    processes' rounds, every thread; NaN for a trace written before the column existed)
+    and ``wall_s`` (the sum of ``wall_s``)."""
+    axes, runs = _runs(out_dir)
+    return _costs(axes, runs)
+
+
+def _estimate(trace, evaluations: int) -> float:
+    try:
+        scenario = parse_scenario(migrate_table(trace.scenario), "the trace's scenario")
+    except ScenarioError:
+        return math.nan
+    cost = run_cost(scenario, num_params=trace.attrs.get("num_params"))
+    if not cost.known:
+        return math.nan
+    return dataclasses.replace(cost, rounds=trace.completed_rounds,
+                               evaluations=evaluations).total_core_s
+
+
+def _costs(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
+    rows = []
+    for point, trace in runs:
+        accuracy = trace.rounds.get("test_accuracy", np.full(trace.completed_rounds, np.nan))
+        evaluations = int(np.isfinite(accuracy).sum())
+        timing = {name: float(np.nansum(trace.rounds[name])) if name in trace.rounds else math.nan
+                  for name in ("cpu_s", "wall_s")}
+        rows.append({"run": point.name, "seed": point.seed,
+                     **{k: _hashable(point.axis_values[k]) for k in axes},
+                     "completed_rounds": trace.completed_rounds, "evaluations": evaluations,
+                     "estimated_core_s": _estimate(trace, evaluations),
+                     "cpu_core_s": timing["cpu_s"], "wall_s": timing["wall_s"]})
+    return pd.DataFrame(rows)
+
+
+def cost_summary(costs: pd.DataFrame) -> str:
+    """One line of :func:`run_costs`: the runs and their committed rounds, the estimate
+    for those rounds, the CPU they used against it (over the runs that timed it) and
+    their wall time in rounds."""
+    timed = costs[np.isfinite(costs["cpu_core_s"])]
+    parts = [f"cost: {len(costs)} run(s), {int(costs['completed_rounds'].sum())} rounds committed",
+             f"estimated {format_core_hours(float(costs['estimated_core_s'].sum()))}"]
+    if len(timed):
+        used, estimate = float(timed["cpu_core_s"].sum()), float(timed["estimated_core_s"].sum())
+        text = f"used {format_core_hours(used)} of CPU"
+        if estimate > 0:
+            text += f", {used / estimate:.2f} x the estimate"
+        if len(timed) < len(costs):
+            text += f" (the {len(timed)} runs that timed it)"
+        parts.append(text)
+    else:
+        parts.append("CPU not timed (traces written before the cpu_s column)")
+    parts.append(f"{costs['wall_s'].sum() / 3600:.3g} h of wall time in rounds")
+    return "; ".join(parts)
 
 
 def parquet_ready(table: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
@@ -538,6 +603,7 @@ def _file_part(text: str) -> str:
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
+    ``cost.csv`` (:func:`run_costs`),
     ``figures/<metric>_vs_<x>.png`` and, for every axis,
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
     value: to scale for a numeric axis, one tick per value for any other) for each of
@@ -562,7 +628,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     summary = summarize_over_seeds(table, axes)
     per_run = stability(table, axes)
     written = [out / "table.csv", out / "table.parquet", out / "summary.csv",
-               out / "stability.csv", out / "stability_summary.csv"]
+               out / "stability.csv", out / "stability_summary.csv", out / "cost.csv"]
     figures = out / "figures"
     try:
         for output in (*written, out / "reliability.csv", figures):
@@ -577,6 +643,8 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
             per_run.to_csv(tmp, index=False)
         with atomic_output(written[4]) as tmp:
             stability_over_seeds(per_run, axes).to_csv(tmp, index=False)
+        with atomic_output(written[5]) as tmp:
+            _costs(axes, runs).to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)
     except OSError as error:
         raise StudyError([f"cannot write the report: {error}"], str(out)) from None

@@ -13,18 +13,19 @@ from tiny_scenario import time_domain, write_tiny
 from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
+from cosim.trace import TIMING_COLUMNS
 
 K = 8
 
 
 def _arrays(path):
-    """Every dataset of a trace except wall-clock columns, as NumPy arrays, and the
+    """Every dataset of a trace except the timings (``TIMING_COLUMNS``), as NumPy arrays, and the
     checkpoint slots' attributes (``<slot>.attrs_json``, ``<slot>.completed_rounds``)."""
     out = {}
     with h5py.File(path, "r") as f:
 
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s"):
+            if isinstance(obj, h5py.Dataset) and name.rsplit("/", 1)[-1] not in TIMING_COLUMNS:
                 out[name] = obj[()]
 
         f.visititems(visit)
@@ -47,7 +48,7 @@ def test_run_writes_documented_trace(tmp_path):
         for column in ("round", "uplink_symbols", "downlink_symbols", "cumulative_channel_uses",
                        "cumulative_uplink_symbols", "cumulative_downlink_symbols", "test_accuracy", "test_nll", "ece", "train_loss", "delta_bar_rho",
                        "delta_bar_nu", "distortion_rho", "distortion_nu", "precision_floor_hits",
-                       "wall_s"):
+                       "wall_s", "cpu_s"):
             assert rounds[column].shape == (4,), column
         assert rounds["per_device/local_distortion_rho"].shape == (4, K)
         assert rounds["per_device/tx_power_w_nu"].shape == (4, K)

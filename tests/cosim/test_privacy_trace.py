@@ -16,6 +16,7 @@ from cosim.engine import Engine
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, scenario_num_params
 from cosim.scenario.derived import uplink_phase_values
+from cosim.trace import TIMING_COLUMNS
 
 # the tiny scenario at a low power (a worst noise multiplier near 5: epsilon ~ 1 a round)
 PRIVATE = ["power.tx_power_dbm=-60", "privacy.delta=1e-5"]
@@ -25,7 +26,8 @@ def _arrays(path):
     with h5py.File(path, "r") as f:
         out = {}
         f.visititems(lambda name, obj: out.__setitem__(name, obj[()])
-                     if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s") else None)
+                     if isinstance(obj, h5py.Dataset)
+                     and name.rsplit("/", 1)[-1] not in TIMING_COLUMNS else None)
     return out
 
 def _tiny_runs_by(tmp_path, key, values, rounds):

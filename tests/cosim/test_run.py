@@ -15,7 +15,7 @@ from tiny_scenario import write_tiny
 from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.run import INERT_ROUNDS, InertPrecisionWatch, run_scenario
 from cosim.scenario import load_scenario
-from cosim.trace import read_trace
+from cosim.trace import TIMING_COLUMNS, read_trace
 
 K = 2
 
@@ -256,7 +256,7 @@ def test_tensorboard_scalars_equal_the_trace(tmp_path):
                 found[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
     trace = read_trace(tmp_path / "tiny-seed3.h5")
     expected = {(name, r): float(column[r]) for name, column in trace.rounds.items()
-                if np.ndim(column) == 1 and name not in ("round", "wall_s")
+                if np.ndim(column) == 1 and name not in ("round", *TIMING_COLUMNS)
                 for r in range(trace.completed_rounds) if np.isfinite(column[r])}
     assert ("test_accuracy", 1) in expected and ("test_accuracy", 0) not in found
     for key, value in expected.items():

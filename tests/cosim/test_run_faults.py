@@ -19,7 +19,7 @@ from tiny_scenario import write_tiny
 
 from cosim.cli import main
 from cosim.divergence import LOSS_EXPLOSION_FACTOR, DivergenceWatch
-from cosim.trace import partial_path
+from cosim.trace import TIMING_COLUMNS, partial_path
 
 RUN_HISTORY_ATTRS = ("started_at", "resume_count")
 """Root attributes that record a run's history, not its result (docs/faults.md)."""
@@ -31,7 +31,7 @@ def _without_trace_path(scenario_text: str) -> str:
 
 
 def read_everything(path: Path) -> tuple[dict[str, np.ndarray], dict[str, object]]:
-    """Every dataset (but the ``wall_s`` timings) and every attribute of every object,
+    """Every dataset (but the timings, ``TIMING_COLUMNS``) and every attribute of every object,
     the run-history root attributes left out."""
     datasets, attrs = {}, {}
     with h5py.File(path, "r") as f:
@@ -44,7 +44,7 @@ def read_everything(path: Path) -> tuple[dict[str, np.ndarray], dict[str, object
         def visit(name, obj):
             for key, value in obj.attrs.items():
                 attrs[f"{name}@{key}"] = value
-            if isinstance(obj, h5py.Dataset) and not name.endswith("wall_s"):
+            if isinstance(obj, h5py.Dataset) and name.rsplit("/", 1)[-1] not in TIMING_COLUMNS:
                 datasets[name] = obj[()]
 
         f.visititems(visit)

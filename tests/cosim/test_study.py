@@ -24,10 +24,11 @@ from test_cli_startup import _probe
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
-from cosim.scenario import load_scenario
+from cosim.scenario import load_scenario, migrate_table, parse_scenario
 from cosim.study import StudyError, load_study, run_name, run_study
-from cosim.study.report import final_values, study_table
-from cosim.trace import read_trace
+from cosim.study.cost import run_cost
+from cosim.study.report import cost_summary, final_values, study_table
+from cosim.trace import TIMING_COLUMNS, read_trace
 
 RAY = Path(sys.executable).with_name("ray")
 AXIS = "power.tx_power_dbm"
@@ -74,7 +75,7 @@ def uninterrupted(finished):
     """`finished`'s table (:func:`cosim.study.report.study_table`, what `table.csv`
     holds) without the wall-clock column: what a resumed copy of it must end with."""
     _, out, _, _ = finished
-    return study_table(out)[0].drop(columns="wall_s")
+    return study_table(out)[0].drop(columns=list(TIMING_COLUMNS))
 
 
 def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
@@ -99,7 +100,7 @@ def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
     assert (out / "study.toml").read_bytes() == study.read_bytes()
 
 
-def test_the_report_equals_a_hand_computation(reported):
+def test_the_report_equals_a_hand_computation(reported, capsys):
     out = reported
     table = pd.read_csv(out / "table.csv")
     assert len(table) == 8 and list(table.columns[:4]) == ["run", "seed", AXIS, "round"]
@@ -126,13 +127,44 @@ def test_the_report_equals_a_hand_computation(reported):
             rows = summary[(summary[AXIS] == power) & (summary["x_kind"] == kind)
                            & (summary["metric"] == "test_accuracy")]
             assert len(rows) >= 1 and (rows["n"] == 2).all()
+    capsys.readouterr()
     assert main(["study", "report", str(out), "--x", "total"]) == 0  # uplink_energy: below
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == cost_summary(pd.read_csv(out / "cost.csv")), printed
     for x in ("rounds", "total"):
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"ece_vs_{x}.png").stat().st_size > 1000
         assert (out / "figures" / f"posterior_mean_accuracy_vs_{x}.png").stat().st_size > 1000
         for phase in ("rho", "nu"):  # the over-the-air error, with its bands
             assert (out / "figures" / f"aggregate_nmse_{phase}_vs_{x}.png").stat().st_size > 1000
+
+
+def test_the_report_sets_the_cpu_each_run_used_beside_its_estimate(reported):
+    """cost.csv, per run: the rounds it committed and evaluated, what the cost model says
+    they cost (its own scenario's, fixed cost included), the CPU its rounds used (the sum
+    of the trace's cpu_s) and their wall time; the summary line says it over the runs."""
+    out = reported
+    costs = pd.read_csv(out / "cost.csv")
+    assert sorted(costs["run"]) == sorted(run_name({AXIS: p}, s) for p in (10.0, 20.0) for s in (1, 2))
+    for row in costs.itertuples():
+        trace = read_trace(out / "runs" / f"{row.run}.h5")
+        assert row.completed_rounds == trace.completed_rounds == 2
+        assert row.evaluations == np.isfinite(trace.rounds["test_accuracy"]).sum() >= 1
+        assert (trace.rounds["cpu_s"] > 0).all() and (trace.rounds["wall_s"] > 0).all()
+        np.testing.assert_allclose(row.cpu_core_s, trace.rounds["cpu_s"].sum(), rtol=1e-12)
+        np.testing.assert_allclose(row.wall_s, trace.rounds["wall_s"].sum(), rtol=1e-12)
+        cost = run_cost(parse_scenario(migrate_table(trace.scenario)))
+        assert cost.known
+        np.testing.assert_allclose(row.estimated_core_s, cost.fixed_core_s + 2 * cost.round_core_s
+                                   + row.evaluations * cost.eval_core_s, rtol=1e-9)
+    line = cost_summary(costs)
+    assert line.startswith("cost: 4 run(s), 8 rounds committed; estimated "), line
+    ratio = costs["cpu_core_s"].sum() / costs["estimated_core_s"].sum()
+    assert f"of CPU, {ratio:.2f} x the estimate; " in line, line
+    untimed = costs.assign(cpu_core_s=np.nan)  # traces written before the column
+    assert "; CPU not timed (traces written before the cpu_s column); " in cost_summary(untimed)
+    partly = costs.assign(cpu_core_s=[np.nan, *costs["cpu_core_s"][1:]])
+    assert "(the 3 runs that timed it)" in cost_summary(partly)
 
 
 def test_the_report_pools_reliability_and_groups_distortion_by_distance(reported):
@@ -218,7 +250,7 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
     assert {r["state"] for r in state["runs"].values()} == {"done"}
     assert sum(line.startswith("[") and ": done" in line for line in printed.splitlines()) == 2
 
-    pd.testing.assert_frame_equal(study_table(out)[0].drop(columns="wall_s"), uninterrupted)
+    pd.testing.assert_frame_equal(study_table(out)[0].drop(columns=list(TIMING_COLUMNS)), uninterrupted)
     for name in (missing, partial):  # the resumed runs' stored scenarios name where they are now
         assert str(out / "runs") in read_trace(out / "runs" / f"{name}.h5").scenario_text
     assert main(["study", "compact", str(out)]) == 0
@@ -359,7 +391,7 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(uninterrupted, tm
         want = "skipped" if name in complete else "resumed" if name in partial else "started"
         assert run["action"] == want, (name, run)
         assert run["state"] == "done"
-    pd.testing.assert_frame_equal(study_table(out)[0].drop(columns="wall_s"), uninterrupted)
+    pd.testing.assert_frame_equal(study_table(out)[0].drop(columns=list(TIMING_COLUMNS)), uninterrupted)
 
 
 def test_failing_and_diverging_runs_are_reported_and_the_others_complete(tmp_path, capsys):
