@@ -280,5 +280,6 @@ def summarize(path: str | Path) -> str:
         lines.append(f"  uplink   {seconds:.6g} s and {joules:.6g} J (devices' transmit energy) in "
                      f"{data.completed_rounds} rounds; per round {per_round_s:.6g} s, {per_round_j:.6g} J")
     if "wall_s" in data.rounds:
-        lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s in {data.completed_rounds} rounds")
+        cpu = (f", CPU {np.nansum(data.rounds['cpu_s']):.1f} s" if "cpu_s" in data.rounds else "")
+        lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s{cpu} in {data.completed_rounds} rounds")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,7 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert "  posterior (round 1) precision_rel_change " in out
     assert "OFDM symbols: uplink " in out and "%), downlink " in out
     assert " rounds\n\n  health (docs/health.md)\n    air      median NMSE" in out
+    assert re.search(r"\n  wall     \d+\.\d s, CPU \d+\.\d s in 2 rounds\n", out), out
     out_dir = tmp_path / "figs"
     assert main(["plot", str(trace), str(trace), "--out", str(out_dir), "--labels", "a", "b"]) == 0
     for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance",
