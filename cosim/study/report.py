@@ -135,8 +135,8 @@ def run_costs(out_dir: str | Path) -> pd.DataFrame:
     ``estimated_core_s`` (:func:`cosim.study.cost.run_cost` of the trace's own scenario,
     for those rounds and evaluations and its fixed cost; NaN where the cost table has no
     entry), ``cpu_core_s`` (the sum of the trace's ``cpu_s``: the CPU time of its
-    processes' rounds, every thread; NaN for a trace written before the column existed)
-    and ``wall_s`` (the sum of ``wall_s``)."""
+    processes' rounds, every thread; NaN when some round was written before the column
+    existed) and ``wall_s`` (the sum of ``wall_s``)."""
     axes, runs = _runs(out_dir)
     return _costs(axes, runs)
 
@@ -158,8 +158,8 @@ def _costs(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
     for point, trace in runs:
         accuracy = trace.rounds.get("test_accuracy", np.full(trace.completed_rounds, np.nan))
         evaluations = int(np.isfinite(accuracy).sum())
-        timing = {name: float(np.nansum(trace.rounds[name])) if name in trace.rounds else math.nan
-                  for name in ("cpu_s", "wall_s")}
+        timing = {name: float(np.sum(trace.rounds[name])) if name in trace.rounds else math.nan
+                  for name in ("cpu_s", "wall_s")}  # NaN: a round written before the column
         rows.append({"run": point.name, "seed": point.seed,
                      **{k: _hashable(point.axis_values[k]) for k in axes},
                      "completed_rounds": trace.completed_rounds, "evaluations": evaluations,
@@ -170,19 +170,21 @@ def _costs(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
 
 def cost_summary(costs: pd.DataFrame) -> str:
     """One line of :func:`run_costs`: the runs and their committed rounds, the estimate
-    for those rounds, the CPU they used against it (over the runs that timed it) and
+    for those rounds, the CPU they used against it (over the runs that have both) and
     their wall time in rounds."""
-    timed = costs[np.isfinite(costs["cpu_core_s"])]
+    timed = np.isfinite(costs["cpu_core_s"])
+    known = np.isfinite(costs["estimated_core_s"])
+    both = costs[timed & known]
     parts = [f"cost: {len(costs)} run(s), {int(costs['completed_rounds'].sum())} rounds committed",
-             f"estimated {format_core_hours(float(costs['estimated_core_s'].sum()))}"]
-    if len(timed):
-        used, estimate = float(timed["cpu_core_s"].sum()), float(timed["estimated_core_s"].sum())
-        text = f"used {format_core_hours(used)} of CPU"
-        if estimate > 0:
-            text += f", {used / estimate:.2f} x the estimate"
-        if len(timed) < len(costs):
-            text += f" (the {len(timed)} runs that timed it)"
-        parts.append(text)
+             f"estimated {format_core_hours(float(costs['estimated_core_s'][known].sum()))}"
+             + (f" ({int((~known).sum())} run(s) the cost table cannot estimate left out)"
+                if not known.all() else "")]
+    if len(both):
+        used, estimate = float(both["cpu_core_s"].sum()), float(both["estimated_core_s"].sum())
+        parts.append(f"used {format_core_hours(used)} of CPU, {used / estimate:.2f} x the estimate"
+                     + (f" (over the {len(both)} runs with both)" if len(both) < len(costs) else ""))
+    elif timed.any():
+        parts.append(f"used {format_core_hours(float(costs['cpu_core_s'][timed].sum()))} of CPU")
     else:
         parts.append("CPU not timed (traces written before the cpu_s column)")
     parts.append(f"{costs['wall_s'].sum() / 3600:.3g} h of wall time in rounds")

@@ -164,7 +164,9 @@ def test_the_report_sets_the_cpu_each_run_used_beside_its_estimate(reported):
     untimed = costs.assign(cpu_core_s=np.nan)  # traces written before the column
     assert "; CPU not timed (traces written before the cpu_s column); " in cost_summary(untimed)
     partly = costs.assign(cpu_core_s=[np.nan, *costs["cpu_core_s"][1:]])
-    assert "(the 3 runs that timed it)" in cost_summary(partly)
+    assert "x the estimate (over the 3 runs with both); " in cost_summary(partly)
+    unpriced = costs.assign(estimated_core_s=[np.nan, *costs["estimated_core_s"][1:]])
+    assert " (1 run(s) the cost table cannot estimate left out); " in cost_summary(unpriced)
 
 
 def test_the_report_pools_reliability_and_groups_distortion_by_distance(reported):
