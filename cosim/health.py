@@ -30,6 +30,10 @@ why each threshold is what it is):
   ``LOSS_EXPLOSION_FACTOR`` times round 0's; not its check of other metrics) and its early
   sign: the training loss at the evaluated rounds rising :data:`LOSS_RISING_EVALUATIONS`
   times in a row by at least :data:`LOSS_RISING_RELATIVE` in all;
+* a model **at chance**: the last evaluated test accuracy at most
+  (1 + :data:`CHANCE_MARGIN`) / C (C classes, the columns of ``devices/label_hist``)
+  after an evaluation of at least 2 / C: a run that learned and lost it, whether or not
+  its loss crossed the divergence stop;
 * with ``[participation]``: dropouts, stragglers (``per_device/participated``) and the
   rounds the BS discarded (``round_discarded``, an outage of the whole uplink).
 
@@ -65,6 +69,10 @@ LOSS_RISING_EVALUATIONS = 3
 LOSS_RISING_RELATIVE = 0.10
 """...and by at least this fraction of its value at the start of the rise."""
 
+CHANCE_MARGIN = 0.5
+"""A model is at chance when its last evaluated test accuracy is at most
+(1 + CHANCE_MARGIN) / C (0.15 for C = 10), after an evaluation of at least 2 / C."""
+
 DOCS = {
     "noise_dominated": "docs/network.md#the-over-the-air-estimates-nmse-when-it-is-noise-dominated",
     "over_power_budget": "docs/health.md#devices-over-the-power-budget",
@@ -72,6 +80,7 @@ DOCS = {
     "device_clipped": "docs/health.md#the-worst-device",
     "diverged": "docs/faults.md#running-cosim-run-divergence-kills-trace-paths",
     "loss_rising": "docs/health.md#a-rising-training-loss",
+    "at_chance": "docs/health.md#a-model-at-chance",
     "dropouts": "docs/network.md#who-takes-part-in-a-round",
     "rounds_discarded": "docs/network.md#who-takes-part-in-a-round",
 }
@@ -254,6 +263,23 @@ def _loss_rising(rounds: Mapping[str, np.ndarray]) -> dict[str, Any]:
             "loss_rising_at_end": e == len(values) - 1}
 
 
+def _chance(data: TraceData) -> dict[str, Any] | None:
+    """The last and the best evaluated test accuracy against chance, 1 / C; None without
+    an evaluation or without ``devices/label_hist``."""
+    hist, accuracy = data.devices.get("label_hist"), data.rounds.get("test_accuracy")
+    if hist is None or accuracy is None or np.ndim(hist) != 2 or hist.shape[1] < 2:
+        return None
+    rows = np.flatnonzero(np.isfinite(accuracy))
+    if rows.size == 0:
+        return None
+    chance = 1.0 / hist.shape[1]
+    last, best = int(rows[-1]), int(rows[np.argmax(accuracy[rows])])
+    return {"chance": chance, "last_round": last, "last_accuracy": float(accuracy[last]),
+            "best_round": best, "best_accuracy": float(accuracy[best]),
+            "at_chance": bool(accuracy[last] <= (1 + CHANCE_MARGIN) * chance
+                              and accuracy[best] >= 2 * chance)}
+
+
 def _participation(data: TraceData) -> dict[str, Any] | None:
     codes = data.per_device.get("participated")
     discarded = data.rounds.get("round_discarded")
@@ -292,7 +318,9 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         (phase, device, distance_m, mean_distortion, median_device_distortion,
         clipped_fraction; None without per-device distortion), ``divergence``
         (diverged_round, reasons, loss_rising, loss_rising_rounds [first, last],
-        loss_rising_relative, loss_rising_at_end), ``participation`` (None without
+        loss_rising_relative, loss_rising_at_end), ``chance`` (chance, last_round,
+        last_accuracy, best_round, best_accuracy, at_chance; None without an evaluation or
+        ``devices/label_hist``), ``participation`` (None without
         ``[participation]``), and ``flags``: a list of {name, message, docs}, ``docs``
         the section that explains it (:data:`DOCS`). No flags: nothing found.
 
@@ -307,7 +335,8 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         "algorithm": data.attrs.get("algorithm", data.scenario.get("algorithm", {}).get("name")),
         "nmse": _nmse(data), "vote": _votes(data), "power_over_budget": _power_budget(data),
         "posterior_std": _posterior(data), "worst_device": _worst_device(data),
-        "divergence": _divergence(data), "participation": _participation(data),
+        "divergence": _divergence(data), "chance": _chance(data),
+        "participation": _participation(data),
     }
     report["flags"] = _flags(report)
     return report
@@ -346,6 +375,12 @@ def _flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
         flags.append(_flag("loss_rising", f"the training loss rose at every evaluation from round {first} "
                            f"to round {last} (+{100 * divergence['loss_rising_relative']:.0f} %)"
                            + (", and still rises" if divergence["loss_rising_at_end"] else "")))
+    chance = report.get("chance")
+    if chance is not None and chance["at_chance"]:
+        flags.append(_flag("at_chance", f"the model predicts at chance: test accuracy "
+                           f"{chance['last_accuracy']:.3g} at round {chance['last_round']} against "
+                           f"1/C = {chance['chance']:.3g}, after {chance['best_accuracy']:.3g} at "
+                           f"round {chance['best_round']}"))
     participation = report["participation"]
     if participation is not None:
         if participation.get("dropped_device_rounds"):

@@ -20,7 +20,7 @@ from cosim.health import (
 )
 from cosim.trace import TraceWriter
 
-ROUNDS, DEVICES, NUM_PARAMS = 10, 4, 100
+ROUNDS, DEVICES, NUM_PARAMS, CLASSES = 10, 4, 100, 10
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,7 +56,8 @@ def clean_columns() -> dict:
 
 def write(path: Path, columns: dict) -> Path:
     scenario = f'name = "h"\nseed = 1\nrounds = {ROUNDS}\n'
-    devices = {"distance_m": np.array([20.0, 50.0, 90.0, 70.0])}
+    devices = {"distance_m": np.array([20.0, 50.0, 90.0, 70.0]),
+               "label_hist": np.ones((DEVICES, CLASSES), np.int64)}  # chance: 1 / CLASSES
     with TraceWriter.create(path, scenario, seed=1, name="h", devices=devices,
                             num_params=NUM_PARAMS, algorithm="bayes_aircomp") as writer:
         for t in range(ROUNDS):
@@ -137,6 +138,15 @@ def _loss_times(factor: float):
     return change
 
 
+def _accuracy_at_evaluations(values: list[float]):
+    """test_accuracy set to ``values`` at the evaluated rounds (every other one)."""
+    def change(columns: dict) -> None:
+        accuracy = columns["rounds"]["test_accuracy"].copy()
+        accuracy[np.isfinite(accuracy)] = values
+        columns["rounds"]["test_accuracy"] = accuracy
+    return change
+
+
 RISE = [1.05] * (LOSS_RISING_EVALUATIONS + 1)  # more rises than needed, +21.6 % in all
 SMALL_RISE = [1.02] * (LOSS_RISING_EVALUATIONS + 1)  # as many rises, +8.2 % in all: noise
 SHORT_RISE = [1.5] * (LOSS_RISING_EVALUATIONS - 1)  # steep but one rise too few
@@ -151,6 +161,11 @@ CASES = {
     "loss_rising": (lambda c: _loss_at_evaluations(c, RISE),
                     [lambda c: _loss_at_evaluations(c, SMALL_RISE),
                      lambda c: _loss_at_evaluations(c, SHORT_RISE)]),
+    # chance = 0.1: at most 0.15 at the end after at least 0.2; not 0.16 at the end, nor a
+    # run that never learned (best 0.19)
+    "at_chance": (_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.15]),
+                  [_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.16]),
+                   _accuracy_at_evaluations([0.1, 0.19, 0.12, 0.11, 0.1])]),
     "dropouts": (_participation([1, 2, 1, 1]), [_participation([1, 3, 4, 0])]),
     "rounds_discarded": (_participation([1, 1, 1, 1], discarded_round=3),
                          [_participation([1, 1, 1, 1])]),
@@ -199,6 +214,22 @@ def test_flag_not_raised_short_of_its_threshold(tmp_path, flag):
         columns = clean_columns()
         change(columns)
         assert _names(health(write(tmp_path / f"t{index}.h5", columns))) == set(), index
+
+
+def test_a_model_at_chance_is_named_with_its_last_and_best_evaluations(tmp_path):
+    """FedSMOO at l = 2 (docs/reproduction.md) ended two runs at 0.098 and 0.106 with its
+    loss under the divergence stop; the flag says where it ended and what it had reached."""
+    columns = clean_columns()
+    _accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.098])(columns)
+    report = health(write(tmp_path / "t.h5", columns))
+    assert report["chance"] == {"chance": 0.1, "last_round": 9, "last_accuracy": 0.098,
+                                "best_round": 5, "best_accuracy": 0.7, "at_chance": True}
+    (flag,) = report["flags"]
+    assert flag["message"] == ("the model predicts at chance: test accuracy 0.098 at round 9 "
+                               "against 1/C = 0.1, after 0.7 at round 5")
+    assert report["divergence"]["diverged_round"] is None
+    clean = health(write(tmp_path / "clean.h5", clean_columns()))["chance"]
+    assert clean["at_chance"] is False and clean["best_accuracy"] == pytest.approx(0.77)
 
 
 def test_what_the_flags_report(tmp_path):
