@@ -206,7 +206,7 @@ class _Status:
     """``DIR/status.json``: the study and per run ``state`` (pending; queued: its task
     submitted; running: its trace written since; done; failed), ``error``, ``action`` of the last invocation (skipped: complete already, or
     its trace holds a diverged round; started; resumed), ``trace``, ``completed_rounds``,
-    ``wall_s``, ``node`` (Ray node id); rewritten atomically."""
+    ``wall_s``, ``node`` (Ray node id), ``health_flags``; rewritten atomically."""
 
     def __init__(self, path: Path, study: Study, points: Sequence[RunPoint]):
         self.path = path
@@ -414,6 +414,8 @@ def _follow(executor, todo, points, status: _Status, *, summary_every_s: float, 
                 line += f" ({result['wall_s']:.1f} s)"
             if result["error"]:
                 line += f": {result['error']}"
+            if "at_chance" in (result.get("health_flags") or ()):
+                line += "; its last evaluation is at chance (health flag at_chance)"
             say(line)
         if time.monotonic() - last_summary >= summary_every_s and executor.pending:
             committed, asked = status.observe(points, submitted_at)

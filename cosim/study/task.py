@@ -48,12 +48,25 @@ def _node_id() -> str:
     return f"local:{socket.gethostname()}:{os.getpid()}"
 
 
+def _health_flags(trace_path) -> list[str] | None:
+    """The names of the trace's health flags (:mod:`cosim.health`); None when it cannot
+    be read (the run's own result stands)."""
+    from cosim.health import health
+    from cosim.trace import TraceError
+
+    try:
+        return [flag["name"] for flag in health(trace_path)["flags"]]
+    except (TraceError, OSError):
+        return None
+
+
 def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
     """One run inside a worker (a local executor's process or a Ray worker):
     :func:`_run_and_release`.
 
     Never raises: returns ``{"state": "done" | "failed", "error", "completed_rounds",
-    "wall_s", "node"}`` (``node``: :func:`_node_id`). A diverged run is failed. TensorFlow and Numba are held to
+    "wall_s", "node"}`` (``node``: :func:`_node_id`), and ``health_flags`` (the names of
+    :func:`cosim.health.health`'s flags on the trace) for a run that wrote one. A diverged run is failed. TensorFlow and Numba are held to
     ``ceil(cpus)`` threads (TensorFlow's once per worker process, before its first use).
     """
     started = time.perf_counter()
@@ -82,7 +95,8 @@ def _run_task(scenario: Scenario, cpus: float) -> dict[str, Any]:
         return {"state": "failed", "error": f"{type(error).__name__}: {error}",
                 "completed_rounds": None, "wall_s": time.perf_counter() - started, "node": node}
     result = {"state": "done", "error": None, "completed_rounds": summary.completed_rounds,
-              "wall_s": summary.wall_s, "node": node}
+              "wall_s": summary.wall_s, "node": node,
+              "health_flags": _health_flags(summary.trace_path)}
     if summary.diverged:
         result.update(state="failed", error=f"diverged: stopped after round "
                       f"{summary.completed_rounds - 1} (the trace holds it)")

@@ -24,10 +24,12 @@ from test_cli_startup import _probe
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
+from cosim.health import health
 from cosim.scenario import load_scenario, migrate_table, parse_scenario
 from cosim.study import StudyError, load_study, run_name, run_study
 from cosim.study.cost import run_cost
 from cosim.study.report import cost_summary, final_values, study_table
+from cosim.study.runner import _follow, _Status
 from cosim.trace import TIMING_COLUMNS, read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -97,7 +99,45 @@ def test_a_study_runs_every_point_as_a_ray_task(finished, capsys):
     state = _status(out)
     assert state["tasks_submitted"] == 4
     assert {r["state"] for r in state["runs"].values()} == {"done"}
+    for name, run in state["runs"].items():  # the health summary's flags, from the worker
+        flags = health(out / "runs" / f"{name}.h5")["flags"]
+        assert run["health_flags"] == [flag["name"] for flag in flags]
     assert (out / "study.toml").read_bytes() == study.read_bytes()
+
+
+def test_a_run_that_ends_at_chance_says_so_in_its_line(tmp_path):
+    """A run that learned and lost it is done unless its loss crossed the divergence
+    stop; its line names the health flag (the executor faked: the line alone)."""
+    study = load_study(_study(tmp_path))
+    points = study.points(tmp_path / "out")
+    status = _Status(tmp_path / "status.json", study, points)
+    flags = {points[0].name: ["loss_rising", "at_chance"], points[1].name: ["loss_rising"]}
+
+    class Finishing:
+        def __init__(self):
+            self.names: list[str] = []
+
+        @property
+        def pending(self) -> int:
+            return len(self.names)
+
+        def submit(self, name, scenario):
+            self.names.append(name)
+
+        def wait(self, timeout):
+            done = [(name, {"state": "done", "error": None, "completed_rounds": 2, "wall_s": 1.0,
+                            "node": "local:h:1", "health_flags": flags.get(name, [])})
+                    for name in self.names]
+            self.names = []
+            return done
+
+    lines: list[str] = []
+    _follow(Finishing(), points, points, status, summary_every_s=60.0, say=lines.append)
+    assert lines[0] == (f"[1 done, 0 failed / 4] {points[0].name}: done (1.0 s); its last "
+                        "evaluation is at chance (health flag at_chance)")
+    assert lines[1] == f"[2 done, 0 failed / 4] {points[1].name}: done (1.0 s)"
+    assert json.loads((tmp_path / "status.json").read_text())["runs"][points[0].name][
+        "health_flags"] == ["loss_rising", "at_chance"]
 
 
 def test_the_report_equals_a_hand_computation(reported, capsys):
