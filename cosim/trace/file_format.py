@@ -35,9 +35,8 @@ posterior."""
 RELIABILITY_SERIES = ("bin_confidence", "bin_accuracy", "bin_count")
 """``/rounds/reliability/<name>`` rows of an evaluation (NaN rows without one)."""
 TIMING_COLUMNS = ("wall_s", "cpu_s")
-"""``/rounds`` columns that time a round (its wall clock and its process's CPU): the only
-columns in which two runs of one scenario differ, so every comparison of traces leaves
-them out."""
+"""``/rounds`` columns that time a round (its wall clock and its process's CPU): they differ
+between any two runs of one scenario, so every comparison of traces leaves them out."""
 LIBVER = ("v108", "v108")
 PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
 _SLOTS = ("slot_0", "slot_1")
