@@ -280,6 +280,7 @@ def summarize(path: str | Path) -> str:
         lines.append(f"  uplink   {seconds:.6g} s and {joules:.6g} J (devices' transmit energy) in "
                      f"{data.completed_rounds} rounds; per round {per_round_s:.6g} s, {per_round_j:.6g} J")
     if "wall_s" in data.rounds:
-        cpu = (f", CPU {np.nansum(data.rounds['cpu_s']):.1f} s" if "cpu_s" in data.rounds else "")
+        cpu_s = data.rounds.get("cpu_s")  # every round timed, or no CPU figure (as cost.csv)
+        cpu = f", CPU {np.sum(cpu_s):.1f} s" if cpu_s is not None and np.isfinite(cpu_s).all() else ""
         lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s{cpu} in {data.completed_rounds} rounds")
     return "\n".join(lines)

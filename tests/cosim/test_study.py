@@ -30,6 +30,7 @@ from cosim.study import StudyError, load_study, run_name, run_study
 from cosim.study.cost import run_cost
 from cosim.study.report import cost_summary, final_values, study_table
 from cosim.study.runner import _follow, _Status
+from cosim.study.task import _health_flags
 from cosim.trace import TIMING_COLUMNS, read_trace
 
 RAY = Path(sys.executable).with_name("ray")
@@ -138,6 +139,8 @@ def test_a_run_that_ends_at_chance_says_so_in_its_line(tmp_path):
     assert lines[1] == f"[2 done, 0 failed / 4] {points[1].name}: done (1.0 s)"
     assert json.loads((tmp_path / "status.json").read_text())["runs"][points[0].name][
         "health_flags"] == ["loss_rising", "at_chance"]
+    (tmp_path / "not_a_trace.h5").write_bytes(b"x")  # advice only: the task never raises
+    assert _health_flags(tmp_path / "not_a_trace.h5") is None
 
 
 def test_the_report_equals_a_hand_computation(reported, capsys):
