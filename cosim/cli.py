@@ -246,7 +246,8 @@ def _add_run_parser(sub) -> None:
     run.add_argument(
         "--continue-on-divergence",
         action="store_true",
-        help="report a diverged round once and go on instead of stopping (exit status 3 still)",
+        help="report a diverged round once and go on instead of stopping (exit status 3 still); "
+        "with --resume, go on from a trace that holds a diverged round (refused without it)",
     )
     run.add_argument(
         "--no-plots", action="store_true", help="do not write figures next to the trace"

@@ -33,7 +33,7 @@ non-finite and the scenario keys most likely at fault; ``cosim run
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS
 from learning.catalog import CATALOG  # no TensorFlow
@@ -152,3 +152,20 @@ def advice(algorithm) -> str:
         shown = f'"{value}"' if isinstance(value, str) else f"{value:g}"
         knobs.append(f"{prefix}.{key} (now {shown}; {what})")
     return "Likely knobs: " + ", ".join(knobs)
+
+
+def replay_divergence(columns: Mapping[str, Sequence[float]], completed_rounds: int
+                      ) -> SimulationDiverged | None:
+    """The first of a trace's committed rounds that diverged, as a fresh
+    :class:`DivergenceWatch` judges them in order (round 0's loss its reference), or None.
+
+    Input: ``columns``, the trace's scalar round columns by name (``/rounds``), each at
+    least ``completed_rounds`` long. Output: :class:`SimulationDiverged` (its ``round``
+    and ``reasons``), or None when every round up to ``completed_rounds`` is sane.
+    """
+    watch = DivergenceWatch()
+    for t in range(completed_rounds):
+        reasons = watch.check(t, {key: float(values[t]) for key, values in columns.items()})
+        if reasons:
+            return SimulationDiverged(t, reasons)
+    return None

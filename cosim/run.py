@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.display_names import metric_label
-from cosim.divergence import DivergenceWatch, SimulationDiverged
+from cosim.divergence import DivergenceWatch, SimulationDiverged, replay_divergence
 from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.exit_codes import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
 from cosim.printable import printable
@@ -271,7 +271,9 @@ def run_scenario(
     from the checkpoint) and the run warns once on stderr when phase 1 is inert
     (:class:`InertPrecisionWatch`). A diverged round (:mod:`cosim.divergence`) is
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
-    False it says so once and goes on. With ``tensorboard_dir`` every committed round's
+    False it says so once and goes on. A ``resume`` of a trace whose committed rounds
+    hold a diverged one runs nothing and leaves the file as it is (``summary.diverged``,
+    the reason on stderr), unless ``stop_on_divergence`` is False. With ``tensorboard_dir`` every committed round's
     finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
     With ``privacy.target_epsilon`` a resumed run holds its remaining rounds to the floor
     its trace's rounds leave (:func:`cosim.privacy.refuse_spent_target`: an extended run's
@@ -304,9 +306,14 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     """:func:`run_scenario` once its TensorBoard writer (or None) is made: the trace
     opened (resumed) or created, the state restored, then the loop over the rounds, each
     appended, committed and shown to the :class:`RoundObservers`."""
-    writer, checkpoint, start = None, None, 0
+    writer, checkpoint, start, held = None, None, 0, None
     if resume and path.exists():
+        if stop_on_divergence:  # read only: a trace that holds a diverged round is left as it is
+            refused = _held_divergence(path)
+            if refused is not None:
+                return refused
         writer, checkpoint, start = _resumed_trace(path, scenario, scenario_text)
+        held = replay_divergence(writer.round_columns(), start)
     else:
         if resume:
             print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
@@ -325,7 +332,10 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
     privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
-    last_acc, last_ece, diverged, completed = math.nan, math.nan, False, start
+    last_acc, last_ece, diverged, completed = math.nan, math.nan, held is not None, start
+    if held is not None:
+        observers.say(f"cosim run: warning: {path}: {held}; going on from round {start} "
+                      "(--continue-on-divergence)")
     try:
         for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
                                           **privacy):
@@ -354,6 +364,33 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     return RunSummary(trace_path=path, completed_rounds=completed, final_accuracy=last_acc,
                       final_ece=last_ece, channel_uses=uses.total,
                       wall_s=time.perf_counter() - started, diverged=diverged)
+
+
+def _held_divergence(path: Path) -> RunSummary | None:
+    """The summary of a resume refused because the trace's committed rounds hold a
+    diverged one (:func:`cosim.divergence.replay_divergence`; resuming would go on past
+    it): nothing run, the file not opened for writing, the reason on stderr. None when no
+    committed round diverged, or when the trace does not read (the resume then says why)."""
+    from cosim.trace import TraceError, read_trace
+
+    try:
+        trace = read_trace(path)
+    except TraceError:
+        return None
+    columns = {key: values for key, values in trace.rounds.items() if np.ndim(values) == 1}
+    held = replay_divergence(columns, trace.completed_rounds)
+    if held is None:
+        return None
+    print(f"cosim run: stopped: {path}: {held}. Resuming would go on past that round, so "
+          "nothing was run; `cosim run --resume --continue-on-divergence` goes on from the "
+          "trace's last checkpoint, `--overwrite --continue-on-divergence` runs it again "
+          "from round 0.", file=sys.stderr)
+    uses = columns.get("cumulative_channel_uses")
+    acc, ece = _last_evaluation(path)
+    return RunSummary(trace_path=path, completed_rounds=trace.completed_rounds,
+                      final_accuracy=acc, final_ece=ece,
+                      channel_uses=float(uses[-1]) if uses is not None and len(uses) else math.nan,
+                      wall_s=0.0, diverged=True)
 
 
 class RoundObservers:

@@ -125,15 +125,12 @@ def _trace_state(path: Path) -> tuple[int | None, str | None]:
 
 def _first_divergence(trace: Any) -> str | None:
     """The first committed round of ``trace`` (:class:`cosim.trace.TraceData`) that
-    diverged (:class:`cosim.divergence.DivergenceWatch` replayed over it), named, or None."""
-    from cosim.divergence import DivergenceWatch
+    diverged (:func:`cosim.divergence.replay_divergence`), named, or None."""
+    from cosim.divergence import replay_divergence
 
-    watch = DivergenceWatch()
-    for t in range(trace.completed_rounds):
-        reasons = watch.check(t, {k: float(v[t]) for k, v in trace.rounds.items() if np.ndim(v) == 1})
-        if reasons:
-            return f"diverged: round {t}: {'; '.join(reasons)}"
-    return None
+    found = replay_divergence({k: v for k, v in trace.rounds.items() if np.ndim(v) == 1},
+                              trace.completed_rounds)
+    return None if found is None else f"diverged: round {found.round}: {'; '.join(found.reasons)}"
 
 
 def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:

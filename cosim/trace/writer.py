@@ -655,6 +655,12 @@ class TraceWriter:
             return None
         return ds[: self._completed]
 
+    def round_columns(self) -> dict[str, np.ndarray]:
+        """Every scalar column of ``/rounds`` by name, its committed rows
+        ([completed_rounds], stored dtype)."""
+        return {name: ds[: self._completed] for name, ds in self._file["rounds"].items()
+                if isinstance(ds, h5py.Dataset) and ds.ndim == 1}
+
     def flush(self) -> None:
         with self._writing():
             self._flush()

@@ -116,6 +116,19 @@ def test_divergence_stops_the_run_with_exit_3_and_says_why(tmp_path, capsys):
         done = int(f.attrs["completed_rounds"])
     stopped_at = int(err.split("stopped: round ")[1].split()[0])
     assert done == stopped_at + 1 < 6, "the diverged round is written, nothing after it"
+    # a resume would go on past the diverged round: refused, the file left byte for byte
+    before = (tmp_path / "tiny-seed3.h5").read_bytes()
+    assert main(["run", str(path), "--no-plots", "--resume"]) == 3
+    err = capsys.readouterr().err
+    assert f"tiny-seed3.h5: round {stopped_at} diverged: " in err and "nothing was run" in err
+    assert "--resume --continue-on-divergence" in err
+    assert (tmp_path / "tiny-seed3.h5").read_bytes() == before
+    # ... unless asked to go on: from the trace's checkpoint, the warning once, exit 3
+    assert main(["run", str(path), "--no-plots", "--resume", "--continue-on-divergence"]) == 3
+    err = capsys.readouterr().err
+    assert err.count(" diverged: ") == 1 and "going on from round" in err
+    with h5py.File(tmp_path / "tiny-seed3.h5", "r") as f:
+        assert int(f.attrs["completed_rounds"]) == 6
     # going on anyway: the message once, every round run, exit status still 3
     assert main(["run", str(path), "--no-plots", "--overwrite", "--continue-on-divergence"]) == 3
     err = capsys.readouterr().err
