@@ -138,6 +138,23 @@ METRICS: dict[str, tuple[str, str | None]] = {
 ``aggregate_error_<phase>`` are named by :func:`metric_label` for any phase."""
 
 
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "test_accuracy": (0.0, 1.0),
+    "ece": (0.0, 1.0),
+    "posterior_mean_accuracy": (0.0, 1.0),
+    "posterior_mean_ece": (0.0, 1.0),
+    "test_nll": (0.0, math.inf),
+    "posterior_mean_nll": (0.0, math.inf),
+}
+"""Trace column -> the values it can take, ``(low, high)``: where a figure stops a
+metric's confidence band (a t-interval over few seeds can pass 1 for an accuracy)."""
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take (:data:`METRIC_RANGES`; unbounded when not listed)."""
+    return METRIC_RANGES.get(metric, (-math.inf, math.inf))
+
+
 def _with_unit(name: str, unit: str | None) -> str:
     return f"{name} ({unit})" if unit else name
 

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
-from cosim.display_names import axis_label, metric_label, value_label, value_text
+from cosim.display_names import axis_label, metric_label, metric_range, value_label, value_text
 from cosim.plots.style import RINGS, legend_below
 from cosim.printable import printable
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario
@@ -437,17 +437,20 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
           path: Path, labels: Mapping[str, str] | None = None,
           only: Mapping[str, dict] | None = None) -> Path | None:
     """``metric`` against ``x_kind``: the mean over seeds with its 95 % CI band, one curve
-    per combination."""
+    per combination; the band stops at the values the metric can take
+    (:func:`cosim.display_names.metric_range`; ``summary.csv`` keeps the interval whole)."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
     if data.empty:
         return None
+    low, high = metric_range(metric)
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
         for index, (key, curve) in enumerate(_groups(data, axes)):
             curve = curve.sort_values("x")
             (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index),
                               label=_combination_label(axes, key, labels, only))
-            ax.fill_between(curve["x"], curve["ci95_low"], curve["ci95_high"], alpha=0.2,
+            ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
+                            curve["ci95_high"].clip(low, high), alpha=0.2,
                             color=line.get_color(), linewidth=0)
         if spans_decades(data["x"]):
             ax.set_xscale("log")

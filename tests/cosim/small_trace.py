@@ -12,8 +12,8 @@ from cosim.trace import TraceWriter
 
 def write_small_trace(path: Path, rounds: int = 3, *, uplink: float = 10.0,
                       downlink: float = 100.0, seconds: float | None = None,
-                      energy_j: float | None = None) -> Path:
-    """``rounds`` committed rounds, every one evaluated (accuracy 0.3 + 0.1 t), with the
+                      energy_j: float | None = None, accuracy: float = 0.3) -> Path:
+    """``rounds`` committed rounds, every one evaluated (test accuracy ``accuracy`` + 0.1 t), with the
     channel-use columns and two reliability series; with ``seconds`` / ``energy_j``
     also the uplink's ``uplink_seconds`` / ``uplink_energy_j`` per round and their
     running totals; returns ``path``."""
@@ -24,7 +24,7 @@ def write_small_trace(path: Path, rounds: int = 3, *, uplink: float = 10.0,
                                  "cumulative_channel_uses": (uplink + downlink) * (t + 1),
                                  "cumulative_uplink_symbols": uplink * (t + 1),
                                  "cumulative_downlink_symbols": downlink * (t + 1),
-                                 "test_accuracy": 0.3 + 0.1 * t, "ece": 0.1, "test_nll": 1.0,
+                                 "test_accuracy": accuracy + 0.1 * t, "ece": 0.1, "test_nll": 1.0,
                                  **({} if seconds is None else {
                                      "uplink_seconds": seconds, "cumulative_uplink_seconds": seconds * (t + 1)}),
                                  **({} if energy_j is None else {

@@ -152,6 +152,33 @@ def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monke
     assert set(table["algorithm.name"]) == {"bayes_aircomp", "fedavg"}  # raw keys stay
 
 
+def test_a_bounded_metrics_band_stops_at_its_range(tmp_path, monkeypatch):
+    """Two seeds far apart give a t-interval past 1 for the test accuracy: summary.csv
+    keeps it whole, the figure's band stops at 0 and 1."""
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["fedavg"]\n')
+    for seed, accuracy in ((1, 0.5), (2, 0.8)):
+        write_small_trace(out / RUNS_DIR / f"{run_name({'algorithm.name': 'fedavg'}, seed)}.h5",
+                          accuracy=accuracy)
+    bands: dict[str, tuple[float, float]] = {}
+    original = matplotlib.figure.Figure.savefig
+
+    def savefig(fig, *args, **kwargs):
+        for ax in fig.axes:
+            ys = [path.vertices[:, 1] for c in ax.collections for path in c.get_paths()]
+            if ys:
+                bands[ax.get_ylabel()] = (min(y.min() for y in ys), max(y.max() for y in ys))
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    assert main(["study", "report", str(out)]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    accuracy = summary[(summary["metric"] == "test_accuracy") & (summary["x_kind"] == "round")]
+    assert accuracy["ci95_high"].max() > 1 and accuracy["ci95_low"].min() < 0
+    assert bands["test accuracy"] == (0.0, 1.0)
+
+
 def test_an_axis_of_names_or_of_numbers_and_none_gets_one_tick_per_value(tmp_path, monkeypatch):
     """``privacy.target_epsilon`` mixes ``"none"`` with numbers: its final-value figure has
     one tick per value in the study's order, read as a value alone (the label names the
