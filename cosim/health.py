@@ -33,7 +33,8 @@ why each threshold is what it is):
 * a model **at chance**: the last evaluated test accuracy at most
   (1 + :data:`CHANCE_MARGIN`) / C (C classes, the columns of ``devices/label_hist``)
   after an evaluation of at least 2 / C: a run that learned and lost it, whether or not
-  its loss crossed the divergence stop;
+  its loss crossed the divergence stop; short of chance, a model that **fell from its
+  best**: the last evaluated test accuracy at least :data:`FELL_FROM_BEST` below the best;
 * with ``[participation]``: dropouts, stragglers (``per_device/participated``) and the
   rounds the BS discarded (``round_discarded``, an outage of the whole uplink).
 
@@ -73,6 +74,13 @@ CHANCE_MARGIN = 0.5
 """A model is at chance when its last evaluated test accuracy is at most
 (1 + CHANCE_MARGIN) / C (0.15 for C = 10), after an evaluation of at least 2 / C."""
 
+FELL_FROM_BEST = 0.1
+"""A model fell from its best when its last evaluated test accuracy is at least this much
+(absolute) below its best evaluation, and not at chance. Chosen by measurement
+(docs/health.md, "A model that fell from its best"): between the largest drop of a run
+that kept what it learned (0.047) and the smallest of one that collapsed without a
+divergence stop (0.233), over the 91 runs of 200 rounds of the full-length studies."""
+
 DOCS = {
     "noise_dominated": "docs/network.md#the-over-the-air-estimates-nmse-when-it-is-noise-dominated",
     "over_power_budget": "docs/health.md#devices-over-the-power-budget",
@@ -81,6 +89,7 @@ DOCS = {
     "diverged": "docs/faults.md#running-cosim-run-divergence-kills-trace-paths",
     "loss_rising": "docs/health.md#a-rising-training-loss",
     "at_chance": "docs/health.md#a-model-at-chance",
+    "fell_from_best": "docs/health.md#a-model-that-fell-from-its-best",
     "dropouts": "docs/network.md#who-takes-part-in-a-round",
     "rounds_discarded": "docs/network.md#who-takes-part-in-a-round",
 }
@@ -274,10 +283,10 @@ def _chance(data: TraceData) -> dict[str, Any] | None:
         return None
     chance = 1.0 / hist.shape[1]
     last, best = int(rows[-1]), int(rows[np.argmax(accuracy[rows])])
+    at_chance = bool(accuracy[last] <= (1 + CHANCE_MARGIN) * chance and accuracy[best] >= 2 * chance)
     return {"chance": chance, "last_round": last, "last_accuracy": float(accuracy[last]),
-            "best_round": best, "best_accuracy": float(accuracy[best]),
-            "at_chance": bool(accuracy[last] <= (1 + CHANCE_MARGIN) * chance
-                              and accuracy[best] >= 2 * chance)}
+            "best_round": best, "best_accuracy": float(accuracy[best]), "at_chance": at_chance,
+            "fell_from_best": bool(accuracy[best] - accuracy[last] >= FELL_FROM_BEST and not at_chance)}
 
 
 def _participation(data: TraceData) -> dict[str, Any] | None:
@@ -319,7 +328,7 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         clipped_fraction; None without per-device distortion), ``divergence``
         (diverged_round, reasons, loss_rising, loss_rising_rounds [first, last],
         loss_rising_relative, loss_rising_at_end), ``chance`` (chance, last_round,
-        last_accuracy, best_round, best_accuracy, at_chance; None without an evaluation or
+        last_accuracy, best_round, best_accuracy, at_chance, fell_from_best; None without an evaluation or
         ``devices/label_hist``), ``participation`` (None without
         ``[participation]``), and ``flags``: a list of {name, message, docs}, ``docs``
         the section that explains it (:data:`DOCS`). No flags: nothing found.
@@ -381,6 +390,11 @@ def _flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
                            f"{chance['last_accuracy']:.3g} at round {chance['last_round']} against "
                            f"1/C = {chance['chance']:.3g}, after {chance['best_accuracy']:.3g} at "
                            f"round {chance['best_round']}"))
+    if chance is not None and chance["fell_from_best"]:
+        flags.append(_flag("fell_from_best", f"test accuracy {chance['last_accuracy']:.3g} at round "
+                           f"{chance['last_round']}, "
+                           f"{chance['best_accuracy'] - chance['last_accuracy']:.3g} below its best, "
+                           f"{chance['best_accuracy']:.3g} at round {chance['best_round']}"))
     participation = report["participation"]
     if participation is not None:
         if participation.get("dropped_device_rounds"):

@@ -411,8 +411,11 @@ def _follow(executor, todo, points, status: _Status, *, summary_every_s: float, 
                 line += f" ({result['wall_s']:.1f} s)"
             if result["error"]:
                 line += f": {result['error']}"
-            if "at_chance" in (result.get("health_flags") or ()):
+            flags = result.get("health_flags") or ()
+            if "at_chance" in flags:
                 line += "; its last evaluation is at chance (health flag at_chance)"
+            elif "fell_from_best" in flags:
+                line += "; its last evaluation fell from its best (health flag fell_from_best)"
             say(line)
         if time.monotonic() - last_summary >= summary_every_s and executor.pending:
             committed, asked = status.observe(points, submitted_at)

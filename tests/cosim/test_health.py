@@ -164,8 +164,11 @@ CASES = {
     # chance = 0.1: at most 0.15 at the end after at least 0.2; not 0.16 at the end, nor a
     # run that never learned (best 0.19)
     "at_chance": (_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.15]),
-                  [_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.16]),
+                  [_accuracy_at_evaluations([0.1, 0.15, 0.2, 0.16, 0.16]),
                    _accuracy_at_evaluations([0.1, 0.19, 0.12, 0.11, 0.1])]),
+    # 0.15 below the best at the end (not at chance, which names it instead); not 0.09
+    "fell_from_best": (_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.65, 0.55]),
+                       [_accuracy_at_evaluations([0.3, 0.6, 0.7, 0.65, 0.61])]),
     "dropouts": (_participation([1, 2, 1, 1]), [_participation([1, 3, 4, 0])]),
     "rounds_discarded": (_participation([1, 1, 1, 1], discarded_round=3),
                          [_participation([1, 1, 1, 1])]),
@@ -223,7 +226,8 @@ def test_a_model_at_chance_is_named_with_its_last_and_best_evaluations(tmp_path)
     _accuracy_at_evaluations([0.3, 0.6, 0.7, 0.4, 0.098])(columns)
     report = health(write(tmp_path / "t.h5", columns))
     assert report["chance"] == {"chance": 0.1, "last_round": 9, "last_accuracy": 0.098,
-                                "best_round": 5, "best_accuracy": 0.7, "at_chance": True}
+                                "best_round": 5, "best_accuracy": 0.7, "at_chance": True,
+                                "fell_from_best": False}
     (flag,) = report["flags"]
     assert flag["message"] == ("the model predicts at chance: test accuracy 0.098 at round 9 "
                                "against 1/C = 0.1, after 0.7 at round 5")

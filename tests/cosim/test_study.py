@@ -112,7 +112,8 @@ def test_a_run_that_ends_at_chance_says_so_in_its_line(tmp_path):
     study = load_study(_study(tmp_path))
     points = study.points(tmp_path / "out")
     status = _Status(tmp_path / "status.json", study, points)
-    flags = {points[0].name: ["loss_rising", "at_chance"], points[1].name: ["loss_rising"]}
+    flags = {points[0].name: ["loss_rising", "at_chance"], points[1].name: ["loss_rising"],
+             points[2].name: ["fell_from_best"]}
 
     class Finishing:
         def __init__(self):
@@ -137,6 +138,8 @@ def test_a_run_that_ends_at_chance_says_so_in_its_line(tmp_path):
     assert lines[0] == (f"[1 done, 0 failed / 4] {points[0].name}: done (1.0 s); its last "
                         "evaluation is at chance (health flag at_chance)")
     assert lines[1] == f"[2 done, 0 failed / 4] {points[1].name}: done (1.0 s)"
+    assert lines[2] == (f"[3 done, 0 failed / 4] {points[2].name}: done (1.0 s); its last "
+                        "evaluation fell from its best (health flag fell_from_best)")
     assert json.loads((tmp_path / "status.json").read_text())["runs"][points[0].name][
         "health_flags"] == ["loss_rising", "at_chance"]
     (tmp_path / "not_a_trace.h5").write_bytes(b"x")  # advice only: the task never raises
