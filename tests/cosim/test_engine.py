@@ -328,20 +328,24 @@ def test_a_round_makes_no_host_copy_of_the_updates(tmp_path, estimator):
     updates_bytes = num_devices * engine.num_params * 4
     state = engine.initial_state()
     state, _ = engine.run_round(0, state)
+    host_peaks = []
     tracemalloc.start()
     try:
-        for t in (1,):  # round 0 filled the pools: a copy would show in round 1
+        for t in (1, 2):  # round 0 filled the pools: a copy would show in every later round
             tracemalloc.reset_peak()
             tf.config.experimental.reset_memory_stats("CPU:0")
             start = tracemalloc.get_traced_memory()[0]
             start_tf = tf.config.experimental.get_memory_info("CPU:0")["current"]
             state, _ = engine.run_round(t, state)
-            host_peak = tracemalloc.get_traced_memory()[1] - start
+            host_peaks.append((tracemalloc.get_traced_memory()[1] - start) / updates_bytes)
             tf_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - start_tf
-            assert host_peak < 0.5 * updates_bytes, (t, host_peak / updates_bytes)
             assert tf_peak < 0.5 * updates_bytes, (t, tf_peak / updates_bytes)
     finally:
         tracemalloc.stop()
+    # a copy per round shows in both rounds; Python's one-off allocations of round 1 in a
+    # process that ran other tests first (2.16 x the updates, after the other tests of this
+    # file from a cold Numba cache, 2026-11-28) do not recur
+    assert min(host_peaks) < 0.5, host_peaks
 
 
 def test_aggregate_nmse_is_zero_without_a_channel_and_grows_with_the_noise_power(tmp_path):
