@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from cosim.trace import EVAL_COLUMNS, POSTERIOR_MEAN_COLUMNS
 from learning.catalog import CATALOG  # no TensorFlow
 
@@ -159,13 +161,15 @@ def replay_divergence(columns: Mapping[str, Sequence[float]], completed_rounds: 
     """The first of a trace's committed rounds that diverged, as a fresh
     :class:`DivergenceWatch` judges them in order (round 0's loss its reference), or None.
 
-    Input: ``columns``, the trace's scalar round columns by name (``/rounds``), each at
-    least ``completed_rounds`` long. Output: :class:`SimulationDiverged` (its ``round``
-    and ``reasons``), or None when every round up to ``completed_rounds`` is sane.
+    Input: ``columns``, the trace's round columns by name (``/rounds``; those of more
+    than one dimension are left out, as the watch checks scalars), each at least
+    ``completed_rounds`` long. Output: :class:`SimulationDiverged` (its ``round`` and
+    ``reasons``), or None when every round up to ``completed_rounds`` is sane.
     """
+    scalars = {key: values for key, values in columns.items() if np.ndim(values) == 1}
     watch = DivergenceWatch()
     for t in range(completed_rounds):
-        reasons = watch.check(t, {key: float(values[t]) for key, values in columns.items()})
+        reasons = watch.check(t, {key: float(values[t]) for key, values in scalars.items()})
         if reasons:
             return SimulationDiverged(t, reasons)
     return None

@@ -273,8 +273,9 @@ def run_scenario(
     written, then the run stops (``summary.diverged``); with ``stop_on_divergence``
     False it says so once and goes on. A ``resume`` of a trace whose committed rounds
     hold a diverged one runs nothing and leaves the file as it is (``summary.diverged``,
-    the reason on stderr), unless ``stop_on_divergence`` is False. With ``tensorboard_dir`` every committed round's
-    finite scalars are also written as TensorBoard summaries (:class:`TensorBoardScalars`).
+    the reason on stderr), unless ``stop_on_divergence`` is False. With
+    ``tensorboard_dir`` every committed round's finite scalars are also written as
+    TensorBoard summaries (:class:`TensorBoardScalars`).
     With ``privacy.target_epsilon`` a resumed run holds its remaining rounds to the floor
     its trace's rounds leave (:func:`cosim.privacy.refuse_spent_target`: an extended run's
     floor planned against the committed rounds; refused, before anything is written, when
@@ -313,7 +314,8 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
             if refused is not None:
                 return refused
         writer, checkpoint, start = _resumed_trace(path, scenario, scenario_text)
-        held = replay_divergence(writer.round_columns(), start)
+        if not stop_on_divergence:  # going on past a diverged round: said once, below
+            held = replay_divergence(writer.round_columns(), start)
     else:
         if resume:
             print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
@@ -377,15 +379,14 @@ def _held_divergence(path: Path) -> RunSummary | None:
         trace = read_trace(path)
     except TraceError:
         return None
-    columns = {key: values for key, values in trace.rounds.items() if np.ndim(values) == 1}
-    held = replay_divergence(columns, trace.completed_rounds)
+    held = replay_divergence(trace.rounds, trace.completed_rounds)
     if held is None:
         return None
     print(f"cosim run: stopped: {path}: {held}. Resuming would go on past that round, so "
           "nothing was run; `cosim run --resume --continue-on-divergence` goes on from the "
           "trace's last checkpoint, `--overwrite --continue-on-divergence` runs it again "
           "from round 0.", file=sys.stderr)
-    uses = columns.get("cumulative_channel_uses")
+    uses = trace.rounds.get("cumulative_channel_uses")
     acc, ece = _last_evaluation(path)
     return RunSummary(trace_path=path, completed_rounds=trace.completed_rounds,
                       final_accuracy=acc, final_ece=ece,

@@ -39,8 +39,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
 from cosim.atomic_write import write_bytes_atomic, write_text_atomic
 from cosim.exit_codes import (
     EXIT_FAILED,
@@ -128,8 +126,7 @@ def _first_divergence(trace: Any) -> str | None:
     diverged (:func:`cosim.divergence.replay_divergence`), named, or None."""
     from cosim.divergence import replay_divergence
 
-    found = replay_divergence({k: v for k, v in trace.rounds.items() if np.ndim(v) == 1},
-                              trace.completed_rounds)
+    found = replay_divergence(trace.rounds, trace.completed_rounds)
     return None if found is None else f"diverged: round {found.round}: {'; '.join(found.reasons)}"
 
 
