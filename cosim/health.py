@@ -328,8 +328,8 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         clipped_fraction; None without per-device distortion), ``divergence``
         (diverged_round, reasons, loss_rising, loss_rising_rounds [first, last],
         loss_rising_relative, loss_rising_at_end), ``chance`` (chance, last_round,
-        last_accuracy, best_round, best_accuracy, at_chance, fell_from_best; None without an evaluation or
-        ``devices/label_hist``), ``participation`` (None without
+        last_accuracy, best_round, best_accuracy, at_chance, fell_from_best; None without
+        an evaluation or ``devices/label_hist``), ``participation`` (None without
         ``[participation]``), and ``flags``: a list of {name, message, docs}, ``docs``
         the section that explains it (:data:`DOCS`). No flags: nothing found.
 
