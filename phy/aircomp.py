@@ -59,12 +59,14 @@ _SCREEN_MARGIN = 1e-3
 
 
 def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_power_w,
-          gamma_w, *, rule, power_control, internals=False):
+          gamma_w, public_delta_bar, *, rule, power_control, internals=False):
     """The AirComp chain without materialising x, v or y (graph mode).
 
     Input: ``updates`` [K, d] tf.float32, ``weights`` [K], ``h``, ``h_hat`` [K, F]
     tf.complex64, ``reference_gain`` [K], the noise ``seed`` [2] tf.int32, P,
-    sigma_z^2 and gamma as tf.float64 scalars. Output: the fields of
+    sigma_z^2 and gamma as tf.float64 scalars, ``public_delta_bar`` a tf.float32 scalar
+    (> 0: the delta_bar the BS uses in place of the reported one; 0: the reported one,
+    eq. ``rho_avg``). Output: the fields of
     :class:`phy.aircomp_parts.AirCompResult` as a dict (with ``internals`` also the
     budget-bound rows, u, the mask and the precoder the time-domain uplink needs, under
     names starting with ``_``).
@@ -111,7 +113,8 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     )
     sums = tf.ensure_shape(sums, [num_devices, n, 3])
     linear = tf.ensure_shape(linear, [n, f])
-    delta_bar = tf.reduce_sum(w * tf.reduce_sum(sums[..., 1], axis=1)) / num_values
+    delta_bar = parts.reported_or_public(
+        tf.reduce_sum(w * tf.reduce_sum(sums[..., 1], axis=1)) / num_values, public_delta_bar)
     coef = parts.coefficient(w, gamma_w, delta_bar)
     u = parts.allocation(coef, gain64, dead)
     # screen: rows whose power could reach the budget, and all rows of dead devices
@@ -207,7 +210,8 @@ def _compiled_chain(rule, power_control, keep_signals, internals=False):
 
 def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_power_w: float,
               noise_power_w: float, gamma_w: float, seed, keep_signals: bool = False,
-              path_gain=None, uplink: TimeDomainUplink | None = None) -> AirCompResult:
+              path_gain=None, uplink: TimeDomainUplink | None = None,
+              public_delta_bar: float | None = None) -> AirCompResult:
     """Over-the-air aggregation of one phase (eqs. ``rho_avg`` ... ``delta_n``).
 
     Parameters
@@ -244,6 +248,10 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
         of the same channel); the diagnostics (power, distortion) do not depend on it.
         With ``keep_signals`` the waveform goes through Sionna's blocks
         (:meth:`~phy.ofdm_time.TimeDomainUplink.reference`).
+    public_delta_bar : float, optional
+        The ``delta_bar`` every device and the BS use in place of the reported
+        ``sum_k pi_k ||Delta_k||^2 / d`` (:func:`phy.privacy.public_delta_bar`: formed from a
+        clip norm, so no device's data enters another's transmission); None: the reported one.
 
     Returns
     -------
@@ -288,7 +296,8 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
     tx_power = tf.constant(float(tx_power_w), tf.float64)
     out = fn(updates, weights, h, h_hat, reference_gain, seed, tx_power,
              tf.constant(float(noise_power_w), tf.float64),
-             tf.constant(float(gamma_w), tf.float64))
+             tf.constant(float(gamma_w), tf.float64),
+             tf.constant(0.0 if public_delta_bar is None else float(public_delta_bar), tf.float32))
     z = out.pop("z", None)
     if time_domain and keep_signals:
         y = tf.constant(uplink.reference(out["x"].numpy())) + z

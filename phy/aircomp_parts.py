@@ -86,6 +86,12 @@ def mean_power(w, updates, num_values):
     return tf.reduce_sum(w * tf.reduce_sum(tf.square(updates), axis=1)) / num_values
 
 
+def reported_or_public(reported, public):
+    """The ``delta_bar`` a chain uses: ``public`` (a tf.float32 scalar) where it is > 0
+    (:func:`phy.privacy.public_delta_bar`), else the ``reported`` one (eq. ``rho_avg``)."""
+    return tf.where(public > 0.0, tf.cast(public, reported.dtype), reported)
+
+
 def coefficient(w, gamma_w, delta_bar):
     """``pi_k^2 gamma / delta_bar`` [K] tf.float64 (eq. ``PowerAlloc_1`` without the gain;
     ``delta_bar = 0`` divides by 1: nothing is sent then)."""

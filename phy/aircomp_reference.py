@@ -29,7 +29,7 @@ from phy.power import ATTENUATION_TOLERANCE
 
 
 def reference_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_power_w,
-                    gamma_w, *, rule, power_control):
+                    gamma_w, public_delta_bar, *, rule, power_control):
     """The full batched transmit/channel/receive chain (graph mode).
 
     Input as :func:`phy.aircomp.chain`. Output: its dict plus ``y`` [N, F], ``x`` [K, N, F]
@@ -37,7 +37,8 @@ def reference_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w
     """
     num_devices = updates.shape[0]
     w, gain, gain64, phase, _ = parts.transmit_terms(weights, h, h_hat)
-    delta_bar = parts.mean_power(w, updates, rule.num_values)
+    delta_bar = parts.reported_or_public(parts.mean_power(w, updates, rule.num_values),
+                                         public_delta_bar)
     grid = rule.to_grid(updates)  # [K, N, F]
     delta_abs = tf.abs(grid)
     sign = tf.sign(grid)

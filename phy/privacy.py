@@ -61,6 +61,30 @@ class PhaseMechanism:
             return float("inf")
         return float(self.noise_multiplier[self.worst_device])
 
+    def restricted(self, sent) -> PhaseMechanism:
+        """The mechanism of the devices ``sent`` [K] bool only: sensitivity 0 and
+        multiplier ``inf`` for the others, the worst device among the senders (-1 if none)."""
+        sent = np.asarray(sent, bool)
+        sensitivity = np.where(sent, self.sensitivity, 0.0)
+        multiplier = np.where(sent, self.noise_multiplier, np.inf)
+        worst = int(np.argmin(multiplier)) if sent.any() else -1
+        return PhaseMechanism(sensitivity, self.noise_std, multiplier, worst)
+
+    def with_noise_std(self, noise_std: float) -> PhaseMechanism:
+        """The same sensitivities against a noise of standard deviation ``noise_std`` per
+        real dimension (W^1/2; the receiver's and an artificial noise together)."""
+        with np.errstate(divide="ignore"):
+            multiplier = np.where(self.sensitivity > 0.0, noise_std / self.sensitivity, np.inf)
+        return PhaseMechanism(self.sensitivity, float(noise_std), multiplier, self.worst_device)
+
+    def scaled(self, scale: float) -> PhaseMechanism:
+        """Every device's signal, so its sensitivity, scaled by ``scale`` > 0 (a common
+        transmit scaling s, :class:`phy.power.PrivacyScaling`)."""
+        if scale == 1.0:
+            return self
+        return PhaseMechanism(self.sensitivity * scale, self.noise_std,
+                              self.noise_multiplier / scale, self.worst_device)
+
     def spread(self, senders, num_devices: int) -> PhaseMechanism:
         """The mechanism of ``senders`` ([K_T] population ids, in the order of this
         mechanism's rows) over the population of ``num_devices``: sensitivity 0 and
@@ -131,12 +155,29 @@ class UplinkPrivacy:
     eavesdropper : Eavesdropper or None
         A second observer whose mechanism is traced too (its own channel and noise; the
         artificial noise, planned for the BS, is not counted at it).
+    delta_bar : "clip_norm" or "reported"
+        How the BS forms ``delta_bar`` (eq. ``rho_avg``) in a phase with a clip norm: from
+        the clip norm alone (:func:`public_delta_bar`; no device's data enters another's
+        transmission) or from the norms the senders report (the paper's; the sensitivity
+        then holds given those norms). A phase without a clip norm always uses the reported
+        norms.
+    subsampled : bool
+        Poisson subsampling is accounted (``privacy.subsampling = "poisson"``): the round's
+        mechanism is every device's *as if it had been sampled*, so the artificial noise and
+        the joint multiplier are the population's worst device's, not the cohort's.
+    downlink_in_clear : bool
+        The global model is multicast unencrypted, so the eavesdropper also sees what the
+        BS's received signals reveal (post-processing of them): its mechanism is composed
+        with the BS's.
     """
 
     noise_floor: Mapping[str, float] = field(default_factory=dict)
     clip_norm: float | Mapping[str, float] | None = None
     noise_source: str = "designated"
     eavesdropper: Eavesdropper | None = None
+    delta_bar: str = "clip_norm"
+    subsampled: bool = False
+    downlink_in_clear: bool = True
 
     def clip_norm_of(self, phase: str) -> float | None:
         """C of ``phase`` (None: its updates are not clipped)."""
@@ -144,9 +185,36 @@ class UplinkPrivacy:
             return self.clip_norm.get(phase)
         return self.clip_norm
 
+    def public_delta_bar(self, phase: str) -> bool:
+        """Whether the BS forms ``phase``'s ``delta_bar`` from the clip norm
+        (:func:`public_delta_bar`: data-independent, so the epsilon is unconditional) rather
+        than from the senders' reported update norms (the epsilon is then conditional on
+        them)."""
+        return self.delta_bar == "clip_norm" and self.clip_norm_of(phase) is not None
+
 
 NOISE_SOURCES = ("designated", "devices")
 """``privacy.noise_source`` values."""
+
+DELTA_BAR_SOURCES = ("clip_norm", "reported")
+"""``privacy.delta_bar`` values (:attr:`UplinkPrivacy.delta_bar`)."""
+
+
+def public_delta_bar(clip_norm: float, weights, num_values: int) -> float:
+    """``delta_bar`` formed from the clip norm instead of the senders' reported norms:
+    every sender's ``||Delta_k||^2`` taken as C^2 in eq. ``rho_avg``,
+    ``C^2 sum_k pi_k / n`` over the senders' weights ``pi_k`` [K_T].
+
+    It depends on the clip norm, the weights and n only, so removing one device's data
+    changes no other device's transmission: the sensitivity bounds then hold
+    unconditionally (``docs/privacy.md``). Where every sender is clipped it equals the
+    reported ``delta_bar`` (up to float32 rounding); where some are below C it is larger,
+    so those devices send less power than under the reported one.
+    """
+    if not clip_norm > 0.0 or num_values < 1:
+        raise ValueError(f"clip_norm must be positive and num_values >= 1, got {clip_norm!r} "
+                         f"and {num_values!r}")
+    return float(clip_norm) ** 2 * float(np.sum(np.asarray(weights, np.float64))) / int(num_values)
 
 
 def device_noise_tx_power_w(channel_gain, artificial_noise_power_w: float) -> np.ndarray:

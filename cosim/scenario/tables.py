@@ -365,6 +365,10 @@ class PrivacyConfig(_Section):
     noise_source: Literal["designated", "devices"] = "designated"
     eavesdropper_distance_m: float | None = Field(None, ge=0.0)
     eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
+    # how the BS forms delta_bar in a phase with a clip norm (phy.privacy.public_delta_bar)
+    delta_bar: Literal["clip_norm", "reported"] = "clip_norm"
+    # whether the eavesdropper also reads the global model the BS multicasts
+    eavesdropper_downlink: Literal["clear", "encrypted"] = "clear"
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}

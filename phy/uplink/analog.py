@@ -59,7 +59,8 @@ class Analog:
         result = aircomp.aggregate(
             link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
             tx_power_w=tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
-            seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink)
+            seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink,
+            public_delta_bar=link.delta_bar)
         columns = Columns()
         scalars = columns.scalars
         if block.joint_gamma:

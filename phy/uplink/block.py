@@ -48,6 +48,7 @@ from phy.privacy import (
     device_noise_tx_power_w,
     joint_noise_multiplier,
     phase_mechanism,
+    public_delta_bar,
     transmit_scaling,
 )
 from phy.sync import UniformOffsets
@@ -259,6 +260,12 @@ class Uplink:
             numpy_rng(self.seed, t, "participation"))
 
 
+def _joint(mechanisms) -> float:
+    """:func:`phy.privacy.joint_noise_multiplier` of ``mechanisms`` (``inf`` for none)."""
+    mechanisms = list(mechanisms)
+    return joint_noise_multiplier(mechanisms)[0] if mechanisms else float("inf")
+
+
 def clip_rows(updates, clip_norm: float):
     """Every row of ``updates`` [K, n] tf.float32 scaled to L2 norm at most ``clip_norm``
     (``Delta_k min(1, C / ||Delta_k||)``, the norm in float64; float32 rounding may leave
@@ -287,6 +294,8 @@ class RoundLink:
         self._energy_j = np.zeros(block.num_devices, np.float64)
         self._mechanisms: dict[str, PhaseMechanism] = {}
         self._eavesdropper_mechanisms: dict[str, PhaseMechanism] = {}
+        self._population_mechanisms: dict[str, PhaseMechanism] = {}
+        self._eavesdropper_population: dict[str, PhaseMechanism] = {}
         self._observed_gain = None
         self._eavesdropper_gain = None
 
@@ -322,92 +331,138 @@ class RoundLink:
         send: sensitivity 0)."""
         return dict(self._mechanisms)
 
-    def _mechanism(self, phase: str, link, delta_bar: float, eavesdropper: bool = False
-                   ) -> PhaseMechanism:
-        """The phase's mechanism over the senders of ``link`` at the receiver noise alone:
-        each sender's sensitivity from the BS's gains, its transmit scaling (eq.
-        ``PowerAlloc_1``, under the control's transmit mask, as :func:`phy.aircomp.aggregate`
-        forms it) and the phase's N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`);
-        with ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
+    def _population(self, link) -> tuple[np.ndarray, np.ndarray]:
+        """The phase's weights pi_k / share [K] float64 of every device as the BS would
+        have weighted it had it sent (the senders' own; a device that did not send at the
+        senders' share, which only overstates its weight), and who sent [K] bool."""
         block = self.block
-        rows = slice(None) if link.devices is None else link.devices[0]
+        if link.devices is None:
+            return np.asarray(link.weights, np.float64), np.ones(block.num_devices, bool)
+        senders, num_devices = link.devices
+        weights = np.asarray(block.population_weights, np.float64) / float(link.received[2])
+        weights[senders] = np.asarray(link.weights, np.float64)
+        sent = np.zeros(num_devices, bool)
+        sent[senders] = True
+        return weights, sent
+
+    def _mechanism(self, phase: str, weights, delta_bar: float | None, eavesdropper: bool = False
+                   ) -> PhaseMechanism:
+        """The phase's mechanism at the receiver noise alone for *every* device of the
+        population as if it sent (``weights`` [K]; restrict it to the senders with
+        :meth:`PhaseMechanism.restricted`): each device's sensitivity from the observer's
+        gains, its transmit scaling (eq. ``PowerAlloc_1`` at ``delta_bar``, under the
+        control's transmit mask, as :func:`phy.aircomp.aggregate` forms it) and the phase's
+        N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`); ``delta_bar`` None: not
+        known (a discarded round's phase under reported norms), so the clip bound is not
+        used. With ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
+        block = self.block
         gain, noise_w = self.observed_gain, block.noise_power_w
         if eavesdropper:
             gain, noise_w = self.eavesdropper_gain, block.privacy.eavesdropper.noise_power_w
-        delta_bar = delta_bar if delta_bar > 0.0 else 1.0  # nothing is sent at 0
-        estimated = tf.square(tf.abs(link.h_hat))
-        mask = block.power_control.transmit_mask(
-            estimated, tf.convert_to_tensor(link.path_gain, tf.float32)[:, None]).numpy()
-        scaling = transmit_scaling(np.asarray(link.weights, np.float64), estimated.numpy(),
-                                   block.gamma_w, delta_bar, mask)
+        clip_norm = block.privacy.clip_norm_of(phase) if delta_bar is not None else None
+        delta_bar = delta_bar if delta_bar is not None and delta_bar > 0.0 else 1.0  # nothing is sent at 0
+        estimated = tf.square(tf.abs(self.h_hat))
+        mask = block.power_control.transmit_mask(estimated, block.path_gain[:, None]).numpy()
+        scaling = transmit_scaling(weights, estimated.numpy(), block.gamma_w, delta_bar, mask)
         return phase_mechanism(
-            channel_gain=gain[rows], tx_scaling=scaling,
-            sent=np.ones(scaling.shape[0], bool), num_symbols=block.grids[phase].num_symbols,
-            tx_power_w=block.tx_power_w, noise_power_w=noise_w,
-            budgeted=block.power_control.budgeted, clip_norm=block.privacy.clip_norm_of(phase))
+            channel_gain=gain, tx_scaling=scaling, sent=np.ones(scaling.shape[0], bool),
+            num_symbols=block.grids[phase].num_symbols, tx_power_w=block.tx_power_w,
+            noise_power_w=noise_w, budgeted=block.power_control.budgeted, clip_norm=clip_norm)
 
-    def _private(self, phase: str, link):
-        """``link`` with its updates clipped to the clip norm (if any) and the artificial
-        noise of the phase's floor (if any), and the phase's columns of its mechanism
-        (kept for :meth:`columns`)."""
+    def _private(self, phase: str, link, on_air: bool = True):
+        """``link`` with its updates clipped to the clip norm (if any), the public
+        ``delta_bar`` of the clip norm (``privacy.delta_bar = "clip_norm"``) and the
+        artificial noise (or transmit scaling) of the phase's floor (if any), and the
+        phase's columns of its mechanism (kept for :meth:`columns`). The noise is set
+        against the senders' worst device, or under Poisson subsampling against the
+        population's (every device as if it had been sampled). ``on_air`` False: the phase
+        of a discarded round, whose updates the simulator did not form (``link.updates``
+        has no values): its mechanism from what does not need them."""
         block, privacy = self.block, self.block.privacy
         columns = Columns()
-        delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
+        num_values = block.grids[phase].num_values
         clip_norm = privacy.clip_norm_of(phase)
-        if clip_norm is not None:
+        delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
+        if clip_norm is not None and on_air:
             updates, clipped = clip_rows(link.updates, clip_norm)
             link = dataclasses.replace(link, updates=updates)
             columns.scalars[f"privacy_clipped_devices_{phase}"] = float(clipped)
             delta_bar = float(mean_power(tf.cast(link.weights, tf.float32), updates,
                                          int(updates.shape[1])))
-        bare = self._mechanism(phase, link, delta_bar)
-        noise_w = artificial_noise_power_w(bare, privacy.noise_floor.get(phase), block.noise_power_w)
-        mechanism = bare
+        elif clip_norm is not None:
+            delta_bar = None  # the reported norms of updates not formed: no clip bound
+        if privacy.public_delta_bar(phase):
+            delta_bar = public_delta_bar(clip_norm, np.asarray(link.weights, np.float64), num_values)
+            link = dataclasses.replace(link, delta_bar=delta_bar)
+        columns.scalars[f"privacy_delta_bar_public_{phase}"] = float(privacy.public_delta_bar(phase))
+        weights, sent = self._population(link)
+        population = self._mechanism(phase, weights, delta_bar)
+        bare = population.restricted(sent)
+        decider = population if privacy.subsampled else bare
+        noise_w = artificial_noise_power_w(decider, privacy.noise_floor.get(phase), block.noise_power_w)
         scale = 1.0
         if block.power_control.scales_for_privacy:
             # the floor met by sending less: every sensitivity scales with s (phy.power.PrivacyScaling)
             if noise_w > 0.0:
-                scale = bare.worst_noise_multiplier / float(privacy.noise_floor[phase])
+                scale = decider.worst_noise_multiplier / float(privacy.noise_floor[phase])
                 link = dataclasses.replace(link, signal_scale=scale)
-                mechanism = PhaseMechanism(bare.sensitivity * scale, bare.noise_std,
-                                           bare.noise_multiplier / scale, bare.worst_device)
             columns.scalars[f"privacy_signal_scale_{phase}"] = scale
             noise_w = 0.0
         elif noise_w > 0.0:
             link = dataclasses.replace(link, artificial_noise_power_w=noise_w)
-            std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
-            with np.errstate(divide="ignore"):
-                multiplier = np.where(bare.sensitivity > 0.0, std / bare.sensitivity, np.inf)
-            mechanism = PhaseMechanism(bare.sensitivity, std, multiplier, bare.worst_device)
-        if privacy.noise_source == "devices" and not block.power_control.scales_for_privacy:
+        std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
+        population = population.scaled(scale) if noise_w == 0.0 else population.with_noise_std(std)
+        mechanism = population.restricted(sent)
+        if privacy.noise_source == "devices" and not block.power_control.scales_for_privacy and on_air:
             self._device_noise(phase, link, noise_w, columns)
         if block.per_device:
-            columns.per_device[f"device_noise_multiplier_{phase}"] = link.per_device(
-                mechanism.noise_multiplier)
-        if link.devices is not None:
-            mechanism = mechanism.spread(link.devices[0], block.num_devices)
+            columns.per_device[f"device_noise_multiplier_{phase}"] = np.where(
+                sent, mechanism.noise_multiplier, np.nan)
         self._mechanisms[phase] = mechanism
+        self._population_mechanisms[phase] = population
         columns.scalars[f"privacy_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
         columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
+        if privacy.subsampled:
+            columns.scalars[f"privacy_population_noise_multiplier_{phase}"] = \
+                population.worst_noise_multiplier
         columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
         if privacy.eavesdropper is not None:
-            self._eavesdropper(phase, link, delta_bar, scale, columns)
+            self._eavesdropper(phase, weights, sent, delta_bar, scale, columns)
         return link, columns
 
-    def _eavesdropper(self, phase: str, link, delta_bar: float, scale: float, columns: Columns
-                      ) -> None:
+    def _eavesdropper(self, phase: str, weights, sent, delta_bar: float | None, scale: float,
+                      columns: Columns) -> None:
         """The phase's mechanism at the eavesdropper (its gains, its noise; the artificial
         noise, planned for the BS, not counted; a privacy scaling s applies to what the
         devices send, so to it too): ``eavesdropper_noise_multiplier_<phase>``,
         ``eavesdropper_worst_device_<phase>``."""
-        bare = self._mechanism(phase, link, delta_bar, eavesdropper=True)
-        mechanism = bare if scale == 1.0 else PhaseMechanism(
-            bare.sensitivity * scale, bare.noise_std, bare.noise_multiplier / scale, bare.worst_device)
-        if link.devices is not None:
-            mechanism = mechanism.spread(link.devices[0], self.block.num_devices)
+        population = self._mechanism(phase, weights, delta_bar, eavesdropper=True).scaled(scale)
+        mechanism = population.restricted(sent)
         self._eavesdropper_mechanisms[phase] = mechanism
+        self._eavesdropper_population[phase] = population
         columns.scalars[f"eavesdropper_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
         columns.scalars[f"eavesdropper_worst_device_{phase}"] = float(mechanism.worst_device)
+
+    def _charge_discarded(self) -> Columns:
+        """The privacy columns of the phases some device sent in a round the BS then
+        discarded (:attr:`discarded`): the signals went over the air, so their mechanism
+        is charged like any phase's (:meth:`_private` without the updates, which the round
+        did not form: the power budget's bound, and the clip bound where ``delta_bar`` is
+        public; the artificial noise of the phase's floor is added as in any phase)."""
+        block, cohort = self.block, self.cohort
+        columns = Columns()
+        for index, phase in enumerate(block.grids):
+            if phase in self._mechanisms or not cohort.sent[index].any():
+                continue
+            link = cohorts.phase_link(
+                cohort, index, None, tf.zeros([cohort.scheduled.size, 0], tf.float32), self.h,
+                self.h_hat, self.uplink, path_gain=block.path_gain,
+                population_weights=block.population_weights,
+                bs_knows_dropouts=block.participation.bs_knows_dropouts)
+            _, phase_columns = self._private(phase, link, on_air=False)
+            columns.scalars.update(phase_columns.scalars)
+            columns.per_device.update(phase_columns.per_device)
+        return columns
 
     def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
         """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
@@ -513,17 +568,32 @@ class RoundLink:
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
         if block.privacy is not None:
-            joint = (joint_noise_multiplier(list(self._mechanisms.values()))[0]
-                     if self._mechanisms else float("inf"))
-            scalars["privacy_joint_noise_multiplier"] = joint
-            if block.privacy.eavesdropper is not None:
-                scalars["eavesdropper_joint_noise_multiplier"] = (
-                    joint_noise_multiplier(list(self._eavesdropper_mechanisms.values()))[0]
-                    if self._eavesdropper_mechanisms else float("inf"))
+            if self.discarded and cohort.scheduled.size:
+                charged = self._charge_discarded()
+                scalars.update(charged.scalars)
+                per_device.update(charged.per_device)
+            scalars.update(self._joint_columns())
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()
         return columns
+
+    def _joint_columns(self) -> dict[str, float]:
+        """``privacy_joint_noise_multiplier``: the round's phases as one Gaussian mechanism
+        (:func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was sent), over
+        the senders, or under Poisson subsampling over the population as if sampled; with
+        an eavesdropper ``eavesdropper_joint_noise_multiplier``, of its own phases and,
+        when the downlink carries the model in the clear, the BS's too (it learns at least
+        what the BS does)."""
+        privacy = self.block.privacy
+        bs = self._population_mechanisms if privacy.subsampled else self._mechanisms
+        out = {"privacy_joint_noise_multiplier": _joint(bs.values())}
+        if privacy.eavesdropper is not None:
+            own = (self._eavesdropper_population if privacy.subsampled
+                   else self._eavesdropper_mechanisms)
+            seen = [*own.values(), *(bs.values() if privacy.downlink_in_clear else ())]
+            out["eavesdropper_joint_noise_multiplier"] = _joint(seen)
+        return out
 
     def _downlink_symbols(self) -> int:
         """OFDM symbols to multicast the global model to the devices that train (all

@@ -188,7 +188,9 @@ class PhaseLink:
     (W) added on top of the receiver's (``[privacy]``'s target, :mod:`phy.privacy`; 0:
     none); ``signal_scale``, s in (0, 1]: the common transmit scaling of a control that
     meets the target by sending less power (:class:`phy.power.PrivacyScaling`: the
-    scheme runs it at ``s^2 gamma`` and ``s^2 P``; 1: none).
+    scheme runs it at ``s^2 gamma`` and ``s^2 P``; 1: none); ``delta_bar``, the
+    ``delta_bar`` the BS forms from a clip norm (:func:`phy.privacy.public_delta_bar`) in
+    place of the senders' reported norms (None: the reported one, eq. ``rho_avg``).
     """
 
     updates: Any
@@ -203,6 +205,7 @@ class PhaseLink:
     devices: tuple[np.ndarray, int] | None
     artificial_noise_power_w: float = 0.0
     signal_scale: float = 1.0
+    delta_bar: float | None = None
 
     def per_device(self, values) -> np.ndarray:
         """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""
