@@ -330,10 +330,14 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
             writer.close()
     if writer is None:
         writer = _new_trace(path, scenario, scenario_text, engine, overwrite=overwrite)
-    initial, uses = _restored_state(engine, checkpoint, writer, path)
+    try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
+        initial, uses = _restored_state(engine, checkpoint, writer, path)
+        privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
+    except BaseException:
+        writer.close()
+        raise
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
-    privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
     last_acc, last_ece, diverged, completed = math.nan, math.nan, held is not None, start
     if held is not None:
         observers.say(f"cosim run: warning: {path}: {held}; going on from round {start} "
@@ -468,13 +472,14 @@ def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, st
         else:
             account = resumed_noise_plan(scenario, writer.column, start,
                                          stored_rounds(writer.stored_scenario),
-                                         list(engine.uplink.grids), engine.num_params)
+                                         list(engine.uplink.grids), engine.num_params,
+                                         str(scenario.trace_path))
         engine.uplink.privacy = dataclasses.replace(engine.uplink.privacy,
                                                     noise_floor=account.noise_floor)
         return {"privacy": account}
     account = engine.privacy_account()
     if start > 0:
-        account.replay(writer.column, start)
+        account.replay(writer.column, start, str(scenario.trace_path))
     return {"privacy": account}
 
 

@@ -128,16 +128,26 @@ class PrivacyAccount:
             scalars["eavesdropper_epsilon"] = total
             scalars["eavesdropper_epsilon_round"] = this_round
 
-    def replay(self, column, rounds: int) -> None:
+    def replay(self, column, rounds: int, source: str = "the trace") -> None:
         """Compose rounds ``0 .. rounds-1`` of a resumed trace: ``column(name)`` gives the
         committed rows of a ``/rounds`` column (None if absent;
-        :meth:`cosim.trace.TraceWriter.column`)."""
+        :meth:`cosim.trace.TraceWriter.column`). A stored multiplier that is negative or no
+        number raises :class:`cosim.trace.TraceError` naming ``source`` (the trace's path)
+        and the dataset."""
         observers = ("privacy", "eavesdropper") if self.eavesdropper is not None else ("privacy",)
         names = [f"{observer}_{what}" for observer in observers for what in (
             *(f"noise_multiplier_{phase}" for phase in self.phases), "joint_noise_multiplier")]
         rows = {name: column(name) for name in names}
         for t in range(rounds):
             scalars = {name: values[t] for name, values in rows.items() if values is not None}
+            for name, value in scalars.items():
+                if not (isinstance(value, (int, float, np.number)) and (math.isnan(value) or value >= 0.0)):
+                    from cosim.trace.file_format import TraceError
+
+                    raise TraceError(f"{source}: rounds/{name}[{t}] = {value!r} is not a noise "
+                                     "multiplier (a number >= 0, inf where nobody sent, NaN where "
+                                     "the phase was not sent); the trace is damaged: `cosim verify` "
+                                     "it, or run again with --overwrite")
             self.ledger.compose(self.event(scalars))
             if self.eavesdropper is not None:
                 self.eavesdropper.compose(self.event(scalars, "eavesdropper"))
@@ -523,7 +533,8 @@ def stored_rounds(scenario_text: str) -> int | None:
 
 
 def resumed_noise_plan(scenario, column, start: int, stored_rounds: int | None,
-                       phases: Sequence[str], num_params: int) -> PrivacyAccount:
+                       phases: Sequence[str], num_params: int, source: str = "the trace"
+                       ) -> PrivacyAccount:
     """The account of a run with ``privacy.target_epsilon`` resumed at ``start``: rounds
     ``0 .. start-1`` replayed (:meth:`PrivacyAccount.replay`; ``column(name)``: the
     committed rows of a ``/rounds`` column or None), with the floor of the rounds to come
@@ -545,7 +556,7 @@ def resumed_noise_plan(scenario, column, start: int, stored_rounds: int | None,
     phase_values = uplink_phase_values(scenario, num_params)
     account = PrivacyAccount.of(scenario, phases, num_params)
     if start > 0:
-        account.replay(column, start)
+        account.replay(column, start, source)
     planned = column("privacy_planned_rounds") if start > 0 else None
     floors = {phase: column(f"privacy_noise_floor_{phase}") for phase in phases} if start > 0 else {}
     if planned is not None and len(planned) >= start:
@@ -585,7 +596,7 @@ def refuse_spent_target(scenario, path, source: str | None = None):
     try:
         account = resumed_noise_plan(
             scenario, column, start, stored_rounds(str(trace.attrs.get("scenario", ""))),
-            list(uplink_phase_values(scenario, num_params)), num_params)
+            list(uplink_phase_values(scenario, num_params)), num_params, str(path))
     except ValueError as error:
         if not str(error).startswith("privacy.target_epsilon"):
             raise

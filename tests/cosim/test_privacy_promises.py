@@ -161,3 +161,24 @@ def test_extensions_end_at_or_below_the_target_across_20_seeds(tmp_path):
             account.ledger.compose(privacy.round_event(np.maximum(channel[t], list(floor.values()))))
         worst = max(worst, account.ledger.epsilon)
     assert worst <= 4.0
+
+
+@pytest.mark.parametrize("target", [False, True])
+def test_a_stored_negative_multiplier_is_refused_in_one_line(tmp_path, capsys, target):
+    """A trace whose rounds/privacy_noise_multiplier_rho[1] reads -1 (checksums or not):
+    `cosim run --resume --set rounds=3` exits 2 with one line naming the file and the
+    dataset, not a ValueError traceback from the accountant (issue 63), and writes no round."""
+    from cosim.cli import main
+
+    sets = [*PRIVATE, *(["privacy.target_epsilon=40"] if target else [])]
+    path = write_tiny(tmp_path, rounds=2)
+    run_scenario(load_scenario(path, sets), progress=False, stop_on_divergence=False)
+    trace = next(tmp_path.glob("*.h5"))
+    with h5py.File(trace, "r+") as f:
+        f["rounds/privacy_noise_multiplier_rho"][1] = -1.0
+    capsys.readouterr()
+    args = [x for item in [*sets, "rounds=3"] for x in ("--set", item)]
+    assert main(["run", str(path), "--resume", *args]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cosim run:")]
+    assert len(err) == 1 and "rounds/privacy_noise_multiplier_rho[1] = -1.0" in err[0] and str(trace) in err[0], err
+    assert len(_rounds(trace)["privacy_epsilon"]) == 2
