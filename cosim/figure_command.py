@@ -24,6 +24,7 @@ examples:
   cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink_seconds,uplink_energy
   cosim plot runs/a.h5 --out figures/ --x total,rounds --format png,pdf
   cosim plot runs/a.h5 --out figures/ --format svg --size 3.3,2.4 --dpi 600
+  cosim plot studies/schemes/runs/*.h5 --out figures/ --x uplink_energy  # labels: what differs
 """
 
 PLOT_AXES = ("rounds", "uplink", "uplink_seconds", "uplink_energy", "total")
@@ -79,8 +80,8 @@ def add_plot_parser(sub, command) -> None:
     plot.add_argument("traces", nargs="+", help="HDF5 traces")
     plot.add_argument("--out", required=True, help="output directory for the figures")
     plot.add_argument("--labels", nargs="+", default=None,
-                      help="one legend label per trace (default: the trace's name, with its "
-                      "seed when two traces share a name)")
+                      help="one legend label per trace (default: of several traces, the "
+                      "scenario keys' values in which they differ; of one, its algorithm)")
     plot.add_argument(
         "--x",
         action="append",
@@ -105,6 +106,12 @@ def add_plot_parser(sub, command) -> None:
         help="file format; repeatable or a comma list (--format png,pdf); default png. PDF "
         "and SVG are vector files (PDF embeds its TrueType fonts, SVG draws text as paths)",
     )
+    plot.add_argument("--log-x", action="store_true",
+                      help="log x axis in the accuracy, NLL and ECE figures (default: log where "
+                      "the data span over two decades, as the uplink energy of analog and "
+                      "digital runs does)")
+    plot.add_argument("--log-y", action="store_true",
+                      help="log y axis in the accuracy, NLL and ECE figures (default: as --log-x)")
     plot.add_argument("--dpi", type=_positive_number, default=None,
                       help="resolution of PNG files in dots per inch (default 300)")
     plot.add_argument(
@@ -145,7 +152,7 @@ def plot_command(args: argparse.Namespace) -> int:
             traces, Path(args.out), labels=args.labels,
             x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
             formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
-            note=note,
+            note=note, log_x=args.log_x or None, log_y=args.log_y or None,
         )
     except (TraceError, plots.PlotError) as error:
         raise UsageError(str(error)) from None

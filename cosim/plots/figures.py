@@ -5,9 +5,11 @@ figure below as ``STEM.FORMAT`` for each requested format (:data:`FORMATS`: PNG 
 ``dpi`` dots per inch; PDF and SVG are vector files: PDF embeds its TrueType fonts, SVG
 draws text as paths, and neither carries a date, so equal figures give equal files).
 Every figure holds every trace that has its data (one colour and marker per trace, the
-same in every figure; the label is the algorithm's display name, with the trace's
-``name``, ``seed N`` or the file stem added where two traces would share one:
-:func:`cosim.plots.style.trace_labels`). Rounds are numbered from 0, as ``/rounds/round`` and
+same in every figure; the labels are the values of the scenario keys in which the
+traces differ, or of one trace its algorithm's display name:
+:func:`cosim.plots.style.trace_labels`; of several traces the legend sits below the
+panel, :func:`cosim.plots.style.legend_outside`; an axis spanning over two decades is
+logarithmic unless ``log_x`` / ``log_y`` say otherwise). Rounds are numbered from 0, as ``/rounds/round`` and
 ``cosim inspect`` number them, and round and symbol axes carry integer ticks only.
 
 Figures (file stems):
@@ -202,6 +204,8 @@ def plot_traces(
     dpi: float = DEFAULT_DPI,
     size_in: tuple[float, float] = DEFAULT_PANEL_SIZE_IN,
     note: Callable[[str], None] | None = None,
+    log_x: bool | None = None,
+    log_y: bool | None = None,
 ) -> list[Path]:
     """Draw every figure (module docstring) for ``paths`` into ``out_dir``; the files written,
     figure by figure, each in the order of ``formats``.
@@ -225,6 +229,9 @@ def plot_traces(
         (width, height) of one panel, inches (:class:`FigureOptions`).
     note : callable, optional
         Receives one line per figure skipped for want of data.
+    log_x, log_y : bool or None
+        The accuracy, NLL and ECE figures' scales (:class:`FigureOptions`): True log,
+        False linear, None log where the data span over two decades.
 
     Raises
     ------
@@ -237,7 +244,7 @@ def plot_traces(
         ``out_dir`` that is not a directory or cannot be written.
     """
     axes = _axes_list(x)
-    options = FigureOptions(tuple(formats), dpi, tuple(size_in))
+    options = FigureOptions(tuple(formats), dpi, tuple(size_in), log_x, log_y)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlotError(f"cannot write figures to {out_dir}: it is not a directory")

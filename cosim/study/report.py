@@ -44,7 +44,7 @@ import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, metric_range, value_label, value_text
-from cosim.plots.style import RINGS, legend_below
+from cosim.plots.style import RINGS, legend_below, legend_outside, spans_decades
 from cosim.printable import printable
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario
 from cosim.study.cost import format_core_hours, run_cost
@@ -443,16 +443,13 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI"
                      + (f"\n(thin: each seed where n < {BAND_MIN_SEEDS})" if seeds_drawn else ""))
-        handles = ax.get_legend_handles_labels()[0]
-        legend_below(fig, handles, ncols=math.ceil(len(handles) / LEGEND_ROWS))
+        legend_outside(fig, ax.get_legend_handles_labels()[0])
     return path
 
 
 BAND_MIN_SEEDS = 3
 """The fewest seeds whose 95 % interval a curve figure draws as a band; with fewer (the
 interval of 2 seeds is 12.7 standard errors wide) the seeds themselves are drawn."""
-LEGEND_ROWS = 8
-"""Rows of a curve figure's legend before it takes another column (24 curves: 3 columns)."""
 
 
 def curve_style(index: int) -> dict[str, str]:
@@ -464,14 +461,6 @@ def curve_style(index: int) -> dict[str, str]:
 
     return {"color": PALETTE[index % len(PALETTE)],
             "linestyle": LINESTYLES[(index + index // len(PALETTE)) % len(LINESTYLES)]}
-
-
-def spans_decades(x: pd.Series, ratio: float = 100.0) -> bool:
-    """True when every ``x`` is positive and the largest is over ``ratio`` times the
-    smallest (a study's joules or seconds from 0 dBm to a digital scheme's slots): such an
-    axis is drawn on a log scale."""
-    values = pd.to_numeric(x, errors="coerce").dropna().to_numpy(dtype=float)
-    return bool(values.size) and values.min() > 0 and values.max() > ratio * values.min()
 
 
 def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:
