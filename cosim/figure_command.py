@@ -89,10 +89,10 @@ def add_plot_parser(sub, command) -> None:
         default=None,
         metavar="{rounds,uplink,uplink_seconds,uplink_energy,total}",
         help="x-axis of the accuracy and NLL figures; repeatable or a comma list: cumulative "
-        "uplink + downlink OFDM symbols (total, the paper's channel uses; the default: "
-        "accuracy_vs_channel_uses, nll_vs_channel_uses), cumulative uplink OFDM symbols only "
-        "(uplink: *_vs_uplink_symbols; with the default downlink, paper_mnist's total is "
-        "> 99.9 %% downlink), cumulative uplink air time in seconds (uplink_seconds: "
+        "uplink OFDM symbols (uplink, the default: *_vs_uplink_symbols, the channel uses an "
+        "AirComp method changes), cumulative uplink + downlink OFDM symbols (total, the "
+        "paper's channel uses: *_vs_channel_uses; with the default downlink > 99.9 %% "
+        "downlink), cumulative uplink air time in seconds (uplink_seconds: "
         "*_vs_uplink_seconds), cumulative device transmit energy in joules (uplink_energy: "
         "*_vs_uplink_energy) or the round from 0 (rounds: *_vs_rounds)",
     )

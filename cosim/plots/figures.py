@@ -18,15 +18,16 @@ Figures (file stems):
   (nats/sample) of every evaluated round against each requested x-axis
   (:data:`ACCURACY_AXES`):
 
-  * ``"total"`` (default) -> ``*_vs_channel_uses``: cumulative channel uses, uplink +
+  * ``"uplink"`` (default, :data:`DEFAULT_ACCURACY_AXIS`) -> ``*_vs_uplink_symbols``:
+    cumulative uplink OFDM symbols (``cumulative_uplink_symbols``; for traces written
+    before that column, the running sum of ``uplink_symbols``), what an AirComp method
+    changes;
+  * ``"total"`` -> ``*_vs_channel_uses``: cumulative channel uses, uplink +
     downlink OFDM symbols. The paper's Sec. VI-B plots "test accuracy ... as a
     function of the number of channel uses for downlink multicast and uplink local
     update aggregation" (Fig. "Comparison of wireless FL methods"). With the default
     digital downlink this axis is > 99.9 % downlink (``docs/trace.md``), so uplink
     variants are compared better with ``"uplink"``;
-  * ``"uplink"`` -> ``*_vs_uplink_symbols``: cumulative uplink OFDM symbols
-    (``cumulative_uplink_symbols``; for traces written before that column, the
-    running sum of ``uplink_symbols``);
   * ``"uplink_seconds"`` -> ``*_vs_uplink_seconds``: cumulative uplink air time in
     seconds (``cumulative_uplink_seconds``, else the running sum of ``uplink_seconds``),
     which puts schemes of different symbol counts and numerologies on one time axis;
@@ -96,7 +97,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from cosim.atomic_write import OutputError, check_output_path
+from cosim.atomic_write import OutputError, check_output_path, new_file_mode
 from cosim.plots.learning import (
     metric_figure,
     posterior_figure,
@@ -308,6 +309,7 @@ def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
             shutil.copyfile(figure, name)
             with open(name, "rb+") as written:
                 os.fsync(written.fileno())
+                os.fchmod(written.fileno(), new_file_mode())  # mkstemp's 0o600: the umask's
     except (OSError, PlotError) as exc:
         for tmp, _ in copies:
             tmp.unlink(missing_ok=True)

@@ -81,7 +81,7 @@ def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
     cases = {
         "inspect": (["inspect", str(trace)], "test_accuracy"),
         "verify": (["verify", str(trace)], ": ok"),
-        "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_channel_uses.png"),
+        "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_uplink_symbols.png"),
         "validate": (["validate", str(quickstart)], "scenario 'quickstart': "),
         "validate-by-name": (["validate", "quickstart"], "scenario 'quickstart': "),
         "scenarios": (["scenarios"], "quickstart"),
@@ -93,7 +93,7 @@ def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
         assert status == (2 if name == "no-command" else 0), f"{name}: {out}"
         assert expected in out, f"{name}: {out}"
         assert heavy == [], f"cosim {' '.join(args)} imported {heavy}"
-    assert (tmp_path / "figs" / "accuracy_vs_channel_uses.png").stat().st_size > 1000
+    assert (tmp_path / "figs" / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
 def test_version_prints_the_installed_version(capsys):

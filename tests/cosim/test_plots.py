@@ -99,8 +99,8 @@ def test_plot_option_names_the_figure_after_the_axis(tmp_path, capsys, x):
 def test_plot_default_axis_and_bad_axis(tmp_path, capsys):
     trace = _trace(tmp_path / "t.h5", split=False, posterior=False)
     out = tmp_path / "figs"
-    written = plot_traces([trace], out)
-    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+    written = plot_traces([trace], out)  # the default x: the uplink's channel uses
+    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
                                          "ece.png", "reliability.png"]
     assert not (out / "posterior.png").exists()  # no round metrics: no posterior figure
     with pytest.raises(SystemExit) as exit_info:
@@ -197,7 +197,8 @@ def test_every_figure_in_every_requested_format(tmp_path):
     assert plt.imread(out / "ece.png").shape[:2] == (200, 300)
     assert plt.imread(out / "posterior.png").shape[:2] == (200, 600)  # two panels side by side
     # equal figures give equal vector files (no creation date)
-    again = plot_traces(traces, tmp_path / "again", formats=["pdf", "svg"], dpi=100, size_in=(3.0, 2.0))
+    again = plot_traces(traces, tmp_path / "again", x=["total", "rounds"], formats=["pdf", "svg"],
+                        dpi=100, size_in=(3.0, 2.0))
     for path in again:
         assert path.read_bytes() == (out / path.name).read_bytes(), path.name
 
@@ -273,7 +274,7 @@ def test_trace_without_optional_data_skips_those_figures(tmp_path, capsys):
     perfect = _rich_trace(tmp_path / "perfect.h5", csi=False)
     notes: list[str] = []
     written = plot_traces([bare], tmp_path / "figs", note=notes.append)
-    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
                                          "ece.png", "reliability.png"]
     skipped = [n.split(" figure:")[0] for n in notes]
     assert skipped == ["no posterior", "no distortion_by_distance", "no power_per_device",
@@ -284,7 +285,8 @@ def test_trace_without_optional_data_skips_those_figures(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err == ("cosim plot: no csi_nmse figure: every trace has perfect CSI "
                             "(/rounds/per_device/csi_nmse is 0)\n")
-    assert {p.stem for p in (tmp_path / "mix").iterdir()} == set(ALL_FIGURES[:2] + ALL_FIGURES[4:]) - {"csi_nmse"}
+    assert {p.stem for p in (tmp_path / "mix").iterdir()} == {
+        "accuracy_vs_uplink_symbols", "nll_vs_uplink_symbols", *ALL_FIGURES[4:]} - {"csi_nmse"}
 
 
 def test_plot_command_formats_dpi_and_size(tmp_path, capsys):
@@ -454,3 +456,22 @@ def test_many_runs_get_a_legend_outside_log_axes_and_no_layout_warning(tmp_path,
     monkeypatch.setattr(cosim.plots, "plot_traces", lambda *a, **k: seen.update(k) or [])
     assert main(["plot", str(traces[0].path), "--out", str(tmp_path / "x"), "--log-y"]) == 0
     assert (seen["log_x"], seen["log_y"]) == (None, True)
+
+
+def test_figures_and_written_files_take_the_users_umask(tmp_path):
+    """Figures and the files written whole (a study's status, its report) get the mode a
+    plain open gives under the user's umask (0o640 under 027), not mkstemp's 0o600."""
+    import os
+    import stat
+
+    from cosim.atomic_write import write_text_atomic
+
+    previous = os.umask(0o027)
+    try:
+        written = plot_traces([_trace(tmp_path / "t.h5", split=True, posterior=False)],
+                              tmp_path / "figs")
+        write_text_atomic(tmp_path / "status.json", "{}\n")
+    finally:
+        os.umask(previous)
+    for path in (*written, tmp_path / "status.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
