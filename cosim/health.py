@@ -410,6 +410,18 @@ def _g(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def docs_link(link: str) -> str:
+    """A page of :data:`DOCS` (``docs/health.md#a-model-at-chance``) as the reader can open
+    it: as written in a source tree (the repository's ``docs/`` beside the package), else
+    the path of the copy an installed package ships (the package ``cosim.docs``)."""
+    page, _, anchor = link.partition("#")
+    package = Path(__file__).resolve().parent
+    if (package.parent / page).is_file():
+        return link
+    installed = (package / "docs" / Path(page).name).as_posix()
+    return f"{installed}#{anchor}" if anchor else installed
+
+
 def health_lines(report: Mapping[str, Any]) -> list[str]:
     """The summary of :func:`health` as a few lines of text (no trailing newlines): what
     ``cosim run`` prints at its end and ``cosim inspect`` in its ``health`` section."""
@@ -473,7 +485,8 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
         parts.append(f"{participation['rounds_discarded']} round(s) discarded")
         lines.append("network  " + ", ".join(parts))
     if report["flags"]:
-        lines.extend(f"flag     {flag['name']}: {flag['message']} (see {flag['docs']})" for flag in report["flags"])
+        lines.extend(f"flag     {flag['name']}: {flag['message']} (see {docs_link(flag['docs'])})"
+                     for flag in report["flags"])
     else:
         lines.append("flags    none")
     return lines
@@ -486,5 +499,6 @@ def health_section(trace: str | Path | TraceData) -> str:
     data = trace if isinstance(trace, TraceData) else read_trace(trace)
     if data.completed_rounds == 0:
         return ""
-    lines = ["", "", "  health (docs/health.md)", *(f"    {line}" for line in health_lines(health(data)))]
+    lines = ["", "", f"  health ({docs_link('docs/health.md')})",
+             *(f"    {line}" for line in health_lines(health(data)))]
     return "\n".join(lines)
