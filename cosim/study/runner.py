@@ -421,8 +421,12 @@ def _follow(executor, todo, points, status: _Status, *, summary_every_s: float, 
     status.data["tasks_submitted"] = len(todo)
     status.write()
     started = last_summary = time.monotonic()
+    notices = getattr(executor, "notices", list)  # the local workers' start (Ray's: none)
     while executor.pending:
-        for name, result in executor.wait(wait_timeout(summary_every_s - (time.monotonic() - last_summary))):
+        finished = executor.wait(wait_timeout(summary_every_s - (time.monotonic() - last_summary)))
+        for line in notices():
+            say(line)
+        for name, result in finished:
             status.update(name, **result)
             status.write()
             c = status.counts()

@@ -977,3 +977,22 @@ def test_a_shrunk_study_records_its_options_and_a_resume_keeps_them(tmp_path, ca
     assert main(["study", "report", str(out)]) == 0
     wide = pd.read_csv(out / "results.csv")
     assert list(wide[AXIS]) == [20.0] and list(wide["n"]) == [1]
+
+
+def test_local_workers_say_when_they_start_and_when_they_are_ready(finished):
+    """Each local worker's start is a line (its pid; TensorFlow to import, the kernels to
+    compile), before any run's result, and so is its readiness (the seconds it took, the
+    run it is on)."""
+    _, _, _, printed = finished
+    lines = printed.splitlines()
+    first_result = next(i for i, line in enumerate(lines) if line.startswith("[1 done"))
+    for index in (0, 1):  # 2 CPUs: two workers
+        starting = [i for i, line in enumerate(lines) if re.fullmatch(
+            rf"worker {index} starting \(pid \d+\): it imports TensorFlow, then runs; its first "
+            r"run compiles the kernels", line)]
+        ready = [i for i, line in enumerate(lines) if re.fullmatch(
+            rf"worker {index} ready after \d+\.\d s; running power\.tx_power_dbm=\d+-seed\d", line)]
+        assert len(starting) == 1 and len(ready) == 1, printed
+        assert starting[0] < first_result and starting[0] < ready[0]  # both start at once
+    assert min(i for i, line in enumerate(lines) if " ready after " in line) \
+        < first_result  # no run ends before its worker is ready
