@@ -177,7 +177,14 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
     from cosim.scenario import parse_scenario
     from cosim.study.task import _run_task
 
-    connection.send(READY)  # TensorFlow and the run's modules imported: the driver says so
+    try:  # TensorFlow and the run's modules, before READY (their threads are set per run)
+        from native.tensorflow_import import import_for_command
+
+        import_for_command()
+        import cosim.run  # noqa: F401
+    except Exception:  # the run's task meets it again and reports it as its error
+        pass
+    connection.send(READY)  # the driver says so
     while True:
         try:
             message = connection.recv()
