@@ -32,6 +32,8 @@ def results(table: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
         if "test_accuracy" in table else table.iloc[:0]
     rows = []
     for key, group in _groups(evaluated, axes):
+        if group.empty:  # a study without axes whose runs have no evaluation yet
+            continue
         row: dict = {**dict(zip(axes, key, strict=True)), "n": int(group["seed"].nunique()),
                      "last_round": int(group["round"].max())}
         for metric, best in RESULT_METRICS:

@@ -996,3 +996,18 @@ def test_local_workers_say_when_they_start_and_when_they_are_ready(finished):
         assert starting[0] < first_result and starting[0] < ready[0]  # both start at once
     assert min(i for i, line in enumerate(lines) if " ready after " in line) \
         < first_result  # no run ends before its worker is ready
+
+
+def test_results_of_a_study_without_axes_or_evaluations():
+    """The table of results of a study without axes is one row; runs with no evaluation
+    yet make no row (and no error); n counts the seeds with one, the last round their
+    latest."""
+    from cosim.study.results import results, results_markdown
+
+    table = pd.DataFrame({"run": ["a", "a", "b", "b"], "seed": [1, 1, 2, 2], "round": [0, 1, 0, 1],
+                          "test_accuracy": [0.1, 0.3, 0.2, np.nan]})
+    wide = results(table, [])
+    assert list(wide["n"]) == [2] and list(wide["last_round"]) == [1]
+    assert wide.loc[0, "test_accuracy_final_mean"] == pytest.approx(0.25)  # 0.3 and 0.2
+    assert "| 2 | 1          | 0.2500 ± " in results_markdown(wide, [])
+    assert results(table.assign(test_accuracy=np.nan), []).empty
