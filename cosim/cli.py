@@ -331,7 +331,10 @@ def _main(argv: list[str] | None) -> int:
         errors = (ScenarioError, UsageError)
     try:
         if args.command == "run":
-            _refuse_run_early(args)  # what needs no TensorFlow, answered before its import
+            scenario = _refuse_run_early(args)  # what needs no TensorFlow, before its import
+            if sys.stderr.isatty():  # a terminal sees life at once, before TensorFlow's seconds
+                print(f"cosim run: {scenario.name}, seed {scenario.seed}, {scenario.rounds} rounds "
+                      f"-> {scenario.trace_path}; starting TensorFlow", file=sys.stderr, flush=True)
             import_for_command()
     except errors as error:
         print(f"cosim {args.command}: {error}", file=sys.stderr)
@@ -353,14 +356,14 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OK
 
 
-def _refuse_run_early(args: argparse.Namespace) -> None:
+def _refuse_run_early(args: argparse.Namespace):
     """The refusals of ``cosim run`` that need no TensorFlow, before it is imported (a
     refusal answers in a fraction of a second instead of after TensorFlow's seconds): a bad
     scenario file, key or value (``ScenarioError``), a scenario too large for the machine,
     a ``--tensorboard`` that is a file, and a trace path the run may not write (an existing
     trace without ``--resume`` / ``--overwrite``, a directory, a parent it cannot write:
     :func:`cosim.trace.check_trace_target`); :func:`cosim.run.run_command` checks them
-    again."""
+    again. The scenario, for the line the command prints at once."""
     from cosim.scenario import check_resources, load_scenario
     from cosim.trace import TraceError, check_trace_target
 
@@ -373,6 +376,7 @@ def _refuse_run_early(args: argparse.Namespace) -> None:
         check_trace_target(scenario.trace_path, resume=args.resume, overwrite=args.overwrite)
     except TraceError as error:
         raise UsageError(str(error)) from None
+    return scenario
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -97,3 +97,21 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert (out_dir / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
+
+
+def test_run_on_a_terminal_says_what_it_starts_before_tensorflow(tmp_path, monkeypatch, capsys):
+    """On a terminal `cosim run` prints its first line once the scenario is checked, before
+    it imports TensorFlow (seconds, over ten cold): the scenario, seed, rounds and trace."""
+    import sys
+
+    from native import tensorflow_import
+
+    seen = []
+    real = tensorflow_import.import_for_command
+    monkeypatch.setattr("cosim.cli.import_for_command",
+                        lambda: (seen.append(capsys.readouterr().err), real())[1])
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    assert main(["run", str(path), "--no-plots"]) == 0
+    assert seen == [f"cosim run: tiny, seed 3, 1 rounds -> {tmp_path / 'tiny-seed3.h5'}; "
+                    "starting TensorFlow\n"]
