@@ -3,8 +3,10 @@
 Every file a command writes whole (``status.json``, the study's copy, the report's CSV,
 Parquet and figures) goes through :func:`atomic_output`: a temporary file created
 exclusively (``mkstemp``: a new random name, ``O_EXCL``, so never an existing name or
-link) next to the target, written, flushed to disk, then renamed onto the target
-(``os.replace``: readers see the old file or the new one). A target that is a symbolic
+link) next to the target, written, flushed to disk, given the mode a plain ``open``
+would give a new file (``0o666`` less the user's umask, :func:`new_file_mode`; ``mkstemp``
+makes it ``0o600``), then renamed onto the target (``os.replace``: readers see the old
+file or the new one). A target that is a symbolic
 link is refused: the rename would replace the link, but a link where an output belongs
 is someone else's plan, and the command says so instead.
 """
@@ -14,11 +16,23 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["OutputError", "atomic_output", "check_output_path", "write_bytes_atomic",
-           "write_text_atomic"]
+__all__ = ["OutputError", "atomic_output", "check_output_path", "new_file_mode",
+           "write_bytes_atomic", "write_text_atomic"]
+
+_UMASK_LOCK = threading.Lock()
+
+
+def new_file_mode() -> int:
+    """The mode of a new file under this process's umask: ``0o666 & ~umask`` (0o644 under
+    the usual 022), what ``open(path, "w")`` would create."""
+    with _UMASK_LOCK:  # the umask is read by setting it: put it back at once
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
 
 
 class OutputError(OSError):
@@ -49,6 +63,7 @@ def atomic_output(path: str | Path, *, inside: Path | None = None) -> Iterator[P
         yield tmp
         with open(tmp, "rb+") as written:
             os.fsync(written.fileno())
+            os.fchmod(written.fileno(), new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

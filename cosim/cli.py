@@ -2,11 +2,14 @@
 
 Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
 learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
-``--version`` import none of them (nor does ``study``: its workers import
-TensorFlow, the command does not), so they start in a fraction of a second
+``--version`` import none of them (nor does ``study``: its workers import TensorFlow,
+the command does not), so they start in a fraction of a second
 (``tests/cosim/test_cli_startup.py`` holds this, ``benchmarks/cli_startup.py`` times
-it). ``validate`` gets d by arithmetic (:func:`cosim.scenario.scenario_num_params`),
-not from a model.
+it); ``run`` answers the refusals that need none (an existing trace, a bad key or value,
+a bad path: :func:`_refuse_run_early`) before it imports TensorFlow, 0.9 s against 11-12
+s when TensorFlow came first (2026-12-02, the tests' tiny scenario, load 4-5).
+``validate`` gets d by arithmetic (:func:`cosim.scenario.scenario_num_params`), not from
+a model.
 
 TensorFlow's import-time noise on a machine without a GPU (absl's "All log
 messages before absl::InitializeLog()" and the "Unable to register cuDNN/cuBLAS
@@ -37,6 +40,14 @@ from cosim.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
 )
+from cosim.figure_command import (  # noqa: F401 (PLOT_AXES, PLOT_FORMATS: where tests find them)
+    PLOT_AXES,
+    PLOT_FORMATS,
+    add_plot_parser,
+    plot_command,
+)
+from cosim.usage import UsageError
+from cosim.usage import existing_trace as _existing
 from native.tensorflow_import import import_for_command
 
 DISTRIBUTION = "aircomp-cosim"
@@ -82,6 +93,7 @@ EXAMPLES_VALIDATE = """examples:
   cosim validate paper_mnist                  # a shipped scenario by name
   cosim validate scenarios/quickstart.toml --set power.tx_power_dbm=10
   cosim validate algs_mnist                   # a study: every point checked, its cost
+  cosim validate algs_mnist --seeds 2 --rounds 5 --only algorithm.name=fedavg  # shrunk
 """
 
 EXAMPLES_SCENARIOS = """Each entry: the name `cosim run NAME` / `cosim validate NAME` take (a script's
@@ -110,67 +122,12 @@ examples:
   cosim verify studies/power                 # every runs/*.h5 of a study
 """
 
-EXAMPLES_PLOT = """Figures (each as FIGURE.FORMAT): accuracy_vs_<x> and nll_vs_<x> for every --x, ece,
-reliability, and, when a trace holds their data, posterior, distortion_by_distance,
-power_per_device, csi_nmse and cell_map (a figure no trace has data for is skipped
-with one line on stderr). Rounds are numbered from 0, as in `cosim inspect`.
-
-examples:
-  cosim plot runs/quickstart-seed1.h5 --out figures/
-  cosim plot runs/a.h5 runs/b.h5 --out figures/ --labels proposed fedavg
-  cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink   # uplink symbols only
-  cosim plot runs/a.h5 runs/b.h5 --out figures/ --x uplink_seconds,uplink_energy
-  cosim plot runs/a.h5 --out figures/ --x total,rounds --format png,pdf
-  cosim plot runs/a.h5 --out figures/ --format svg --size 3.3,2.4 --dpi 600
-"""
-
-PLOT_AXES = ("rounds", "uplink", "uplink_seconds", "uplink_energy", "total")
-"""``cosim plot --x`` choices (``cosim.plots.ACCURACY_AXES``; not imported here, so that
-building the parser imports no matplotlib)."""
-PLOT_FORMATS = ("png", "pdf", "svg")
-"""``cosim plot --format`` choices (``cosim.plots.FORMATS``)."""
-
-
-def _comma_choices(choices: tuple[str, ...]):
-    """An argparse ``type``: a comma-separated list of ``choices`` -> list of str."""
-
-    def parse(text: str) -> list[str]:
-        values = [v.strip().lower() for v in text.split(",") if v.strip()]
-        bad = [v for v in values if v not in choices] or ([] if values else [text])
-        if bad:
-            raise argparse.ArgumentTypeError(
-                f"invalid choice: {bad[0]!r} (choose from {', '.join(map(repr, choices))})")
-        return values
-
-    return parse
-
-
-def _positive_number(text: str) -> float:
-    """An argparse ``type``: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
-
-
-def _size_in(text: str) -> tuple[float, float]:
-    """An argparse ``type``: ``W,H`` in inches, both finite and > 0."""
-    parts = text.split(",")
-    try:
-        if len(parts) != 2:
-            raise argparse.ArgumentTypeError("")
-        return _positive_number(parts[0]), _positive_number(parts[1])
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"must be W,H in inches, two numbers > 0 (e.g. 3.5,2.6), got {text!r}") from None
-
 EXAMPLES_STUDY = """examples:
   cosim study run study.toml --out studies/power          # worker processes on this machine
   cosim study run study.toml --out studies/power --address auto   # the cluster of `ray start`
   cosim study run study.toml --out studies/power --executor ray   # an embedded Ray, to try one
+  cosim study run power_budget_quickstart --out studies/try --seeds 2 --rounds 5 \
+      --only algorithm.name=bayes_aircomp,fedavg --set eval.every=1   # a shrunk try
   cosim study report studies/power --x uplink
   cosim study compact studies/power   # drop the finished runs' resume checkpoints
 
@@ -203,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_validate_parser(sub)
     _add_inspect_parser(sub)
     _add_verify_parser(sub)
-    _add_plot_parser(sub)
+    add_plot_parser(sub, _command)
     _add_study_parser(sub)
     _command(sub, "scenarios", "list the shipped scenarios and studies: name, description, path",
              EXAMPLES_SCENARIOS)
@@ -260,11 +217,30 @@ def _add_run_parser(sub) -> None:
 
 
 def _add_validate_parser(sub) -> None:
-    """``cosim validate``: a scenario (or a study) and ``--set``."""
+    """``cosim validate``: a scenario (or a study), ``--set`` and a study's ``--seeds``,
+    ``--rounds`` and ``--only``."""
     validate = _command(
         sub, "validate",
         "check a scenario (or a study) and print what it implies and costs", EXAMPLES_VALIDATE)
     _add_scenario_args(validate)
+    _add_study_options(validate, with_set=False)
+
+
+def _add_study_options(p: argparse.ArgumentParser, *, with_set: bool = True) -> None:
+    """``--set``, ``--seeds``, ``--rounds`` and ``--only`` of a study
+    (:mod:`cosim.study.options`; ``validate`` has its ``--set`` already)."""
+    if with_set:
+        p.add_argument("--set", dest="overrides", action="append", default=[],
+                       metavar="KEY.PATH=VALUE",
+                       help="override one scenario key of every point (TOML value syntax, as "
+                       "`cosim run --set`); repeatable")
+    p.add_argument("--seeds", default=None, metavar="N|A,B,...",
+                   help="a study's seeds: N, its first N; A,B,..., exactly those (one seed: 7,)")
+    p.add_argument("--rounds", type=int, default=None, metavar="N",
+                   help="a study's rounds for every point (as --set rounds=N)")
+    p.add_argument("--only", action="append", default=[], metavar="AXIS=V1,V2",
+                   help="run only a study's points whose AXIS is one of the values (written as "
+                   "in run names: 10 for 10.0); repeatable, every one must hold")
 
 
 def _add_inspect_parser(sub) -> None:
@@ -280,51 +256,6 @@ def _add_verify_parser(sub) -> None:
     verify.add_argument("paths", nargs="+", help="traces or study directories")
 
 
-def _add_plot_parser(sub) -> None:
-    """``cosim plot``: traces, ``--out``, ``--labels``, ``--x``, ``--format``, ``--dpi``
-    and ``--size``."""
-    plot = _command(
-        sub, "plot",
-        "draw the paper's kinds of figure from one or more traces", EXAMPLES_PLOT)
-    plot.add_argument("traces", nargs="+", help="HDF5 traces")
-    plot.add_argument("--out", required=True, help="output directory for the figures")
-    plot.add_argument("--labels", nargs="+", default=None,
-                      help="one legend label per trace (default: the trace's name, with its "
-                      "seed when two traces share a name)")
-    plot.add_argument(
-        "--x",
-        action="append",
-        type=_comma_choices(PLOT_AXES),
-        default=None,
-        metavar="{rounds,uplink,uplink_seconds,uplink_energy,total}",
-        help="x-axis of the accuracy and NLL figures; repeatable or a comma list: cumulative "
-        "uplink + downlink OFDM symbols (total, the paper's channel uses; the default: "
-        "accuracy_vs_channel_uses, nll_vs_channel_uses), cumulative uplink OFDM symbols only "
-        "(uplink: *_vs_uplink_symbols; with the default downlink, paper_mnist's total is "
-        "> 99.9 %% downlink), cumulative uplink air time in seconds (uplink_seconds: "
-        "*_vs_uplink_seconds), cumulative device transmit energy in joules (uplink_energy: "
-        "*_vs_uplink_energy) or the round from 0 (rounds: *_vs_rounds)",
-    )
-    plot.add_argument(
-        "--format",
-        dest="formats",
-        action="append",
-        type=_comma_choices(PLOT_FORMATS),
-        default=None,
-        metavar="{png,pdf,svg}",
-        help="file format; repeatable or a comma list (--format png,pdf); default png. PDF "
-        "and SVG are vector files (PDF embeds its TrueType fonts, SVG draws text as paths)",
-    )
-    plot.add_argument("--dpi", type=_positive_number, default=None,
-                      help="resolution of PNG files in dots per inch (default 300)")
-    plot.add_argument(
-        "--size", type=_size_in, default=None, metavar="W,H",
-        help="size of one panel in inches (default 3.5,2.6: one column of a two-column "
-        "paper); a figure of r x c panels is about c W by r H (the reliability diagram's and "
-        "the cell map's square panels are W by W)",
-    )
-
-
 def _add_study_parser(sub) -> None:
     """``cosim study run | report | compact``, each with its own arguments."""
     study = _command(
@@ -338,6 +269,7 @@ def _add_study_parser(sub) -> None:
     study_run.add_argument(
         "study", help="study TOML file (docs/studies.md), or the name of a shipped study (`cosim scenarios`)")
     study_run.add_argument("--out", required=True, help="output directory (traces in DIR/runs/)")
+    _add_study_options(study_run)
     study_run.add_argument(
         "--address", default=None,
         help="run on this Ray cluster (`auto`, or HOST:PORT of `ray start --head`) instead "
@@ -393,16 +325,23 @@ def _main(argv: list[str] | None) -> int:
         _parser().print_help()
         return EXIT_USAGE
     errors: tuple[type[Exception], ...] = (UsageError,)
-    try:
-        if args.command == "run":
-            import_for_command()
-    except KeyboardInterrupt:
-        print("cosim: interrupted while starting; nothing was run", file=sys.stderr)
-        return EXIT_INTERRUPTED
     if args.command in ("run", "validate", "study"):
         from cosim.scenario import ScenarioError
 
         errors = (ScenarioError, UsageError)
+    try:
+        if args.command == "run":
+            scenario = _refuse_run_early(args)  # what needs no TensorFlow, before its import
+            if sys.stderr.isatty():  # a terminal sees life at once, before TensorFlow's seconds
+                print(f"cosim run: {scenario.name}, seed {scenario.seed}, {scenario.rounds} rounds "
+                      f"-> {scenario.trace_path}; starting TensorFlow", file=sys.stderr, flush=True)
+            import_for_command()
+    except errors as error:
+        print(f"cosim {args.command}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("cosim: interrupted while starting; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
     try:
         return _dispatch(args)
@@ -415,6 +354,29 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:  # the reader went away (`cosim scenarios | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _refuse_run_early(args: argparse.Namespace):
+    """The refusals of ``cosim run`` that need no TensorFlow, before it is imported (a
+    refusal answers in a fraction of a second instead of after TensorFlow's seconds): a bad
+    scenario file, key or value (``ScenarioError``), a scenario too large for the machine,
+    a ``--tensorboard`` that is a file, and a trace path the run may not write (an existing
+    trace without ``--resume`` / ``--overwrite``, a directory, a parent it cannot write:
+    :func:`cosim.trace.check_trace_target`); :func:`cosim.run.run_command` checks them
+    again. The scenario, for the line the command prints at once."""
+    from cosim.scenario import check_resources, load_scenario
+    from cosim.trace import TraceError, check_trace_target
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    check_resources(scenario, source=args.scenario or "<default quickstart>")
+    board = args.tensorboard
+    if board is not None and Path(board).exists() and not Path(board).is_dir():
+        raise UsageError(f"--tensorboard {board}: exists and is not a directory")
+    try:
+        check_trace_target(scenario.trace_path, resume=args.resume, overwrite=args.overwrite)
+    except TraceError as error:
+        raise UsageError(str(error)) from None
+    return scenario
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -433,7 +395,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             tensorboard_dir=args.tensorboard,
         )
     if args.command == "validate":
-        return validate_command(args.scenario, args.overrides)
+        return validate_command(args.scenario, args.overrides, seeds=args.seeds,
+                                rounds=args.rounds, only=args.only)
     if args.command == "scenarios":
         return scenarios_command()
     if args.command == "study":
@@ -478,46 +441,9 @@ def inspect_command(trace: str) -> int:
     return EXIT_OK
 
 
-def plot_command(args: argparse.Namespace) -> int:
-    """``cosim plot``: draw the figures of ``args.traces`` into ``args.out``
-    (:func:`cosim.plots.plot_traces`), print each file's path; all or nothing: a bad
-    trace or option raises :class:`UsageError` and leaves no output directory."""
-    from cosim import plots
-    from cosim.trace import TraceError
-
-    traces = [_existing(p) for p in args.traces]
-    if args.labels is not None and len(args.labels) != len(traces):
-        raise UsageError(
-            f"--labels: got {len(args.labels)} labels for {len(traces)} traces"
-        )
-
-    try:  # --dpi beyond plots.MAX_DPI, --size beyond plots.MAX_PANEL_IN
-        options = plots.FigureOptions(
-            formats=tuple(f for group in args.formats or [plots.DEFAULT_FORMATS] for f in group),
-            dpi=args.dpi or plots.DEFAULT_DPI,
-            panel_size_in=args.size or plots.DEFAULT_PANEL_SIZE_IN,
-        )
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-
-    def note(text: str) -> None:
-        print(f"cosim plot: {text}", file=sys.stderr)
-
-    try:  # all or nothing: a bad trace leaves no output directory
-        written = plots.plot_traces(
-            traces, Path(args.out), labels=args.labels,
-            x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
-            formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
-            note=note,
-        )
-    except (TraceError, plots.PlotError) as error:
-        raise UsageError(str(error)) from None
-    for path in written:
-        print(path)
-    return EXIT_OK
-
-
-def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
+def validate_command(scenario_file: str | None, overrides: list[str], *,
+                     seeds: str | None = None, rounds: int | None = None,
+                     only: list[str] | tuple[str, ...] = ()) -> int:
     """``cosim validate``: print the resolved scenario and what it implies (d, N1/N2,
     symbols per round, memory, the dataset's files checked with the loader's restricted
     reader, the estimated cost), or raise :class:`cosim.scenario.ScenarioError` (also
@@ -535,13 +461,16 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
 
     if scenario_file is not None and _is_study(scenario_file):
         from cosim.study import load_study
+        from cosim.study.options import parse_options
 
-        if overrides:
-            raise UsageError("--set: a study sets its runs' keys in its [set] table")
-        study = load_study(scenario_file)  # every point validated
-        points = study.points()
+        study = load_study(scenario_file, validate=False)
+        options = parse_options(study, overrides=overrides, seeds=seeds, rounds=rounds,
+                                only=only)
+        study = options.apply(study)
+        points = study.points()  # every point validated
         print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
-              f"{len(points) // len(study.seeds)} axis combinations), every point valid")
+              f"{len(points) // len(study.seeds)} axis combinations), every point valid"
+              + ("" if options.empty else f"; options {options.flags()}"))
         from learning.data.files import DatasetFormatError, check_dataset_files
 
         for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
@@ -555,6 +484,11 @@ def validate_command(scenario_file: str | None, overrides: list[str]) -> int:
         for line in _study_privacy_lines(points):
             print(line)
         return EXIT_OK
+    instead = {"--seeds": "; a scenario takes --set seed=N", "--rounds": "; a scenario takes "
+               "--set rounds=N", "--only": " (a filter of its points)"}
+    for flag, given in (("--seeds", seeds), ("--rounds", rounds), ("--only", only or None)):
+        if given is not None:
+            raise UsageError(f"{flag}: an option of a study{instead[flag]}")
     scenario = load_scenario(scenario_file, overrides)
     num_params = scenario_num_params(scenario)
     check_resources(scenario, num_params, source=scenario_file or "<default quickstart>")
@@ -624,7 +558,7 @@ def _is_study(path: str) -> bool:
 
 def study_command(args: argparse.Namespace) -> int:
     """``cosim study run | report | compact``: :func:`cosim.study.run_study` (0 / 1),
-    :func:`cosim.study.report.report` (0; its files, then the
+    :func:`cosim.study.report.report` (0; its table of results per point, its files, then the
     :func:`cosim.study.report.cost_summary` line) or :func:`cosim.study.compact_study` (0 / 1); a bad study raises
     :class:`cosim.study.StudyError` (exit 2). Neither imports TensorFlow here."""
     if args.study_command == "run":
@@ -632,14 +566,22 @@ def study_command(args: argparse.Namespace) -> int:
 
         if args.num_cpus is not None and args.num_cpus < 1:
             raise UsageError(f"--num-cpus: must be >= 1 (got {args.num_cpus})")
+        from cosim.study import load_study
+        from cosim.study.options import parse_options
+
+        options = parse_options(load_study(args.study, validate=False),
+                                overrides=args.overrides, seeds=args.seeds, rounds=args.rounds,
+                                only=args.only)
         return run_study(args.study, args.out, address=args.address, num_cpus=args.num_cpus,
-                         executor=args.executor)
+                         executor=args.executor, options=options)
     if args.study_command == "report":
         import pandas as pd
 
         from cosim.study.report import cost_summary, report
 
-        for path in report(args.out, x=args.x):
+        written = report(args.out, x=args.x)
+        print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+        for path in written:
             print(path)
         print(cost_summary(pd.read_csv(Path(args.out) / "cost.csv")))
         return EXIT_OK
@@ -668,27 +610,6 @@ def scenarios_command() -> int:
             print(f"  {s.name:<{width}}  {s.description}".rstrip())
             print(f"  {'':<{width}}  {s.path}")
     return EXIT_OK
-
-
-class UsageError(Exception):
-    """Bad command-line input (exit status 2, no traceback)."""
-
-
-def _existing(path: str) -> Path:
-    """``path`` as a trace file to read; UsageError naming it when it is missing, a
-    directory or not a regular file."""
-    p = Path(path)
-    try:
-        os.stat(p)
-    except FileNotFoundError:
-        raise UsageError(f"no such trace file: {path}") from None
-    except OSError as exc:  # a name too long, a link loop, a directory not searchable
-        raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
-    if p.is_dir():
-        raise UsageError(f"cannot read trace {path}: it is a directory")
-    if not p.is_file():
-        raise UsageError(f"cannot read trace {path}: not a regular file")
-    return p
 
 
 if __name__ == "__main__":

@@ -63,6 +63,11 @@ fraction of their first committed value."""
 CLIPPED_FRACTION_FLAG = 0.5
 """The worst device is flagged when the power constraint clipped at least this share of its
 values, averaged over the rounds it sent in."""
+PRIVACY_CLIPPED_SHARE = 0.5
+"""``privacy_clipped``: a phase whose clip norm (``privacy.clip_norm``) scaled down more
+than this share of the round's senders (``privacy_clipped_devices_<phase>``) in more than
+this share of its rounds: most of what most devices send is the clip norm's size, not
+their update's."""
 
 LOSS_RISING_EVALUATIONS = 3
 """An early sign of divergence: the training loss rose at this many evaluations in a row..."""
@@ -92,6 +97,7 @@ DOCS = {
     "fell_from_best": "docs/health.md#a-model-that-fell-from-its-best",
     "dropouts": "docs/network.md#who-takes-part-in-a-round",
     "rounds_discarded": "docs/network.md#who-takes-part-in-a-round",
+    "privacy_clipped": "docs/health.md#most-senders-clipped-by-the-privacy-clip-norm",
 }
 """Every flag's name and the docs section (file#anchor) that explains it."""
 
@@ -306,6 +312,42 @@ def _participation(data: TraceData) -> dict[str, Any] | None:
     return out
 
 
+def _senders(data: TraceData) -> np.ndarray:
+    """The devices that sent in each committed round [T]: ``per_device/participated`` codes
+    1 and 4 (sent; a straggler with fewer steps), else every device of the drop."""
+    codes = data.per_device.get("participated")
+    if codes is not None:
+        return np.sum(np.isin(codes, (1, 4)), axis=1).astype(np.float64)
+    devices = data.devices.get("distance_m")
+    count = len(devices) if devices is not None else data.scenario.get("cell", {}).get("num_devices", 0)
+    return np.full(data.completed_rounds, float(count))
+
+
+def _privacy(data: TraceData) -> dict[str, Any] | None:
+    """The privacy reached (``privacy_epsilon`` of the last committed round, at the
+    scenario's ``privacy.delta``, against ``privacy.target_epsilon``) and, per phase with
+    ``privacy_clipped_devices_<phase>``, the rounds in which the clip norm scaled down
+    most senders; None without ``privacy_epsilon``."""
+    epsilon = data.rounds.get("privacy_epsilon")
+    if epsilon is None or not len(epsilon):
+        return None
+    table = data.scenario.get("privacy") or {}
+    target = table.get("target_epsilon")
+    senders = _senders(data)
+    clipped = {}
+    for name in sorted(n for n in data.rounds if n.startswith("privacy_clipped_devices_")):
+        counts = np.asarray(data.rounds[name], np.float64)
+        ok = np.isfinite(counts) & (senders > 0)
+        share = counts[ok] / senders[ok]
+        clipped[name.removeprefix("privacy_clipped_devices_")] = {
+            "rounds": int(ok.sum()),
+            "rounds_most_clipped": int(np.count_nonzero(share > PRIVACY_CLIPPED_SHARE)),
+            "median_share": float(np.median(share)) if share.size else None}
+    last = float(epsilon[-1])
+    return {"epsilon": last, "delta": table.get("delta"), "target_epsilon": target,
+            "target_met": None if target is None else bool(last <= target), "clipped": clipped}
+
+
 def health(trace: str | Path | TraceData) -> dict[str, Any]:
     """The health summary of a trace, as a plain dict (JSON-serialisable).
 
@@ -330,7 +372,9 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         loss_rising_relative, loss_rising_at_end), ``chance`` (chance, last_round,
         last_accuracy, best_round, best_accuracy, at_chance, fell_from_best; None without
         an evaluation or ``devices/label_hist``), ``participation`` (None without
-        ``[participation]``), and ``flags``: a list of {name, message, docs}, ``docs``
+        ``[participation]``), ``privacy`` (epsilon, delta, target_epsilon, target_met,
+        clipped {phase: rounds, rounds_most_clipped, median_share}; None without
+        ``privacy_epsilon``), and ``flags``: a list of {name, message, docs}, ``docs``
         the section that explains it (:data:`DOCS`). No flags: nothing found.
 
     Raises
@@ -345,7 +389,7 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         "nmse": _nmse(data), "vote": _votes(data), "power_over_budget": _power_budget(data),
         "posterior_std": _posterior(data), "worst_device": _worst_device(data),
         "divergence": _divergence(data), "chance": _chance(data),
-        "participation": _participation(data),
+        "participation": _participation(data), "privacy": _privacy(data),
     }
     report["flags"] = _flags(report)
     return report
@@ -403,11 +447,32 @@ def _flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
         if participation["rounds_discarded"]:
             flags.append(_flag("rounds_discarded", f"{participation['rounds_discarded']} round(s) discarded "
                                "by the BS (no device's phase reached it)"))
+    privacy = report.get("privacy") or {}
+    most = {p: e for p, e in (privacy.get("clipped") or {}).items()
+            if e["rounds"] and e["rounds_most_clipped"] > PRIVACY_CLIPPED_SHARE * e["rounds"]}
+    if most:
+        flags.append(_flag("privacy_clipped", "privacy.clip_norm scaled down over "
+                           f"{100 * PRIVACY_CLIPPED_SHARE:g} % of the senders in most rounds: " + ", ".join(
+                               f"{p} in {e['rounds_most_clipped']} of {e['rounds']} rounds (median "
+                               f"{100 * e['median_share']:.0f} % of the senders)" for p, e in most.items())
+                           + "; what they send is the clip norm's size, not their update's"))
     return flags
 
 
 def _g(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+def docs_link(link: str) -> str:
+    """A page of :data:`DOCS` (``docs/health.md#a-model-at-chance``) as the reader can open
+    it: as written in a source tree (the repository's ``docs/`` beside the package), else
+    the path of the copy an installed package ships (the package ``cosim.docs``)."""
+    page, _, anchor = link.partition("#")
+    package = Path(__file__).resolve().parent
+    if (package.parent / page).is_file():
+        return link
+    installed = (package / "docs" / Path(page).name).as_posix()
+    return f"{installed}#{anchor}" if anchor else installed
 
 
 def health_lines(report: Mapping[str, Any]) -> list[str]:
@@ -472,8 +537,17 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
                          f"of {participation['scheduled_device_rounds']} scheduled device-rounds")
         parts.append(f"{participation['rounds_discarded']} round(s) discarded")
         lines.append("network  " + ", ".join(parts))
+    privacy = report.get("privacy")
+    if privacy is not None:
+        delta = "" if privacy["delta"] is None else f" at delta {privacy['delta']:g}"
+        target = ("no target" if privacy["target_epsilon"] is None else
+                  f"target {privacy['target_epsilon']:g}: "
+                  + ("met" if privacy["target_met"] else "above it"))
+        lines.append(f"privacy  epsilon {privacy['epsilon']:.4g}{delta} after {report['rounds']} "
+                     f"round(s) ({target})")
     if report["flags"]:
-        lines.extend(f"flag     {flag['name']}: {flag['message']} (see {flag['docs']})" for flag in report["flags"])
+        lines.extend(f"flag     {flag['name']}: {flag['message']} (see {docs_link(flag['docs'])})"
+                     for flag in report["flags"])
     else:
         lines.append("flags    none")
     return lines
@@ -486,5 +560,6 @@ def health_section(trace: str | Path | TraceData) -> str:
     data = trace if isinstance(trace, TraceData) else read_trace(trace)
     if data.completed_rounds == 0:
         return ""
-    lines = ["", "", "  health (docs/health.md)", *(f"    {line}" for line in health_lines(health(data)))]
+    lines = ["", "", f"  health ({docs_link('docs/health.md')})",
+             *(f"    {line}" for line in health_lines(health(data)))]
     return "\n".join(lines)

@@ -148,12 +148,20 @@ class InertPrecisionWatch:
         )
 
 
+COMPILE_NOTE = ("about 2 minutes from a cold cache on 2 cores (the quickstart's round 0 took "
+                "134 s on 2026-12-01, other work running), seconds from the cache")
+"""What the first round of a process costs beyond the others, said before it starts:
+Numba compiles the local training's and the PHY's kernels on their first call and
+caches them (``native/numba_cache.py``); TensorFlow traces its graphs."""
+
+
 class Progress:
     """A tqdm bar on a terminal; plain periodic lines otherwise (logs, CI, pipes)."""
 
     def __init__(self, total: int, initial: int, name: str, stream=None):
         self.stream = stream or sys.stderr
         self.total, self.name = total, name
+        self.first = initial  # this process's first round: it compiles the kernels
         self.bar = None
         if self.stream.isatty():
             from tqdm import tqdm
@@ -165,10 +173,14 @@ class Progress:
         if record.evaluated:
             self.last_accuracy = record.scalars["test_accuracy"]
         text = f"acc={self.last_accuracy:.3f} uses={channel_uses:.3g}"
+        if record.round == self.first:  # its time apart: the compile is in it, not in the rest
+            self.message(f"[{self.name}] round {record.round + 1}/{self.total} {text} (round "
+                         f"{record.round}: {record.scalars['wall_s']:.1f} s, the kernels' compile "
+                         "included; the rounds after it are timed apart)")
         if self.bar is not None:
             self.bar.set_postfix_str(text, refresh=False)
             self.bar.update(1)
-        elif record.evaluated or record.round + 1 == self.total:
+        elif record.round != self.first and (record.evaluated or record.round + 1 == self.total):
             print(
                 f"[{self.name}] round {record.round + 1}/{self.total} {text} "
                 f"({record.scalars['wall_s']:.2f} s/round)",
@@ -418,6 +430,8 @@ class RoundObservers:
             resolved = scenario.resolved_runtime()
             self.say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
                      + (", XLA" if resolved.jit_compile else ""))
+            self.say(f"round {start} compiles the kernels (Numba's, cached on disk for later "
+                     f"runs, and TensorFlow's graphs): {COMPILE_NOTE}")
 
     def say(self, text: str) -> None:
         """One line on stderr (through the bar when there is one)."""

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("native", "phy", "learning", "cosim")
-SOURCES = (*PACKAGES, "scenarios", "pyproject.toml", "README.md")
+SOURCES = (*PACKAGES, "scenarios", "docs", "pyproject.toml", "README.md")
 
 
 def _copy_sources(target: Path) -> Path:
@@ -102,3 +102,19 @@ def test_the_installed_package_finds_its_scenarios_outside_the_repository(instal
     assert scenario.returncode == 0, scenario.stderr
     assert "name = \"quickstart\"" in scenario.stdout
     assert list(tmp_path.iterdir()) == []  # validate writes nothing
+
+
+def test_the_health_summarys_links_open_from_the_install(wheel, installed, tmp_path):
+    """The health flags name pages of docs/; the wheel ships their text (cosim/docs/*.md)
+    and an installed package names that copy, a file that exists."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"cosim/docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} <= names
+    code = ("from cosim.health import DOCS, docs_link; "
+            "print('\\n'.join(docs_link(link) for link in sorted(set(DOCS.values()))))")
+    links = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                           env={**os.environ, "PYTHONPATH": str(installed)}, text=True,
+                           check=True).stdout.split()
+    assert links
+    for link in links:
+        page = Path(link.partition("#")[0])
+        assert page.is_relative_to(installed / "cosim" / "docs") and page.is_file(), link

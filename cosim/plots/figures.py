@@ -5,9 +5,11 @@ figure below as ``STEM.FORMAT`` for each requested format (:data:`FORMATS`: PNG 
 ``dpi`` dots per inch; PDF and SVG are vector files: PDF embeds its TrueType fonts, SVG
 draws text as paths, and neither carries a date, so equal figures give equal files).
 Every figure holds every trace that has its data (one colour and marker per trace, the
-same in every figure; the label is the algorithm's display name, with the trace's
-``name``, ``seed N`` or the file stem added where two traces would share one:
-:func:`cosim.plots.style.trace_labels`). Rounds are numbered from 0, as ``/rounds/round`` and
+same in every figure; the labels are the values of the scenario keys in which the
+traces differ, or of one trace its algorithm's display name:
+:func:`cosim.plots.style.trace_labels`; of several traces the legend sits below the
+panel, :func:`cosim.plots.style.legend_outside`; an axis spanning over two decades is
+logarithmic unless ``log_x`` / ``log_y`` say otherwise). Rounds are numbered from 0, as ``/rounds/round`` and
 ``cosim inspect`` number them, and round and symbol axes carry integer ticks only.
 
 Figures (file stems):
@@ -16,15 +18,16 @@ Figures (file stems):
   (nats/sample) of every evaluated round against each requested x-axis
   (:data:`ACCURACY_AXES`):
 
-  * ``"total"`` (default) -> ``*_vs_channel_uses``: cumulative channel uses, uplink +
+  * ``"uplink"`` (default, :data:`DEFAULT_ACCURACY_AXIS`) -> ``*_vs_uplink_symbols``:
+    cumulative uplink OFDM symbols (``cumulative_uplink_symbols``; for traces written
+    before that column, the running sum of ``uplink_symbols``), what an AirComp method
+    changes;
+  * ``"total"`` -> ``*_vs_channel_uses``: cumulative channel uses, uplink +
     downlink OFDM symbols. The paper's Sec. VI-B plots "test accuracy ... as a
     function of the number of channel uses for downlink multicast and uplink local
     update aggregation" (Fig. "Comparison of wireless FL methods"). With the default
     digital downlink this axis is > 99.9 % downlink (``docs/trace.md``), so uplink
     variants are compared better with ``"uplink"``;
-  * ``"uplink"`` -> ``*_vs_uplink_symbols``: cumulative uplink OFDM symbols
-    (``cumulative_uplink_symbols``; for traces written before that column, the
-    running sum of ``uplink_symbols``);
   * ``"uplink_seconds"`` -> ``*_vs_uplink_seconds``: cumulative uplink air time in
     seconds (``cumulative_uplink_seconds``, else the running sum of ``uplink_seconds``),
     which puts schemes of different symbol counts and numerologies on one time axis;
@@ -94,7 +97,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from cosim.atomic_write import OutputError, check_output_path
+from cosim.atomic_write import OutputError, check_output_path, new_file_mode
 from cosim.plots.learning import (
     metric_figure,
     posterior_figure,
@@ -202,6 +205,8 @@ def plot_traces(
     dpi: float = DEFAULT_DPI,
     size_in: tuple[float, float] = DEFAULT_PANEL_SIZE_IN,
     note: Callable[[str], None] | None = None,
+    log_x: bool | None = None,
+    log_y: bool | None = None,
 ) -> list[Path]:
     """Draw every figure (module docstring) for ``paths`` into ``out_dir``; the files written,
     figure by figure, each in the order of ``formats``.
@@ -225,6 +230,9 @@ def plot_traces(
         (width, height) of one panel, inches (:class:`FigureOptions`).
     note : callable, optional
         Receives one line per figure skipped for want of data.
+    log_x, log_y : bool or None
+        The accuracy, NLL and ECE figures' scales (:class:`FigureOptions`): True log,
+        False linear, None log where the data span over two decades.
 
     Raises
     ------
@@ -237,7 +245,7 @@ def plot_traces(
         ``out_dir`` that is not a directory or cannot be written.
     """
     axes = _axes_list(x)
-    options = FigureOptions(tuple(formats), dpi, tuple(size_in))
+    options = FigureOptions(tuple(formats), dpi, tuple(size_in), log_x, log_y)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise PlotError(f"cannot write figures to {out_dir}: it is not a directory")
@@ -301,6 +309,7 @@ def _move_into(drawn: list[Path], out_dir: Path) -> list[Path]:
             shutil.copyfile(figure, name)
             with open(name, "rb+") as written:
                 os.fsync(written.fileno())
+                os.fchmod(written.fileno(), new_file_mode())  # mkstemp's 0o600: the umask's
     except (OSError, PlotError) as exc:
         for tmp, _ in copies:
             tmp.unlink(missing_ok=True)

@@ -28,11 +28,14 @@ from cosim.plots.style import (
     _count_axis,
     _evaluated,
     _integer_x,
+    _trace_linestyle,
     _trace_style,
     accuracy_x,
     legend_below,
+    legend_outside,
     panel_figure,
     panel_grid,
+    spans_decades,
     style,
 )
 from cosim.trace import TraceData
@@ -66,26 +69,53 @@ def metric_figure(traces: Sequence[TraceData], labels: Sequence[str], metric: st
             if metric in t.rounds and np.isfinite(t.rounds[metric]).any()]
     if not have:
         raise Skipped(f"no trace holds an evaluated /rounds/{metric}")
+    several = len(have) > 1
     with style():
         fig, axes = panel_figure(options)
         ax = axes[0, 0]
-        xs = []
+        xs, ys = [], []
+        companions = False
         for i, trace, label in have:
             ok = np.isfinite(trace.rounds[metric])
             xs.append(accuracy_x(trace, x)[ok])
-            ax.plot(xs[-1], trace.rounds[metric][ok], label=label, **_trace_style(i))
+            ys.append(trace.rounds[metric][ok])
+            ax.plot(xs[-1], ys[-1], label=label, linestyle=_trace_linestyle(i), **_trace_style(i))
             companion = trace.rounds.get(COMPANIONS.get(metric, ""))
             if companion is not None and np.isfinite(companion).any():
                 shown = np.isfinite(companion)
+                companions = True
+                ys.append(companion[shown])
                 ax.plot(accuracy_x(trace, x)[shown], companion[shown], linestyle="--",
-                        color=_trace_style(i)["color"], label=f"{label}, posterior mean")
-        if x in COUNT_AXES:
+                        color=_trace_style(i)["color"],
+                        label="_nolegend_" if several else f"{label}, posterior mean")
+        log_x = _log_scale(options.log_x, xs)
+        if log_x:
+            ax.set_xscale("log")
+            ax.set_xlabel(ACCURACY_AXES[x][1])
+        elif x in COUNT_AXES:
             _count_axis(ax, ACCURACY_AXES[x][1], xs)
         else:  # seconds, joules: any real number
             ax.set_xlabel(ACCURACY_AXES[x][1])
+        if _log_scale(options.log_y, ys):
+            ax.set_yscale("log")
         ax.set_ylabel(ylabel)
-        ax.legend(loc="best")
+        handles = ax.get_legend_handles_labels()[0]
+        if several and companions:
+            handles.append(Line2D([], [], color="0.3", linestyle="--",
+                                  label="posterior mean (dashed, the run's colour)"))
+        if several:
+            legend_outside(fig, handles)
+        else:
+            ax.legend(loc="best")
     return fig
+
+
+def _log_scale(asked: bool | None, values: Sequence[np.ndarray]) -> bool:
+    """A log axis when asked (``--log-x``, ``--log-y``), else when the values span over
+    two decades (:func:`cosim.plots.style.spans_decades`)."""
+    if asked is not None:
+        return asked
+    return spans_decades(np.concatenate(values)) if values else False
 
 
 def reliability_figure(traces: Sequence[TraceData], labels: Sequence[str],
@@ -208,5 +238,8 @@ def posterior_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for ax in (change, std):
             ax.set_xlabel("round")
             _integer_x(ax)
-            ax.legend(loc="best")
+            if len(have) == 1:
+                ax.legend(loc="best")
+        if len(have) > 1:  # one legend for both panels, outside them
+            legend_outside(fig, change.get_legend_handles_labels()[0])
     return fig

@@ -9,8 +9,10 @@ palette, constrained layout) is applied with ``matplotlib.rc_context`` inside
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from cosim.display_names import VALUES
+from cosim.display_names import VALUES, value_label
 from cosim.trace import TraceData
 
 RINGS = (("near", 0.0, 1 / 3), ("mid", 1 / 3, 2 / 3), ("far", 2 / 3, math.inf))
@@ -52,7 +54,10 @@ RUNNING_TOTAL_AXES = {
 the per-round column it sums, for traces without the former)."""
 COUNT_AXES = ("total", "uplink", "rounds")
 """The axes of whole numbers (integer ticks); seconds and joules are not."""
-DEFAULT_ACCURACY_AXIS = "total"
+DEFAULT_ACCURACY_AXIS = "uplink"
+"""The accuracy and NLL figures' default x: the uplink's channel uses, what an AirComp
+method changes (the total of the paper's Sec. VI-B is over 99.9 % downlink with the
+default digital downlink: 1.0e8 of the quickstart's symbols against 13,920 uplink ones)."""
 
 FORMATS = ("png", "pdf", "svg")
 """File formats ``plot_traces`` writes (``--format``)."""
@@ -154,6 +159,10 @@ class FigureOptions:
         (width, height) of one panel in inches, each in (0, :data:`MAX_PANEL_IN`]; a
         figure of r x c panels is about c W wide and r H tall (square panels such as
         the reliability diagram and the cell map are W wide).
+    log_x, log_y : bool or None
+        The accuracy, NLL and ECE figures' x and y scales: True log (``--log-x``,
+        ``--log-y``), False linear, None (the default) log where the data span over two
+        decades (:func:`spans_decades`).
 
     Raises
     ------
@@ -164,6 +173,8 @@ class FigureOptions:
     formats: tuple[str, ...] = DEFAULT_FORMATS
     dpi: float = DEFAULT_DPI
     panel_size_in: tuple[float, float] = DEFAULT_PANEL_SIZE_IN
+    log_x: bool | None = None
+    log_y: bool | None = None
 
     def __post_init__(self) -> None:
         formats = tuple(dict.fromkeys(str(f).lower() for f in self.formats))
@@ -248,10 +259,48 @@ def _has_uplink(trace: TraceData) -> bool:
     return has_axis(trace, "uplink")
 
 
+LABEL_IGNORED = ("trace.",)
+"""Scenario keys (prefixes) :func:`differing_keys` leaves out: where a trace was written
+says nothing about the run."""
+
+
+def _flat(table: dict, prefix: str = "") -> dict[str, object]:
+    """A scenario table as dotted keys -> values (lists kept whole)."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def differing_keys(traces: Sequence[TraceData]) -> list[str]:
+    """The dotted scenario keys whose value is not the same in every trace (a key some
+    trace lacks counts), in the first trace's order but ``seed`` last, leaving out
+    :data:`LABEL_IGNORED` (the trace's path) and ``name`` when another key differs."""
+    flats = [_flat(t.scenario) for t in traces]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    found = [k for k in keys if not k.startswith(LABEL_IGNORED)
+             and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
+    found = [k for k in found if k != "name"] or found
+    return sorted(found, key=lambda k: k == "seed")  # the seed last: "FedAvg, seed 2"
+
+
+def _key_label(key: str, value) -> str:
+    """One differing key's value in a legend label (:func:`value_label`; ``seed 2``)."""
+    if key == "seed":
+        return f"seed {value}"
+    return value_label(key, value)
+
+
 def trace_labels(traces: Sequence[TraceData]) -> list[str]:
-    """One legend label per trace, in the reader's words: the algorithm's display name
+    """One legend label per trace, in the reader's words. Of several traces, the values
+    of the scenario keys in which they differ (:func:`differing_keys`, each by
+    :func:`cosim.display_names.value_label`: "FedAvg, P = 10 dBm, seed 2"). Of one trace,
+    or of traces whose scenarios are the same, the algorithm's display name
     (:data:`cosim.display_names.VALUES`, "Proposed", "FedAvg"; the trace's ``name``
-    attribute, else its file stem, when the scenario names none), then, for labels two
+    attribute, else its file stem, when the scenario names none); then, for labels two
     traces still share, whichever of the trace's name, ``seed N`` and the file stem tells
     them apart, in that order."""
     def algorithm(trace: TraceData) -> str | None:
@@ -260,6 +309,11 @@ def trace_labels(traces: Sequence[TraceData]) -> list[str]:
 
     names = [str(t.attrs.get("name") or t.path.stem) for t in traces]
     labels = [algorithm(t) or n for t, n in zip(traces, names)]
+    keys = differing_keys(traces) if len(traces) > 1 else []
+    if keys:
+        flats = [_flat(t.scenario) for t in traces]
+        labels = [", ".join(_key_label(k, f[k]) for k in keys if k in f) or label
+                  for f, label in zip(flats, labels)]
     parts = [names, [f"seed {t.attrs['seed']}" if "seed" in t.attrs else "" for t in traces],
              [t.path.stem for t in traces]]
     for part in parts:
@@ -302,8 +356,17 @@ def _phase_label(phase: str) -> str:
 
 
 def _trace_style(index: int) -> dict:
-    """Colour and marker of trace ``index`` (the same in every figure)."""
-    return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[index % len(MARKERS)]}
+    """Colour and marker of trace ``index`` (the same in every figure): the palette's
+    colours with their markers, each time round the markers shifted by one, so that no two
+    of 64 traces look alike (:func:`_trace_linestyle` adds the line style to curves)."""
+    turn = index // len(PALETTE)
+    return {"color": PALETTE[index % len(PALETTE)], "marker": MARKERS[(index + turn) % len(MARKERS)]}
+
+
+def _trace_linestyle(index: int) -> str:
+    """The line style of trace ``index``'s curves: solid for the first 8, then the next
+    style each time round the palette."""
+    return LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]
 
 
 def _integer_x(ax) -> None:
@@ -349,6 +412,43 @@ def _db(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(values > 0, 10.0 * np.log10(np.where(values > 0, values, 1.0)), np.nan)
+
+
+def spans_decades(values, ratio: float = 100.0) -> bool:
+    """True when every finite value is positive and the largest is over ``ratio`` times
+    the smallest (joules from an analog round at 0 dBm to a digital one's): such an axis
+    is drawn on a log scale. Never for an axis that starts at 0 (rounds)."""
+    values = np.asarray(values, dtype=float).ravel()
+    values = values[np.isfinite(values)]
+    return bool(values.size) and values.min() > 0 and values.max() > ratio * values.min()
+
+
+LEGEND_ROW_IN = 0.12
+"""The height of one row of a legend (6.5 pt text, 0.3 em apart), inches."""
+LEGEND_FREE_ROWS = 2
+"""Rows a legend below the panel takes from the panel's height; each further row makes
+the figure taller by :data:`LEGEND_ROW_IN` (the panel keeps its size)."""
+
+
+def legend_outside(fig: Figure, handles: list) -> None:
+    """One legend below the panels, in as many columns as the figure's width holds for
+    its longest label (a label longer than a line wrapped); the figure grows by the rows
+    beyond :data:`LEGEND_FREE_ROWS`, so that no panel shrinks away however many runs it
+    shows."""
+    if not handles:
+        return
+    width_chars = int(fig.get_figwidth() * 72 / 3.4)  # 6.5 pt serif: about 3.4 pt a character
+    for handle in handles:
+        if len(handle.get_label()) > width_chars - 6:
+            handle.set_label(textwrap.fill(handle.get_label(), width_chars - 6))
+    labels = [h.get_label().split("\n") for h in handles]
+    longest = max(len(line) for label in labels for line in label)
+    ncols = max(1, min(len(handles), width_chars // (longest + 6)))
+    rows = math.ceil(len(handles) / ncols) * max(len(label) for label in labels)
+    extra = max(0, rows - LEGEND_FREE_ROWS) * LEGEND_ROW_IN
+    if extra:
+        fig.set_figheight(fig.get_figheight() + extra)
+    fig.legend(handles=handles, loc="outside lower center", ncols=ncols)
 
 
 def legend_below(fig: Figure, handles: list, ncols: int | None = None) -> None:

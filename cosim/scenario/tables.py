@@ -580,7 +580,7 @@ class Scenario(_Section):
     def _check(self) -> Scenario:
         signs = ", ".join(repr(name) for name, entry in CATALOG.items() if entry.sends == "signs")
         _require(self.uplink.carries == "values" or CATALOG[self.algorithm.name].sends == "signs", "uplink.scheme",
-                 f"= {self.uplink.scheme!r} carries only signs (a majority vote), and algorithm.name = "
+                 f"{self.uplink.scheme!r} carries only signs (a majority vote), and algorithm.name = "
                  f"{self.algorithm.name!r} needs the weighted sum of values: use an algorithm that sends "
                  f"signs ({signs}) or a scheme that carries values")
         _require(self.power.gamma != "joint" or self.uplink.scheme == "analog", "power.gamma",
@@ -590,7 +590,8 @@ class Scenario(_Section):
                  "= \"joint\" is not accounted by [privacy] (its mechanism takes the paper's fixed "
                  "gamma): remove one of them")
         _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
-                 f"= {self.ofdm.num_subcarriers}: uplink.scheme = 'noncoherent_mv' needs at least 2 (a pair per sign)")
+                 f"uplink.scheme = 'noncoherent_mv' needs at least 2, a pair per sign (got "
+                 f"{self.ofdm.num_subcarriers})")
         _require(self.power.control != "privacy_scaling" or (
             self.privacy is not None and self.privacy.target_epsilon is not None), "power.control",
             "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "

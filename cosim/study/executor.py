@@ -177,6 +177,14 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
     from cosim.scenario import parse_scenario
     from cosim.study.task import _run_task
 
+    try:  # TensorFlow and the run's modules, before READY (their threads are set per run)
+        from native.tensorflow_import import import_for_command
+
+        import_for_command()
+        import cosim.run  # noqa: F401
+    except Exception:  # the run's task meets it again and reports it as its error
+        pass
+    connection.send(READY)  # the driver says so
     while True:
         try:
             message = connection.recv()
@@ -192,6 +200,11 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
         connection.send(_run_task(parse_scenario(tomllib.loads(text), name), cpus))
 
 
+READY = ("ready",)
+"""What a local worker sends once it has imported what its runs need (TensorFlow with
+them), before its first result."""
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -199,7 +212,8 @@ def _main_thread() -> bool:
 class _Worker:
     """One local worker process, its end of the pipe and the run it holds (or None)."""
 
-    def __init__(self, context, cpus: float, log_path: str | None):
+    def __init__(self, context, cpus: float, log_path: str | None, index: int = 0):
+        self.index, self.created = index, time.perf_counter()
         parent, child = context.Pipe()
         self.process = context.Process(target=_local_worker,
                                        args=(child, cpus, os.getpid(), log_path),
@@ -254,6 +268,7 @@ class LocalExecutor:
         self.queue: deque[tuple[str, Scenario]] = deque()
         self.context = None
         self.replaced = 0  # workers that died and were replaced (their logs keep their names)
+        self.notes: list[str] = []  # lines for the study's output (:meth:`notices`)
 
     @property
     def pending(self) -> int:
@@ -290,11 +305,13 @@ class LocalExecutor:
             if idle is None:
                 if len(self.workers) >= self.slots:
                     return
-                log = None
+                log, index = None, len(self.workers) + self.replaced
                 if self.log_dir is not None:
-                    log = str(self.log_dir / f"worker-{len(self.workers) + self.replaced}.log")
-                idle = _Worker(self.context, self.cpus_per_run, log)
+                    log = str(self.log_dir / f"worker-{index}.log")
+                idle = _Worker(self.context, self.cpus_per_run, log, index)
                 self.workers.append(idle)
+                self.notes.append(f"worker {index} starting (pid {idle.process.pid}): it imports "
+                                  "TensorFlow, then runs; its first run compiles the kernels")
             name, scenario = self.queue.popleft()
             idle.run = (name, time.perf_counter())
             idle.connection.send((name, scenario.to_toml()))
@@ -316,6 +333,13 @@ class LocalExecutor:
                     if not worker.connection.poll():
                         raise EOFError
                     result = worker.connection.recv()
+                    if result == READY:  # started: said, and its run goes on
+                        self.notes.append(f"worker {worker.index} ready after "
+                                          f"{time.perf_counter() - worker.created:.1f} s; "
+                                          f"running {name}")
+                        if not worker.connection.poll():
+                            continue
+                        result = worker.connection.recv()
                 except (EOFError, OSError):  # died while running this run
                     worker.process.join(timeout=STOP_GRACE_S)
                     result = {"state": "failed", "error": _death(worker.process.exitcode),
@@ -328,6 +352,11 @@ class LocalExecutor:
                 finished.append((name, result))
         self._dispatch()
         return finished
+
+    def notices(self) -> list[str]:
+        """The lines about the workers since the last call (one starting, one ready)."""
+        notes, self.notes = self.notes, []
+        return notes
 
     def _processes(self) -> list[tuple[int, int]]:
         found = []

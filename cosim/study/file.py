@@ -105,6 +105,10 @@ class Study:
     only : dict[str, dict[str, list]]
         Axes swept only at some values of other axes: an axis key -> {another axis key
         -> the values at which the first is swept}; elsewhere it keeps its first value.
+    keep : dict[str, list]
+        A filter of the points (``--only`` of the command line,
+        :mod:`cosim.study.options`): an axis key -> the values kept; a point is run when
+        every axis named is at one of them.
     """
 
     source: Path
@@ -116,11 +120,12 @@ class Study:
     labels: dict[str, str] = field(default_factory=dict)
     only: dict[str, dict[str, list]] = field(default_factory=dict)
     text: str = field(default="", repr=False)
+    keep: dict[str, list] = field(default_factory=dict)
 
     def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
         """Every run: the product of the axes (first axis slowest) x the seeds, less the
         combinations ``only`` leaves out (an axis at any but its first value where another
-        axis is not at one of the values ``only`` names).
+        axis is not at one of the values ``only`` names) and those ``keep`` filters out.
 
         With ``out_dir`` each run's ``trace.path`` is ``out_dir/runs/<name>.h5``. With
         ``validate`` every point is loaded as a scenario (and its size checked), and
@@ -130,7 +135,7 @@ class Study:
         points, problems, names = [], [], {}
         for combo in itertools.product(*(self.axes[k] for k in keys)):
             values = dict(zip(keys, combo, strict=True))
-            if not self.swept_here(values):
+            if not self.swept_here(values) or not self.kept(values):
                 continue
             for seed in self.seeds:
                 name = run_name(values, seed)
@@ -160,6 +165,10 @@ class Study:
         if problems:
             raise StudyError(problems, str(self.source))
         return points
+
+    def kept(self, values: dict[str, Any]) -> bool:
+        """Whether the axis combination ``values`` passes ``keep`` (``--only``)."""
+        return all(any(_same(values[key], v) for v in allowed) for key, allowed in self.keep.items())
 
     def swept_here(self, values: dict[str, Any]) -> bool:
         """Whether the axis combination ``values`` is a point: every axis ``only`` does

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import re
 import sys
@@ -45,11 +44,14 @@ import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
 from cosim.display_names import axis_label, metric_label, metric_range, value_label, value_text
-from cosim.plots.style import RINGS, legend_below
+from cosim.plots.style import RINGS, legend_below, legend_outside, spans_decades
 from cosim.printable import printable
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario
 from cosim.study.cost import format_core_hours, run_cost
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
+from cosim.study.options import read_options
+from cosim.study.results import results, results_markdown
+from cosim.study.seed_stats import CONFIDENCE, _ci, _ci_rows, _groups  # noqa: F401 (tests, CONFIDENCE)
 from cosim.trace import TraceError, read_trace
 
 __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "cost_summary", "pooled_reliability", "report",
@@ -65,7 +67,6 @@ X_LABELS = {"round": "round", "uplink": "cumulative uplink OFDM symbols",
             "uplink_energy": "cumulative device transmit energy (J)",
             "total": "cumulative channel uses (OFDM symbols, uplink + downlink)"}
 """The x-axis label of each ``x_kind``."""
-CONFIDENCE = 0.95
 NEAR_PEAK = 0.01
 """Relative tolerance of :func:`stability`: an evaluation is near the peak when its
 accuracy is at least ``(1 - NEAR_PEAK) * peak``."""
@@ -91,6 +92,9 @@ def _runs(out_dir: str | Path) -> tuple[list[str], list[tuple]]:
         raise StudyError([f"{copy}: not found (is {out} the --out of `cosim study run`?)"],
                          str(out))
     study = _axes_only(copy)
+    recorded = read_options(out)  # --seeds, --only, ... of `cosim study run`
+    if recorded is not None:
+        study = recorded.apply(study)
     runs = []
     for point in study.points(out, validate=False):
         path = out / RUNS_DIR / f"{point.name}.h5"
@@ -264,35 +268,6 @@ def _axes_only(copy: Path) -> Study:
     return load_study(copy, validate=False, resolve_scenario=False)  # its keys checked as ran
 
 
-@functools.cache
-def _t_quantile(degrees_of_freedom: int) -> float:
-    """The two-sided :data:`CONFIDENCE` quantile of Student's t."""
-    from scipy import stats
-
-    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees_of_freedom))
-
-
-def _ci(values: np.ndarray) -> tuple[int, float, float, float, float]:
-    """``(n, mean, std, ci95_low, ci95_high)`` of the finite ``values`` [n] (:func:`_ci_rows`)."""
-    if values.size == 0:
-        return 0, np.nan, np.nan, np.nan, np.nan
-    return _ci_rows(values[None, :])[0]
-
-
-def _ci_rows(values: np.ndarray) -> list[tuple[int, float, float, float, float]]:
-    """``(n, mean, std, ci95_low, ci95_high)`` of every row of ``values`` [G, n] (finite,
-    n >= 1): the Student-t interval at :data:`CONFIDENCE`, NaN std and bounds for n = 1."""
-    values = np.ascontiguousarray(values, dtype=float)
-    n = values.shape[1]
-    mean = values.mean(axis=1)
-    if n < 2:
-        return [(n, float(m), np.nan, np.nan, np.nan) for m in mean]
-    std = values.std(axis=1, ddof=1)
-    half = _t_quantile(n - 1) * std / np.sqrt(n)
-    return list(zip([n] * len(mean), mean.tolist(), std.tolist(), (mean - half).tolist(),
-                    (mean + half).tolist(), strict=True))
-
-
 def summarize_over_seeds(
     table: pd.DataFrame,
     axes: Sequence[str],
@@ -404,15 +379,6 @@ def _saved_figure(path: Path, rows: int = 1, cols: int = 1, *, square: bool = Fa
             plt.close(fig)
 
 
-def _groups(frame: pd.DataFrame, axes: Sequence[str]) -> list[tuple[tuple, pd.DataFrame]]:
-    """``(key, rows)`` per combination of the ``axes``' values, key a tuple (one group of
-    everything without axes)."""
-    if not axes:
-        return [((), frame)]
-    return [(key if isinstance(key, tuple) else (key,), rows)
-            for key, rows in frame.groupby(list(axes), sort=False, dropna=False)]
-
-
 def _shown(text: str) -> str:
     """A study's own text (its ``[labels]``, its axis values) as a figure draws it:
     control characters shown as escapes (:func:`cosim.printable.printable`, ``\\x1b``,
@@ -435,53 +401,66 @@ def _combination_label(axes: Sequence[str], key: tuple,
 
 def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
           path: Path, labels: Mapping[str, str] | None = None,
-          only: Mapping[str, dict] | None = None) -> Path | None:
+          only: Mapping[str, dict] | None = None, *,
+          table: pd.DataFrame | None = None) -> Path | None:
     """``metric`` against ``x_kind``: the mean over seeds with its 95 % CI band, one curve
-    per combination; the band stops at the values the metric can take
-    (:func:`cosim.display_names.metric_range`; ``summary.csv`` keeps the interval whole)."""
+    per combination (:func:`curve_style`), its seeds counted in the legend (``n = 3``);
+    the band stops at the values the metric can take
+    (:func:`cosim.display_names.metric_range`; ``summary.csv`` keeps the interval whole).
+    A combination of fewer than :data:`BAND_MIN_SEEDS` seeds has no band: its seeds' own
+    curves from ``table`` (the tidy table) are drawn thin in its colour instead."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
     if data.empty:
         return None
     low, high = metric_range(metric)
+    x_column = "round" if x_kind == "round" else X_COLUMNS[x_kind]
+    seeds_drawn = False
+    runs_of = dict(_groups(table, axes)) if table is not None else {}
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
         for index, (key, curve) in enumerate(_groups(data, axes)):
             curve = curve.sort_values("x")
-            (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index),
-                              label=_combination_label(axes, key, labels, only))
-            ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
-                            curve["ci95_high"].clip(low, high), alpha=0.2,
-                            color=line.get_color(), linewidth=0)
+            n = int(curve["n"].max()) if "n" in curve else 0
+            few = 0 < n < BAND_MIN_SEEDS and table is not None and x_column in table
+            label = _combination_label(axes, key, labels, only)
+            label += f" (n = {n}{': seeds' if few else ''})" if n else ""
+            (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index), label=label)
+            if few:
+                seeds_drawn = True
+                for _, run in runs_of.get(key, table.iloc[:0]).groupby("seed", sort=True):
+                    ok = np.isfinite(run[x_column].astype(float)) & np.isfinite(
+                        run[metric].astype(float))
+                    ax.plot(run[x_column][ok], run[metric][ok], color=line.get_color(),
+                            linestyle=line.get_linestyle(), linewidth=0.5, alpha=0.6,
+                            gid="seed")
+            else:
+                ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
+                                curve["ci95_high"].clip(low, high), alpha=0.2,
+                                color=line.get_color(), linewidth=0)
         if spans_decades(data["x"]):
             ax.set_xscale("log")
         ax.set_xlabel(X_LABELS[x_kind])
         ax.set_ylabel(metric_label(metric))
-        ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI")
-        handles = ax.get_legend_handles_labels()[0]
-        legend_below(fig, handles, ncols=math.ceil(len(handles) / LEGEND_ROWS))
+        ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI"
+                     + (f"\n(thin: each seed where n < {BAND_MIN_SEEDS})" if seeds_drawn else ""))
+        legend_outside(fig, ax.get_legend_handles_labels()[0])
     return path
 
 
-LEGEND_ROWS = 8
-"""Rows of a curve figure's legend before it takes another column (24 curves: 3 columns)."""
+BAND_MIN_SEEDS = 3
+"""The fewest seeds whose 95 % interval a curve figure draws as a band; with fewer (the
+interval of 2 seeds is 12.7 standard errors wide) the seeds themselves are drawn."""
 
 
 def curve_style(index: int) -> dict[str, str]:
-    """Colour and line style of the ``index``-th curve: the palette's colours with a solid
-    line, then again dashed, dotted, dash-dotted, so that no two of up to 32 curves look
-    alike (the palette alone repeats after 8)."""
+    """Colour and line style of the ``index``-th curve: the palette's 8 colours, each time
+    round with the line styles shifted by one (solid, dashed, dotted, dash-dotted), so
+    that no two of up to 32 curves look alike and neighbours in the palette of similar
+    hue (blue and sky blue, vermillion and orange) differ in line style too."""
     from cosim.plots.style import LINESTYLES, PALETTE
 
     return {"color": PALETTE[index % len(PALETTE)],
-            "linestyle": LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)]}
-
-
-def spans_decades(x: pd.Series, ratio: float = 100.0) -> bool:
-    """True when every ``x`` is positive and the largest is over ``ratio`` times the
-    smallest (a study's joules or seconds from 0 dBm to a digital scheme's slots): such an
-    axis is drawn on a log scale."""
-    values = pd.to_numeric(x, errors="coerce").dropna().to_numpy(dtype=float)
-    return bool(values.size) and values.min() > 0 and values.max() > ratio * values.min()
+            "linestyle": LINESTYLES[(index + index // len(PALETTE)) % len(LINESTYLES)]}
 
 
 def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:
@@ -608,8 +587,8 @@ def _file_part(text: str) -> str:
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
-    ``cost.csv`` (:func:`run_costs`),
-    ``figures/<metric>_vs_<x>.png`` and, for every axis,
+    ``cost.csv`` (:func:`run_costs`), ``results.csv`` and ``results.md`` (final and best
+    per point, :mod:`cosim.study.results`), ``figures/<metric>_vs_<x>.png`` and, for every axis,
     ``figures/final_<metric>_vs_<axis>.png`` (the last evaluation against the axis
     value: to scale for a numeric axis, one tick per value for any other) for each of
     :data:`FIGURE_METRICS` that some run holds (``test_accuracy``,
@@ -627,36 +606,37 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     out = Path(out_dir)
     axes, runs = _runs(out)
     copy = _axes_only(out / STUDY_COPY)
-    labels = copy.labels  # escaped where a figure draws them (_shown)
-    only = copy.only
+    labels, only = copy.labels, copy.only  # labels escaped where a figure draws them (_shown)
     table = _table(axes, runs)
     summary = summarize_over_seeds(table, axes)
     per_run = stability(table, axes)
-    written = [out / "table.csv", out / "table.parquet", out / "summary.csv",
-               out / "stability.csv", out / "stability_summary.csv", out / "cost.csv"]
+    wide = results(table, axes)
+    files = {"table.csv": table, "table.parquet": parquet_ready(table, axes),
+             "summary.csv": summary, "stability.csv": per_run,
+             "stability_summary.csv": stability_over_seeds(per_run, axes),
+             "cost.csv": _costs(axes, runs), "results.csv": wide,
+             "results.md": results_markdown(wide, axes)}
+    written = [out / name for name in files]
     figures = out / "figures"
     try:
         for output in (*written, out / "reliability.csv", figures):
             check_output_path(output)
-        with atomic_output(written[0]) as tmp:
-            table.to_csv(tmp, index=False)
-        with atomic_output(written[1]) as tmp:
-            parquet_ready(table, axes).to_parquet(tmp, index=False)
-        with atomic_output(written[2]) as tmp:
-            summary.to_csv(tmp, index=False)
-        with atomic_output(written[3]) as tmp:
-            per_run.to_csv(tmp, index=False)
-        with atomic_output(written[4]) as tmp:
-            stability_over_seeds(per_run, axes).to_csv(tmp, index=False)
-        with atomic_output(written[5]) as tmp:
-            _costs(axes, runs).to_csv(tmp, index=False)
+        for path, content in zip(written, files.values(), strict=True):
+            with atomic_output(path) as tmp:
+                if isinstance(content, str):
+                    tmp.write_text(content, encoding="utf-8")
+                elif path.suffix == ".parquet":
+                    content.to_parquet(tmp, index=False)
+                else:
+                    content.to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)
     except OSError as error:
         raise StudyError([f"cannot write the report: {error}"], str(out)) from None
     kind = "round" if x == "rounds" else x
     metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
     for metric in metrics:
-        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only)
+        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only,
+                     table=table)
         if path is not None:
             written.append(path)
     for axis in axes:  # the last evaluation against every axis

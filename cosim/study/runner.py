@@ -58,6 +58,7 @@ from cosim.study.file import (  # the study file, re-exported: where callers fou
     run_name,
     unswept,
 )
+from cosim.study.options import OPTIONS_FILE, StudyOptions, record_options, resolve_recorded
 from cosim.study.task import _run_and_release, _run_task  # noqa: F401 (where tests find them)
 
 __all__ = [
@@ -264,6 +265,7 @@ def run_study(
     address: str | None = None,
     num_cpus: int | None = None,
     executor: str | None = None,
+    options: StudyOptions | None = None,
     summary_every_s: float = SUMMARY_EVERY_S,
     stream: TextIO | None = None,
 ) -> int:
@@ -284,8 +286,10 @@ def run_study(
     ``address``) runs them as Ray tasks, on the cluster at ``address`` (``"auto"``: the
     one ``ray start`` runs on this machine; disconnected from at the end, not stopped) or
     on an embedded Ray of ``num_cpus`` CPUs (shut down at the end). ``num_cpus``
-    defaults to this machine's cores. Workers are reused, so TensorFlow starts once per
-    worker. SIGTERM, SIGHUP and SIGINT stop the runs in flight and every process the
+    defaults to this machine's cores. ``options`` (:mod:`cosim.study.options`: ``--set``,
+    ``--seeds``, ``--rounds``, ``--only``) change the study; they are recorded in
+    ``out_dir/options.json``: none given means the recorded ones, other ones are refused
+    (:class:`StudyError`). Workers are reused, so TensorFlow starts once per worker. SIGTERM, SIGHUP and SIGINT stop the runs in flight and every process the
     study started; ``status.json`` then says ``stopped``. Prints a line per finished run
     (done/failed/total) and a summary line every ``summary_every_s`` seconds.
     """
@@ -294,6 +298,8 @@ def run_study(
 
     study = load_study(study_file, validate=False)
     out = Path(out_dir)
+    options, recorded = _options(out, options or StudyOptions())
+    study = options.apply(study)
     executor = make_executor(executor, address=address, num_cpus=num_cpus,
                              cpus_per_run=study.cpus_per_run, log_dir=out / LOGS_DIR)
     executor.check()  # a bad --address or cpus_per_run: refused before anything is written
@@ -304,12 +310,20 @@ def run_study(
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
-    _prepare_out(out, study, study_file, say)
+    if recorded:
+        say(f"options recorded in {out / OPTIONS_FILE}: {options.flags()}")
+    _prepare_out(out, study, study_file, say, options)
     status = _Status(out / STATUS_FILE, study, points)
     todo = _plan(points, status, study, out, say)
     if not todo:
         return EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
 
+    return _run_todo(executor, todo, points, status, summary_every_s, say)
+
+
+def _run_todo(executor, todo, points, status: _Status, summary_every_s: float, say) -> int:
+    """Start ``executor``, run ``todo`` on it (:func:`_follow`) and close it, the stop
+    signals handled (:class:`_StopSignals`); the study's exit status."""
     signals = _StopSignals()
     try:
         signals.raise_stopped()
@@ -338,11 +352,19 @@ def run_study(
     return EXIT_OK if c["failed"] == 0 else EXIT_FAILED
 
 
-def _prepare_out(out: Path, study, study_file, say) -> None:
-    """``out/runs/`` made and the study file's bytes copied to ``out/study.toml``
-    (a note when it replaces a different copy); :class:`StudyError` (one line, nothing
-    run) for a symbolic link where the study writes, or an ``out`` it cannot write."""
-    for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR, out / LOGS_DIR):
+def _options(out: Path, given: StudyOptions) -> tuple[StudyOptions, bool]:
+    """The options of a run into ``out`` and whether they are the recorded ones
+    (:func:`cosim.study.options.resolve_recorded`; a new ``out`` takes those given)."""
+    return resolve_recorded(out, given) if out.is_dir() else (given, False)
+
+
+def _prepare_out(out: Path, study, study_file, say, options: StudyOptions) -> None:
+    """``out/runs/`` made, the study file's bytes copied to ``out/study.toml`` (a note
+    when it replaces a different copy) and ``options`` recorded (``out/options.json``);
+    :class:`StudyError` (one line, nothing run) for a symbolic link where the study
+    writes, or an ``out`` it cannot write."""
+    for output in (out / STUDY_COPY, out / STATUS_FILE, out / RUNS_DIR, out / LOGS_DIR,
+                   out / OPTIONS_FILE):
         if output.is_symlink():
             raise StudyError([f"{output}: a symbolic link where the study writes its own "
                               "file; refusing to write through it"], str(study_file))
@@ -353,6 +375,7 @@ def _prepare_out(out: Path, study, study_file, say) -> None:
             say(f"note: {copy} differs from {study_file}; replacing it (runs whose scenario "
                 "changed other than by `rounds` will fail to resume)")
         write_bytes_atomic(copy, study.source.read_bytes())
+        record_options(out, options)
     except OSError as error:
         raise StudyError([f"--out: cannot write {out}: {error.strerror or error}"],
                          str(study_file)) from None
@@ -398,8 +421,12 @@ def _follow(executor, todo, points, status: _Status, *, summary_every_s: float, 
     status.data["tasks_submitted"] = len(todo)
     status.write()
     started = last_summary = time.monotonic()
+    notices = getattr(executor, "notices", list)  # the local workers' start (Ray's: none)
     while executor.pending:
-        for name, result in executor.wait(wait_timeout(summary_every_s - (time.monotonic() - last_summary))):
+        finished = executor.wait(wait_timeout(summary_every_s - (time.monotonic() - last_summary)))
+        for line in notices():
+            say(line)
+        for name, result in finished:
             status.update(name, **result)
             status.write()
             c = status.counts()

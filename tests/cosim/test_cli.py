@@ -75,7 +75,7 @@ def test_run_inspect_plot(tmp_path, capsys):
     trace = tmp_path / "tiny-seed3.h5"
     assert trace.is_file()
     figures = tmp_path / "tiny-seed3-figures"
-    assert (figures / "accuracy_vs_channel_uses.png").is_file()
+    assert (figures / "accuracy_vs_uplink_symbols.png").is_file()  # the default x: uplink
     # a second run without --resume/--overwrite refuses and keeps the trace
     before = trace.read_bytes()
     assert main(["run", str(path)]) == 2
@@ -89,10 +89,29 @@ def test_run_inspect_plot(tmp_path, capsys):
     assert re.search(r"\n  wall     \d+\.\d s, CPU \d+\.\d s in 2 rounds\n", out), out
     out_dir = tmp_path / "figs"
     assert main(["plot", str(trace), str(trace), "--out", str(out_dir), "--labels", "a", "b"]) == 0
-    for name in ("accuracy_vs_channel_uses", "ece", "reliability", "distortion_by_distance",
+    for name in ("accuracy_vs_uplink_symbols", "ece", "reliability", "distortion_by_distance",
                  "posterior"):
         assert (out_dir / f"{name}.png").stat().st_size > 1000
-    assert main(["plot", str(trace), "--out", str(out_dir), "--x", "uplink"]) == 0
+    assert main(["plot", str(trace), "--out", str(out_dir), "--x", "total"]) == 0
+    assert (out_dir / "accuracy_vs_channel_uses.png").stat().st_size > 1000
     assert (out_dir / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
+
+
+def test_run_on_a_terminal_says_what_it_starts_before_tensorflow(tmp_path, monkeypatch, capsys):
+    """On a terminal `cosim run` prints its first line once the scenario is checked, before
+    it imports TensorFlow (seconds, over ten cold): the scenario, seed, rounds and trace."""
+    import sys
+
+    from native import tensorflow_import
+
+    seen = []
+    real = tensorflow_import.import_for_command
+    monkeypatch.setattr("cosim.cli.import_for_command",
+                        lambda: (seen.append(capsys.readouterr().err), real())[1])
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    assert main(["run", str(path), "--no-plots"]) == 0
+    assert seen == [f"cosim run: tiny, seed 3, 1 rounds -> {tmp_path / 'tiny-seed3.h5'}; "
+                    "starting TensorFlow\n"]

@@ -81,7 +81,7 @@ def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
     cases = {
         "inspect": (["inspect", str(trace)], "test_accuracy"),
         "verify": (["verify", str(trace)], ": ok"),
-        "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_channel_uses.png"),
+        "plot": (["plot", str(trace), "--out", str(tmp_path / "figs")], "accuracy_vs_uplink_symbols.png"),
         "validate": (["validate", str(quickstart)], "scenario 'quickstart': "),
         "validate-by-name": (["validate", "quickstart"], "scenario 'quickstart': "),
         "scenarios": (["scenarios"], "quickstart"),
@@ -93,7 +93,7 @@ def test_commands_that_do_not_train_import_no_tensorflow(tmp_path):
         assert status == (2 if name == "no-command" else 0), f"{name}: {out}"
         assert expected in out, f"{name}: {out}"
         assert heavy == [], f"cosim {' '.join(args)} imported {heavy}"
-    assert (tmp_path / "figs" / "accuracy_vs_channel_uses.png").stat().st_size > 1000
+    assert (tmp_path / "figs" / "accuracy_vs_uplink_symbols.png").stat().st_size > 1000
 
 
 def test_version_prints_the_installed_version(capsys):
@@ -188,3 +188,23 @@ def test_a_local_file_wins_over_a_shipped_name(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "file not found: no_such_scenario" in err and "quickstart" in err
     assert "Traceback" not in err
+
+
+def test_run_refuses_what_needs_no_tensorflow_before_importing_it(tmp_path):
+    """`cosim run` of a trace that exists (no --resume / --overwrite), of a bad key, of a
+    trace path that is a directory: one line, exit 2, and TensorFlow never imported."""
+    scenario = write_tiny(tmp_path)
+    write_small_trace(tmp_path / "tiny-seed3.h5")
+    (tmp_path / "dir").mkdir()
+    cases = {
+        "existing trace": ([str(scenario)], "already exists; continue it with --resume"),
+        "bad key": ([str(scenario), "--set", "cell.radius=3"], "cell.radius: unknown key"),
+        "bad value": ([str(scenario), "--set", "rounds=0"], "rounds: must be >= 1"),
+        "a directory": ([str(scenario), "--set", f'trace.path="{tmp_path / "dir"}"'],
+                        "it is a directory"),
+    }
+    for name, (args, expected) in cases.items():
+        status, out, heavy = _probe("run", *args, cwd=tmp_path)
+        assert status == 2, f"{name}: {out}"
+        assert expected in out, f"{name}: {out}"
+        assert heavy == [], f"{name}: imported {heavy}"

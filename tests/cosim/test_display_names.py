@@ -145,20 +145,21 @@ def test_the_study_reports_legends_and_axes_read_names_and_units(tmp_path, monke
                        '[labels]\n"algorithm.name=fedavg" = "FedAvg (baseline)"\n')
     drawn = _Drawn(monkeypatch)
     assert main(["study", "report", str(out)]) == 0
-    assert {"Proposed, P = 10 dBm", "FedAvg (baseline), P = 20 dBm", "Proposed",
-            "FedAvg (baseline)"} <= set(drawn.legends), drawn.legends
+    assert {"Proposed, P = 10 dBm (n = 2: seeds)", "FedAvg (baseline), P = 20 dBm (n = 2: seeds)",
+            "Proposed", "FedAvg (baseline)"} <= set(drawn.legends), drawn.legends
     assert "P (dBm)" in drawn.axis_labels and "test accuracy" in drawn.axis_labels
     table = pd.read_csv(out / "table.csv")
     assert set(table["algorithm.name"]) == {"bayes_aircomp", "fedavg"}  # raw keys stay
 
 
 def test_a_bounded_metrics_band_stops_at_its_range(tmp_path, monkeypatch):
-    """Two seeds far apart give a t-interval past 1 for the test accuracy: summary.csv
-    keeps it whole, the figure's band stops at 0 and 1."""
+    """Three seeds far apart give a t-interval past 0 and 1 for the test accuracy:
+    summary.csv keeps it whole, the figure's band stops at 0 and 1 (fewer seeds draw no
+    band: the seeds themselves)."""
     out = tmp_path / "out"
     (out / RUNS_DIR).mkdir(parents=True)
-    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1, 2]\n[axes]\n"algorithm.name" = ["fedavg"]\n')
-    for seed, accuracy in ((1, 0.5), (2, 0.8)):
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1, 2, 3]\n[axes]\n"algorithm.name" = ["fedavg"]\n')
+    for seed, accuracy in ((1, 0.3), (2, 0.5), (3, 0.9)):
         write_small_trace(out / RUNS_DIR / f"{run_name({'algorithm.name': 'fedavg'}, seed)}.h5",
                           accuracy=accuracy)
     bands: dict[str, tuple[float, float]] = {}

@@ -347,7 +347,7 @@ def test_plot_good_trace_still_works(tmp_path, capsys):
     """The all-or-nothing plot writes every figure into a new nested directory."""
     out = tmp_path / "a" / "b"
     assert main(["plot", str(write_small_trace(tmp_path / "good.h5", rounds=2)), "--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == {"accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+    assert {p.name for p in out.iterdir()} == {"accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
                                                "ece.png", "reliability.png"}
     assert capsys.readouterr().out.count(".png") == 4
 

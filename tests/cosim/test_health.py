@@ -54,8 +54,8 @@ def clean_columns() -> dict:
     }
 
 
-def write(path: Path, columns: dict) -> Path:
-    scenario = f'name = "h"\nseed = 1\nrounds = {ROUNDS}\n'
+def write(path: Path, columns: dict, extra: str = "") -> Path:
+    scenario = f'name = "h"\nseed = 1\nrounds = {ROUNDS}\n{extra}'
     devices = {"distance_m": np.array([20.0, 50.0, 90.0, 70.0]),
                "label_hist": np.ones((DEVICES, CLASSES), np.int64)}  # chance: 1 / CLASSES
     with TraceWriter.create(path, scenario, seed=1, name="h", devices=devices,
@@ -92,6 +92,16 @@ def _participation(codes_row: list[int], discarded_round: int | None = None):
         if discarded_round is not None:
             discarded[discarded_round] = 1.0
         columns["rounds"]["round_discarded"] = discarded
+    return change
+
+
+def _privacy_clipped(devices: int, rounds: int = ROUNDS):
+    """The clip norm scaled down ``devices`` of the 4 senders in the first ``rounds``
+    rounds (none in the others), with the epsilon a [privacy] run writes."""
+    def change(columns: dict) -> None:
+        columns["rounds"]["privacy_epsilon"] = np.linspace(0.5, 5.0, ROUNDS)
+        columns["rounds"]["privacy_clipped_devices_rho"] = np.where(
+            np.arange(ROUNDS) < rounds, float(devices), 0.0)
     return change
 
 
@@ -172,6 +182,9 @@ CASES = {
     "dropouts": (_participation([1, 2, 1, 1]), [_participation([1, 3, 4, 0])]),
     "rounds_discarded": (_participation([1, 1, 1, 1], discarded_round=3),
                          [_participation([1, 1, 1, 1])]),
+    # over half the senders (3 of 4) in over half the rounds (6 of 10); not 2 of 4, nor 5 rounds
+    "privacy_clipped": (_privacy_clipped(3, rounds=6),
+                        [_privacy_clipped(2), _privacy_clipped(4, rounds=5)]),
 }
 
 
@@ -338,3 +351,29 @@ def test_a_digital_phase_is_never_noise_dominated(tmp_path):
     assert report["flags"] == []
     assert ("air      median NMSE of the estimate: nu 3, rho 3: quantization and outage "
             "(no receiver noise in this scheme)") in health_lines(report)
+
+
+def test_the_privacy_reached_is_a_line_against_the_target(tmp_path):
+    """With privacy_epsilon the summary states the epsilon of the last round at the
+    scenario's delta against its target (met or above it), or says there is none; the
+    senders are the devices that sent (participated codes 1 and 4)."""
+    columns = clean_columns()
+    _privacy_clipped(3, rounds=6)(columns)
+    report = health(write(tmp_path / "p.h5", columns,
+                          "[privacy]\ndelta = 1e-5\ntarget_epsilon = 4.0\n"))
+    assert report["privacy"] == {"epsilon": 5.0, "delta": 1e-5, "target_epsilon": 4.0,
+                                 "target_met": False, "clipped": {"rho": {
+                                     "rounds": ROUNDS, "rounds_most_clipped": 6,
+                                     "median_share": 0.75}}}
+    lines = health_lines(report)
+    assert "privacy  epsilon 5 at delta 1e-05 after 10 round(s) (target 4: above it)" in lines
+    assert any(line.startswith("flag     privacy_clipped: privacy.clip_norm scaled down over 50 % "
+                               "of the senders in most rounds: rho in 6 of 10 rounds (median 75 % "
+                               "of the senders)") for line in lines)
+    met = health(write(tmp_path / "q.h5", columns, "[privacy]\ndelta = 1e-5\ntarget_epsilon = 8.0\n"))
+    assert "privacy  epsilon 5 at delta 1e-05 after 10 round(s) (target 8: met)" \
+        in health_lines(met)
+    _participation([1, 2, 4, 1])(columns)  # one dropped: 3 senders, all 3 clipped in 6 rounds
+    report = health(write(tmp_path / "r.h5", columns))
+    assert report["privacy"]["clipped"]["rho"]["median_share"] == 1.0
+    assert "privacy  epsilon 5 after 10 round(s) (no target)" in health_lines(report)

@@ -99,8 +99,8 @@ def test_plot_option_names_the_figure_after_the_axis(tmp_path, capsys, x):
 def test_plot_default_axis_and_bad_axis(tmp_path, capsys):
     trace = _trace(tmp_path / "t.h5", split=False, posterior=False)
     out = tmp_path / "figs"
-    written = plot_traces([trace], out)
-    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+    written = plot_traces([trace], out)  # the default x: the uplink's channel uses
+    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
                                          "ece.png", "reliability.png"]
     assert not (out / "posterior.png").exists()  # no round metrics: no posterior figure
     with pytest.raises(SystemExit) as exit_info:
@@ -197,7 +197,8 @@ def test_every_figure_in_every_requested_format(tmp_path):
     assert plt.imread(out / "ece.png").shape[:2] == (200, 300)
     assert plt.imread(out / "posterior.png").shape[:2] == (200, 600)  # two panels side by side
     # equal figures give equal vector files (no creation date)
-    again = plot_traces(traces, tmp_path / "again", formats=["pdf", "svg"], dpi=100, size_in=(3.0, 2.0))
+    again = plot_traces(traces, tmp_path / "again", x=["total", "rounds"], formats=["pdf", "svg"],
+                        dpi=100, size_in=(3.0, 2.0))
     for path in again:
         assert path.read_bytes() == (out / path.name).read_bytes(), path.name
 
@@ -215,7 +216,7 @@ def test_distortion_has_one_line_per_trace_and_ring(tmp_path):
 
     traces = [read_trace(_rich_trace(tmp_path / f"{s}.h5", seed=s)) for s in (3, 4, 5)]
     labels = trace_labels(traces)
-    assert labels == ["rich, seed 3", "rich, seed 4", "rich, seed 5"]  # same name: the seed added
+    assert labels == ["seed 3", "seed 4", "seed 5"]  # the scenarios differ in their seed only
     fig = distortion_figure(traces, labels)
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == [r"phase $\rho$", r"phase $\nu$"]
@@ -273,7 +274,7 @@ def test_trace_without_optional_data_skips_those_figures(tmp_path, capsys):
     perfect = _rich_trace(tmp_path / "perfect.h5", csi=False)
     notes: list[str] = []
     written = plot_traces([bare], tmp_path / "figs", note=notes.append)
-    assert [p.name for p in written] == ["accuracy_vs_channel_uses.png", "nll_vs_channel_uses.png",
+    assert [p.name for p in written] == ["accuracy_vs_uplink_symbols.png", "nll_vs_uplink_symbols.png",
                                          "ece.png", "reliability.png"]
     skipped = [n.split(" figure:")[0] for n in notes]
     assert skipped == ["no posterior", "no distortion_by_distance", "no power_per_device",
@@ -284,7 +285,8 @@ def test_trace_without_optional_data_skips_those_figures(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err == ("cosim plot: no csi_nmse figure: every trace has perfect CSI "
                             "(/rounds/per_device/csi_nmse is 0)\n")
-    assert {p.stem for p in (tmp_path / "mix").iterdir()} == set(ALL_FIGURES[:2] + ALL_FIGURES[4:]) - {"csi_nmse"}
+    assert {p.stem for p in (tmp_path / "mix").iterdir()} == {
+        "accuracy_vs_uplink_symbols", "nll_vs_uplink_symbols", *ALL_FIGURES[4:]} - {"csi_nmse"}
 
 
 def test_plot_command_formats_dpi_and_size(tmp_path, capsys):
@@ -364,3 +366,112 @@ def test_an_axis_offset_goes_into_the_label_not_over_it(tmp_path, monkeypatch):
     (report,) = figures
     assert report.axes[0].get_xlabel().endswith("[1e8]")
     real_close(report)
+
+
+def _run_trace(path, *, algorithm: str, power_dbm: float, seed: int, energy_j: float):
+    """A study's trace: its scenario names the algorithm, the budget, the seed and its own
+    path; 3 rounds, evaluated, ``energy_j`` joules per round."""
+    scenario = (f'name = "study"\nseed = {seed}\nrounds = 3\n[algorithm]\nname = "{algorithm}"\n'
+                f'[power]\ntx_power_dbm = {power_dbm}\n[trace]\npath = "{path.as_posix()}"\n')
+    with TraceWriter.create(path, scenario, seed=seed, name="study") as writer:
+        for t in range(3):
+            writer.append_round({"uplink_symbols": 10.0, "downlink_symbols": 100.0,
+                                 "cumulative_channel_uses": 110.0 * (t + 1),
+                                 "cumulative_uplink_symbols": 10.0 * (t + 1),
+                                 "uplink_energy_j": energy_j,
+                                 "cumulative_uplink_energy_j": energy_j * (t + 1),
+                                 "test_accuracy": 0.3 + 0.1 * t + 0.01 * seed, "ece": 0.1,
+                                 "test_nll": 1.0 / (t + 1),
+                                 "posterior_mean_accuracy": 0.35 + 0.1 * t})
+            writer.append_series("reliability", "bin_accuracy", np.linspace(0, 1, B))
+            writer.append_series("reliability", "bin_count", np.full(B, 3.0))
+            writer.commit()
+    return path
+
+
+def _ten_runs(directory):
+    """10 traces as a study writes them: 2 algorithms x 5 budgets, one seed each but the
+    last, whose energy per round spans 1e-4 to 1 J."""
+    return [_run_trace(directory / f"{a}-{p}.h5", algorithm=a, power_dbm=p, seed=1 + (i == 9),
+                       energy_j=10.0 ** (p / 5 - 4))
+            for i, (a, p) in enumerate((a, p) for a in ("bayes_aircomp", "fedavg")
+                                       for p in (0.0, 5.0, 10.0, 15.0, 20.0))]
+
+
+def test_labels_of_many_runs_name_the_keys_in_which_they_differ(tmp_path):
+    """The legend labels of several traces are the values of the scenario keys in which
+    they differ, in the reader's words (not their paths; the seed last); of traces with
+    the same scenario, the algorithm's name with the trace name or seed told apart. Ten
+    traces differ in colour, marker or line style."""
+    from cosim.plots.style import _trace_linestyle, _trace_style
+
+    paths = _ten_runs(tmp_path)
+    labels = trace_labels([read_trace(p) for p in paths])
+    assert labels[:2] == ["Proposed, P = 0 dBm, seed 1", "Proposed, P = 5 dBm, seed 1"]
+    assert labels[9] == "FedAvg, P = 20 dBm, seed 2"
+    assert len(set(labels)) == 10
+    one_seed = trace_labels([read_trace(p) for p in paths[5:7]])
+    assert one_seed == ["P = 0 dBm", "P = 5 dBm"]  # both FedAvg, seed 1: the budget alone
+    alone = trace_labels([read_trace(paths[0])])
+    assert alone == ["Proposed"]
+    styles = {(s["color"], s["marker"], _trace_linestyle(i)) for i, s in
+              enumerate(map(_trace_style, range(10)))}
+    assert len(styles) == 10 and _trace_linestyle(9) == "--"  # the 9th on: dashed, other markers
+
+
+def test_many_runs_get_a_legend_outside_log_axes_and_no_layout_warning(tmp_path, monkeypatch):
+    """Ten runs: one legend below the panel, not over the data (one entry for all the
+    posterior-mean curves), the figure taller rather than the panel smaller, no layout
+    warning; an x that spans over two decades (joules from 1e-4 to 1) on a log scale, the
+    round axis not; --log-x / --log-y force a log scale."""
+    import warnings
+
+    from cosim.plots import FigureOptions, metric_figure
+
+    traces = [read_trace(p) for p in _ten_runs(tmp_path)]
+    labels = trace_labels(traces)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # constrained layout's warnings
+        written = plot_traces([t.path for t in traces], tmp_path / "figs",
+                              x=["uplink_energy", "rounds"])
+        energy = metric_figure(traces, labels, "test_accuracy", "accuracy", "uplink_energy")
+        energy.draw_without_rendering()
+    assert (tmp_path / "figs" / "accuracy_vs_uplink_energy.png") in written
+    ax = energy.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "linear"
+    assert ax.get_legend() is None and len(energy.legends) == 1
+    legend = energy.legends[0]
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == [*labels, "posterior mean (dashed, the run's colour)"]
+    assert legend.get_window_extent().y1 <= ax.get_window_extent().y0  # below the panel
+    assert energy.get_figheight() > 2.6  # grown for the legend's rows
+    rounds = metric_figure(traces, labels, "test_accuracy", "accuracy", "rounds")
+    assert rounds.axes[0].get_xscale() == "linear"
+    forced = metric_figure(traces, labels, "test_nll", "NLL", "rounds",
+                           FigureOptions(log_x=True, log_y=True))
+    assert (forced.axes[0].get_xscale(), forced.axes[0].get_yscale()) == ("log", "log")
+    import cosim.plots
+
+    seen = {}
+    monkeypatch.setattr(cosim.plots, "plot_traces", lambda *a, **k: seen.update(k) or [])
+    assert main(["plot", str(traces[0].path), "--out", str(tmp_path / "x"), "--log-y"]) == 0
+    assert (seen["log_x"], seen["log_y"]) == (None, True)
+
+
+def test_figures_and_written_files_take_the_users_umask(tmp_path):
+    """Figures and the files written whole (a study's status, its report) get the mode a
+    plain open gives under the user's umask (0o640 under 027), not mkstemp's 0o600."""
+    import os
+    import stat
+
+    from cosim.atomic_write import write_text_atomic
+
+    previous = os.umask(0o027)
+    try:
+        written = plot_traces([_trace(tmp_path / "t.h5", split=True, posterior=False)],
+                              tmp_path / "figs")
+        write_text_atomic(tmp_path / "status.json", "{}\n")
+    finally:
+        os.umask(previous)
+    for path in (*written, tmp_path / "status.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path

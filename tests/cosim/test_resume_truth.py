@@ -96,7 +96,7 @@ def test_a_tensorboard_target_that_is_a_file_is_refused_before_the_trace(tmp_pat
 def test_math_text_in_labels_is_drawn_as_text(tmp_path):
     trace = write_small_trace(tmp_path / "t.h5")
     assert main(["plot", str(trace), "--out", str(tmp_path / "figs"), "--labels", r"$\frac{$"]) == 0
-    assert (tmp_path / "figs" / "accuracy_vs_channel_uses.png").is_file()
+    assert (tmp_path / "figs" / "accuracy_vs_uplink_symbols.png").is_file()
 
 
 def test_an_impossible_noise_power_leaves_no_empty_trace(tmp_path, capsys):

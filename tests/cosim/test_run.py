@@ -261,3 +261,29 @@ def test_tensorboard_scalars_equal_the_trace(tmp_path):
     assert ("test_accuracy", 1) in expected and ("test_accuracy", 0) not in found
     for key, value in expected.items():
         np.testing.assert_allclose(found[key], value, rtol=1e-6, err_msg=str(key))
+
+
+def test_the_first_round_is_reported_apart_with_the_compile_in_it():
+    """Plain progress lines (no terminal): the process's first round gets a line of its own
+    at once, evaluated or not, with its own time and the compile named; the later lines
+    give each round's own time. A resumed run's first round is the one it starts at."""
+    import io
+
+    from cosim.run import COMPILE_NOTE, Progress
+
+    def record(t: int, wall: float, accuracy: float = math.nan) -> RoundRecord:
+        return RoundRecord(t, scalars={"wall_s": wall, "test_accuracy": accuracy})
+
+    for first in (0, 4):
+        stream = io.StringIO()
+        progress = Progress(total=first + 3, initial=first, name="q", stream=stream)
+        progress.update(record(first, 134.2), 10.0)
+        lines = stream.getvalue().splitlines()
+        assert lines == [f"[q] round {first + 1}/{first + 3} acc=nan uses=10 (round {first}: "
+                         "134.2 s, the kernels' compile included; the rounds after it are timed "
+                         "apart)"]
+        progress.update(record(first + 1, 0.41), 20.0)  # not evaluated: no line
+        progress.update(record(first + 2, 0.43, 0.85), 30.0)
+        assert stream.getvalue().splitlines()[1:] == [
+            f"[q] round {first + 3}/{first + 3} acc=0.850 uses=30 (0.43 s/round)"]
+    assert "134 s on 2026-12-01" in COMPILE_NOTE

@@ -29,7 +29,7 @@ def test_a_sign_scheme_under_an_algorithm_that_needs_values_is_refused_in_one_li
         load_scenario(path, [f'uplink.scheme="{scheme}"'])
     lines = [line for line in str(error.value).splitlines() if "uplink.scheme" in line]
     assert len(lines) == 1
-    assert lines[0].strip().startswith(f"uplink.scheme: = '{scheme}' carries only signs")
+    assert lines[0].strip().startswith(f"uplink.scheme: '{scheme}' carries only signs")
     assert f"algorithm.name = '{algorithm}' needs the weighted sum of values" in lines[0]
 
 
@@ -41,7 +41,7 @@ def test_validate_counts_each_schemes_symbols_and_refuses_what_a_vote_cannot_do(
     for overrides, symbols in [(['uplink.scheme="one_bit"', 'uplink.one_bit_modulation="qpsk"'], 6),
                                (['uplink.scheme="noncoherent_mv"'], 21), (['uplink.scheme="analog"'], 11)]:
         assert f"N_delta = {symbols} symbols (660 values)" in describe(load_scenario(path, overrides), D)
-    with pytest.raises(ScenarioError, match=r"ofdm\.num_subcarriers: = 1: uplink\.scheme = 'noncoherent_mv'"):
+    with pytest.raises(ScenarioError, match=r"ofdm\.num_subcarriers: uplink\.scheme = 'noncoherent_mv' needs at least 2, a pair per sign \(got 1\)"):
         load_scenario(path, ['uplink.scheme="noncoherent_mv"', "ofdm.num_subcarriers=1"])
     with pytest.raises(ScenarioError, match=r"uplink\.scheme: = 'one_bit': \[privacy\] derives the analog scheme's mechanism"):
         load_scenario(path, ['uplink.scheme="one_bit"', "privacy.delta=1e-5"])

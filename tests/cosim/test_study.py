@@ -175,7 +175,9 @@ def test_the_report_equals_a_hand_computation(reported, capsys):
             assert len(rows) >= 1 and (rows["n"] == 2).all()
     capsys.readouterr()
     assert main(["study", "report", str(out), "--x", "total"]) == 0  # uplink_energy: below
-    printed = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr().out
+    assert printed.startswith((out / "results.md").read_text())  # the table of results first
+    printed = printed.splitlines()
     assert printed[-1] == cost_summary(pd.read_csv(out / "cost.csv")), printed
     for x in ("rounds", "total"):
         assert (out / "figures" / f"test_accuracy_vs_{x}.png").stat().st_size > 1000
@@ -822,3 +824,190 @@ def test_the_intervals_row_by_row_equal_each_rows_own():
                 half = float(stats.t.ppf(0.975, n - 1)) * std / np.sqrt(n)
                 want = (n, mean, std, mean - half, mean + half)
             assert tuple(map(repr, got)) == tuple(map(repr, want)), (n, got, want)
+
+
+def test_the_report_prints_a_table_of_final_and_best_per_point(reported):
+    """`cosim study report` prints, and writes wide as results.csv and results.md, per
+    point the final and the best test accuracy and ECE: mean and 95 % interval over its
+    seeds, n stated."""
+    out = reported
+    wide = pd.read_csv(out / "results.csv")
+    assert list(wide[AXIS]) == [10.0, 20.0] and list(wide["n"]) == [2, 2]
+    assert list(wide["last_round"]) == [1, 1]
+    for power, row in zip((10.0, 20.0), wide.itertuples(index=False), strict=True):
+        accuracy = np.array([read_trace(out / "runs" / f"{run_name({AXIS: power}, s)}.h5")
+                             .rounds["test_accuracy"] for s in (1, 2)])  # [seed, round]
+        ece = np.array([read_trace(out / "runs" / f"{run_name({AXIS: power}, s)}.h5")
+                        .rounds["ece"] for s in (1, 2)])
+        for name, values in (("test_accuracy_final", accuracy[:, -1]),
+                             ("test_accuracy_best", accuracy.max(axis=1)),
+                             ("ece_final", ece[:, -1]), ("ece_best", ece.min(axis=1))):
+            half = stats.t.ppf(0.975, 1) * values.std(ddof=1) / np.sqrt(2)
+            got = row._asdict()
+            np.testing.assert_allclose(got[f"{name}_mean"], values.mean(), rtol=1e-12)
+            np.testing.assert_allclose(got[f"{name}_ci95_low"], values.mean() - half,
+                                       rtol=1e-9, atol=1e-15)
+            np.testing.assert_allclose(got[f"{name}_ci95_high"], values.mean() + half,
+                                       rtol=1e-9, atol=1e-15)
+    markdown = (out / "results.md").read_text()  # printed first: the hand computation's test
+    lines = markdown.splitlines()
+    assert lines[0].startswith("Per point: mean ± half-width of the 95 % confidence interval "
+                               "over its n seeds")
+    head = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert head[:3] == [AXIS, "n", "last round"] and "test_accuracy final" in head
+    first = [c.strip() for c in lines[4].strip("|").split("|")]
+    mean, half = wide.loc[0, "test_accuracy_final_mean"], (
+        wide.loc[0, "test_accuracy_final_ci95_high"] - wide.loc[0, "test_accuracy_final_ci95_low"]) / 2
+    assert first[:3] == ["10", "2", "1"]
+    assert first[head.index("test_accuracy final")] == f"{mean:.4f} ± {half:.4f}"
+    assert len({len(line) for line in lines[2:]}) == 1  # lined up
+
+
+def test_curves_of_fewer_than_three_seeds_are_drawn_as_the_seeds(tmp_path, monkeypatch):
+    """A curve figure says each curve's n in its legend; a combination of 3 seeds gets its
+    band, one of 2 seeds gets its two seeds' own curves and no band (the t-interval of 2
+    seeds is 12.7 standard errors wide); neighbours in the palette of similar hue differ
+    in line style."""
+    import matplotlib.pyplot as plt
+
+    from cosim.study.report import _plot, curve_style, summarize_over_seeds
+
+    rows = [{"run": f"{p}-{s}", "seed": s, AXIS: p, "round": r,
+             "test_accuracy": 0.1 * r + 0.01 * s}
+            for p, seeds in ((0.0, (1, 2, 3)), (10.0, (1, 2))) for s in seeds for r in range(4)]
+    table = pd.DataFrame(rows)
+    summary = summarize_over_seeds(table, [AXIS])
+    figures = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)
+    assert _plot(summary, [AXIS], "test_accuracy", "round", tmp_path / "a.png", table=table)
+    (fig,) = figures
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["P = 0 dBm (n = 3)", "P = 10 dBm (n = 2: seeds)"]
+    seeds = [line for line in ax.get_lines() if line.get_gid() == "seed"]
+    assert len(seeds) == 2 and {line.get_color() for line in seeds} == {ax.get_lines()[1].get_color()}
+    np.testing.assert_allclose(seeds[1].get_ydata(), [0.02, 0.12, 0.22, 0.32])
+    assert len(ax.collections) == 1  # one band: the 3 seeds'
+    real_close(fig)
+    assert curve_style(0)["linestyle"] != curve_style(5)["linestyle"]  # blue, sky blue
+    assert curve_style(1)["linestyle"] != curve_style(4)["linestyle"]  # vermillion, orange
+
+
+def test_study_options_shrink_and_filter_the_points(tmp_path):
+    """--seeds (a count: the study's first N; a list: those seeds), --rounds, --set (every
+    point, after the study's [set]) and --only (a filter, values as in run names) make
+    the points; the same flags as `cosim validate`'s line says them."""
+    from cosim.study.options import parse_options
+
+    study = load_study(_study(tmp_path, axes=f'"{AXIS}" = [0.0, 10.0, 20.0]\n'
+                              '"algorithm.name" = ["bayes_aircomp", "fedavg"]',
+                              seeds="[1, 2, 3]"), validate=False)
+    options = parse_options(study, overrides=["eval.every=2", "model.hidden_units=[4]"],
+                            seeds="2", rounds=1, only=[f"{AXIS}=20,0", "algorithm.name=fedavg"])
+    assert options.seeds == (1, 2) and options.only == {AXIS: ("0", "20")}.__or__(
+        {"algorithm.name": ("fedavg",)})
+    points = options.apply(study).points()
+    assert [p.name for p in points] == [f"{AXIS}={p},algorithm.name=fedavg-seed{s}"
+                                        for p in (0, 20) for s in (1, 2)]
+    for point in points:
+        assert point.scenario.rounds == 1 and point.scenario.eval.every == 2
+        assert list(point.scenario.model.hidden_units) == [4]  # over the study's [8]
+    assert options.flags() == ("--set eval.every=2 --set model.hidden_units=[4] --seeds 1,2 "
+                               f"--rounds 1 --only {AXIS}=0,20 --only algorithm.name=fedavg")
+    one = parse_options(study, seeds="7,")
+    assert one.seeds == (7,) and [p.seed for p in one.apply(study).points()][:2] == [7, 7]
+    assert one.flags() == "--seeds 7,"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--seeds", "4"], "--seeds: '4': a count must be 1 to the study's 2 seeds [1, 2]"),
+    (["--seeds", "1,1"], "--seeds: must be distinct ints (got '1,1')"),
+    (["--seeds", "two"], "--seeds: must be a count N or a comma list of ints"),
+    (["--only", "cell.radius_m=100"], "--only: 'cell.radius_m' is not an axis of the study"),
+    (["--only", f"{AXIS}=15"], f"--only {AXIS}=15: not among the axis's values (10, 20)"),
+    (["--only", AXIS], f"--only: '{AXIS}': must be AXIS=VALUE[,VALUE...]"),
+    (["--set", f"{AXIS}=5"], f"--set {AXIS}=5: {AXIS} is an axis of the study"),
+    (["--set", "seed=5"], "--set seed=5: seed is set by the study"),
+    (["--set", "cell.radius_m=-1"], "cell.radius_m: must be > 0 (got -1)"),
+    (["--set", "cell.radius=1"], "cell.radius: unknown key"),
+    (["--rounds", "0"], "rounds: must be >= 1 (got 0)"),
+    (["--rounds", "2", "--set", "rounds=3"], "--set rounds=3: give the rounds once (--rounds 2)"),
+])
+def test_bad_study_options_exit_2_naming_the_flag(tmp_path, capsys, args, expected):
+    study = _study(tmp_path)
+    for command in (["validate", str(study)], ["study", "run", str(study), "--out",
+                                               str(tmp_path / "out")]):
+        assert main([*command, *args]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[1].strip().startswith(expected), err
+        assert len(err.splitlines()) == 2
+    assert not (tmp_path / "out").exists()
+    assert main(["validate", str(write_tiny(tmp_path)), "--seeds", "2"]) == 2
+    assert capsys.readouterr().err == ("cosim validate: --seeds: an option of a study; a "
+                                       "scenario takes --set seed=N\n")
+
+
+def test_a_shrunk_study_records_its_options_and_a_resume_keeps_them(tmp_path, capsys):
+    """`cosim study run --seeds --rounds --only --set` runs the shrunk study, records the
+    options in DIR/options.json; the same command without them resumes with the recorded
+    ones (said in a line), with other ones is refused in one line; the report reads the
+    recorded points (a seed the study file does not list)."""
+    study = _study(tmp_path)
+    out = tmp_path / "out"
+    flags = ["--seeds", "5,", "--rounds", "1", "--only", f"{AXIS}=20", "--set", "eval.every=1"]
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "1", *flags]) == 0
+    printed = capsys.readouterr().out
+    assert "1 runs, 0 complete already, 0 diverged already, 1 to run" in printed, printed
+    (trace,) = (out / "runs").glob("*.h5")
+    assert trace.name == f"{AXIS}=20-seed5.h5" and read_trace(trace).completed_rounds == 1
+    assert json.loads((out / "options.json").read_text()) == {
+        "set": ["eval.every=1"], "seeds": [5], "rounds": 1, "only": {AXIS: ["20"]}}
+    assert main(["study", "run", str(study), "--out", str(out)]) == 0  # resumed as recorded
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == (f"options recorded in {out / 'options.json'}: --set eval.every=1 "
+                          f"--seeds 5, --rounds 1 --only {AXIS}=20")
+    assert "1 runs, 1 complete already" in printed[1]
+    assert main(["study", "run", str(study), "--out", str(out), "--rounds", "2"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[1].strip() == (
+        f"{out / 'options.json'}: this directory was run with --set eval.every=1 --seeds 5, "
+        f"--rounds 1 --only {AXIS}=20, not --rounds 2; give the same options (or none) to "
+        "resume it, or a new --out")
+    assert main(["study", "report", str(out)]) == 0
+    wide = pd.read_csv(out / "results.csv")
+    assert list(wide[AXIS]) == [20.0] and list(wide["n"]) == [1]
+
+
+def test_local_workers_say_when_they_start_and_when_they_are_ready(finished):
+    """Each local worker's start is a line (its pid; TensorFlow to import, the kernels to
+    compile), before any run's result, and so is its readiness (the seconds it took, the
+    run it is on)."""
+    _, _, _, printed = finished
+    lines = printed.splitlines()
+    first_result = next(i for i, line in enumerate(lines) if line.startswith("[1 done"))
+    for index in (0, 1):  # 2 CPUs: two workers
+        starting = [i for i, line in enumerate(lines) if re.fullmatch(
+            rf"worker {index} starting \(pid \d+\): it imports TensorFlow, then runs; its first "
+            r"run compiles the kernels", line)]
+        ready = [i for i, line in enumerate(lines) if re.fullmatch(
+            rf"worker {index} ready after \d+\.\d s; running power\.tx_power_dbm=\d+-seed\d", line)]
+        assert len(starting) == 1 and len(ready) == 1, printed
+        assert starting[0] < first_result and starting[0] < ready[0]  # both start at once
+    assert min(i for i, line in enumerate(lines) if " ready after " in line) \
+        < first_result  # no run ends before its worker is ready
+
+
+def test_results_of_a_study_without_axes_or_evaluations():
+    """The table of results of a study without axes is one row; runs with no evaluation
+    yet make no row (and no error); n counts the seeds with one, the last round their
+    latest."""
+    from cosim.study.results import results, results_markdown
+
+    table = pd.DataFrame({"run": ["a", "a", "b", "b"], "seed": [1, 1, 2, 2], "round": [0, 1, 0, 1],
+                          "test_accuracy": [0.1, 0.3, 0.2, np.nan]})
+    wide = results(table, [])
+    assert list(wide["n"]) == [2] and list(wide["last_round"]) == [1]
+    assert wide.loc[0, "test_accuracy_final_mean"] == pytest.approx(0.25)  # 0.3 and 0.2
+    assert "| 2 | 1          | 0.2500 ± " in results_markdown(wide, [])
+    assert results(table.assign(test_accuracy=np.nan), []).empty
