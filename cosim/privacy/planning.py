@@ -337,10 +337,12 @@ def planning_target(target: float, accountant: str) -> float:
     above the library's self-composition of the same rounds, stays at or below the target
     (the gap measured 2026-12-02: 1.0e-4 at epsilon 10 after 200 rounds, 1.2e-3 at 92 after
     50, 2.1e-4 at 174 after 1,000; the interval is 1e-3, 9.2e-3 and 1.7e-2 there); the RDP
-    accountant composes exactly, so its plan aims at the target."""
+    accountant composes exactly, so its plan aims at the target. Below an epsilon of
+    2e-4 the interval (1e-4 there) would take the whole target: the margin is then half of
+    it."""
     if accountant != "pld":
         return float(target)
-    return float(target) - pld_interval(target)
+    return float(target) - min(pld_interval(target), 0.5 * float(target))
 
 
 def _held_strictly(floors: dict[str, float], q: float, ledger: PrivacyLedger, rounds: int,

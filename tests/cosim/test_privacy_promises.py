@@ -182,3 +182,22 @@ def test_a_stored_negative_multiplier_is_refused_in_one_line(tmp_path, capsys, t
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("cosim run:")]
     assert len(err) == 1 and "rounds/privacy_noise_multiplier_rho[1] = -1.0" in err[0] and str(trace) in err[0], err
     assert len(_rounds(trace)["privacy_epsilon"]) == 2
+
+
+@pytest.mark.parametrize("target", ["1e300", "1e-300"])
+def test_the_planner_brackets_any_finite_target(tmp_path, capsys, target):
+    """`cosim validate --set privacy.target_epsilon=1e300` planned nothing and raised the
+    library's NoBracketIntervalFoundError (issue 63); every finite target now gets a plan
+    line, exit 0: floors of order 1e-150 at 1e300 (no noise in a round like the
+    projection's), and at 1e-300 the least multiplier whose PLD figure is 0 (2.7e5 here:
+    below the discretisation's reach every epsilon the library gives is 0 or more than
+    1e-4)."""
+    from cosim.cli import main
+
+    path = write_tiny(tmp_path, rounds=3)
+    assert main(["validate", str(path), "--set", "privacy.delta=1e-5", "--set",
+                 f"privacy.target_epsilon={target}"]) == 0
+    plan = [line for line in capsys.readouterr().out.splitlines() if "target epsilon" in line]
+    assert len(plan) == 1 and "z_rho >= " in plan[0], plan
+    floor = float(plan[0].split("z_rho >= ")[1].split(",")[0])
+    assert (floor < 1e-100) if target == "1e300" else (floor > 1e5)
