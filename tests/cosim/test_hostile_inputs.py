@@ -80,3 +80,56 @@ def test_a_trace_name_longer_than_the_system_allows_is_one_line(tmp_path, capsys
 
     with pytest.raises(TraceError, match="File name too long"):
         check_trace_target(long_name)
+
+
+def _cosim(args, **kwargs):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "cosim.cli", *args], env=env,
+                          stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_a_command_started_without_standard_output_is_quiet(tmp_path, command):
+    import os
+
+    from small_trace import write_small_trace
+
+    trace = write_small_trace(tmp_path / "t.h5")
+    before = trace.read_bytes()
+    result = _cosim([command, str(trace)], preexec_fn=lambda: os.close(1))  # `cosim ... >&-`
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert trace.read_bytes() == before
+
+
+def test_a_command_whose_reader_went_away_is_quiet(tmp_path):
+    import os
+
+    from small_trace import write_small_trace
+
+    trace = write_small_trace(tmp_path / "t.h5")
+    read, write = os.pipe()
+    os.close(read)  # a pipe whose reader is gone: every write is EPIPE
+    try:
+        result = _cosim(["inspect", str(trace)], stdout=write)
+    finally:
+        os.close(write)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+@pytest.mark.parametrize("command", [["scenarios"], ["inspect"], ["verify"]])
+def test_commands_in_process_with_no_standard_output(tmp_path, monkeypatch, capsys, command):
+    import sys
+
+    from small_trace import write_small_trace
+
+    trace = write_small_trace(tmp_path / "t.h5")
+    monkeypatch.setattr(sys, "stdout", None)
+    args = command + ([str(trace)] if command[0] != "scenarios" else [])
+    assert main(args) == 0
+    assert sys.stdout is None  # given back as it was
