@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +215,25 @@ def _share(part: float, total: float) -> str:
     return f"{100.0 * part / total:.3g} %" if total > 0 else "-"
 
 
+class quiet_numerics(contextlib.ContextDecorator):
+    """NumPy's floating-point warnings off (``overflow encountered in reduce`` of a column
+    of 1e308, ``Mean of empty slice`` of one all NaN): what a trace holds is summarised
+    as inf or NaN, never as a warning with an internal source line on the terminal."""
+
+    def __enter__(self):
+        self._state = np.seterr(all="ignore")
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return self
+
+    def __exit__(self, *exc):
+        self._warnings.__exit__(*exc)
+        np.seterr(**self._state)
+        return False
+
+
+@quiet_numerics()
 def summarize(path: str | Path) -> str:
     """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
 

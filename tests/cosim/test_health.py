@@ -338,3 +338,36 @@ def test_a_digital_phase_is_never_noise_dominated(tmp_path):
     assert report["flags"] == []
     assert ("air      median NMSE of the estimate: nu 3, rho 3: quantization and outage "
             "(no receiver noise in this scheme)") in health_lines(report)
+
+
+def test_a_training_loss_nan_in_every_round_is_divergence(tmp_path):
+    columns = clean_columns()
+    for name in list(columns["rounds"]):  # every float column NaN, as a hostile copy had it
+        columns["rounds"][name] = np.full(ROUNDS, np.nan)
+    columns["rounds"]["train_loss_rho"] = np.full(ROUNDS, np.nan)
+    report = health(write(tmp_path / "t.h5", columns))
+    assert report["divergence"]["diverged_round"] == 0
+    assert report["divergence"]["reasons"] == ["training loss non-finite"]
+    assert "diverged" in _names(report)
+    del columns["rounds"]["train_loss_rho"]  # an algorithm that reports no loss: by design
+    assert health(write(tmp_path / "u.h5", columns))["divergence"]["diverged_round"] is None
+
+
+def test_inspect_of_huge_values_prints_no_numeric_warning(tmp_path, capsys):
+    import warnings
+
+    from cosim.cli import main
+
+    columns = clean_columns()
+    for name in list(columns["rounds"]):
+        columns["rounds"][name] = np.full(ROUNDS, 1e308)
+    for name in list(columns["per_device"]):
+        columns["per_device"][name] = np.full((ROUNDS, DEVICES), 1e308)
+    columns["rounds"]["wall_s"] = np.full(ROUNDS, 1e308)
+    path = write(tmp_path / "t.h5", columns)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["inspect", str(path)]) == 0
+    assert not caught, [str(w.message) for w in caught]
+    err = capsys.readouterr().err
+    assert "Warning" not in err, err
