@@ -633,13 +633,14 @@ def _is_study(path: str) -> bool:
     """A study file (top-level ``seeds``, as no scenario has) or a shipped study's name."""
     import tomllib
 
+    from cosim.limits import toml_loads
     from cosim.scenario.load import shipped_scenario_path, shipped_study_path
 
     file = Path(path)
     if not file.is_file():
         return shipped_scenario_path(path) is None and shipped_study_path(path) is not None
     try:
-        return "seeds" in tomllib.loads(file.read_text(encoding="utf-8"))
+        return "seeds" in toml_loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
         return False  # the scenario loader reports it
 

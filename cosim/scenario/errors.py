@@ -21,6 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
+from cosim.limits import cut_line, echo
 from cosim.scenario.tables import RuntimeConfig, Scenario
 
 # --------------------------------------------------------------------------- errors
@@ -38,7 +39,7 @@ class ScenarioError(Exception):
     """
 
     def __init__(self, problems: Sequence[str], source: str | None = None):
-        self.problems = list(problems)
+        self.problems = [cut_line(p) for p in problems]  # a value quoted in full, cut
         self.source = source
         super().__init__(self._headline() + "".join(f"\n  {p}" for p in self.problems))
 
@@ -149,7 +150,7 @@ def migrate_table(table: dict[str, Any]) -> dict[str, Any]:
 def _describe_error(error: dict[str, Any]) -> str:
     loc = [str(part) for part in error["loc"]]
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-    got = f" (got {value!r})"
+    got = f" (got {echo(value)})"
     if kind == "extra_forbidden":
         if ".".join(loc) in MOVED_KEYS:
             return f"{'.'.join(loc)}: {MOVED_KEYS['.'.join(loc)]}"

@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from cosim.limits import MAX_NESTING, NestingError, echo, nesting_depth, toml_loads
 from cosim.scenario.derived import (
     available_memory_bytes,
     check_resources,
@@ -222,9 +223,11 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key or not _KEY_PATH.fullmatch(key):
-        raise ScenarioError([f"{item!r}: an override must look like key.path=value"], "--set")
+        raise ScenarioError([f"{echo(item)}: an override must look like key.path=value"], "--set")
     try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        value = toml_loads(f"v = {raw.strip()}")["v"]
+    except NestingError as error:
+        raise ScenarioError([f"{key}: {error}"], "--set") from None
     except tomllib.TOMLDecodeError:
         value = raw.strip()  # a bare string: --set name=run7
     return key.split("."), value
@@ -251,14 +254,17 @@ def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], 
             elif isinstance(item, (tuple, list)) and len(item) == 2:
                 items += _override_items(dict([item]), "overrides")
             else:
-                raise ScenarioError([f"{item!r}: an override is a key.path=value string or a "
+                raise ScenarioError([f"{echo(item)}: an override is a key.path=value string or a "
                                      "(key.path, value) pair"], source)
         return items
     items = []
     for key, value in pairs:
         if not isinstance(key, str) or not _KEY_PATH.fullmatch(key):
-            raise ScenarioError([f"{key!r}: an override key must be a dotted key path such as "
+            raise ScenarioError([f"{echo(key)}: an override key must be a dotted key path such as "
                                  "'cell.radius_m'"], source)
+        if nesting_depth(value) > MAX_NESTING:
+            raise ScenarioError([f"{key}: arrays or tables nested more than {MAX_NESTING} deep "
+                                 "(the most a scenario or study may nest)"], source)
         items.append((key.split("."), _plain(value)))
     return items
 
@@ -328,7 +334,7 @@ def read_toml(
         except (OSError, UnicodeDecodeError) as exc:
             raise error([f"cannot read {path}: {exc}"], source) from None
     try:
-        return tomllib.loads(text)
+        return toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error([f"TOML syntax error: {exc}"], source) from None
 

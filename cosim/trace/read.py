@@ -19,6 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from cosim.limits import toml_loads
 from cosim.trace.file_format import (
     CHECKPOINT_DROPPED,
     EVAL_COLUMNS,
@@ -75,7 +76,7 @@ class TraceData:
     def scenario(self) -> dict:
         """The stored scenario (``scenario_text``) as a dict; {} when absent or not TOML."""
         try:
-            return tomllib.loads(self.scenario_text)
+            return toml_loads(self.scenario_text)
         except tomllib.TOMLDecodeError:
             return {}
 

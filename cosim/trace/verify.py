@@ -17,6 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cosim.limits import toml_loads
 from cosim.trace.file_format import (
     TraceError,
     _is_hdf5,
@@ -95,7 +96,7 @@ def _verify_once(path: Path) -> Verdict:
                                    "fails its checksum or cannot be read"))
         done = int(file.attrs.get("completed_rounds", 0))
         try:
-            planned = int(tomllib.loads(str(file.attrs.get("scenario", ""))).get("rounds", done))
+            planned = int(toml_loads(str(file.attrs.get("scenario", ""))).get("rounds", done))
         except (tomllib.TOMLDecodeError, TypeError, ValueError, OverflowError):
             planned = done
         note = "" if "checksums" in file.attrs else "written before checksums: read back, not checked"

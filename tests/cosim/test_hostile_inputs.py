@@ -133,3 +133,48 @@ def test_commands_in_process_with_no_standard_output(tmp_path, monkeypatch, caps
     args = command + ([str(trace)] if command[0] != "scenarios" else [])
     assert main(args) == 0
     assert sys.stdout is None  # given back as it was
+
+
+def test_an_integer_key_refuses_a_boolean(tmp_path, capsys):
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", "uplink.bits_per_value=true"]) == 2
+    err = capsys.readouterr().err
+    assert "uplink.bits_per_value: must be one of 1, 2, 4, 8, 16 or 32 (got True)" in err, err
+    assert load_scenario(None, ["uplink.bits_per_value=8"]).uplink.bits_per_value == 8
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("where", ["file", "set", "study axis"])
+def test_nesting_beyond_the_stated_depth_is_one_line(tmp_path, capsys, where):
+    from cosim.limits import MAX_NESTING
+
+    tiny = write_tiny(tmp_path)
+    args = ["validate", str(tiny)]
+    if where == "file":
+        tiny.write_text(f"x = {DEEP}\n" + tiny.read_text())
+    elif where == "set":
+        args += ["--set", f"model.hidden_units={DEEP}"]
+    else:
+        study = tmp_path / "s.toml"
+        study.write_text(f'scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"model.hidden_units" = {DEEP}\n')
+        args = ["validate", str(study)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"nested more than {MAX_NESTING} deep" in err and "Traceback" not in err, err
+    assert len(err.splitlines()) == 2, err
+    ok = "[" * (MAX_NESTING - 3) + "1" + "]" * (MAX_NESTING - 3)  # within the depth: the schema's
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", f"model.hidden_units={ok}"]) == 2
+    assert "model.hidden_units[0]: " in capsys.readouterr().err
+
+
+def test_an_echoed_value_is_cut_to_a_bounded_length(tmp_path, capsys):
+    from cosim.limits import MAX_ECHO_CHARS
+
+    huge = "a" * 100_000
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", f'uplink.scheme="{huge}"']) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 600 and "(100,002 characters)" in err, len(err)
+    assert "'" + "a" * (MAX_ECHO_CHARS - 1) + "..." in err
+    assert main(["validate", str(write_tiny(tmp_path)), "--set", f"cell.{huge}=1"]) == 2
+    assert len(capsys.readouterr().err) < 1200  # an unknown key of 100,000 characters, cut
