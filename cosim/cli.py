@@ -614,11 +614,13 @@ def _study_privacy_lines(points) -> list[str]:
     on the seed), without training; a target no noise can meet is refused as by
     ``cosim validate``."""
     from cosim.privacy import refuse_over_target
+    from cosim.scenario import toml_value
 
     lines, seen = [], set()
     for point in points:
         scenario = point.scenario
-        combination = ", ".join(f"{key} = {value}" for key, value in point.axis_values.items())
+        combination = ", ".join(f"{key} = {toml_value(value) if isinstance(value, dict) else value}"
+                                for key, value in point.axis_values.items())
         if scenario.privacy is None or combination in seen:
             continue
         seen.add(combination)

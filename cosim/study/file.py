@@ -227,6 +227,8 @@ def _value_text(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (list, tuple)):
         return "+".join(_value_text(v) for v in value)
+    if isinstance(value, dict):  # a table-valued key (privacy.clip_norm per phase)
+        return "+".join(f"{k}_{_value_text(v)}" for k, v in value.items())
     return toml_value(value)
 
 
@@ -334,7 +336,7 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
         axes = {}
     for table, entries in (("set", overrides), ("axes", axes)):
         for key, value in entries.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and not (table == "set" and _takes_a_table(key)):
                 problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
                                 f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
             if key in ("seed", "trace.path"):
@@ -348,6 +350,18 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
         if key in overrides:
             problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
     return overrides, axes
+
+
+def _takes_a_table(key: str) -> bool:
+    """Whether the dotted ``key`` names a scenario key whose value may be a table
+    (``privacy.clip_norm = {rho = 1.0, nu = 0.5}``), not a table of keys."""
+    from cosim.scenario.errors import _is_key, _model_at, _sub_model
+    from cosim.scenario.load import _takes_table
+
+    path = key.split(".")
+    parent = _model_at(path[:-1])
+    return (_is_key(path) and _sub_model(parent, path[-1]) is None
+            and _takes_table(parent, path[-1]))
 
 
 def _checked_labels(labels: Any, axes: dict[str, Any], problems: list[str]) -> dict[str, Any]:

@@ -254,7 +254,12 @@ def _pooled(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
 
 
 def _hashable(value):
-    """An axis value as a table cell that pandas can group by (lists become tuples)."""
+    """An axis value as a table cell that pandas can group by (lists become tuples, a
+    table its inline TOML, ``{rho = 1.0, nu = 0.5}``)."""
+    if isinstance(value, dict):
+        from cosim.scenario.as_toml import toml_value
+
+        return toml_value(value)
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 

@@ -82,3 +82,41 @@ def test_a_read_only_out_for_study_run_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--out: cannot write {where / 'out'}: Read-only file system" in err, err
     assert "Traceback" not in err
+
+
+TABLE_AXIS = '[axes]\n"privacy.clip_norm" = [{rho = 1.0, nu = 0.5}, {rho = 2.0, nu = 1.0}]\n'
+
+
+def test_table_values_of_an_axis_and_of_set_are_written_and_read_back(tmp_path, capsys):
+    import tomllib
+
+    from tiny_scenario import write_tiny
+
+    from cosim.scenario import toml_value
+    from cosim.study import load_study
+
+    value = {"rho": 1.0, "nu": 0.5, "a b": [1, {"c": True}]}
+    assert tomllib.loads(f"v = {toml_value(value)}")["v"] == value
+    write_tiny(tmp_path)
+    study = tmp_path / "s.toml"
+    study.write_text('scenario = "tiny.toml"\nseeds = [1]\n' + TABLE_AXIS)
+    assert main(["validate", str(study)]) == 0
+    assert "privacy.clip_norm = {rho = 1.0, nu = 0.5}" in capsys.readouterr().out
+    points = load_study(study).points(tmp_path / "out")
+    assert [p.scenario.privacy.clip_norm for p in points] == [{"rho": 1.0, "nu": 0.5},
+                                                               {"rho": 2.0, "nu": 1.0}]
+    assert points[0].name == "privacy.clip_norm=rho_1+nu_0.5-seed1"
+    study.write_text('scenario = "tiny.toml"\nseeds = [1]\n[set]\n'
+                     '"privacy.clip_norm" = {rho = 1.0, nu = 0.5}\n')
+    assert main(["validate", str(study)]) == 0
+    (point,) = load_study(study).points()
+    assert point.scenario.privacy.clip_norm == {"rho": 1.0, "nu": 0.5}
+    # the report reads such a study's copy back and finds its runs
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1]\n' + TABLE_AXIS)
+    for p in points:
+        write_small_trace(out / RUNS_DIR / f"{p.name}.h5")
+    assert main(["study", "report", str(out)]) == 0
+    table = (out / "table.csv").read_text()
+    assert '"{rho = 1.0, nu = 0.5}"' in table and '"{rho = 2.0, nu = 1.0}"' in table
