@@ -354,8 +354,9 @@ def stability(table: pd.DataFrame, axes: Sequence[str],
     ``final``, ``final_round``, ``post_peak_drop``, ``near_peak_share``, ``evaluations``;
     runs with no finite ``metric`` are left out."""
     rows = []
+    columns = ["run", "seed", *axes, *STABILITY_MEASURES, "final_round", "evaluations"]
     if metric not in table:
-        return pd.DataFrame(columns=["run", "seed", *axes, *STABILITY_MEASURES])
+        return pd.DataFrame(columns=columns)
     for _, run in table.groupby("run", sort=False):
         values = run[metric].to_numpy(dtype=float)
         ok = np.isfinite(values)
@@ -372,7 +373,8 @@ def stability(table: pd.DataFrame, axes: Sequence[str],
                      "post_peak_drop": values[best] - values[-1],
                      "near_peak_share": float(near[first_near:].mean()),
                      "evaluations": int(values.size)})
-    return pd.DataFrame(rows)
+    # no run evaluated yet (a study being written): the columns all the same
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
 
 
 def stability_over_seeds(per_run: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
@@ -604,6 +606,13 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
     return path
 
 
+def _reason(error: OSError) -> str:
+    """An output's failure in one line: the path and the system's reason."""
+    if error.strerror and error.filename:
+        return f"{error.filename}: {error.strerror}"
+    return str(error.strerror or error)
+
+
 def _file_part(text: str) -> str:
     """``text`` as part of a file name: every character other than letters, digits and
     ``._=,+-`` becomes ``_`` (no separator, so no ``..`` path), as in run names."""
@@ -656,36 +665,36 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
         with atomic_output(written[5]) as tmp:
             _costs(axes, runs).to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)
-    except OSError as error:
-        raise StudyError([f"cannot write the report: {error}"], str(out)) from None
-    kind = "round" if x == "rounds" else x
-    metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
-    for metric in metrics:
-        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only)
-        if path is not None:
-            written.append(path)
-    for axis in axes:  # the last evaluation against every axis
-        if table[axis].nunique() > 1:
-            for metric in metrics:
-                path = _plot_final(table, axes, axis, metric,
-                                   figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
-                                   only)
-                if path is not None:
-                    written.append(path)
-    pooled = _pooled(axes, runs)
-    if not pooled.empty:
-        written.append(out / "reliability.csv")
-        with atomic_output(written[-1]) as tmp:
-            pooled.to_csv(tmp, index=False)
-        path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
-        if path is not None:
-            written.append(path)
-    rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
-    phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
-                     if m.startswith("distortion_") and m.endswith(rings)})
-    for phase in phases:
-        path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
-                           labels, only)
-        if path is not None:
-            written.append(path)
+        kind = "round" if x == "rounds" else x
+        metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
+        for metric in metrics:
+            path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only)
+            if path is not None:
+                written.append(path)
+        for axis in axes:  # the last evaluation against every axis
+            if table[axis].nunique() > 1:
+                for metric in metrics:
+                    path = _plot_final(table, axes, axis, metric,
+                                       figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
+                                       only)
+                    if path is not None:
+                        written.append(path)
+        pooled = _pooled(axes, runs)
+        if not pooled.empty:
+            written.append(out / "reliability.csv")
+            with atomic_output(written[-1]) as tmp:
+                pooled.to_csv(tmp, index=False)
+            path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
+            if path is not None:
+                written.append(path)
+        rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
+        phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
+                         if m.startswith("distortion_") and m.endswith(rings)})
+        for phase in phases:
+            path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
+                               labels, only)
+            if path is not None:
+                written.append(path)
+    except OSError as error:  # a full disk, a link planted meanwhile: what was written stays
+        raise StudyError([f"cannot write the report: {_reason(error)}"], str(out)) from None
     return written

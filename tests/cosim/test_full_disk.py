@@ -252,3 +252,25 @@ def test_plot_into_a_full_disk_keeps_the_earlier_figures(tmp_path, disk, capsys,
     assert err.strip().splitlines()[-1].startswith(
         f"cosim plot: cannot write figures to {out}: No space left on device"), err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("leave", [0, 30_000, 150_000])
+def test_study_report_into_a_full_disk_is_one_line(disk, capsys, leave):
+    """`cosim study report` of a study on a disk that fills: one line naming the file it
+    could not write (exit 2), the traces as they were (the tables fail at 0 bytes left,
+    a figure with more room)."""
+    from cosim.study.file import RUNS_DIR, STUDY_COPY, run_name
+
+    out = disk / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = [10.0, 20.0]\n')
+    for power in (10.0, 20.0):
+        write_small_trace(out / RUNS_DIR / f"{run_name({'power.tx_power_dbm': power}, 1)}.h5")
+    traces = {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()}
+    fill(disk, leave)
+    assert main(["study", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
+    assert "cannot write the report: " in err and "No space left on device" in err, err
+    assert {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()} == traces
+    assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left

@@ -120,3 +120,28 @@ def test_table_values_of_an_axis_and_of_set_are_written_and_read_back(tmp_path, 
     assert main(["study", "report", str(out)]) == 0
     table = (out / "table.csv").read_text()
     assert '"{rho = 1.0, nu = 0.5}"' in table and '"{rho = 2.0, nu = 1.0}"' in table
+
+
+def test_report_of_a_study_being_written_reads_its_committed_rounds(tmp_path, capsys):
+    import numpy as np
+
+    from cosim.trace import TraceWriter
+
+    out = tmp_path / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1]\n'
+                                  '[axes]\n"power.tx_power_dbm" = [10.0, 20.0]\n')
+    first, second = (out / RUNS_DIR / f"{run_name({'power.tx_power_dbm': p}, 1)}.h5"
+                     for p in (10.0, 20.0))
+    scenario = 'name = "t"\nseed = 1\nrounds = 5\n'
+    TraceWriter.create(second, scenario, seed=1, name="t").close()  # started, no round yet
+    with TraceWriter.create(first, scenario, seed=1, name="t") as writer:
+        writer.append_round({"train_loss": 1.0, "test_accuracy": np.nan, "ece": np.nan,
+                             "uplink_symbols": 1.0, "cumulative_uplink_symbols": 1.0})
+        writer.commit()  # round 0: not evaluated
+        writer.append_round({"train_loss": 0.9, "test_accuracy": 0.5, "ece": 0.1})
+        writer.flush()  # round 1 written, not committed: a report must not see it
+        assert main(["study", "report", str(out)]) == 0, capsys.readouterr().err
+    table = (out / "table.csv").read_text().splitlines()
+    assert len(table) == 2 and "0.5" not in table[1], table
+    assert (out / "stability.csv").exists()
