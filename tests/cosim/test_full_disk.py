@@ -271,6 +271,6 @@ def test_study_report_into_a_full_disk_is_one_line(disk, capsys, leave):
     assert main(["study", "report", str(out)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
-    assert "cannot write the report: " in err and "No space left on device" in err, err
+    assert f"cannot write the report: {out}/" in err and ": No space left on device" in err, err
     assert {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()} == traces
     assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
