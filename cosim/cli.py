@@ -175,7 +175,8 @@ EXAMPLES_STUDY = """examples:
   cosim study compact studies/power   # drop the finished runs' resume checkpoints
 
 exit status of `study run`: 0 every run done, 1 some run failed or diverged (the others
-complete; DIR/status.json says which and why), 2 bad input (nothing run), 129 / 130 /
+complete; DIR/status.json says which and why), 2 bad input (nothing run) or a file the
+study writes for itself that it cannot write (a full disk: runs stopped), 129 / 130 /
 143 stopped by SIGHUP / SIGINT / SIGTERM (status.json says stopped). Run it again
 to complete what is missing. File format: docs/studies.md.
 """

@@ -228,6 +228,19 @@ class _Worker:
         self.run: tuple[str, float] | None = None  # (run name, time.perf_counter() at start)
 
 
+def _check_log(path: Path) -> None:
+    """Open (create) a worker's log as the worker will, never through a link
+    (``O_NOFOLLOW``), before the worker starts: a log that cannot be opened (a link
+    planted there, a full disk, a directory) stops the study with one line naming it
+    (:class:`cosim.study.runner.StudyOutputError`), not as a dead worker."""
+    from cosim.study.runner import output_failure
+
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644))
+    except OSError as error:
+        raise output_failure(path, error) from None
+
+
 def _death(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -293,6 +306,7 @@ class LocalExecutor:
                 log = None
                 if self.log_dir is not None:
                     log = str(self.log_dir / f"worker-{len(self.workers) + self.replaced}.log")
+                    _check_log(Path(log))
                 idle = _Worker(self.context, self.cpus_per_run, log)
                 self.workers.append(idle)
             name, scenario = self.queue.popleft()

@@ -46,6 +46,7 @@ from cosim.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
+    EXIT_USAGE,
 )
 from cosim.study.cost import study_cost_lines
 from cosim.study.file import (  # the study file, re-exported: where callers found it
@@ -100,6 +101,25 @@ STOP_EXIT = {signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP,
 class StudyStopped(Exception):
     """SIGTERM, SIGHUP or SIGINT while a study runs (its number the argument): the runs in
     flight are stopped, the status says so."""
+
+
+class StudyOutputError(Exception):
+    """A file the study driver writes for itself (``status.json``, a worker's log) that
+    cannot be written: a full disk, a symbolic link planted where it belongs. The study
+    stops its runs (their traces keep every committed round) and exits 2 with this one
+    line; the same command resumes it once the fault is gone."""
+
+
+def output_failure(path: Path, error: OSError) -> StudyOutputError:
+    """The :class:`StudyOutputError` of the driver's own file ``path`` that ``error`` kept
+    from being written: a link named as one, else the system's reason."""
+    if path.is_symlink():
+        reason = "a symbolic link where the study writes its own file; refusing to write through it"
+    else:
+        reason = error.strerror or str(error)
+    return StudyOutputError(f"cannot write {path}: {reason}; the runs were stopped and their "
+                            "traces keep every committed round: the same command resumes the "
+                            "study once that is mended")
 
 
 
@@ -240,7 +260,12 @@ class _Status:
         return committed, asked
 
     def write(self) -> None:
-        write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        """Rewrite ``status.json`` (atomically); :class:`StudyOutputError` naming it when it
+        cannot be written."""
+        try:
+            write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        except OSError as error:
+            raise output_failure(self.path, error) from None
 
     def stopped(self, signum: int, when: str, say) -> int:
         """Record and say that a signal stopped the study (the runs not ended: stopped);
@@ -250,7 +275,10 @@ class _Status:
             if run["state"] in ("pending", "queued", "running"):
                 run["state"] = "stopped"
         self.data["stopped"] = name
-        self.write()
+        try:
+            self.write()
+        except StudyOutputError as error:  # stopped all the same; the status could not say so
+            print(f"cosim study run: {error}", file=sys.stderr, flush=True)
         c = self.counts()
         say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of "
             f"{len(self.data['runs'])}; the same command resumes it; status: {self.path}")
@@ -306,7 +334,11 @@ def run_study(
 
     _prepare_out(out, study, study_file, say)
     status = _Status(out / STATUS_FILE, study, points)
-    todo = _plan(points, status, study, out, say)
+    try:
+        todo = _plan(points, status, study, out, say)
+    except StudyOutputError as error:  # nothing started yet
+        print(f"cosim study run: {error}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     if not todo:
         return EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
 
@@ -326,6 +358,11 @@ def run_study(
         signals.defer()  # a second signal while the runs are stopped is the same request
         executor.stop()
         return status.stopped(cause.args[0], "", say)
+    except StudyOutputError as error:  # its own file: stopped as a run stops on a full disk
+        signals.defer()
+        executor.stop()
+        print(f"cosim study run: {error}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     finally:
         signals.defer()  # a signal while the executor shuts down is honoured once it has (below)
         executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster

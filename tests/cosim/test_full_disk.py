@@ -274,3 +274,26 @@ def test_study_report_into_a_full_disk_is_one_line(disk, capsys, leave):
     assert f"cannot write the report: {out}/" in err and ": No space left on device" in err, err
     assert {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()} == traces
     assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
+
+
+def test_a_study_whose_disk_fills_up_stops_in_one_line_and_resumes(disk, monkeypatch, capsys):
+    """The disk of `--out` fills while a study runs (after its first run ends, before the
+    driver rewrites status.json): exit 2, one line naming status.json, the runs stopped;
+    once there is room the same command completes the study."""
+    import json
+
+    from test_hostile_studies import _Executor, _run_with, _tiny_study
+
+    study, out = _tiny_study(disk.parent), disk / "out"
+    fillers = []
+    executor = _Executor(lambda: fillers.append(fill(disk)) if not fillers else None)
+    assert _run_with(monkeypatch, study, out, executor) == 2
+    err = capsys.readouterr().err
+    assert err == (f"cosim study run: cannot write {out / 'status.json'}: No space left on "
+                   "device; the runs were stopped and their traces keep every committed round: "
+                   "the same command resumes the study once that is mended\n"), err
+    assert executor.stopped and not list(out.glob(".*.tmp"))
+    fillers[0].unlink()
+    assert _run_with(monkeypatch, study, out, _Executor()) == 0
+    runs = json.loads((out / "status.json").read_text())["runs"]
+    assert {run["state"] for run in runs.values()} == {"done"}

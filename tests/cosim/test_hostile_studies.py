@@ -145,3 +145,94 @@ def test_report_of_a_study_being_written_reads_its_committed_rounds(tmp_path, ca
     table = (out / "table.csv").read_text().splitlines()
     assert len(table) == 2 and "0.5" not in table[1], table
     assert (out / "stability.csv").exists()
+
+
+class _Executor:
+    """An executor whose runs end at once (no worker, no TensorFlow); ``before_wait`` is
+    called before each wait returns a run: the instant a fault is planted."""
+
+    name = "test"
+
+    def __init__(self, before_wait=lambda: None):
+        self.queue, self.before_wait, self.stopped = [], before_wait, False
+
+    @property
+    def pending(self):
+        return len(self.queue)
+
+    def check(self):
+        pass
+
+    def start(self):
+        return "executor: test"
+
+    def submit(self, name, scenario):
+        self.queue.append(name)
+
+    def wait(self, timeout_s):
+        self.before_wait()
+        return [(self.queue.pop(0), {"state": "done", "error": None, "completed_rounds": 2,
+                                     "wall_s": 0.0, "node": None})]
+
+    def stop(self):
+        self.stopped = True
+        self.queue.clear()
+
+    def close(self):
+        pass
+
+
+def _tiny_study(directory):
+    from tiny_scenario import write_tiny
+
+    write_tiny(directory)
+    study = directory / "s.toml"
+    study.write_text('scenario = "tiny.toml"\nseeds = [1, 2]\n[set]\nrounds = 2\n')
+    return study
+
+
+def _run_with(monkeypatch, study, out, executor):
+    import io
+
+    from cosim.study import executor as executors
+    from cosim.study.runner import run_study
+
+    monkeypatch.setattr(executors, "make_executor", lambda *args, **kwargs: executor)
+    return run_study(study, out, stream=io.StringIO())
+
+
+def test_a_link_planted_at_status_json_mid_study_stops_it_in_one_line(tmp_path, monkeypatch, capsys):
+    import os
+
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    victim.write_text("keep")
+
+    def plant():
+        os.replace(out / "status.json", victim.with_name("moved"))
+        (out / "status.json").symlink_to(victim)
+
+    executor = _Executor(plant)
+    assert _run_with(monkeypatch, _tiny_study(tmp_path), out, executor) == 2
+    err = capsys.readouterr().err
+    assert err == (f"cosim study run: cannot write {out / 'status.json'}: a symbolic link where "
+                   "the study writes its own file; refusing to write through it; the runs were "
+                   "stopped and their traces keep every committed round: the same command "
+                   "resumes the study once that is mended\n"), err
+    assert executor.stopped and victim.read_text() == "keep"
+
+
+def test_a_link_planted_at_a_worker_log_is_named_by_the_driver(tmp_path, capsys):
+    import io
+
+    from cosim.study.runner import run_study
+
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    victim.write_text("keep")
+    (out / "logs").mkdir(parents=True)
+    (out / "logs" / "worker-0.log").symlink_to(victim)
+    assert run_study(_tiny_study(tmp_path), out, executor="local", num_cpus=1,
+                     stream=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cosim study run: cannot write {out / 'logs' / 'worker-0.log'}: a "
+                          "symbolic link where the study writes its own file"), err
+    assert len(err.splitlines()) == 1 and victim.read_text() == "keep"
