@@ -106,6 +106,12 @@ def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] 
 
 def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
     arrays = {name: slot[name][()] for name in slot}
+    for name, values in arrays.items():
+        if np.asarray(values).dtype.kind not in "biufc":  # text, objects
+            kind = np.asarray(values).dtype
+            raise TraceError(f"{slot.file.filename}: {slot.name}/{name} holds {kind}, not "
+                             "numbers; the checkpoint cannot be used (use --overwrite to start "
+                             "again)")
     try:
         attrs = json.loads(slot.attrs.get("attrs_json", "{}"))
     except (ValueError, TypeError):

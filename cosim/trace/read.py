@@ -33,6 +33,7 @@ from cosim.trace.file_format import (
     read_dataset,
     read_live,
 )
+from cosim.trace.values import stored_problems
 
 
 @dataclass
@@ -151,11 +152,29 @@ def _read_open_trace(path: Path, file: h5py.File) -> TraceData:
             rounds[name] = read_dataset(obj, path, np.s_[:t])
         else:
             series[name] = {key: read_dataset(ds, path, np.s_[:t]) for key, ds in obj.items()}
-    devices = {name: read_dataset(ds, path) for name, ds in file["devices"].items()}
+    devices = {}
+    for name, ds in file["devices"].items():
+        if not isinstance(ds, h5py.Dataset):
+            raise TraceError(f"cannot read trace {path}: /devices/{name} is not a dataset")
+        devices[name] = read_dataset(ds, path)
+    _refuse_stored_problems(path, rounds, series, devices)
     signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
     found = _valid_slot(file.get("checkpoint"), t)
     return TraceData(path, attrs, t, rounds, series, devices,
                      [r for r in signals if r < t], found[0] if found else None)
+
+
+def _refuse_stored_problems(path: Path, rounds: Mapping[str, np.ndarray],
+                            series: Mapping[str, Mapping[str, np.ndarray]],
+                            devices: Mapping[str, np.ndarray]) -> None:
+    """:class:`TraceError` naming the file and the first datasets whose stored numbers
+    no run writes (:mod:`cosim.trace.values`)."""
+    columns = {**rounds, **{f"{group}/{name}": values for group, table in series.items()
+                            for name, values in table.items()}}
+    problems = stored_problems(columns, devices)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise TraceError(f"refusing trace {path}: " + "; ".join(problems[:3]) + more)
 
 
 def _fmt(value: Any) -> str:
