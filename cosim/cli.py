@@ -376,36 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     stderr goes through :class:`cosim.printable.PrintableStream`: a key, label or path
     holding control characters (``\x1b[2J``) is echoed with them escaped.
     """
-    from cosim.printable import PrintableStream
+    from cosim.printable import PrintableStream, open_std_streams
 
     streams = sys.stdout, sys.stderr
-    out, err = _open_streams()
+    out, err = open_std_streams()
     sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
     try:
         return _main(argv)
     finally:
         sys.stdout, sys.stderr = streams
-
-
-def _open_streams():
-    """``(stdout, stderr)`` to write to. A standard descriptor the command was started
-    without (``cosim inspect t.h5 >&-``: Python then has ``sys.stdout = None``) is
-    opened onto ``/dev/null`` first, so that no file the command opens later (a trace,
-    a log) takes its number and receives what is printed; its stream writes there."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            new = os.open(os.devnull, os.O_RDWR)
-            if new != fd:
-                os.dup2(new, fd)
-                os.close(new)
-    out, err = sys.stdout, sys.stderr
-    if out is None:
-        out = sys.stdout = open(os.devnull, "w", encoding="utf-8")
-    if err is None:
-        err = sys.stderr = open(os.devnull, "w", encoding="utf-8")
-    return out, err
 
 
 def _main(argv: list[str] | None) -> int:

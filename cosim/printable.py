@@ -12,10 +12,12 @@ clear the screen or retitle the terminal whatever a file holds). Standard librar
 
 from __future__ import annotations
 
+import os
+import sys
 import unicodedata
 from typing import Any, TextIO
 
-__all__ = ["PrintableStream", "printable"]
+__all__ = ["PrintableStream", "open_std_streams", "printable"]
 
 _LAYOUT = frozenset("\n\t")
 
@@ -53,3 +55,24 @@ class PrintableStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def open_std_streams():
+    """``(stdout, stderr)`` to write to. A standard descriptor the command was started
+    without (``cosim inspect t.h5 >&-``: Python then has ``sys.stdout = None``) is
+    opened onto ``/dev/null`` first, so that no file the command opens later (a trace,
+    a log) takes its number and receives what is printed; its stream writes there."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            new = os.open(os.devnull, os.O_RDWR)
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+    out, err = sys.stdout, sys.stderr
+    if out is None:
+        out = sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if err is None:
+        err = sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    return out, err

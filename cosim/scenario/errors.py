@@ -187,8 +187,35 @@ def _describe_error(error: dict[str, Any]) -> str:
     return f"{path}: {message}{'' if '(got' in message else got}"
 
 
+def _integer_literal(annotation: Any) -> tuple | None:
+    """The values of a ``Literal`` of integers in ``annotation`` (``Literal[1, 2] | None``)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        values = typing.get_args(annotation)
+        return values if all(type(v) is int for v in values) else None
+    return next(filter(None, map(_integer_literal, typing.get_args(annotation))), None)
+
+
+def _booleans_for_integers(data: Any, model: type[BaseModel] | None = Scenario,
+                           prefix: str = "") -> list[str]:
+    """One line per boolean given to a key whose type is a ``Literal`` of integers
+    (``uplink.bits_per_value``): strict mode refuses ``true`` for an ``int`` key, but a
+    literal compares ``True == 1`` and read ``true`` as 1 bit."""
+    problems: list[str] = []
+    for key, value in (data.items() if isinstance(data, dict) and model is not None else ()):
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None and isinstance(value, dict):
+            problems += _booleans_for_integers(value, _sub_model(model, key), f"{prefix}{key}.")
+        elif field is not None and isinstance(value, bool) and (values := _integer_literal(field.annotation)):
+            listed = ", ".join(map(repr, values[:-1])) + f" or {values[-1]!r}"
+            problems.append(f"{prefix}{key}: must be one of {listed} (got {value})")
+    return problems
+
+
 def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
     """Validate a parsed TOML document into a :class:`Scenario` (ScenarioError on failure)."""
+    booleans = _booleans_for_integers(data)
+    if booleans:
+        raise ScenarioError(booleans, source)
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

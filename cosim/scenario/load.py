@@ -62,6 +62,7 @@ from cosim.scenario.errors import (
     ScenarioError,
     ScenarioTooLarge,
     _did_you_mean,
+    _model_at,
     _sub_model,
     migrate_table,
     parse_scenario,
@@ -102,6 +103,7 @@ __all__ = [
     "shipped_scenarios",
     "shipped_scenarios_dir",
     "symbols_per_phase",
+    "takes_a_table",
     "toml_value",
     "uplink_phase_values",
     "with_overrides",
@@ -274,6 +276,15 @@ def _takes_table(model: type[BaseModel], key: str) -> bool:
     type, as ``privacy.clip_norm`` per phase): ``key.entry = value`` then sets one entry."""
     annotation = model.model_fields[key].annotation
     return any(typing.get_origin(a) is dict for a in (annotation, *typing.get_args(annotation)))
+
+
+def takes_a_table(key: str) -> bool:
+    """Whether the dotted ``key`` names a scenario key whose value may be a table
+    (``privacy.clip_norm = {rho = 1.0, nu = 0.5}``), not a table of keys (``cell``)."""
+    path = key.split(".")
+    parent = _model_at(path[:-1])
+    return (parent is not None and path[-1] in parent.model_fields
+            and _sub_model(parent, path[-1]) is None and _takes_table(parent, path[-1]))
 
 
 def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: str = "--set") -> None:

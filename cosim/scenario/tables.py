@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 import string
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -75,35 +74,10 @@ def _bool_or_keyword(keyword: str):
     return BeforeValidator(check)
 
 
-def _integer_literal(annotation: Any) -> Any:
-    """The ``Literal`` of integers in ``annotation`` (``Literal[1, 2, 4] | None``), else None."""
-    if typing.get_origin(annotation) is Literal:
-        args = typing.get_args(annotation)
-        return annotation if any(isinstance(a, int) and not isinstance(a, bool) for a in args) \
-            and not any(isinstance(a, bool) for a in args) else None
-    return next((found for found in map(_integer_literal, typing.get_args(annotation)) if found), None)
-
-
 class _Section(BaseModel):
     # allow_inf_nan=False: every float key (arrays of floats included) refuses nan and
     # +-inf, which TOML and --set both accept (``tx_power_dbm = nan``)
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_for_a_number(cls, data: Any) -> Any:
-        """``true`` for a key that is a ``Literal`` of integers (``uplink.bits_per_value``)
-        is refused, as strict mode refuses it for an ``int`` key (the literal compares
-        ``True == 1`` and read ``true`` as 1 bit)."""
-        if isinstance(data, Mapping):
-            for key, value in data.items():
-                field = cls.model_fields.get(key) if isinstance(key, str) else None
-                literal = _integer_literal(field.annotation) if field is not None else None
-                if isinstance(value, bool) and literal is not None:
-                    values = [repr(a) for a in typing.get_args(literal)]
-                    listed = ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]
-                    raise ValueError(f"{key}: must be one of {listed} (got {value})")
-        return data
 
 
 def _require(condition: bool, field: str, message: str) -> None:

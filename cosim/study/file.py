@@ -28,6 +28,7 @@ from cosim.scenario.load import (
     read_toml,
     shipped_scenario_path,
     shipped_study_path,
+    takes_a_table,
     toml_value,
 )
 
@@ -336,7 +337,7 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
         axes = {}
     for table, entries in (("set", overrides), ("axes", axes)):
         for key, value in entries.items():
-            if isinstance(value, dict) and not (table == "set" and _takes_a_table(key)):
+            if isinstance(value, dict) and not (table == "set" and takes_a_table(key)):
                 problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
                                 f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
             if key in ("seed", "trace.path"):
@@ -350,18 +351,6 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
         if key in overrides:
             problems.append(f"axes.{key}: also in [set]; a key is either set or swept")
     return overrides, axes
-
-
-def _takes_a_table(key: str) -> bool:
-    """Whether the dotted ``key`` names a scenario key whose value may be a table
-    (``privacy.clip_norm = {rho = 1.0, nu = 0.5}``), not a table of keys."""
-    from cosim.scenario.errors import _is_key, _model_at, _sub_model
-    from cosim.scenario.load import _takes_table
-
-    path = key.split(".")
-    parent = _model_at(path[:-1])
-    return (_is_key(path) and _sub_model(parent, path[-1]) is None
-            and _takes_table(parent, path[-1]))
 
 
 def _checked_labels(labels: Any, axes: dict[str, Any], problems: list[str]) -> dict[str, Any]:

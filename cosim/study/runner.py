@@ -49,6 +49,7 @@ from cosim.exit_codes import (
     EXIT_USAGE,
 )
 from cosim.study.cost import study_cost_lines
+from cosim.study.executor import StudyOutputError, output_failure
 from cosim.study.file import (  # the study file, re-exported: where callers found it
     RUNS_DIR,
     STUDY_COPY,
@@ -101,25 +102,6 @@ STOP_EXIT = {signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP,
 class StudyStopped(Exception):
     """SIGTERM, SIGHUP or SIGINT while a study runs (its number the argument): the runs in
     flight are stopped, the status says so."""
-
-
-class StudyOutputError(Exception):
-    """A file the study driver writes for itself (``status.json``, a worker's log) that
-    cannot be written: a full disk, a symbolic link planted where it belongs. The study
-    stops its runs (their traces keep every committed round) and exits 2 with this one
-    line; the same command resumes it once the fault is gone."""
-
-
-def output_failure(path: Path, error: OSError) -> StudyOutputError:
-    """The :class:`StudyOutputError` of the driver's own file ``path`` that ``error`` kept
-    from being written: a link named as one, else the system's reason."""
-    if path.is_symlink():
-        reason = "a symbolic link where the study writes its own file; refusing to write through it"
-    else:
-        reason = error.strerror or str(error)
-    return StudyOutputError(f"cannot write {path}: {reason}; the runs were stopped and their "
-                            "traces keep every committed round: the same command resumes the "
-                            "study once that is mended")
 
 
 
@@ -311,11 +293,9 @@ def run_study(
     network socket (their output in ``out_dir/logs/``); ``"ray"`` (the default with
     ``address``) runs them as Ray tasks, on the cluster at ``address`` (``"auto"``: the
     one ``ray start`` runs on this machine; disconnected from at the end, not stopped) or
-    on an embedded Ray of ``num_cpus`` CPUs (shut down at the end). ``num_cpus``
-    defaults to this machine's cores. Workers are reused, so TensorFlow starts once per
-    worker. SIGTERM, SIGHUP and SIGINT stop the runs in flight and every process the
-    study started; ``status.json`` then says ``stopped``. Prints a line per finished run
-    (done/failed/total) and a summary line every ``summary_every_s`` seconds.
+    on an embedded Ray of ``num_cpus`` CPUs (default: the cores). SIGTERM, SIGHUP, SIGINT
+    and a file of its own it cannot write (:class:`StudyOutputError`: exit 2, one line)
+    stop the runs in flight and every process the study started. Prints a line per run.
     """
     stream = stream or sys.stdout
     from cosim.study.executor import make_executor
@@ -334,13 +314,9 @@ def run_study(
 
     _prepare_out(out, study, study_file, say)
     status = _Status(out / STATUS_FILE, study, points)
-    try:
-        todo = _plan(points, status, study, out, say)
-    except StudyOutputError as error:  # nothing started yet
-        print(f"cosim study run: {error}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    if not todo:
-        return EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
+    todo = _plan(points, status, study, out, say)
+    if not todo:  # None: status.json could not be written (said; nothing started)
+        return EXIT_USAGE if todo is None else EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
 
     signals = _StopSignals()
     try:
@@ -359,10 +335,8 @@ def run_study(
         executor.stop()
         return status.stopped(cause.args[0], "", say)
     except StudyOutputError as error:  # its own file: stopped as a run stops on a full disk
-        signals.defer()
         executor.stop()
-        print(f"cosim study run: {error}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
+        return _said(error)
     finally:
         signals.defer()  # a signal while the executor shuts down is honoured once it has (below)
         executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster
@@ -395,11 +369,18 @@ def _prepare_out(out: Path, study, study_file, say) -> None:
                          str(study_file)) from None
 
 
-def _plan(points, status: _Status, study, out: Path, say) -> list:
+def _said(error: StudyOutputError) -> int:
+    """Say ``error`` in one line on stderr; the exit status (2)."""
+    print(f"cosim study run: {error}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def _plan(points, status: _Status, study, out: Path, say) -> list | None:
     """The points still to run, each marked in ``status`` (written): a run whose trace
     holds a diverged round is failed (skipped: resuming would diverge again), one whose
     trace is complete is done (skipped), every other one is started or resumed; a line
-    says how many, with the estimated cost of those to run."""
+    says how many, with the estimated cost of those to run. None (said on stderr) when
+    ``status.json`` cannot be written."""
     todo = []
     for point in points:
         done, diverged = _trace_state(point.scenario.trace_path)
@@ -413,7 +394,11 @@ def _plan(points, status: _Status, study, out: Path, say) -> list:
             status.update(point.name, action="started" if done is None else "resumed",
                           completed_rounds=done)
             todo.append(point)
-    status.write()
+    try:
+        status.write()
+    except StudyOutputError as error:
+        _said(error)
+        return None
     c = status.counts()
     say(f"study {study.source}: {len(points)} runs, {c['done']} complete already, "
         f"{c['failed']} diverged already, {len(todo)} to run "

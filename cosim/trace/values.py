@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["column_problem", "device_problem", "numeric_problem"]
+__all__ = ["column_problem", "device_problem", "numeric_problem", "stored_problems"]
 
 COUNT_NAMES = frozenset({
     "uplink_symbols", "downlink_symbols", "cumulative_uplink_symbols",
