@@ -46,6 +46,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cosim.limits import MAX_NESTING, NestingError, echo, nesting_depth, toml_loads
+from cosim.printable import utf8_text
 from cosim.scenario.derived import (
     available_memory_bytes,
     check_resources,
@@ -222,6 +223,11 @@ keys to Python values (``{"cell.num_devices": 20}``); see :func:`load_scenario`.
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
+    try:  # argv's bytes as UTF-8 whatever the locale (LC_ALL=C leaves them escaped)
+        item = utf8_text(item)
+    except UnicodeDecodeError as error:
+        raise ScenarioError([f"{echo(item)}: not UTF-8 text (byte 0x{error.object[error.start]:02x}); "
+                             "a scenario is UTF-8"], "--set") from None
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key or not _KEY_PATH.fullmatch(key):

@@ -23,6 +23,7 @@ import h5py
 import numpy as np
 
 from cosim.limits import MAX_ROUNDS
+from cosim.printable import utf8_text
 from native.memory import memory_budget
 
 SCHEMA_VERSION = 1
@@ -429,6 +430,16 @@ def is_trace(path: str | Path) -> bool:
         return False
 
 
+def _not_utf8(path: Path) -> str | None:
+    """The reason ``path`` cannot be stored as text (its bytes are not UTF-8), or None."""
+    try:
+        utf8_text(str(path))
+    except UnicodeDecodeError as exc:
+        return (f"its name is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); a trace "
+                "stores its path as UTF-8: rename it")
+    return None
+
+
 def _os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
@@ -453,6 +464,8 @@ def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: boo
 
 
 def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
+    if (reason := _not_utf8(path)) is not None:
+        raise TraceError(f"cannot create trace {path}: {reason}")
     if path.is_dir():
         raise TraceError(f"cannot create trace {path}: it is a directory")
     if path.exists() or path.is_symlink():

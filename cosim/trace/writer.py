@@ -76,6 +76,7 @@ from cosim.disk_space import (
     size_text,
     write_failure,
 )
+from cosim.printable import utf8_text
 from cosim.trace.compare import _check_resumable, _comparable
 from cosim.trace.file_format import (
     _SLOTS,
@@ -360,14 +361,14 @@ class TraceWriter:
                 raise
             file.attrs["schema_version"] = SCHEMA_VERSION
             file.attrs["checksums"] = CHECKSUMS
-            file.attrs["scenario"] = scenario_text
+            file.attrs["scenario"] = utf8_text(scenario_text)  # its trace.path too
             file.attrs["seed"] = int(seed)
             file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
             for name, version in _package_versions().items():
                 file.attrs[f"version_{name}"] = version
             file.attrs["resume_count"] = 0
             for key, value in attrs.items():
-                file.attrs[key] = value
+                file.attrs[key] = utf8_text(value) if isinstance(value, str) else value
             devices_group = file.create_group("devices")
             for name, value in (devices or {}).items():
                 value = np.asarray(value)
@@ -454,7 +455,7 @@ class TraceWriter:
             history.append({"from_round": restart, "versions": now})
             file.attrs["resumed_with_versions"] = json.dumps(history)
         if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
-            file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
+            file.attrs["scenario"] = utf8_text(scenario_text)  # the same run; its trace.path as now
         reserve(fd, FLUSH_MARGIN_BYTES)
         file.flush()
         return changed
@@ -598,6 +599,7 @@ class TraceWriter:
         """Add or replace root attributes (str, int, float)."""
         with self._writing():
             for key, value in attrs.items():
+                value = utf8_text(value) if isinstance(value, str) else value
                 self._file.attrs[key] = value
                 self._pending += len(str(value).encode())
 

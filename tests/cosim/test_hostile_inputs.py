@@ -178,3 +178,49 @@ def test_an_echoed_value_is_cut_to_a_bounded_length(tmp_path, capsys):
     assert "'" + "a" * (MAX_ECHO_CHARS - 1) + "..." in err
     assert main(["validate", str(write_tiny(tmp_path)), "--set", f"cell.{huge}=1"]) == 2
     assert len(capsys.readouterr().err) < 1200  # an unknown key of 100,000 characters, cut
+
+
+LOCALE_SCRIPT = """
+import sys
+from cosim.cli import main
+from cosim.scenario import load_scenario
+from cosim.trace import TraceWriter, read_trace
+
+tiny, where = sys.argv[1], sys.argv[2]  # a UTF-8 path as an ASCII locale decodes it
+assert sys.getfilesystemencoding() == "ascii", sys.getfilesystemencoding()
+scenario = load_scenario(tiny, [f'trace.path="{where}"', "rounds=1"])
+with TraceWriter.create(scenario.trace_path, scenario.to_toml(), seed=3, name="tiny") as writer:
+    writer.append_round({"train_loss": 1.0})
+    writer.commit()
+stored = read_trace(scenario.trace_path).scenario["trace"]["path"]
+print("STORED", stored.encode("unicode_escape").decode("ascii"))
+sys.exit(main(["inspect", where]))
+"""
+
+
+def test_paths_and_attributes_are_utf8_under_an_ascii_locale(tmp_path):
+    """`LC_ALL=C PYTHONUTF8=0 PYTHONCOERCECLOCALE=0` (Python's file-system encoding ASCII):
+    a trace at `données/tracé.h5` is created there, its stored scenario holds the path as
+    UTF-8 text, and `cosim inspect` prints it (was: `UnicodeEncodeError: surrogates not
+    allowed` writing the scenario attribute)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONPATH": str(root)}
+    env.pop("LANG", None)
+    result = subprocess.run([sys.executable, "-c", LOCALE_SCRIPT, str(write_tiny(tmp_path)),
+                             "données/tracé.h5"], cwd=tmp_path, env=env, capture_output=True)
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 0, err
+    out = result.stdout.decode("utf-8")
+    assert "STORED donn\\xe9es/trac\\xe9.h5" in out and "trace données/tracé.h5" in out, out
+    assert (tmp_path / "données" / "tracé.h5").is_file()
+    bad = subprocess.run([sys.executable, "-m", "cosim.cli", "validate", str(tmp_path / "tiny.toml"),
+                          "--set", b'trace.path="trac\xe9.h5"'], env=env, capture_output=True)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.decode().splitlines()[-1] == (
+        "  'trace.path=\"trac\\udce9.h5\"': not UTF-8 text (byte 0xe9); a scenario is UTF-8")
