@@ -297,7 +297,7 @@ def run_study(
     and a file of its own it cannot write (:class:`StudyOutputError`: exit 2, one line)
     stop the runs in flight and every process the study started. Prints a line per run.
     """
-    stream = stream or sys.stdout
+    say = _Say(stream or sys.stdout)
     from cosim.study.executor import make_executor
 
     study = load_study(study_file, validate=False)
@@ -308,10 +308,6 @@ def run_study(
     if out.exists() and not out.is_dir():
         raise StudyError([f"--out: {out} exists and is not a directory"], str(study_file))
     points = study.points(out)
-
-    def say(text: str) -> None:
-        print(text, file=stream, flush=True)
-
     _prepare_out(out, study, study_file, say)
     status = _Status(out / STATUS_FILE, study, points)
     todo = _plan(points, status, study, out, say)
@@ -367,6 +363,22 @@ def _prepare_out(out: Path, study, study_file, say) -> None:
     except OSError as error:
         raise StudyError([f"--out: cannot write {out}: {error.strerror or error}"],
                          str(study_file)) from None
+
+
+class _Say:
+    """The study's lines on ``stream``; a reader that went away (``cosim study run ... |
+    head``, a closed terminal's pipe) silences them, and the study goes on."""
+
+    def __init__(self, stream: TextIO):
+        self.stream: TextIO | None = stream
+
+    def __call__(self, text: str) -> None:
+        if self.stream is None:
+            return
+        try:
+            print(text, file=self.stream, flush=True)
+        except (BrokenPipeError, ValueError):  # ValueError: a closed stream
+            self.stream = None
 
 
 def _said(error: StudyOutputError) -> int:

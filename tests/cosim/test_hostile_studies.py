@@ -236,3 +236,39 @@ def test_a_link_planted_at_a_worker_log_is_named_by_the_driver(tmp_path, capsys)
     assert err.startswith(f"cosim study run: cannot write {out / 'logs' / 'worker-0.log'}: a "
                           "symbolic link where the study writes its own file"), err
     assert len(err.splitlines()) == 1 and victim.read_text() == "keep"
+
+
+def test_a_study_whose_output_reader_went_away_goes_on(tmp_path, monkeypatch):
+    """`cosim study run ... | head`: the driver's lines meet a broken pipe; the study goes
+    on to its end (was: the BrokenPipeError stopped it, exit 0 with its runs killed)."""
+    import json
+
+    from cosim.study import executor as executors
+    from cosim.study.runner import run_study
+
+    class Gone:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    executor = _Executor()
+    monkeypatch.setattr(executors, "make_executor", lambda *args, **kwargs: executor)
+    out = tmp_path / "out"
+    assert run_study(_tiny_study(tmp_path), out, stream=Gone()) == 0
+    assert not executor.stopped
+    runs = json.loads((out / "status.json").read_text())["runs"]
+    assert {run["state"] for run in runs.values()} == {"done"}
+
+
+@pytest.mark.parametrize("command", ["validate", "study report"])
+def test_more_commands_in_process_with_no_standard_output(tmp_path, monkeypatch, command):
+    import sys
+
+    from tiny_scenario import write_tiny
+
+    args = ["validate", str(write_tiny(tmp_path))] if command == "validate" else \
+        ["study", "report", str(_study_dir(tmp_path))]
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(args) == 0
