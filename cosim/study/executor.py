@@ -304,7 +304,10 @@ class LocalExecutor:
         self.context = multiprocessing.get_context("spawn")
         logs = ""
         if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise output_failure(self.log_dir, error) from None
             logs = f"; worker output in {self.log_dir}"
         return (f"executor: local (worker processes, no network), {self.num_cpus} CPUs, "
                 f"{self.slots} run(s) at a time{logs}")

@@ -94,12 +94,24 @@ def _column_dtype(values: np.ndarray) -> np.dtype:
     raise TypeError(f"trace columns must be numeric (got dtype {values.dtype})")
 
 
+def whole_attr(value: Any, default: int = -1) -> int:
+    """An attribute that holds a count (a checkpoint slot's ``completed_rounds``) as an
+    int; ``default`` when it holds anything else (NaN, inf, 2.5, text, an array): a slot
+    whose count cannot be read is not a valid one."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
+        return default
+    return int(value) if np.isfinite(value) and float(value).is_integer() and abs(value) < 2**62 \
+        else default
+
+
 def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] | None:
     """Newest checkpoint slot with 0 <= completed_rounds <= limit."""
     best = None
     for name in _SLOTS:
         if group is not None and name in group:
-            done = int(group[name].attrs.get("completed_rounds", -1))
+            done = whole_attr(group[name].attrs.get("completed_rounds", -1))
             if 0 <= done <= limit and (best is None or done > best[0]):
                 best = (done, group[name])
     return best
@@ -352,7 +364,41 @@ def closed_file_problems(file: h5py.File) -> list[str]:
                         f"of /rounds/round)")
     elif not problems:
         problems += _shape_problems(file, datasets, done)
+    return problems + _attribute_problems(file)
+
+
+ROOT_COUNTS = ("schema_version", "resume_count", "num_params", "checkpoint_dropped")
+"""Root attributes that hold a whole number >= 0 when present (``docs/trace.md``)."""
+ROOT_TEXT = ("scenario", "name", "algorithm", "started_at", "checksums")
+"""Root attributes that hold text when present."""
+
+
+def _attribute_problems(file: h5py.File) -> list[str]:
+    """The root attributes a reader or a resume uses that hold what no run writes: a count
+    (:data:`ROOT_COUNTS`, and ``seed``: any whole number) that is not one, text
+    (:data:`ROOT_TEXT`) that is not text."""
+    problems = []
+    for key in (*ROOT_COUNTS, "seed"):
+        if key in file.attrs:
+            raw = file.attrs[key]
+            value = whole_attr(raw, default=-1 if key != "seed" else None)
+            if value is None or (key != "seed" and value < 0):
+                problems.append(f"root attribute {key} = {_shown_attr(raw)} is not a whole number"
+                                + (" >= 0" if key != "seed" else ""))
+    for key in ROOT_TEXT:
+        if key in file.attrs and not isinstance(file.attrs[key], (str, bytes)):
+            problems.append(f"root attribute {key} = {_shown_attr(file.attrs[key])} is not text")
+        elif key in file.attrs and isinstance(file.attrs[key], bytes):
+            try:
+                file.attrs[key].decode("utf-8")
+            except UnicodeDecodeError:
+                problems.append(f"root attribute {key} is not UTF-8 text")
     return problems
+
+
+def _shown_attr(value: Any) -> str:
+    text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def check_closed(file: h5py.File, path: Path) -> None:

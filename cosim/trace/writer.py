@@ -104,6 +104,7 @@ from cosim.trace.file_format import (
     checksum_options,
     is_trace,
     regular_file,
+    whole_attr,
 )
 from cosim.trace.read import (
     TraceData,
@@ -445,7 +446,7 @@ class TraceWriter:
         flush; returns the changed versions, name -> ``(stored, now)``."""
         cls._truncate(file, restart)
         file.attrs["completed_rounds"] = restart
-        file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
+        file.attrs["resume_count"] = whole_attr(file.attrs.get("resume_count", 0), 0) + 1
         now = _package_versions()
         changed = {name: (str(file.attrs.get(f"version_{name}", "unknown")), version)
                    for name, version in now.items()
@@ -482,7 +483,7 @@ class TraceWriter:
 
         file["rounds"].visititems(visit)
         for slot in file.get("checkpoint", {}).values():
-            if int(slot.attrs.get("completed_rounds", -1)) > rows:
+            if whole_attr(slot.attrs.get("completed_rounds", -1)) > rows:
                 slot.attrs["completed_rounds"] = -1  # written by an uncommitted round
         for name in list(file.get("signals", {})):
             if int(name.split("_")[1]) >= rows:

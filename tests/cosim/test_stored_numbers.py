@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -259,4 +260,52 @@ def test_a_number_no_run_writes_is_refused_naming_file_and_dataset(base, tmp_pat
         TraceWriter.resume(path, rounds_may_grow=True)
     assert str(refused.value) == (f"cannot resume {path}: refusing it: {expected}; nothing was "
                                   "written to the file (use --overwrite to start again)")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("where", "key", "value", "expected"), [
+    ("/", "resume_count", math.nan, "root attribute resume_count = nan is not a whole number >= 0"),
+    ("/", "num_params", "x", "root attribute num_params = 'x' is not a whole number >= 0"),
+    ("/", "schema_version", np.array([1, 2]), "root attribute schema_version = [1, 2] is not a whole number >= 0"),
+    ("/", "scenario", 3.5, "root attribute scenario = 3.5 is not text"),
+    ("checkpoint/slot_1", "completed_rounds", math.inf, None),  # that slot not valid: the other one
+])
+def test_an_attribute_no_run_writes_is_one_line(base, tmp_path, capsys, where, key, value, expected):
+    """Root attributes a reader or a resume uses (was: `ValueError: cannot convert float NaN
+    to integer` on resume, `OverflowError` of a slot's completed_rounds of inf in every
+    reader)."""
+    path = tmp_path / "t.h5"
+    shutil.copyfile(base, path)
+    with h5py.File(path, "r+") as file:
+        (file if where == "/" else file[where]).attrs[key] = value
+    code = main(["inspect", str(path)])
+    err = capsys.readouterr().err
+    if expected is None:
+        assert code == 0 and err == "", err
+        writer, _, start = TraceWriter.resume(path, rounds_may_grow=True)
+        writer.close()
+        assert start == ROUNDS - 1  # from the other slot's checkpoint
+        return
+    assert code == 2 and err == f"cosim inspect: refusing trace {path}: {expected}\n", err
+    with pytest.raises(TraceError, match="refusing it: " + re.escape(expected)):
+        TraceWriter.resume(path, rounds_may_grow=True)
+
+
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("rounds = [", "its stored scenario (root attribute scenario) is not a scenario's TOML"),
+    ("rounds = -1", "its stored scenario's rounds = -1 is not a round count (1 to 10,000,000)"),
+    ("x = " + "[" * 40 + "]" * 40, "nested more than 32 deep"),
+])
+def test_a_stored_scenario_that_is_not_one_refuses_the_resume_in_one_line(base, tmp_path, capsys,
+                                                                          scenario, expected):
+    path = tmp_path / "t.h5"
+    shutil.copyfile(base, path)
+    with h5py.File(path, "r+") as file:
+        file.attrs["scenario"] = scenario
+    before = path.read_bytes()
+    assert main(["inspect", str(path)]) == 0  # read: its rounds shown as unknown
+    capsys.readouterr()
+    with pytest.raises(TraceError) as refused:
+        TraceWriter.resume(path, rounds_may_grow=True)
+    assert expected in str(refused.value) and "\n" not in str(refused.value)
     assert path.read_bytes() == before
