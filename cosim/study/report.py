@@ -51,6 +51,7 @@ from cosim.scenario import ScenarioError, migrate_table, parse_scenario
 from cosim.study.cost import format_core_hours, run_cost
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.trace import TraceError, read_trace
+from cosim.trace.read import quiet_numerics
 
 __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "cost_summary", "pooled_reliability", "report",
            "run_costs", "stability", "stability_over_seeds", "study_table", "summarize_over_seeds"]
@@ -619,6 +620,7 @@ def _file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "_"
 
 
+@quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),

@@ -74,6 +74,9 @@ def _scalars(t: int) -> dict[str, float]:
         "posterior_std_p05": 0.048 + 0.001 * t, "posterior_std_p50": 0.049 + 0.001 * t,
         "posterior_std_p95": 0.05 + 0.001 * t,
         "wall_s": 2.0, "cpu_s": 2.0,
+        "privacy_noise_multiplier_rho": 1.5, "privacy_noise_multiplier_nu": 1.2,
+        "privacy_joint_noise_multiplier": 0.9, "privacy_epsilon": 2.0 + t,
+        "privacy_epsilon_round": 1.0,
     }
 
 
@@ -309,3 +312,42 @@ def test_a_stored_scenario_that_is_not_one_refuses_the_resume_in_one_line(base, 
         TraceWriter.resume(path, rounds_may_grow=True)
     assert expected in str(refused.value) and "\n" not in str(refused.value)
     assert path.read_bytes() == before
+
+
+def test_every_value_a_reader_accepts_at_once_plots_and_reports(base, tmp_path, capsys):
+    """One copy holding, in every dataset at once, a drawn bad value that the checks let
+    through (NaN, +-inf, 1e308, -3, 0.5 where a run may store them): `cosim plot`,
+    `cosim study report` and `cosim inspect` read it and end cleanly (figures drawn
+    with what is stored)."""
+    from cosim.study.file import RUNS_DIR, STUDY_COPY
+    from cosim.trace.values import column_problem, device_problem
+
+    draw = random.Random(SEED)
+    out = tmp_path / "study"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1, 2]\n')
+    path = out / RUNS_DIR / "seed1.h5"
+    shutil.copyfile(base, path)
+    shutil.copyfile(base, out / RUNS_DIR / "seed2.h5")
+    planted = 0
+    with h5py.File(base, "r") as file:
+        integers = {name for name in _datasets(base) if file[name].dtype.kind in "iu"}
+    for name in sorted(set(_datasets(base)) - integers):
+        kind = draw.choice(["nan", "inf", "-inf", "huge", "negative", "fraction"])
+        group, _, rest = name.partition("/")
+        value = np.array([BAD[kind]])
+        accepted = (column_problem(rest, value) is None if group == "rounds" and rest != "round"
+                    else group == "checkpoint" or (group == "devices" and device_problem(rest, value) is None))
+        if accepted:
+            _plant(path, name, kind)
+            planted += 1
+    assert planted >= 40
+    import warnings
+
+    warnings.simplefilter("error", RuntimeWarning)  # none may reach the terminal
+    for args in (["inspect", str(path)], ["plot", str(path), "--out", str(tmp_path / "f"), "--dpi", "10"],
+                 ["study", "report", str(out)]):
+        code = main(args)
+        err = capsys.readouterr().err
+        _one_line_or_clean(code, err, (0,), args[0])  # every value accepted: read, drawn
+        assert "left out" not in err, err
