@@ -607,13 +607,6 @@ def _plot_rings(summary: pd.DataFrame, axes: Sequence[str], phase: str, path: Pa
     return path
 
 
-def _reason(error: OSError) -> str:
-    """An output's failure in one line: the path and the system's reason."""
-    if error.strerror and error.filename:
-        return f"{error.filename}: {error.strerror}"
-    return str(error.strerror or error)
-
-
 def _file_part(text: str) -> str:
     """``text`` as part of a file name: every character other than letters, digits and
     ``._=,+-`` becomes ``_`` (no separator, so no ``..`` path), as in run names."""
@@ -698,5 +691,6 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
             if path is not None:
                 written.append(path)
     except OSError as error:  # a full disk, a link planted meanwhile: what was written stays
-        raise StudyError([f"cannot write the report: {_reason(error)}"], str(out)) from None
+        where = f"{error.filename}: " if error.strerror and error.filename else ""
+        raise StudyError([f"cannot write the report: {where}{error.strerror or error}"], str(out)) from None
     return written

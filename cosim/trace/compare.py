@@ -20,8 +20,8 @@ from cosim.trace.file_format import (
     TraceError,
     closed_file_problems,
     damaged_datasets,
+    stored_number_problems,
 )
-from cosim.trace.values import stored_problems
 
 __all__ = ["_check_resumable", "_check_rounds_grow", "_check_same_scenario", "_comparable",
            "_key_lines"]
@@ -92,23 +92,6 @@ def _check_same_scenario(path: Path, stored: str, scenario_text: str, *,
                          "(use --overwrite to start again):\n  " + "\n  ".join(diff))
 
 
-def _stored_number_problems(file: h5py.File) -> list[str]:
-    """:func:`cosim.trace.values.stored_problems` of the committed rows of every
-    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back)."""
-    done = int(file.attrs.get("completed_rounds", 0))  # checked by closed_file_problems
-    rounds: dict = {}
-
-    def visit(name: str, obj) -> None:
-        if isinstance(obj, h5py.Dataset):
-            rounds[name] = obj[:done] if obj.ndim else obj[()]
-
-    if isinstance(file.get("rounds"), h5py.Group):
-        file["rounds"].visititems(visit)
-    devices = {name: ds[()] for name, ds in file["devices"].items()
-               if isinstance(ds, h5py.Dataset)} if isinstance(file.get("devices"), h5py.Group) else {}
-    return stored_problems(rounds, devices)
-
-
 def _check_resumable(file: h5py.File, path: Path, scenario_text: str | None,
                      rounds_may_grow: bool) -> str:
     """Refuse, reading only, a trace that cannot be continued: closed with a fault,
@@ -128,7 +111,7 @@ def _check_resumable(file: h5py.File, path: Path, scenario_text: str | None,
     missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
     if "schema_version" in file.attrs and missing:
         raise TraceError(f"cannot resume {path}: an incomplete trace (no {', '.join(missing)})")
-    problems = _stored_number_problems(file)
+    problems = stored_number_problems(file)
     if problems:
         raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3])
                          + "; nothing was written to the file (use --overwrite to start again)")

@@ -24,6 +24,7 @@ import numpy as np
 
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import utf8_text
+from cosim.trace.values import stored_problems
 from native.memory import memory_budget
 
 SCHEMA_VERSION = 1
@@ -399,6 +400,23 @@ def _attribute_problems(file: h5py.File) -> list[str]:
 def _shown_attr(value: Any) -> str:
     text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
     return text if len(text) <= 60 else text[:60] + "..."
+
+
+def stored_number_problems(file: h5py.File) -> list[str]:
+    """:func:`cosim.trace.values.stored_problems` of the committed rows of every
+    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back)."""
+    done = int(file.attrs.get("completed_rounds", 0))  # checked by closed_file_problems
+    rounds: dict = {}
+
+    def visit(name: str, obj) -> None:
+        if isinstance(obj, h5py.Dataset):
+            rounds[name] = obj[:done] if obj.ndim else obj[()]
+
+    if isinstance(file.get("rounds"), h5py.Group):
+        file["rounds"].visititems(visit)
+    devices = {name: ds[()] for name, ds in file["devices"].items()
+               if isinstance(ds, h5py.Dataset)} if isinstance(file.get("devices"), h5py.Group) else {}
+    return stored_problems(rounds, devices)
 
 
 def check_closed(file: h5py.File, path: Path) -> None:

@@ -259,6 +259,8 @@ def test_a_number_no_run_writes_is_refused_naming_file_and_dataset(base, tmp_pat
     before = path.read_bytes()
     assert main(["inspect", str(path)]) == 2
     assert capsys.readouterr().err == f"cosim inspect: refusing trace {path}: {expected}\n"
+    assert main(["verify", str(path)]) == 2
+    assert capsys.readouterr().err == f"{path}: damaged ({expected})\n"
     with pytest.raises(TraceError) as refused:
         TraceWriter.resume(path, rounds_may_grow=True)
     assert str(refused.value) == (f"cannot resume {path}: refusing it: {expected}; nothing was "
