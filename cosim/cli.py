@@ -98,9 +98,9 @@ EXAMPLES_INSPECT = """examples:
 """
 
 EXAMPLES_VERIFY = """Each trace (or every run of a study directory) is ok, incomplete (fewer rounds than
-planned: resume it), damaged (a dataset fails its checksum or cannot be read; named),
-unreadable (this user may not read the file) or not a trace. Nothing is written;
-TensorFlow is not imported.
+planned: resume it), damaged (a dataset fails its checksum, cannot be read or holds a
+number no run writes; named), unreadable (this user may not read the file) or not a
+trace. Nothing is written; TensorFlow is not imported.
 
 exit status: 0 all ok, 1 some incomplete (none damaged), 2 some damaged, unreadable or
 not a trace.
