@@ -56,7 +56,10 @@ def atomic_output(path: str | Path, *, inside: Path | None = None) -> Iterator[P
     """Yield a fresh temporary path next to ``path`` to write; on success it is flushed
     and renamed onto ``path``, on any error removed (``path`` untouched)."""
     path = check_output_path(Path(path), inside=inside)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _failed(path, exc) from None
     os.close(fd)
     tmp = Path(name)
     try:
@@ -65,9 +68,20 @@ def atomic_output(path: str | Path, *, inside: Path | None = None) -> Iterator[P
             os.fsync(written.fileno())
             os.fchmod(written.fileno(), new_file_mode())
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk, a quota: named by the output, not its temporary
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OutputError):
+            raise
+        raise _failed(path, exc) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _failed(path: Path, exc: OSError) -> OutputError:
+    """``exc`` as an :class:`OutputError` whose ``filename`` is the output ``path`` (its
+    ``errno`` and ``strerror`` kept)."""
+    return OutputError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, *, inside: Path | None = None) -> None:

@@ -110,9 +110,9 @@ EXAMPLES_INSPECT = """examples:
 """
 
 EXAMPLES_VERIFY = """Each trace (or every run of a study directory) is ok, incomplete (fewer rounds than
-planned: resume it), damaged (a dataset fails its checksum or cannot be read; named),
-unreadable (this user may not read the file) or not a trace. Nothing is written;
-TensorFlow is not imported.
+planned: resume it), damaged (a dataset fails its checksum, cannot be read or holds a
+number no run writes; named), unreadable (this user may not read the file) or not a
+trace. Nothing is written; TensorFlow is not imported.
 
 exit status: 0 all ok, 1 some incomplete (none damaged), 2 some damaged, unreadable or
 not a trace.
@@ -132,7 +132,8 @@ EXAMPLES_STUDY = """examples:
   cosim study compact studies/power   # drop the finished runs' resume checkpoints
 
 exit status of `study run`: 0 every run done, 1 some run failed or diverged (the others
-complete; DIR/status.json says which and why), 2 bad input (nothing run), 129 / 130 /
+complete; DIR/status.json says which and why), 2 bad input (nothing run) or a file the
+study writes for itself that it cannot write (a full disk: runs stopped), 129 / 130 /
 143 stopped by SIGHUP / SIGINT / SIGTERM (status.json says stopped). Run it again
 to complete what is missing. File format: docs/studies.md.
 """
@@ -307,10 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     stderr goes through :class:`cosim.printable.PrintableStream`: a key, label or path
     holding control characters (``\x1b[2J``) is echoed with them escaped.
     """
-    from cosim.printable import PrintableStream
+    from cosim.printable import PrintableStream, open_std_streams
 
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = PrintableStream(sys.stdout), PrintableStream(sys.stderr)
+    out, err = open_std_streams()
+    sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
     try:
         return _main(argv)
     finally:
@@ -526,11 +528,13 @@ def _study_privacy_lines(points) -> list[str]:
     on the seed), without training; a target no noise can meet is refused as by
     ``cosim validate``."""
     from cosim.privacy import refuse_over_target
+    from cosim.scenario import toml_value
 
     lines, seen = [], set()
     for point in points:
         scenario = point.scenario
-        combination = ", ".join(f"{key} = {value}" for key, value in point.axis_values.items())
+        combination = ", ".join(f"{key} = {toml_value(value) if isinstance(value, dict) else value}"
+                                for key, value in point.axis_values.items())
         if scenario.privacy is None or combination in seen:
             continue
         seen.add(combination)
@@ -545,13 +549,14 @@ def _is_study(path: str) -> bool:
     """A study file (top-level ``seeds``, as no scenario has) or a shipped study's name."""
     import tomllib
 
+    from cosim.limits import toml_loads
     from cosim.scenario.load import shipped_scenario_path, shipped_study_path
 
     file = Path(path)
     if not file.is_file():
         return shipped_scenario_path(path) is None and shipped_study_path(path) is not None
     try:
-        return "seeds" in tomllib.loads(file.read_text(encoding="utf-8"))
+        return "seeds" in toml_loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
         return False  # the scenario loader reports it
 

@@ -168,7 +168,17 @@ def value_key(key: str, value) -> str:
     bare, integral floats as integers (``"power.tx_power_dbm=10"``), as in run names."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return f"{key}={value}"
+    return f"{key}={_inline(value)}"
+
+
+def _inline(value):
+    """A table-valued axis value (``privacy.clip_norm = {rho = 1.0, nu = 0.5}``) as TOML
+    writes it inline; any other value as it is."""
+    if isinstance(value, dict):
+        from cosim.scenario.as_toml import toml_value
+
+        return toml_value(value)
+    return value
 
 
 def axis_label(key: str, overrides: Mapping[str, str] | None = None) -> str:
@@ -199,6 +209,7 @@ def value_text(key: str, value, overrides: Mapping[str, str] | None = None) -> s
     the name and unit): ``"Proposed"``, ``"10"`` for ``power.tx_power_dbm = 10.0``,
     ``"truncated inversion"``, ``"none"``. A study's ``[labels]`` entry for
     ``"key=value"`` wins."""
+    value = _inline(value)
     raw = value_key(key, value)
     if overrides and raw in overrides:
         return overrides[raw]
@@ -215,6 +226,7 @@ def value_label(key: str, value, overrides: Mapping[str, str] | None = None) -> 
     control: truncated inversion"``; ``key=value`` for a key the table does not know.
     ``overrides`` (a study's ``[labels]``) maps ``"key=value"`` (or the key alone, for
     its name) to a label and wins."""
+    value = _inline(value)
     raw = value_key(key, value)
     if overrides and raw in overrides:
         return overrides[raw]

@@ -102,7 +102,7 @@ class DivergenceWatch:
         if scalars.get("model_finite", 1.0) == 0.0:
             reasons.append("the global model holds or predicts NaN/Inf")
         bad_updates = scalars.get("nonfinite_update_entries", 0.0)
-        if bad_updates:
+        if math.isfinite(bad_updates) and bad_updates > 0:  # NaN or inf: a metric named below
             reasons.append(f"{int(bad_updates)} non-finite entries in the devices' updates")
         reports_loss = any(key.startswith("train_loss_") for key in scalars)
         evaluated = math.isfinite(scalars.get("test_accuracy", math.nan))

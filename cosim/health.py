@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from cosim.divergence import LOSS_EXPLOSION_FACTOR
-from cosim.trace.read import TraceData, read_trace
+from cosim.trace.read import TraceData, quiet_numerics, read_trace
 
 NOISE_DOMINATED_NMSE = 1.0
 """A phase's estimate is noise-dominated when its median ``aggregate_nmse`` is at least this."""
@@ -227,7 +227,10 @@ def _divergence(data: TraceData) -> dict[str, Any]:
     if "nonfinite_update_entries" in rounds:
         add(_nan_to(rounds["nonfinite_update_entries"], 0.0) > 0, "non-finite entries in the devices' updates")
     loss = rounds.get("train_loss")
-    if loss is not None and np.isfinite(loss).any():
+    # NaN by design only for an algorithm that reports no loss (no train_loss_<phase>
+    # column, no finite value): a loss NaN in every round of one that does is divergence
+    reports_loss = any(name.startswith("train_loss_") for name in rounds)
+    if loss is not None and (reports_loss or np.isfinite(loss).any()):
         discarded = _nan_to(rounds.get("round_discarded", np.zeros(t)), 0.0) > 0
         add(np.isinf(loss) | (np.isnan(loss) & ~discarded), "training loss non-finite")
         reference = float(loss[0]) if t and np.isfinite(loss[0]) and loss[0] > 0 else None
@@ -348,6 +351,7 @@ def _privacy(data: TraceData) -> dict[str, Any] | None:
             "target_met": None if target is None else bool(last <= target), "clipped": clipped}
 
 
+@quiet_numerics()  # values near the float limits or all NaN: inf or None, never a warning
 def health(trace: str | Path | TraceData) -> dict[str, Any]:
     """The health summary of a trace, as a plain dict (JSON-serialisable).
 

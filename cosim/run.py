@@ -576,9 +576,9 @@ def _extend_rounds(writer: TraceWriter, scenario: Scenario, scenario_text: str) 
     is resumed to the same result. Nothing else of a run depends on its round count
     (the model's randomness is keyed by round, not by the total).
     """
-    import tomllib
+    from cosim.limits import toml_loads
 
-    old_rounds = int(tomllib.loads(writer.stored_scenario)["rounds"])
+    old_rounds = int(toml_loads(writer.stored_scenario)["rounds"])  # checked by the resume
     if old_rounds == scenario.rounds:
         return
     last = old_rounds - 1

@@ -169,6 +169,7 @@ __all__ = [
 ]
 from cosim.printable import printable
 from cosim.trace import TraceData, read_trace
+from cosim.trace.read import quiet_numerics
 
 # --------------------------------------------------------------------------- driver
 
@@ -195,6 +196,7 @@ def figures(traces: Sequence[TraceData], labels: Sequence[str],
     yield "cell_map", lambda: cell_map_figure(traces, labels, options)
 
 
+@quiet_numerics()  # values near the float limits: drawn as stored, no warning on the terminal
 def plot_traces(
     paths: Sequence[Path],
     out_dir: Path,

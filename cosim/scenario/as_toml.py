@@ -4,6 +4,7 @@ takes it). tomli-w and pydantic only."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,17 +28,29 @@ def _plain(value: Any) -> Any:
 _TOML_SCALARS = (bool, int, float, str)
 
 
+def _toml_key(key: Any) -> str:
+    """A table's key as TOML writes it: bare when it may be, else a quoted string."""
+    if not isinstance(key, str):
+        raise TypeError(f"cannot write the key {key!r} as TOML")
+    return key if _BARE_KEY.fullmatch(key) else toml_value(key)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def toml_value(value: Any) -> str:
     """The TOML text of one value on one line, as ``--set key=value`` takes it: a bool,
-    int, float (nan, inf and -inf as such), str, or a tuple or list of those (nested
-    too). ``tomllib.loads(f"v = {text}")["v"]`` gives the value back (a tuple as a
-    list). A TypeError for anything else.
+    int, float (nan, inf and -inf as such), str, or a tuple, list or table (an inline
+    ``{rho = 1.0, nu = 0.5}``) of those, nested too. ``tomllib.loads(f"v = {text}")["v"]``
+    gives the value back (a tuple as a list). A TypeError for anything else.
 
     tomli-w writes every scalar; an array is joined here, because tomli-w always breaks
     a non-empty array over several lines and a ``--set`` item must be one line.
     """
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     if not isinstance(value, _TOML_SCALARS):
         raise TypeError(f"cannot write {value!r} as TOML")
     return tomli_w.dumps({"v": value}).removeprefix("v = ").removesuffix("\n")

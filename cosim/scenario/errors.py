@@ -21,6 +21,7 @@ from pydantic import (
     ValidationError,
 )
 
+from cosim.limits import cut_line, echo
 from cosim.scenario.tables import RuntimeConfig, Scenario
 
 # --------------------------------------------------------------------------- errors
@@ -38,7 +39,7 @@ class ScenarioError(Exception):
     """
 
     def __init__(self, problems: Sequence[str], source: str | None = None):
-        self.problems = list(problems)
+        self.problems = [cut_line(p) for p in problems]  # a value quoted in full, cut
         self.source = source
         super().__init__(self._headline() + "".join(f"\n  {p}" for p in self.problems))
 
@@ -149,7 +150,7 @@ def migrate_table(table: dict[str, Any]) -> dict[str, Any]:
 def _describe_error(error: dict[str, Any]) -> str:
     loc = [str(part) for part in error["loc"]]
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-    got = f" (got {value!r})"
+    got = f" (got {echo(value)})"
     if kind == "extra_forbidden":
         if ".".join(loc) in MOVED_KEYS:
             return f"{'.'.join(loc)}: {MOVED_KEYS['.'.join(loc)]}"
@@ -186,8 +187,35 @@ def _describe_error(error: dict[str, Any]) -> str:
     return f"{path}: {message}{'' if '(got' in message else got}"
 
 
+def _integer_literal(annotation: Any) -> tuple | None:
+    """The values of a ``Literal`` of integers in ``annotation`` (``Literal[1, 2] | None``)."""
+    if typing.get_origin(annotation) is typing.Literal:
+        values = typing.get_args(annotation)
+        return values if all(type(v) is int for v in values) else None
+    return next(filter(None, map(_integer_literal, typing.get_args(annotation))), None)
+
+
+def _booleans_for_integers(data: Any, model: type[BaseModel] | None = Scenario,
+                           prefix: str = "") -> list[str]:
+    """One line per boolean given to a key whose type is a ``Literal`` of integers
+    (``uplink.bits_per_value``): strict mode refuses ``true`` for an ``int`` key, but a
+    literal compares ``True == 1`` and read ``true`` as 1 bit."""
+    problems: list[str] = []
+    for key, value in (data.items() if isinstance(data, dict) and model is not None else ()):
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None and isinstance(value, dict):
+            problems += _booleans_for_integers(value, _sub_model(model, key), f"{prefix}{key}.")
+        elif field is not None and isinstance(value, bool) and (values := _integer_literal(field.annotation)):
+            listed = ", ".join(map(repr, values[:-1])) + f" or {values[-1]!r}"
+            problems.append(f"{prefix}{key}: must be one of {listed} (got {value})")
+    return problems
+
+
 def parse_scenario(data: dict[str, Any], source: str | None = None) -> Scenario:
     """Validate a parsed TOML document into a :class:`Scenario` (ScenarioError on failure)."""
+    booleans = _booleans_for_integers(data)
+    if booleans:
+        raise ScenarioError(booleans, source)
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

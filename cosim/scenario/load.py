@@ -45,6 +45,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from cosim.limits import MAX_NESTING, NestingError, echo, nesting_depth, toml_loads
+from cosim.printable import utf8_text
 from cosim.scenario.derived import (
     available_memory_bytes,
     check_resources,
@@ -61,6 +63,7 @@ from cosim.scenario.errors import (
     ScenarioError,
     ScenarioTooLarge,
     _did_you_mean,
+    _model_at,
     _sub_model,
     migrate_table,
     parse_scenario,
@@ -101,6 +104,7 @@ __all__ = [
     "shipped_scenarios",
     "shipped_scenarios_dir",
     "symbols_per_phase",
+    "takes_a_table",
     "toml_value",
     "uplink_phase_values",
     "with_overrides",
@@ -219,12 +223,19 @@ keys to Python values (``{"cell.num_devices": 20}``); see :func:`load_scenario`.
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
+    try:  # argv's bytes as UTF-8 whatever the locale (LC_ALL=C leaves them escaped)
+        item = utf8_text(item)
+    except UnicodeDecodeError as error:
+        raise ScenarioError([f"{echo(item)}: not UTF-8 text (byte 0x{error.object[error.start]:02x}); "
+                             "a scenario is UTF-8"], "--set") from None
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key or not _KEY_PATH.fullmatch(key):
-        raise ScenarioError([f"{item!r}: an override must look like key.path=value"], "--set")
+        raise ScenarioError([f"{echo(item)}: an override must look like key.path=value"], "--set")
     try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        value = toml_loads(f"v = {raw.strip()}")["v"]
+    except NestingError as error:
+        raise ScenarioError([f"{key}: {error}"], "--set") from None
     except tomllib.TOMLDecodeError:
         value = raw.strip()  # a bare string: --set name=run7
     return key.split("."), value
@@ -251,14 +262,17 @@ def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], 
             elif isinstance(item, (tuple, list)) and len(item) == 2:
                 items += _override_items(dict([item]), "overrides")
             else:
-                raise ScenarioError([f"{item!r}: an override is a key.path=value string or a "
+                raise ScenarioError([f"{echo(item)}: an override is a key.path=value string or a "
                                      "(key.path, value) pair"], source)
         return items
     items = []
     for key, value in pairs:
         if not isinstance(key, str) or not _KEY_PATH.fullmatch(key):
-            raise ScenarioError([f"{key!r}: an override key must be a dotted key path such as "
+            raise ScenarioError([f"{echo(key)}: an override key must be a dotted key path such as "
                                  "'cell.radius_m'"], source)
+        if nesting_depth(value) > MAX_NESTING:
+            raise ScenarioError([f"{key}: arrays or tables nested more than {MAX_NESTING} deep "
+                                 "(the most a scenario or study may nest)"], source)
         items.append((key.split("."), _plain(value)))
     return items
 
@@ -268,6 +282,15 @@ def _takes_table(model: type[BaseModel], key: str) -> bool:
     type, as ``privacy.clip_norm`` per phase): ``key.entry = value`` then sets one entry."""
     annotation = model.model_fields[key].annotation
     return any(typing.get_origin(a) is dict for a in (annotation, *typing.get_args(annotation)))
+
+
+def takes_a_table(key: str) -> bool:
+    """Whether the dotted ``key`` names a scenario key whose value may be a table
+    (``privacy.clip_norm = {rho = 1.0, nu = 0.5}``), not a table of keys (``cell``)."""
+    path = key.split(".")
+    parent = _model_at(path[:-1])
+    return (parent is not None and path[-1] in parent.model_fields
+            and _sub_model(parent, path[-1]) is None and _takes_table(parent, path[-1]))
 
 
 def _apply_override(data: dict[str, Any], path: list[str], value: Any, source: str = "--set") -> None:
@@ -328,7 +351,7 @@ def read_toml(
         except (OSError, UnicodeDecodeError) as exc:
             raise error([f"cannot read {path}: {exc}"], source) from None
     try:
-        return tomllib.loads(text)
+        return toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error([f"TOML syntax error: {exc}"], source) from None
 

@@ -31,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from cosim.limits import MAX_ROUNDS
+from cosim.printable import os_path
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
@@ -666,8 +667,9 @@ class Scenario(_Section):
 
     @property
     def trace_path(self) -> Path:
-        """``trace.path`` with ``{name}`` and ``{seed}`` filled in."""
-        return Path(self.trace.path.format(name=self.name, seed=self.seed))
+        """``trace.path`` with ``{name}`` and ``{seed}`` filled in, as the system is given it
+        (its UTF-8 bytes whatever the locale: :func:`cosim.printable.os_path`)."""
+        return Path(os_path(self.trace.path.format(name=self.name, seed=self.seed)))
 
     def resolved_runtime(self) -> ResolvedRuntime:
         """``[runtime]`` with every ``"auto"`` decided for this algorithm, architecture and

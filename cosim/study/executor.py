@@ -242,6 +242,36 @@ class _Worker:
         self.run: tuple[str, float] | None = None  # (run name, time.perf_counter() at start)
 
 
+class StudyOutputError(Exception):
+    """A file the study driver writes for itself (``status.json``, a worker's log) that
+    cannot be written: a full disk, a symbolic link planted where it belongs. The study
+    stops its runs (their traces keep every committed round) and exits 2 with this one
+    line; the same command resumes it once the fault is gone."""
+
+
+def output_failure(path: Path, error: OSError) -> StudyOutputError:
+    """The :class:`StudyOutputError` of the driver's own file ``path`` that ``error`` kept
+    from being written: a link named as one, else the system's reason."""
+    if path.is_symlink():
+        reason = "a symbolic link where the study writes its own file; refusing to write through it"
+    else:
+        reason = error.strerror or str(error)
+    return StudyOutputError(f"cannot write {path}: {reason}; the runs were stopped and their "
+                            "traces keep every committed round: the same command resumes the "
+                            "study once that is mended")
+
+
+def _check_log(path: Path) -> None:
+    """Open (create) a worker's log as the worker will, never through a link
+    (``O_NOFOLLOW``), before the worker starts: a log that cannot be opened (a link
+    planted there, a full disk, a directory) stops the study with one line naming it
+    (:class:`StudyOutputError`), not as a dead worker."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644))
+    except OSError as error:
+        raise output_failure(path, error) from None
+
+
 def _death(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -289,7 +319,10 @@ class LocalExecutor:
         self.context = multiprocessing.get_context("spawn")
         logs = ""
         if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise output_failure(self.log_dir, error) from None
             logs = f"; worker output in {self.log_dir}"
         return (f"executor: local (worker processes, no network), {self.num_cpus} CPUs, "
                 f"{self.slots} run(s) at a time{logs}")
@@ -308,6 +341,7 @@ class LocalExecutor:
                 log, index = None, len(self.workers) + self.replaced
                 if self.log_dir is not None:
                     log = str(self.log_dir / f"worker-{index}.log")
+                    _check_log(Path(log))
                 idle = _Worker(self.context, self.cpus_per_run, log, index)
                 self.workers.append(idle)
                 self.notes.append(f"worker {index} starting (pid {idle.process.pid}): it imports "

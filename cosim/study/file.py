@@ -28,6 +28,7 @@ from cosim.scenario.load import (
     read_toml,
     shipped_scenario_path,
     shipped_study_path,
+    takes_a_table,
     toml_value,
 )
 
@@ -236,6 +237,8 @@ def _value_text(value: Any) -> str:
         return str(int(value))
     if isinstance(value, (list, tuple)):
         return "+".join(_value_text(v) for v in value)
+    if isinstance(value, dict):  # a table-valued key (privacy.clip_norm per phase)
+        return "+".join(f"{k}_{_value_text(v)}" for k, v in value.items())
     return toml_value(value)
 
 
@@ -343,7 +346,7 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
         axes = {}
     for table, entries in (("set", overrides), ("axes", axes)):
         for key, value in entries.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and not (table == "set" and takes_a_table(key)):
                 problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
                                 f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
             if key in ("seed", "trace.path"):

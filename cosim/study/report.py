@@ -53,6 +53,7 @@ from cosim.study.options import read_options
 from cosim.study.results import results, results_markdown
 from cosim.study.seed_stats import CONFIDENCE, _ci, _ci_rows, _groups  # noqa: F401 (tests, CONFIDENCE)
 from cosim.trace import TraceError, read_trace
+from cosim.trace.read import quiet_numerics
 
 __all__ = ["GRID_POINTS", "NEAR_PEAK", "X_COLUMNS", "cost_summary", "pooled_reliability", "report",
            "run_costs", "stability", "stability_over_seeds", "study_table", "summarize_over_seeds"]
@@ -258,7 +259,12 @@ def _pooled(axes: Sequence[str], runs: Sequence[tuple]) -> pd.DataFrame:
 
 
 def _hashable(value):
-    """An axis value as a table cell that pandas can group by (lists become tuples)."""
+    """An axis value as a table cell that pandas can group by (lists become tuples, a
+    table its inline TOML, ``{rho = 1.0, nu = 0.5}``)."""
+    if isinstance(value, dict):
+        from cosim.scenario.as_toml import toml_value
+
+        return toml_value(value)
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
@@ -324,8 +330,9 @@ def stability(table: pd.DataFrame, axes: Sequence[str],
     ``final``, ``final_round``, ``post_peak_drop``, ``near_peak_share``, ``evaluations``;
     runs with no finite ``metric`` are left out."""
     rows = []
+    columns = ["run", "seed", *axes, *STABILITY_MEASURES, "final_round", "evaluations"]
     if metric not in table:
-        return pd.DataFrame(columns=["run", "seed", *axes, *STABILITY_MEASURES])
+        return pd.DataFrame(columns=columns)
     for _, run in table.groupby("run", sort=False):
         values = run[metric].to_numpy(dtype=float)
         ok = np.isfinite(values)
@@ -342,7 +349,8 @@ def stability(table: pd.DataFrame, axes: Sequence[str],
                      "post_peak_drop": values[best] - values[-1],
                      "near_peak_share": float(near[first_near:].mean()),
                      "evaluations": int(values.size)})
-    return pd.DataFrame(rows)
+    # no run evaluated yet (a study being written): the columns all the same
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns)
 
 
 def stability_over_seeds(per_run: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
@@ -584,6 +592,7 @@ def _file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "_"
 
 
+@quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
@@ -630,37 +639,38 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
                 else:
                     content.to_csv(tmp, index=False)
         figures.mkdir(exist_ok=True)
-    except OSError as error:
-        raise StudyError([f"cannot write the report: {error}"], str(out)) from None
-    kind = "round" if x == "rounds" else x
-    metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
-    for metric in metrics:
-        path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only,
-                     table=table)
-        if path is not None:
-            written.append(path)
-    for axis in axes:  # the last evaluation against every axis
-        if table[axis].nunique() > 1:
-            for metric in metrics:
-                path = _plot_final(table, axes, axis, metric,
-                                   figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
-                                   only)
-                if path is not None:
-                    written.append(path)
-    pooled = _pooled(axes, runs)
-    if not pooled.empty:
-        written.append(out / "reliability.csv")
-        with atomic_output(written[-1]) as tmp:
-            pooled.to_csv(tmp, index=False)
-        path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
-        if path is not None:
-            written.append(path)
-    rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
-    phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
-                     if m.startswith("distortion_") and m.endswith(rings)})
-    for phase in phases:
-        path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
-                           labels, only)
-        if path is not None:
-            written.append(path)
+        kind = "round" if x == "rounds" else x
+        metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
+        for metric in metrics:
+            path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only,
+                         table=table)
+            if path is not None:
+                written.append(path)
+        for axis in axes:  # the last evaluation against every axis
+            if table[axis].nunique() > 1:
+                for metric in metrics:
+                    path = _plot_final(table, axes, axis, metric,
+                                       figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
+                                       only)
+                    if path is not None:
+                        written.append(path)
+        pooled = _pooled(axes, runs)
+        if not pooled.empty:
+            written.append(out / "reliability.csv")
+            with atomic_output(written[-1]) as tmp:
+                pooled.to_csv(tmp, index=False)
+            path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
+            if path is not None:
+                written.append(path)
+        rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
+        phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
+                         if m.startswith("distortion_") and m.endswith(rings)})
+        for phase in phases:
+            path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
+                               labels, only)
+            if path is not None:
+                written.append(path)
+    except OSError as error:  # a full disk, a link planted meanwhile: what was written stays
+        where = f"{error.filename}: " if error.strerror and error.filename else ""
+        raise StudyError([f"cannot write the report: {where}{error.strerror or error}"], str(out)) from None
     return written

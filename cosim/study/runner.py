@@ -46,8 +46,10 @@ from cosim.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
+    EXIT_USAGE,
 )
 from cosim.study.cost import study_cost_lines
+from cosim.study.executor import StudyOutputError, output_failure
 from cosim.study.file import (  # the study file, re-exported: where callers found it
     RUNS_DIR,
     STUDY_COPY,
@@ -241,7 +243,12 @@ class _Status:
         return committed, asked
 
     def write(self) -> None:
-        write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        """Rewrite ``status.json`` (atomically); :class:`StudyOutputError` naming it when it
+        cannot be written."""
+        try:
+            write_text_atomic(self.path, json.dumps(self.data, indent=2, default=str) + "\n")
+        except OSError as error:
+            raise output_failure(self.path, error) from None
 
     def stopped(self, signum: int, when: str, say) -> int:
         """Record and say that a signal stopped the study (the runs not ended: stopped);
@@ -251,7 +258,10 @@ class _Status:
             if run["state"] in ("pending", "queued", "running"):
                 run["state"] = "stopped"
         self.data["stopped"] = name
-        self.write()
+        try:
+            self.write()
+        except StudyOutputError as error:  # stopped all the same; the status could not say so
+            print(f"cosim study run: {error}", file=sys.stderr, flush=True)
         c = self.counts()
         say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of "
             f"{len(self.data['runs'])}; the same command resumes it; status: {self.path}")
@@ -289,11 +299,13 @@ def run_study(
     defaults to this machine's cores. ``options`` (:mod:`cosim.study.options`: ``--set``,
     ``--seeds``, ``--rounds``, ``--only``) change the study; they are recorded in
     ``out_dir/options.json``: none given means the recorded ones, other ones are refused
-    (:class:`StudyError`). Workers are reused, so TensorFlow starts once per worker. SIGTERM, SIGHUP and SIGINT stop the runs in flight and every process the
-    study started; ``status.json`` then says ``stopped``. Prints a line per finished run
-    (done/failed/total) and a summary line every ``summary_every_s`` seconds.
+    (:class:`StudyError`). Workers are reused, so TensorFlow starts once per worker.
+    SIGTERM, SIGHUP, SIGINT and a file of its own it cannot write
+    (:class:`StudyOutputError`: exit 2, one line) stop the runs in flight and every process
+    the study started; ``status.json`` then says ``stopped``. Prints a line per finished
+    run (done/failed/total) and a summary line every ``summary_every_s`` seconds.
     """
-    stream = stream or sys.stdout
+    say = _Say(stream or sys.stdout)
     from cosim.study.executor import make_executor
 
     study = load_study(study_file, validate=False)
@@ -307,16 +319,13 @@ def run_study(
         raise StudyError([f"--out: {out} exists and is not a directory"], str(study_file))
     points = study.points(out)
 
-    def say(text: str) -> None:
-        print(text, file=stream, flush=True)
-
     if recorded:
         say(f"options recorded in {out / OPTIONS_FILE}: {options.flags()}")
     _prepare_out(out, study, study_file, say, options)
     status = _Status(out / STATUS_FILE, study, points)
     todo = _plan(points, status, study, out, say)
-    if not todo:
-        return EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
+    if not todo:  # None: status.json could not be written (said; nothing started)
+        return EXIT_USAGE if todo is None else EXIT_OK if status.counts()["failed"] == 0 else EXIT_FAILED
 
     return _run_todo(executor, todo, points, status, summary_every_s, say)
 
@@ -340,6 +349,9 @@ def _run_todo(executor, todo, points, status: _Status, summary_every_s: float, s
         signals.defer()  # a second signal while the runs are stopped is the same request
         executor.stop()
         return status.stopped(cause.args[0], "", say)
+    except StudyOutputError as error:  # its own file: stopped as a run stops on a full disk
+        executor.stop()
+        return _said(error)
     finally:
         signals.defer()  # a signal while the executor shuts down is honoured once it has (below)
         executor.close()  # stops the embedded Ray or the workers; only disconnects from a cluster
@@ -381,11 +393,34 @@ def _prepare_out(out: Path, study, study_file, say, options: StudyOptions) -> No
                          str(study_file)) from None
 
 
-def _plan(points, status: _Status, study, out: Path, say) -> list:
+class _Say:
+    """The study's lines on ``stream``; a reader that went away (``cosim study run ... |
+    head``, a closed terminal's pipe) silences them, and the study goes on."""
+
+    def __init__(self, stream: TextIO):
+        self.stream: TextIO | None = stream
+
+    def __call__(self, text: str) -> None:
+        if self.stream is None:
+            return
+        try:
+            print(text, file=self.stream, flush=True)
+        except (BrokenPipeError, ValueError):  # ValueError: a closed stream
+            self.stream = None
+
+
+def _said(error: StudyOutputError) -> int:
+    """Say ``error`` in one line on stderr; the exit status (2)."""
+    print(f"cosim study run: {error}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def _plan(points, status: _Status, study, out: Path, say) -> list | None:
     """The points still to run, each marked in ``status`` (written): a run whose trace
     holds a diverged round is failed (skipped: resuming would diverge again), one whose
     trace is complete is done (skipped), every other one is started or resumed; a line
-    says how many, with the estimated cost of those to run."""
+    says how many, with the estimated cost of those to run. None (said on stderr) when
+    ``status.json`` cannot be written."""
     todo = []
     for point in points:
         done, diverged = _trace_state(point.scenario.trace_path)
@@ -399,7 +434,11 @@ def _plan(points, status: _Status, study, out: Path, say) -> list:
             status.update(point.name, action="started" if done is None else "resumed",
                           completed_rounds=done)
             todo.append(point)
-    status.write()
+    try:
+        status.write()
+    except StudyOutputError as error:
+        _said(error)
+        return None
     c = status.counts()
     say(f"study {study.source}: {len(points)} runs, {c['done']} complete already, "
         f"{c['failed']} diverged already, {len(todo)} to run "

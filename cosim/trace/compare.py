@@ -12,6 +12,7 @@ from pathlib import Path
 
 import h5py
 
+from cosim.limits import MAX_ROUNDS, echo, toml_loads
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario, toml_value
 from cosim.trace.file_format import (
     CHECKPOINT_DROPPED,
@@ -19,6 +20,7 @@ from cosim.trace.file_format import (
     TraceError,
     closed_file_problems,
     damaged_datasets,
+    stored_number_problems,
 )
 
 __all__ = ["_check_resumable", "_check_rounds_grow", "_check_same_scenario", "_comparable",
@@ -34,7 +36,7 @@ def _comparable(scenario_text: str, *, without_rounds: bool = False) -> dict:
     ``"auto"`` made); without ``trace.path`` (where the trace lies does not change its
     result, so a moved trace or study directory resumes), and without ``rounds`` when it
     may grow."""
-    table = migrate_table(tomllib.loads(scenario_text))
+    table = migrate_table(toml_loads(scenario_text))
     try:
         scenario = parse_scenario(table)
         table = tomllib.loads(scenario.to_toml())
@@ -65,8 +67,8 @@ def _key_lines(table: dict) -> list[str]:
 
 
 def _check_rounds_grow(path: Path, stored: str, scenario_text: str) -> None:
-    old, new = tomllib.loads(stored).get("rounds"), tomllib.loads(scenario_text).get("rounds")
-    if old is not None and new is not None and new < old:
+    old, new = toml_loads(stored).get("rounds"), toml_loads(scenario_text).get("rounds")
+    if isinstance(old, int) and isinstance(new, int) and new < old:
         raise TraceError(
             f"cannot resume {path}: rounds = {new} is fewer than the trace's rounds = {old}; "
             "--resume may raise rounds, not lower it"
@@ -109,6 +111,10 @@ def _check_resumable(file: h5py.File, path: Path, scenario_text: str | None,
     missing += [f"/{name}" for name in ("rounds", "devices") if name not in file]
     if "schema_version" in file.attrs and missing:
         raise TraceError(f"cannot resume {path}: an incomplete trace (no {', '.join(missing)})")
+    problems = stored_number_problems(file)
+    if problems:
+        raise TraceError(f"cannot resume {path}: refusing it: " + "; ".join(problems[:3])
+                         + "; nothing was written to the file (use --overwrite to start again)")
     version = file.attrs.get("schema_version")
     if version != SCHEMA_VERSION:
         raise TraceError(f"{path}: trace schema version {version}, this program writes {SCHEMA_VERSION}")
@@ -119,6 +125,16 @@ def _check_resumable(file: h5py.File, path: Path, scenario_text: str | None,
             "and reported, not continued: delete it to run it again in a study, or use "
             "`cosim run --overwrite`")
     stored = str(file.attrs["scenario"])
+    try:
+        rounds = toml_loads(stored).get("rounds")
+    except tomllib.TOMLDecodeError as exc:
+        raise TraceError(f"cannot resume {path}: its stored scenario (root attribute "
+                         f"scenario) is not a scenario's TOML ({exc}); nothing was written to "
+                         "the file (use --overwrite to start again)") from None
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 0 < rounds <= MAX_ROUNDS:
+        raise TraceError(f"cannot resume {path}: its stored scenario's rounds = {echo(rounds)} "
+                         f"is not a round count (1 to {MAX_ROUNDS:,}); nothing was written to the "
+                         "file (use --overwrite to start again)")
     if scenario_text is not None:
         _check_same_scenario(path, stored, scenario_text, rounds_may_grow=rounds_may_grow)
     return stored

@@ -23,6 +23,8 @@ import h5py
 import numpy as np
 
 from cosim.limits import MAX_ROUNDS
+from cosim.printable import utf8_text
+from cosim.trace.values import stored_problems
 from native.memory import memory_budget
 
 SCHEMA_VERSION = 1
@@ -93,12 +95,24 @@ def _column_dtype(values: np.ndarray) -> np.dtype:
     raise TypeError(f"trace columns must be numeric (got dtype {values.dtype})")
 
 
+def whole_attr(value: Any, default: int = -1) -> int:
+    """An attribute that holds a count (a checkpoint slot's ``completed_rounds``) as an
+    int; ``default`` when it holds anything else (NaN, inf, 2.5, text, an array): a slot
+    whose count cannot be read is not a valid one."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
+        return default
+    return int(value) if np.isfinite(value) and float(value).is_integer() and abs(value) < 2**62 \
+        else default
+
+
 def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] | None:
     """Newest checkpoint slot with 0 <= completed_rounds <= limit."""
     best = None
     for name in _SLOTS:
         if group is not None and name in group:
-            done = int(group[name].attrs.get("completed_rounds", -1))
+            done = whole_attr(group[name].attrs.get("completed_rounds", -1))
             if 0 <= done <= limit and (best is None or done > best[0]):
                 best = (done, group[name])
     return best
@@ -106,6 +120,12 @@ def _valid_slot(group: h5py.Group | None, limit: int) -> tuple[int, h5py.Group] 
 
 def _load_slot(slot: h5py.Group, done: int) -> Checkpoint:
     arrays = {name: slot[name][()] for name in slot}
+    for name, values in arrays.items():
+        if np.asarray(values).dtype.kind not in "biufc":  # text, objects
+            kind = np.asarray(values).dtype
+            raise TraceError(f"{slot.file.filename}: {slot.name}/{name} holds {kind}, not "
+                             "numbers; the checkpoint cannot be used (use --overwrite to start "
+                             "again)")
     try:
         attrs = json.loads(slot.attrs.get("attrs_json", "{}"))
     except (ValueError, TypeError):
@@ -345,7 +365,58 @@ def closed_file_problems(file: h5py.File) -> list[str]:
                         f"of /rounds/round)")
     elif not problems:
         problems += _shape_problems(file, datasets, done)
+    return problems + _attribute_problems(file)
+
+
+ROOT_COUNTS = ("schema_version", "resume_count", "num_params", "checkpoint_dropped")
+"""Root attributes that hold a whole number >= 0 when present (``docs/trace.md``)."""
+ROOT_TEXT = ("scenario", "name", "algorithm", "started_at", "checksums")
+"""Root attributes that hold text when present."""
+
+
+def _attribute_problems(file: h5py.File) -> list[str]:
+    """The root attributes a reader or a resume uses that hold what no run writes: a count
+    (:data:`ROOT_COUNTS`, and ``seed``: any whole number) that is not one, text
+    (:data:`ROOT_TEXT`) that is not text."""
+    problems = []
+    for key in (*ROOT_COUNTS, "seed"):
+        if key in file.attrs:
+            raw = file.attrs[key]
+            value = whole_attr(raw, default=-1 if key != "seed" else None)
+            if value is None or (key != "seed" and value < 0):
+                problems.append(f"root attribute {key} = {_shown_attr(raw)} is not a whole number"
+                                + (" >= 0" if key != "seed" else ""))
+    for key in ROOT_TEXT:
+        if key in file.attrs and not isinstance(file.attrs[key], (str, bytes)):
+            problems.append(f"root attribute {key} = {_shown_attr(file.attrs[key])} is not text")
+        elif key in file.attrs and isinstance(file.attrs[key], bytes):
+            try:
+                file.attrs[key].decode("utf-8")
+            except UnicodeDecodeError:
+                problems.append(f"root attribute {key} is not UTF-8 text")
     return problems
+
+
+def _shown_attr(value: Any) -> str:
+    text = repr(value.tolist() if isinstance(value, np.ndarray) else value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def stored_number_problems(file: h5py.File) -> list[str]:
+    """:func:`cosim.trace.values.stored_problems` of the committed rows of every
+    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back)."""
+    done = int(file.attrs.get("completed_rounds", 0))  # checked by closed_file_problems
+    rounds: dict = {}
+
+    def visit(name: str, obj) -> None:
+        if isinstance(obj, h5py.Dataset):
+            rounds[name] = obj[:done] if obj.ndim else obj[()]
+
+    if isinstance(file.get("rounds"), h5py.Group):
+        file["rounds"].visititems(visit)
+    devices = {name: ds[()] for name, ds in file["devices"].items()
+               if isinstance(ds, h5py.Dataset)} if isinstance(file.get("devices"), h5py.Group) else {}
+    return stored_problems(rounds, devices)
 
 
 def check_closed(file: h5py.File, path: Path) -> None:
@@ -423,6 +494,16 @@ def is_trace(path: str | Path) -> bool:
         return False
 
 
+def _not_utf8(path: Path) -> str | None:
+    """The reason ``path`` cannot be stored as text (its bytes are not UTF-8), or None."""
+    try:
+        utf8_text(str(path))
+    except UnicodeDecodeError as exc:
+        return (f"its name is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); a trace "
+                "stores its path as UTF-8: rename it")
+    return None
+
+
 def _os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
@@ -447,6 +528,8 @@ def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: boo
 
 
 def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
+    if (reason := _not_utf8(path)) is not None:
+        raise TraceError(f"cannot create trace {path}: {reason}")
     if path.is_dir():
         raise TraceError(f"cannot create trace {path}: it is a directory")
     if path.exists() or path.is_symlink():

@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from cosim.limits import toml_loads
 from cosim.trace.file_format import (
     CHECKPOINT_DROPPED,
     EVAL_COLUMNS,
@@ -30,6 +33,7 @@ from cosim.trace.file_format import (
     read_dataset,
     read_live,
 )
+from cosim.trace.values import stored_problems
 
 
 @dataclass
@@ -73,7 +77,7 @@ class TraceData:
     def scenario(self) -> dict:
         """The stored scenario (``scenario_text``) as a dict; {} when absent or not TOML."""
         try:
-            return tomllib.loads(self.scenario_text)
+            return toml_loads(self.scenario_text)
         except tomllib.TOMLDecodeError:
             return {}
 
@@ -148,11 +152,29 @@ def _read_open_trace(path: Path, file: h5py.File) -> TraceData:
             rounds[name] = read_dataset(obj, path, np.s_[:t])
         else:
             series[name] = {key: read_dataset(ds, path, np.s_[:t]) for key, ds in obj.items()}
-    devices = {name: read_dataset(ds, path) for name, ds in file["devices"].items()}
+    devices = {}
+    for name, ds in file["devices"].items():
+        if not isinstance(ds, h5py.Dataset):
+            raise TraceError(f"cannot read trace {path}: /devices/{name} is not a dataset")
+        devices[name] = read_dataset(ds, path)
+    _refuse_stored_problems(path, rounds, series, devices)
     signals = sorted(int(n.split("_")[1]) for n in file.get("signals", {}))
     found = _valid_slot(file.get("checkpoint"), t)
     return TraceData(path, attrs, t, rounds, series, devices,
                      [r for r in signals if r < t], found[0] if found else None)
+
+
+def _refuse_stored_problems(path: Path, rounds: Mapping[str, np.ndarray],
+                            series: Mapping[str, Mapping[str, np.ndarray]],
+                            devices: Mapping[str, np.ndarray]) -> None:
+    """:class:`TraceError` naming the file and the first datasets whose stored numbers
+    no run writes (:mod:`cosim.trace.values`)."""
+    columns = {**rounds, **{f"{group}/{name}": values for group, table in series.items()
+                            for name, values in table.items()}}
+    problems = stored_problems(columns, devices)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise TraceError(f"refusing trace {path}: " + "; ".join(problems[:3]) + more)
 
 
 def _fmt(value: Any) -> str:
@@ -213,6 +235,25 @@ def _share(part: float, total: float) -> str:
     return f"{100.0 * part / total:.3g} %" if total > 0 else "-"
 
 
+class quiet_numerics(contextlib.ContextDecorator):
+    """NumPy's floating-point warnings off (``overflow encountered in reduce`` of a column
+    of 1e308, ``Mean of empty slice`` of one all NaN): what a trace holds is summarised
+    as inf or NaN, never as a warning with an internal source line on the terminal."""
+
+    def __enter__(self):
+        self._state = np.seterr(all="ignore")
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return self
+
+    def __exit__(self, *exc):
+        self._warnings.__exit__(*exc)
+        np.seterr(**self._state)
+        return False
+
+
+@quiet_numerics()
 def summarize(path: str | Path) -> str:
     """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
 

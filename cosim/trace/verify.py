@@ -17,6 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from cosim.limits import toml_loads
 from cosim.trace.file_format import (
     TraceError,
     _is_hdf5,
@@ -24,6 +25,7 @@ from cosim.trace.file_format import (
     damaged_datasets,
     read_live,
     regular_file,
+    stored_number_problems,
     writer_pid,
 )
 
@@ -93,9 +95,12 @@ def _verify_once(path: Path) -> Verdict:
             more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
             raise _Damaged(Verdict(path, "damaged", f"dataset {', '.join(damaged[:3])}{more} "
                                    "fails its checksum or cannot be read"))
+        stored = stored_number_problems(file)
+        if stored:  # a number no run writes: refused by every reader, named here
+            raise _Damaged(Verdict(path, "damaged", "; ".join(stored[:3])))
         done = int(file.attrs.get("completed_rounds", 0))
         try:
-            planned = int(tomllib.loads(str(file.attrs.get("scenario", ""))).get("rounds", done))
+            planned = int(toml_loads(str(file.attrs.get("scenario", ""))).get("rounds", done))
         except (tomllib.TOMLDecodeError, TypeError, ValueError, OverflowError):
             planned = done
         note = "" if "checksums" in file.attrs else "written before checksums: read back, not checked"

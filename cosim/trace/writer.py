@@ -76,6 +76,7 @@ from cosim.disk_space import (
     size_text,
     write_failure,
 )
+from cosim.printable import utf8_text
 from cosim.trace.compare import _check_resumable, _comparable
 from cosim.trace.file_format import (
     _SLOTS,
@@ -103,6 +104,7 @@ from cosim.trace.file_format import (
     checksum_options,
     is_trace,
     regular_file,
+    whole_attr,
 )
 from cosim.trace.read import (
     TraceData,
@@ -360,14 +362,14 @@ class TraceWriter:
                 raise
             file.attrs["schema_version"] = SCHEMA_VERSION
             file.attrs["checksums"] = CHECKSUMS
-            file.attrs["scenario"] = scenario_text
+            file.attrs["scenario"] = utf8_text(scenario_text)  # its trace.path too
             file.attrs["seed"] = int(seed)
             file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
             for name, version in _package_versions().items():
                 file.attrs[f"version_{name}"] = version
             file.attrs["resume_count"] = 0
             for key, value in attrs.items():
-                file.attrs[key] = value
+                file.attrs[key] = utf8_text(value) if isinstance(value, str) else value
             devices_group = file.create_group("devices")
             for name, value in (devices or {}).items():
                 value = np.asarray(value)
@@ -444,7 +446,7 @@ class TraceWriter:
         flush; returns the changed versions, name -> ``(stored, now)``."""
         cls._truncate(file, restart)
         file.attrs["completed_rounds"] = restart
-        file.attrs["resume_count"] = int(file.attrs.get("resume_count", 0)) + 1
+        file.attrs["resume_count"] = whole_attr(file.attrs.get("resume_count", 0), 0) + 1
         now = _package_versions()
         changed = {name: (str(file.attrs.get(f"version_{name}", "unknown")), version)
                    for name, version in now.items()
@@ -454,7 +456,7 @@ class TraceWriter:
             history.append({"from_round": restart, "versions": now})
             file.attrs["resumed_with_versions"] = json.dumps(history)
         if scenario_text is not None and _comparable(stored) == _comparable(scenario_text):
-            file.attrs["scenario"] = scenario_text  # the same run; its trace.path as now
+            file.attrs["scenario"] = utf8_text(scenario_text)  # the same run; its trace.path as now
         reserve(fd, FLUSH_MARGIN_BYTES)
         file.flush()
         return changed
@@ -481,7 +483,7 @@ class TraceWriter:
 
         file["rounds"].visititems(visit)
         for slot in file.get("checkpoint", {}).values():
-            if int(slot.attrs.get("completed_rounds", -1)) > rows:
+            if whole_attr(slot.attrs.get("completed_rounds", -1)) > rows:
                 slot.attrs["completed_rounds"] = -1  # written by an uncommitted round
         for name in list(file.get("signals", {})):
             if int(name.split("_")[1]) >= rows:
@@ -598,6 +600,7 @@ class TraceWriter:
         """Add or replace root attributes (str, int, float)."""
         with self._writing():
             for key, value in attrs.items():
+                value = utf8_text(value) if isinstance(value, str) else value
                 self._file.attrs[key] = value
                 self._pending += len(str(value).encode())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import math
+import os
 import pickle
 import tarfile
 import zipfile
@@ -96,7 +97,10 @@ def unpickle(file, source: str, encoding: str):
 
 
 def search_dirs(data_dir: str | Path | None) -> list[Path]:
-    first = Path(data_dir).expanduser() if data_dir is not None else DEFAULT_DATA_DIR
+    # its UTF-8 bytes whatever the locale (a scenario's text is UTF-8; LC_ALL=C's file
+    # system encoding is ASCII)
+    first = (Path(os.fsdecode(str(data_dir).encode("utf-8", "surrogateescape"))).expanduser()
+             if data_dir is not None else DEFAULT_DATA_DIR)
     return [first, KERAS_CACHE_DIR]
 
 

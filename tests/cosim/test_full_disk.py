@@ -252,3 +252,48 @@ def test_plot_into_a_full_disk_keeps_the_earlier_figures(tmp_path, disk, capsys,
     assert err.strip().splitlines()[-1].startswith(
         f"cosim plot: cannot write figures to {out}: No space left on device"), err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("leave", [0, 30_000, 150_000])
+def test_study_report_into_a_full_disk_is_one_line(disk, capsys, leave):
+    """`cosim study report` of a study on a disk that fills: one line naming the file it
+    could not write (exit 2), the traces as they were (the tables fail at 0 bytes left,
+    a figure with more room)."""
+    from cosim.study.file import RUNS_DIR, STUDY_COPY, run_name
+
+    out = disk / "out"
+    (out / RUNS_DIR).mkdir(parents=True)
+    (out / STUDY_COPY).write_text('scenario = "x"\nseeds = [1]\n[axes]\n"power.tx_power_dbm" = [10.0, 20.0]\n')
+    for power in (10.0, 20.0):
+        write_small_trace(out / RUNS_DIR / f"{run_name({'power.tx_power_dbm': power}, 1)}.h5")
+    traces = {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()}
+    fill(disk, leave)
+    assert main(["study", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 2, err
+    assert f"cannot write the report: {out}/" in err and ": No space left on device" in err, err
+    assert {p.name: p.read_bytes() for p in (out / RUNS_DIR).iterdir()} == traces
+    assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
+
+
+def test_a_study_whose_disk_fills_up_stops_in_one_line_and_resumes(disk, monkeypatch, capsys):
+    """The disk of `--out` fills while a study runs (after its first run ends, before the
+    driver rewrites status.json): exit 2, one line naming status.json, the runs stopped;
+    once there is room the same command completes the study."""
+    import json
+
+    from test_hostile_studies import _Executor, _run_with, _tiny_study
+
+    study, out = _tiny_study(disk.parent), disk / "out"
+    fillers = []
+    executor = _Executor(lambda: fillers.append(fill(disk)) if not fillers else None)
+    assert _run_with(monkeypatch, study, out, executor) == 2
+    err = capsys.readouterr().err
+    assert err == (f"cosim study run: cannot write {out / 'status.json'}: No space left on "
+                   "device; the runs were stopped and their traces keep every committed round: "
+                   "the same command resumes the study once that is mended\n"), err
+    assert executor.stopped and not list(out.glob(".*.tmp"))
+    fillers[0].unlink()
+    assert _run_with(monkeypatch, study, out, _Executor()) == 0
+    runs = json.loads((out / "status.json").read_text())["runs"]
+    assert {run["state"] for run in runs.values()} == {"done"}

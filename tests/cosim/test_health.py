@@ -377,3 +377,38 @@ def test_the_privacy_reached_is_a_line_against_the_target(tmp_path):
     report = health(write(tmp_path / "r.h5", columns))
     assert report["privacy"]["clipped"]["rho"]["median_share"] == 1.0
     assert "privacy  epsilon 5 after 10 round(s) (no target)" in health_lines(report)
+
+
+def test_a_training_loss_nan_in_every_round_is_divergence(tmp_path):
+    columns = clean_columns()
+    for name in list(columns["rounds"]):  # every float column NaN, as a hostile copy had it
+        columns["rounds"][name] = np.full(ROUNDS, np.nan)
+    columns["rounds"]["train_loss_rho"] = np.full(ROUNDS, np.nan)
+    report = health(write(tmp_path / "t.h5", columns))
+    assert report["divergence"]["diverged_round"] == 0
+    assert report["divergence"]["reasons"] == ["training loss non-finite"]
+    assert "diverged" in _names(report)
+    del columns["rounds"]["train_loss_rho"]  # an algorithm that reports no loss: by design
+    assert health(write(tmp_path / "u.h5", columns))["divergence"]["diverged_round"] is None
+
+
+def test_inspect_of_huge_values_prints_no_numeric_warning(tmp_path, capsys):
+    import warnings
+
+    from cosim.cli import main
+    from cosim.trace.values import column_problem
+
+    columns = clean_columns()
+    columns["rounds"]["wall_s"] = np.ones(ROUNDS)
+    for group, shape in (("rounds", (ROUNDS,)), ("per_device", (ROUNDS, DEVICES))):
+        for name in list(columns[group]):  # 1e308 wherever a run may store it (no count)
+            huge = np.full(shape, 1e308)
+            if column_problem(name if group == "rounds" else f"{group}/{name}", huge) is None:
+                columns[group][name] = huge
+    path = write(tmp_path / "t.h5", columns)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["inspect", str(path)]) == 0
+    assert not caught, [str(w.message) for w in caught]
+    err = capsys.readouterr().err
+    assert "Warning" not in err, err

@@ -78,7 +78,8 @@ def test_toml_value_is_one_line_that_loads_back():
     assert [toml_value(float(v)) for v in ("nan", "inf", "-inf")] == ["nan", "inf", "-inf"]
     s = load_scenario(None, [f"trace.path={toml_value(awkward)}", f"trace.signal_rounds={toml_value((2, 5))}"])
     assert s.trace.path == awkward and s.trace.signal_rounds == (2, 5)
-    for bad in (None, {"a": 1}, [1, None]):
+    assert toml_value({"a": 1, "b c": [1.5]}) == '{a = 1, "b c" = [1.5]}'  # a table, inline
+    for bad in (None, {"a": None}, [1, None], {1: 2}):
         with pytest.raises(TypeError):
             toml_value(bad)
 
