@@ -231,11 +231,25 @@ CSI_MODELS = {
 # --------------------------------------------------------------------------- power controls
 
 
-class OptimalControl(Parameters):
+class PowerControlParameters(Parameters):
+    """Base of the power controls' parameters, and what the rest of the simulator asks
+    of a control without building it (no TensorFlow: ``cosim/privacy`` reads these);
+    :class:`phy.power.PowerControl`'s classes take theirs from here."""
+
+    budgeted: ClassVar[bool] = True
+    """Whether the control keeps ``sum_f u v^2 <= P``: the uplink counts
+    ``power_over_budget_<phase>``, ``[privacy]``'s projection bounds a device's signal by
+    the budget (False for the references)."""
+    over_the_air: ClassVar[bool] = True
+    """False for the error-free reference: no signal, no channel, no noise (the BS gets
+    the exact weighted sum)."""
+
+
+class OptimalControl(PowerControlParameters):
     """The proposed KKT power control (eq. ``Opt_v``)."""
 
 
-class TruncatedInversionControl(Parameters):
+class TruncatedInversionControl(PowerControlParameters):
     """Truncated channel inversion (TCI), the paper's baseline."""
 
     # The paper gives no threshold. 0.1 was measured on the quickstart with TCI (study
@@ -247,17 +261,22 @@ class TruncatedInversionControl(Parameters):
         "1 - e^-t of i.i.d. Rayleigh subcarriers stay silent")
 
 
-class PrivacyScalingControl(Parameters):
+class PrivacyScalingControl(PowerControlParameters):
     """Liu and Simeone's adaptive power scaling on the KKT control: the devices' common
     transmit scaling lowered to meet ``privacy.target_epsilon`` (no artificial noise)."""
 
 
-class FullInversionControl(Parameters):
+class FullInversionControl(PowerControlParameters):
     """Channel inversion on every subcarrier, scaled to the budget."""
 
+    budgeted: ClassVar[bool] = False
 
-class IdealControl(Parameters):
+
+class IdealControl(PowerControlParameters):
     """Error-free aggregation: the exact weighted sum (no channel)."""
+
+    budgeted: ClassVar[bool] = False
+    over_the_air: ClassVar[bool] = False
 
 
 POWER_CONTROLS = {
@@ -269,7 +288,22 @@ POWER_CONTROLS = {
     "full_inversion": Variant(FullInversionControl, "phy.power:FullInversion", label="full inversion"),
     "ideal": Variant(IdealControl, "phy.power:IdealAggregation", label="error-free aggregation"),
 }
-"""``power.control`` -> its parameters, class and display name."""
+"""``power.control`` -> its parameters (with whether it is ``budgeted`` and sends
+``over_the_air``), class and display name."""
+
+
+def budgeted(control: str) -> bool:
+    """Whether ``power.control = control`` keeps the power budget
+    (:attr:`PowerControlParameters.budgeted` of its registry entry; True for parameters
+    that do not say, as :class:`phy.power.PowerControl`)."""
+    return bool(getattr(POWER_CONTROLS[control].parameters, "budgeted", True))
+
+
+def over_the_air(control: str) -> bool:
+    """Whether ``power.control = control`` sends a signal over the air
+    (:attr:`PowerControlParameters.over_the_air` of its registry entry; True for
+    parameters that do not say)."""
+    return bool(getattr(POWER_CONTROLS[control].parameters, "over_the_air", True))
 
 
 # --------------------------------------------------------------------------- combiners, scheduling

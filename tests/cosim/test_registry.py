@@ -132,3 +132,24 @@ def test_what_a_scheme_carries_and_accounts_is_declared_once():
             parse_scenario({"uplink": {"scheme": "digital_ofdma"}, **privacy})
     finally:
         del UPLINK_SCHEMES["test_accounted"]
+
+
+def test_whether_a_power_control_is_budgeted_is_declared_once():
+    """``budgeted`` and ``over_the_air`` are declared by a control's parameters in
+    ``POWER_CONTROLS`` (read without TensorFlow: ``phy.parameters.budgeted``,
+    ``over_the_air``, as ``cosim/privacy`` does); every control class agrees with its
+    entry, and ``cosim/privacy`` lists no control's name."""
+    from pathlib import Path
+
+    from phy.parameters import budgeted, over_the_air
+
+    for name, variant in POWER_CONTROLS.items():
+        control = variant.build({"tci_gain_threshold": 0.1})
+        assert control.budgeted == variant.parameters.budgeted == budgeted(name), name
+        assert control.over_the_air == variant.parameters.over_the_air == over_the_air(name), name
+    assert [n for n in POWER_CONTROLS if not budgeted(n)] == ["full_inversion", "ideal"]
+    assert [n for n in POWER_CONTROLS if not over_the_air(n)] == ["ideal"]
+    planning = (Path(__file__).parents[2] / "cosim/privacy/planning.py").read_text()
+    for name in POWER_CONTROLS:
+        if name != "privacy_scaling":  # the control that scales for privacy, which planning plans for
+            assert f'"{name}"' not in planning, name

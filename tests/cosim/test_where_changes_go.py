@@ -141,3 +141,61 @@ def test_a_toy_channel_model_is_one_class_and_one_registry_entry(tmp_path, monke
         gain = f["rounds/per_device/mean_channel_gain"][()]
         path_gain = f["devices/path_gain"][()]
     np.testing.assert_allclose(gain, np.broadcast_to(path_gain, gain.shape), rtol=1e-6)
+
+
+def _scaled_inversion():
+    """A toy power control (built lazily: it imports TensorFlow): channel inversion scaled
+    down per OFDM symbol to the budget, ``budgeted`` as its parameters say."""
+    import tensorflow as tf
+
+    from phy.power import PowerControl
+
+    class ScaledInversion(PowerControl):
+        name = "scaled_inversion"
+
+        def __call__(self, delta_abs, u, power_budget_w=None, channel_gain=None, reference_gain=None):
+            u = tf.broadcast_to(u, tf.shape(delta_abs))
+            live = ~tf.math.is_inf(u)
+            power = tf.reduce_sum(tf.where(live, u * tf.cast(delta_abs, tf.float64) ** 2, tf.zeros_like(u)),
+                                  -1, keepdims=True)
+            scale = tf.sqrt(tf.minimum(tf.ones_like(power),
+                                       tf.math.divide_no_nan(tf.cast(power_budget_w, tf.float64), power)))
+            return tf.where(live, delta_abs * tf.cast(scale, tf.float32), tf.zeros_like(delta_abs))
+
+    return ScaledInversion()
+
+
+@pytest.mark.parametrize("budgeted", [True, False])
+def test_a_toy_power_control_runs_with_privacy_from_its_registry_entry(tmp_path, monkeypatch, budgeted):
+    """A new power control is a class and one entry of :data:`phy.parameters.POWER_CONTROLS`
+    whose parameters say whether it is ``budgeted``: ``[privacy]``'s projection and target
+    check read that there (no list of control names in ``cosim/privacy``), so the toy
+    validates and runs with ``[privacy]``; unbudgeted, a target is refused naming it."""
+    from native.parameters import Variant
+    from phy.parameters import POWER_CONTROLS, PowerControlParameters
+
+    class ToyControl(PowerControlParameters):
+        """The toy's parameters: none; ``budgeted`` as the case says."""
+
+    ToyControl.budgeted = budgeted
+    monkeypatch.setitem(POWER_CONTROLS, "toy", Variant(ToyControl, _scaled_inversion, label="toy"))
+    path = write_tiny(tmp_path, rounds=2, every=2, algorithm="fedavg", hidden=4)
+    sets = ['power.control="toy"', "power.tx_power_dbm=-60", "privacy.delta=1e-5"]
+    scenario = load_scenario(path, overrides=sets)
+    from cosim import privacy
+    from cosim.scenario import scenario_num_params
+
+    projection = privacy.project(scenario, scenario_num_params(scenario))
+    if not budgeted:
+        assert projection.epsilon == float("inf")
+        assert "power.control = 'toy' has no power budget" in projection.assumes
+        with pytest.raises(ScenarioError, match=r"privacy\.target_epsilon: = 8 cannot be met: "
+                                                r"power\.control = 'toy' has no power budget"):
+            run_scenario(load_scenario(path, overrides=[*sets, "privacy.target_epsilon=8"]), progress=False)
+        return
+    assert 0.0 < projection.epsilon < float("inf")
+    summary = run_scenario(scenario, progress=False)
+    with h5py.File(summary.trace_path, "r") as f:
+        rounds = f["rounds"]
+        assert "power_over_budget_delta" in rounds
+        assert np.all(np.isfinite(rounds["privacy_epsilon"][()]))
