@@ -285,14 +285,13 @@ def project(scenario, num_params: int) -> Projection:
                           "the run (the trace has the realised epsilon)")
     phases = uplink_phase_values(scenario, num_params)
     power = scenario.power
-    if not budgeted(power.control):  # the registry's entry says (phy.parameters.POWER_CONTROLS)
-        sends = over_the_air(power.control)
-        if sends and config.clip_norm is not None:
+    if not budgeted(power.control):  # its registry entry says (phy.parameters.POWER_CONTROLS)
+        if over_the_air(power.control) and config.clip_norm is not None:
             return Projection(None, {}, q, f"power.control = {power.control!r} with "
                               "privacy.clip_norm: the clip bound depends on each round's "
                               "delta_bar, i.e. on the updates (the trace has the realised epsilon)")
-        what = ("sends no signal over the air: the BS gets the exact sum, without noise"
-                if not sends else "has no power budget to bound a device's signal")
+        what = ("has no power budget to bound a device's signal" if over_the_air(power.control)
+                else "sends no signal over the air: the BS gets the exact sum, without noise")
         return Projection(math.inf, dict.fromkeys(phases, 0.0), q,
                           f"power.control = {power.control!r} {what}")
     distance_m = _closest_distance_m(scenario.cell)
@@ -628,9 +627,9 @@ def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, flo
 
 
 def unbounded_reason(scenario) -> str | None:
-    """Why no noise can bound a device's contribution under ``scenario``'s uplink (None if
-    some bound holds): ``ideal`` aggregation sends nothing over the air (no noise at all),
-    ``full_inversion`` has no power budget (unless ``privacy.clip_norm`` bounds it)."""
+    """Why no noise can bound a device's contribution (None if some bound holds): a control
+    that sends nothing over the air (``ideal``), or one without a budget (``full_inversion``)
+    unless ``privacy.clip_norm`` bounds it, as its registry entry says."""
     control = scenario.power.control
     if not over_the_air(control):
         return (f"power.control = {control!r} sends no signal over the air: the BS gets the exact "
