@@ -11,6 +11,12 @@ them (``cosim/scenario/tables.py``), the engine builds the components with
 :mod:`phy.channel`, :mod:`phy.cells`, :mod:`phy.csi`, :mod:`phy.power`) validate their
 arguments with the same models.
 
+A registry entry also carries what the rest of the simulator asks of a variant without
+building it, so ``cosim`` names no variant: its ``label`` (figures), a power control's
+``budgeted`` and ``over_the_air`` (:class:`PowerControlParameters`; ``[privacy]``'s
+projection reads them), and an uplink scheme's flags, symbols per phase, memory and
+cost terms and checks against the scenario (:class:`SchemeParameters`).
+
 No NumPy, no TensorFlow (``cosim validate`` imports it without).
 """
 
