@@ -249,10 +249,18 @@ class PowerControlParameters(Parameters):
     over_the_air: ClassVar[bool] = True
     """False for the error-free reference: no signal, no channel, no noise (the BS gets
     the exact weighted sum)."""
+    scales_for_privacy: ClassVar[bool] = False
+    """True for a control whose common transmit scaling the uplink lowers, per phase, to
+    meet ``privacy.target_epsilon`` instead of adding noise (it needs that target)."""
+    allows_joint_gamma: ClassVar[bool] = False
+    """Whether ``power.gamma = "joint"`` may choose the receiver scaling under it (the
+    joint scaling minimises the KKT control's distortion plus the receiver noise)."""
 
 
 class OptimalControl(PowerControlParameters):
     """The proposed KKT power control (eq. ``Opt_v``)."""
+
+    allows_joint_gamma: ClassVar[bool] = True
 
 
 class TruncatedInversionControl(PowerControlParameters):
@@ -270,6 +278,8 @@ class TruncatedInversionControl(PowerControlParameters):
 class PrivacyScalingControl(PowerControlParameters):
     """Liu and Simeone's adaptive power scaling on the KKT control: the devices' common
     transmit scaling lowered to meet ``privacy.target_epsilon`` (no artificial noise)."""
+
+    scales_for_privacy: ClassVar[bool] = True
 
 
 class FullInversionControl(PowerControlParameters):
@@ -303,6 +313,19 @@ def budgeted(control: str) -> bool:
     (:attr:`PowerControlParameters.budgeted` of its registry entry; True for parameters
     that do not say, as :class:`phy.power.PowerControl`)."""
     return bool(getattr(POWER_CONTROLS[control].parameters, "budgeted", True))
+
+
+def scales_for_privacy(control: str) -> bool:
+    """Whether ``power.control = control`` meets a privacy target by lowering the
+    devices' transmit scaling (:attr:`PowerControlParameters.scales_for_privacy`; False
+    for parameters that do not say)."""
+    return bool(getattr(POWER_CONTROLS[control].parameters, "scales_for_privacy", False))
+
+
+def allows_joint_gamma(control: str) -> bool:
+    """Whether ``power.gamma = "joint"`` applies under ``power.control = control``
+    (:attr:`PowerControlParameters.allows_joint_gamma`; False for parameters that do not say)."""
+    return bool(getattr(POWER_CONTROLS[control].parameters, "allows_joint_gamma", False))
 
 
 def over_the_air(control: str) -> bool:

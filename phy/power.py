@@ -29,6 +29,7 @@ from phy.parameters import (
     FullInversionControl,
     IdealControl,
     PowerControlParameters,
+    PrivacyScalingControl,
     TruncatedInversionControl,
 )
 
@@ -263,7 +264,7 @@ class PowerControl:
     over_the_air: bool = PowerControlParameters.over_the_air
     """False for the error-free reference: ``phy.aircomp.aggregate`` then returns the
     exact weighted sum without a channel (from its parameters, as ``budgeted``)."""
-    scales_for_privacy: bool = False
+    scales_for_privacy: bool = PowerControlParameters.scales_for_privacy
     """True for a control whose common transmit scaling the uplink lowers, per phase, to
     meet a privacy target's noise floor instead of adding noise (:class:`PrivacyScaling`)."""
 
@@ -413,7 +414,7 @@ class PrivacyScaling(OptimalPower):
     """
 
     name = "privacy_scaling"
-    scales_for_privacy = True
+    scales_for_privacy = PrivacyScalingControl.scales_for_privacy
 
 
 class TruncatedInversion(PowerControl):

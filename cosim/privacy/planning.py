@@ -28,7 +28,7 @@ from cosim.privacy.accounting import (
     projected_epsilon,
     round_event,
 )
-from phy.parameters import budgeted, over_the_air  # pydantic only
+from phy.parameters import budgeted, over_the_air, scales_for_privacy  # pydantic only
 from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain
 
 
@@ -661,7 +661,7 @@ def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) 
     the artificial noise a round like the projection's gets."""
     config = scenario.privacy
     z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
-    if scenario.power.control == "privacy_scaling":
+    if scales_for_privacy(scenario.power.control):
         line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
                 f"after {scenario.rounds} rounds: the devices scale their transmit amplitude down "
                 f"in any phase whose worst device falls below its floor ({z})")

@@ -59,6 +59,8 @@ from phy.parameters import (  # pydantic only
     POWER_CONTROLS,
     SCHEDULING,
     UPLINK_SCHEMES,
+    allows_joint_gamma,
+    scales_for_privacy,
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
@@ -249,7 +251,7 @@ class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", de
 
     @model_validator(mode="after")
     def _joint_needs_kkt(self) -> PowerConfig:
-        _require(self.gamma != "joint" or self.control == "optimal", "gamma",
+        _require(self.gamma != "joint" or allows_joint_gamma(self.control), "gamma",
                  f"= \"joint\" needs power.control = \"optimal\" (got {self.control!r}): the "
                  "joint scaling minimises the KKT control's distortion plus the receiver noise")
         return self
@@ -608,9 +610,9 @@ class Scenario(_Section):
         _require(self.power.gamma != "joint" or self.privacy is None, "power.gamma",
                  "= \"joint\" is not accounted by [privacy] (its mechanism takes the paper's fixed "
                  "gamma): remove one of them")
-        _require(self.power.control != "privacy_scaling" or (
+        _require(not scales_for_privacy(self.power.control) or (
             self.privacy is not None and self.privacy.target_epsilon is not None), "power.control",
-            "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
+            f"= {self.power.control!r} lowers the devices' power to meet privacy.target_epsilon: set "
             "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
             self._check_privacy()
