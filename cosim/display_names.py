@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from learning.catalog import CATALOG  # pydantic only: the algorithms with their labels
 from phy.parameters import (  # pydantic only: the registries, names with their labels
     CHANNEL_MODELS,
     COMBINERS,
@@ -41,15 +42,7 @@ def _labels(registry: Mapping[str, object]) -> dict[str, str]:
 
 
 VALUES: dict[str, dict[str, str]] = {
-    "algorithm.name": {
-        "bayes_aircomp": "Proposed",
-        "fedavg": "FedAvg",
-        "fedprox": "FedProx",
-        "scaffold": "SCAFFOLD",
-        "fedsmoo": "FedSMOO",
-        "fedgmt": "FedGMT-v2",
-        "signsgd": "signSGD (majority vote)",
-    },
+    "algorithm.name": _labels(CATALOG),
     "power.control": _labels(POWER_CONTROLS),
     "channel.model": _labels(CHANNEL_MODELS),
     "csi.model": _labels(CSI_MODELS),
@@ -65,10 +58,10 @@ VALUES: dict[str, dict[str, str]] = {
 }
 """Categorical key -> raw value -> display name. A value of ``algorithm.name`` is a
 label by itself ("Proposed"); other keys' values are labelled as they stand here. The
-PHY's names come with their labels from their registries (:mod:`phy.parameters`:
-``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``, ``UPLINK_SCHEMES``, ``COMBINERS``,
-``SCHEDULING``),
-read when this module is imported."""
+algorithms' names come with their labels from their catalogue
+(:data:`learning.catalog.CATALOG`), the PHY's from their registries
+(:mod:`phy.parameters`: ``POWER_CONTROLS``, ``CHANNEL_MODELS``, ``CSI_MODELS``,
+``UPLINK_SCHEMES``, ``COMBINERS``, ``SCHEDULING``), read when this module is imported."""
 
 KEYS: dict[str, tuple[str, str | None]] = {
     "algorithm.name": ("algorithm", None),

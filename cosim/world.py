@@ -150,12 +150,13 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
     """The scenario's :class:`phy.uplink.Uplink`: its components built from the registries
     of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
     ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
+    phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
     return Uplink(
         channel=_channel_of(scenario, world["deployment"]),
         csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
         power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
         path_gain=world["path_gain"], seed=scenario.seed,
-        phases=[(phase.name, phase.num_values) for phase in algorithm.phases()],
+        phases=phases,
         num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w,
         noise_power_w=power.noise_power_w, gamma_w=power.gamma_w, joint_gamma=power.joint_gamma,
         downlink_values=algorithm.downlink_values(), bits_per_value=scenario.downlink.bits_per_value,
@@ -171,16 +172,13 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
         scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
-        privacy=None if scenario.privacy is None else uplink_privacy(scenario, algorithm,
-                                                                     world["deployment"]),
+        privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
     )
 
 
-def uplink_privacy(scenario: Scenario, algorithm: FederatedAlgorithm, deployment=None):
-    """The uplink's :class:`phy.privacy.UplinkPrivacy` of a scenario with ``[privacy]``
-    (:func:`cosim.privacy.uplink_privacy`; ``deployment``'s positions place the devices
-    relative to an eavesdropper)."""
-    from cosim.privacy import uplink_privacy as plan
+def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):
+    """:func:`cosim.privacy.uplink_privacy` of the built world (imported here: the
+    accounting library loads only for a run with ``[privacy]``)."""
+    from cosim.privacy import uplink_privacy
 
-    return plan(scenario, {phase.name: phase.num_values for phase in algorithm.phases()},
-                None if deployment is None else deployment.positions_m)
+    return uplink_privacy(scenario, dict(phases), world["deployment"].positions_m)

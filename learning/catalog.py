@@ -13,8 +13,11 @@ Each line also names the algorithm's hyper-parameter model
 algorithm's constructor both validate with, and where its own keys sit in a scenario:
 ``[algorithm]`` itself (the proposed method) or the sub-table ``[algorithm.<name>]``.
 
+Each line also carries the algorithm's display name (``label``), which figures and
+reports show (``cosim/display_names.py`` reads it here).
+
 Adding an algorithm: its module under ``learning/algorithms/``, its hyper-parameter
-model, and one line here.
+model, and one line here (with its label).
 
 No TensorFlow (``cosim validate`` imports it without).
 """
@@ -64,6 +67,9 @@ class Entry:
     device_state_switches: tuple[str, ...] = ()
     """Boolean hyper-parameters each of which, when true, adds one such table (signSGD's
     ``error_feedback``: the memories e_k)."""
+    label: str = ""
+    """Its display name in figures and reports ("Proposed", "FedGMT-v2"; read by
+    ``cosim/display_names.py``, as the PHY registries' labels; empty: the name itself)."""
 
     def device_tables(self, hyper_parameters: dict) -> int:
         """The per-device [K, d] tables of its state under ``hyper_parameters``."""
@@ -83,18 +89,22 @@ CATALOG = {
                            BayesAirCompParameters, own_table=False, training_phases=2,
                            divergence_keys=(("nll_reduction", '"mean" divides the step on the means by |D_k|'),
                                             ("init_std", "the posterior's initial std"),
-                                            ("covariance_learning_rate", "phase 1's own step"))),
-    "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters),
-    "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters),
+                                            ("covariance_learning_rate", "phase 1's own step")),
+                           label="Proposed"),
+    "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters,
+                    label="FedAvg"),
+    "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters,
+                     label="FedProx"),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
-                      ScaffoldParameters, device_state=1),
+                      ScaffoldParameters, device_state=1, label="SCAFFOLD"),
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
-                     FedSmooParameters, device_state=2),
+                     FedSmooParameters, device_state=2, label="FedSMOO"),
     "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters,
-                    device_state=1),
+                    device_state=1, label="FedGMT-v2"),
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
                      sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),),
-                     device_state_switches=("error_feedback",)),
+                     device_state_switches=("error_feedback",),
+                     label="signSGD (majority vote)"),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

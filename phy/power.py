@@ -25,7 +25,13 @@ import tensorflow as tf
 
 from phy.grid_sums import gather_rows
 from phy.optimal_rows import optimal_row_amplitudes, optimal_rows
-from phy.parameters import TruncatedInversionControl
+from phy.parameters import (
+    FullInversionControl,
+    IdealControl,
+    PowerControlParameters,
+    PrivacyScalingControl,
+    TruncatedInversionControl,
+)
 
 _MAX_NEWTON_ITERATIONS = 60
 ATTENUATION_TOLERANCE = 1e-6
@@ -252,12 +258,13 @@ class PowerControl:
     """
 
     name: str = ""
-    budgeted: bool = True
-    """Whether the option respects ``sum_f u v^2 <= P`` (False for references)."""
-    over_the_air: bool = True
+    budgeted: bool = PowerControlParameters.budgeted
+    """Whether the option respects ``sum_f u v^2 <= P`` (False for references); each
+    class takes it from its parameters (:mod:`phy.parameters`), the one source."""
+    over_the_air: bool = PowerControlParameters.over_the_air
     """False for the error-free reference: ``phy.aircomp.aggregate`` then returns the
-    exact weighted sum without a channel."""
-    scales_for_privacy: bool = False
+    exact weighted sum without a channel (from its parameters, as ``budgeted``)."""
+    scales_for_privacy: bool = PowerControlParameters.scales_for_privacy
     """True for a control whose common transmit scaling the uplink lowers, per phase, to
     meet a privacy target's noise floor instead of adding noise (:class:`PrivacyScaling`)."""
 
@@ -407,7 +414,7 @@ class PrivacyScaling(OptimalPower):
     """
 
     name = "privacy_scaling"
-    scales_for_privacy = True
+    scales_for_privacy = PrivacyScalingControl.scales_for_privacy
 
 
 class TruncatedInversion(PowerControl):
@@ -472,7 +479,7 @@ class FullInversion(PowerControl):
     """
 
     name = "full_inversion"
-    budgeted = False
+    budgeted = FullInversionControl.budgeted
 
     def __call__(self, delta_abs, u, power_budget_w=None, channel_gain=None, reference_gain=None):
         dead = tf.math.is_inf(tf.broadcast_to(u, tf.shape(delta_abs)))
@@ -487,8 +494,8 @@ class IdealAggregation(PowerControl):
     """
 
     name = "ideal"
-    budgeted = False
-    over_the_air = False
+    budgeted = IdealControl.budgeted
+    over_the_air = IdealControl.over_the_air
 
     def __call__(self, delta_abs, u=None, power_budget_w=None, channel_gain=None,
                  reference_gain=None):

@@ -28,6 +28,7 @@ from cosim.privacy.accounting import (
     projected_epsilon,
     round_event,
 )
+from phy.parameters import budgeted, over_the_air, scales_for_privacy  # pydantic only
 from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain
 
 
@@ -213,12 +214,6 @@ def expected_max_fading(num_subcarriers: int, num_antennas: int = 1, flat: bool 
     return float(value)
 
 
-_BUDGETED = {"optimal": True, "truncated_inversion": True, "privacy_scaling": True,
-             "full_inversion": False, "ideal": False}
-"""``power.control`` -> whether the control keeps ``sum_f u v^2 <= P`` (``ideal`` sends
-nothing over the air: the BS gets the exact sum, with no noise)."""
-
-
 @dataclass(frozen=True)
 class Projection:
     """The up-front privacy projection of a scenario (:func:`project`).
@@ -290,13 +285,13 @@ def project(scenario, num_params: int) -> Projection:
                           "the run (the trace has the realised epsilon)")
     phases = uplink_phase_values(scenario, num_params)
     power = scenario.power
-    if not _BUDGETED[power.control]:
-        if power.control != "ideal" and config.clip_norm is not None:
+    if not budgeted(power.control):  # its registry entry says (phy.parameters.POWER_CONTROLS)
+        if over_the_air(power.control) and config.clip_norm is not None:
             return Projection(None, {}, q, f"power.control = {power.control!r} with "
                               "privacy.clip_norm: the clip bound depends on each round's "
                               "delta_bar, i.e. on the updates (the trace has the realised epsilon)")
-        what = ("sends no signal over the air: the BS gets the exact sum, without noise"
-                if power.control == "ideal" else "has no power budget to bound a device's signal")
+        what = ("has no power budget to bound a device's signal" if over_the_air(power.control)
+                else "sends no signal over the air: the BS gets the exact sum, without noise")
         return Projection(math.inf, dict.fromkeys(phases, 0.0), q,
                           f"power.control = {power.control!r} {what}")
     distance_m = _closest_distance_m(scenario.cell)
@@ -634,14 +629,14 @@ def plan_artificial_noise(scenario, projection: Projection, floor: dict[str, flo
 
 
 def unbounded_reason(scenario) -> str | None:
-    """Why no noise can bound a device's contribution under ``scenario``'s uplink (None if
-    some bound holds): ``ideal`` aggregation sends nothing over the air (no noise at all),
-    ``full_inversion`` has no power budget (unless ``privacy.clip_norm`` bounds it)."""
+    """Why no noise can bound a device's contribution (None if some bound holds): a control
+    that sends nothing over the air (``ideal``), or one without a budget (``full_inversion``)
+    unless ``privacy.clip_norm`` bounds it, as its registry entry says."""
     control = scenario.power.control
-    if control == "ideal":
-        return ("power.control = 'ideal' sends no signal over the air: the BS gets the exact "
+    if not over_the_air(control):
+        return (f"power.control = {control!r} sends no signal over the air: the BS gets the exact "
                 "sum, without noise")
-    if not _BUDGETED[control] and scenario.privacy.clip_norm is None:
+    if not budgeted(control) and scenario.privacy.clip_norm is None:
         return (f"power.control = {control!r} has no power budget to bound a device's signal "
                 "(and privacy.clip_norm is not set)")
     return None
@@ -668,7 +663,7 @@ def plan_line(scenario, projection: Projection | None, floor: dict[str, float]) 
     the artificial noise a round like the projection's gets."""
     config = scenario.privacy
     z = ", ".join(f"z_{name} >= {value:.4g}" for name, value in floor.items())
-    if scenario.power.control == "privacy_scaling":
+    if scales_for_privacy(scenario.power.control):
         line = (f"  privacy   target epsilon = {config.target_epsilon:g} at delta = {config.delta:g} "
                 f"after {scenario.rounds} rounds: the devices scale their transmit amplitude down "
                 f"in any phase whose worst device falls below its floor ({z})")

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from cosim.scenario.errors import ScenarioTooLarge
+from cosim.scenario.errors import ScenarioError, ScenarioTooLarge
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import num_params  # stdlib only
@@ -34,16 +34,14 @@ def symbols_per_phase(num_values: int, num_subcarriers: int) -> int:
 
 def scheme_symbols_per_phase(scenario: Scenario, num_values: int) -> int:
     """OFDM symbols of one phase of ``num_values`` under ``uplink.scheme``: the scheme's
-    own count when its parameters declare one (``symbols(n, F)``, e.g. ``one_bit`` QPSK's
+    own count when its parameters declare one (``symbols(n, F)``,
+    :class:`phy.parameters.SchemeParameters`: ceil(n / F), ``one_bit`` QPSK's
     ceil(n / 2F), ``noncoherent_mv``'s ceil(n / floor(F/2))), else :func:`symbols_per_phase`."""
-    from phy.parameters import UPLINK_SCHEMES  # no TensorFlow
-
     f = scenario.ofdm.num_subcarriers
-    parameters = UPLINK_SCHEMES[scenario.uplink.scheme].parameters
+    parameters = scenario.uplink.variant_parameters()
     if not hasattr(parameters, "symbols"):
         return symbols_per_phase(num_values, f)
-    own = {k: v for k, v in scenario.uplink.variant_values().items() if k in parameters.model_fields}
-    return parameters.check(**own).symbols(num_values, f)
+    return parameters.symbols(num_values, f)
 
 
 def uplink_phase_values(scenario: Scenario, num_params: int) -> dict[str, int]:
@@ -106,25 +104,24 @@ def cohort_devices(scenario: Scenario) -> int:
 
 def _uplink_bytes_per_sender(scenario: Scenario, num_values: int) -> int:
     """Bytes one sender adds to the uplink phase of ``num_values`` values (its update and
-    the scheme's arrays; measured, ``benchmarks/memory_peak.py``): analog ``4 n + 8 N F``
-    (the [K_S, n] float32 updates and the complex64 grid [K_S, N, F]), digital OFDMA
-    ``14 n`` (the updates, their NumPy copy, the quantizer's float64 rows), one-bit
-    ``4 n + 28 N F p`` (the signs, the padded grid of p signs per element, its real
-    parts and the superposition's temporaries, float32), non-coherent MV
-    ``4 n + 54 N M`` (M = floor(F/2) tone pairs: the signs, the phases, their cosines
-    and sines, the tone masks and the products, float32). A scheme registered
-    elsewhere counts as analog."""
-    f, n = scenario.ofdm.num_subcarriers, int(num_values)
-    scheme = scenario.uplink.scheme
-    symbols = scheme_symbols_per_phase(scenario, n)
-    if scheme == "digital_ofdma":
-        return 14 * n
-    if scheme == "one_bit":
-        per = 2 if scenario.uplink.variant_values().get("one_bit_modulation") == "qpsk" else 1
-        return 4 * n + 28 * symbols * f * per
-    if scheme == "noncoherent_mv":
-        return 4 * n + 54 * symbols * (f // 2)
-    return 4 * n + 8 * symbols * f
+    the scheme's arrays; measured, ``benchmarks/memory_peak.py``): the scheme's memory
+    term, ``uplink_bytes_per_sender(n, F)`` of its parameters
+    (:class:`phy.parameters.SchemeParameters`: analog ``4 n + 8 N F``, digital OFDMA
+    ``14 n``, one-bit ``4 n + 28 N F p``, non-coherent MV ``4 n + 54 N M``). A scheme
+    whose parameters declare none is refused naming ``uplink.scheme``
+    (:class:`ScenarioError`), not counted as another."""
+    parameters = scenario.uplink.variant_parameters()
+    term = getattr(parameters, "uplink_bytes_per_sender", None)
+    try:
+        if term is None:
+            raise NotImplementedError
+        return int(term(num_values, scenario.ofdm.num_subcarriers))
+    except NotImplementedError:
+        raise ScenarioError([
+            f"uplink.scheme: = {scenario.uplink.scheme!r}: its parameters "
+            f"({type(parameters).__name__}) declare no memory term, "
+            "uplink_bytes_per_sender(num_values, num_subcarriers) (phy.parameters.SchemeParameters), "
+            "so the round's memory cannot be estimated"], repr(scenario.name)) from None
 
 
 def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
@@ -228,7 +225,7 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
         keys.append(f"algorithm.mc_samples = {s.algorithm.mc_samples}")
     if s.bs.num_antennas > 1:
         keys.append(f"bs.num_antennas = {s.bs.num_antennas}")
-    if s.uplink.scheme != "analog":
+    if s.uplink.scheme != type(s.uplink).model_fields["scheme"].default:  # another scheme than the default
         keys.append(f"uplink.scheme = {s.uplink.scheme!r}")
     values = max(uplink_phase_values(s, num_params).values())
     f = s.ofdm.num_subcarriers

@@ -60,6 +60,8 @@ from phy.parameters import (  # pydantic only
     POWER_CONTROLS,
     SCHEDULING,
     UPLINK_SCHEMES,
+    allows_joint_gamma,
+    scales_for_privacy,
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
@@ -113,6 +115,11 @@ class _VariantTable(_Section):
         """The chosen variant's keys and values (for :meth:`native.parameters.Variant.build`)."""
         keys = self._registry[getattr(self, self._key)].parameters.model_fields
         return {key: getattr(self, key) for key in keys}
+
+    def variant_parameters(self) -> Any:
+        """The chosen variant's parameters, checked (its model's instance: what the
+        registry entry declares of it, e.g. a scheme's memory term)."""
+        return self._registry[getattr(self, self._key)].parameters.check(**self.variant_values())
 
 
 def _registered(registry: Mapping[str, Variant]):
@@ -245,7 +252,7 @@ class PowerConfig(variant_table(POWER_CONTROLS, table="power", key="control", de
 
     @model_validator(mode="after")
     def _joint_needs_kkt(self) -> PowerConfig:
-        _require(self.gamma != "joint" or self.control == "optimal", "gamma",
+        _require(self.gamma != "joint" or allows_joint_gamma(self.control), "gamma",
                  f"= \"joint\" needs power.control = \"optimal\" (got {self.control!r}): the "
                  "joint scaling minimises the KKT control's distortion plus the receiver noise")
         return self
@@ -286,6 +293,20 @@ class UplinkConfig(variant_table(UPLINK_SCHEMES, table="uplink", key="scheme", d
         """Whether ``[privacy]``'s mechanism describes what the BS sees under this scheme
         (the analog scheme's only)."""
         return bool(getattr(self._registry[self.scheme].parameters, "accounts_privacy", False))
+
+    @property
+    def receiver_scaling(self) -> bool:
+        """Whether the scheme has the receiver scaling ``power.gamma = "joint"`` chooses
+        (the analog scheme's only)."""
+        return bool(getattr(self._registry[self.scheme].parameters, "receiver_scaling", False))
+
+    def check_scenario(self, scenario: Scenario) -> None:
+        """The chosen scheme's own checks against ``scenario`` (its parameters'
+        ``check_scenario``, :class:`phy.parameters.SchemeParameters`; none when they
+        declare none)."""
+        parameters = self.variant_parameters()
+        if hasattr(parameters, "check_scenario"):
+            parameters.check_scenario(scenario)
 
 
 class DownlinkConfig(_Section):
@@ -584,18 +605,15 @@ class Scenario(_Section):
                  f"{self.uplink.scheme!r} carries only signs (a majority vote), and algorithm.name = "
                  f"{self.algorithm.name!r} needs the weighted sum of values: use an algorithm that sends "
                  f"signs ({signs}) or a scheme that carries values")
-        _require(self.power.gamma != "joint" or self.uplink.scheme == "analog", "power.gamma",
+        _require(self.power.gamma != "joint" or self.uplink.receiver_scaling, "power.gamma",
                  f"= \"joint\" chooses the analog scheme's receiver scaling; uplink.scheme = "
                  f"{self.uplink.scheme!r} has none: remove it or set uplink.scheme = \"analog\"")
         _require(self.power.gamma != "joint" or self.privacy is None, "power.gamma",
                  "= \"joint\" is not accounted by [privacy] (its mechanism takes the paper's fixed "
                  "gamma): remove one of them")
-        _require(self.uplink.scheme != "noncoherent_mv" or self.ofdm.num_subcarriers >= 2, "ofdm.num_subcarriers",
-                 f"uplink.scheme = 'noncoherent_mv' needs at least 2, a pair per sign (got "
-                 f"{self.ofdm.num_subcarriers})")
-        _require(self.power.control != "privacy_scaling" or (
+        _require(not scales_for_privacy(self.power.control) or (
             self.privacy is not None and self.privacy.target_epsilon is not None), "power.control",
-            "= 'privacy_scaling' lowers the devices' power to meet privacy.target_epsilon: set "
+            f"= {self.power.control!r} lowers the devices' power to meet privacy.target_epsilon: set "
             "[privacy] target_epsilon, or use power.control = \"optimal\"")
         if self.privacy is not None:
             self._check_privacy()
@@ -622,8 +640,7 @@ class Scenario(_Section):
                      f"channel.num_taps = {taps} and Sionna's {L_MAX_MARGIN} sinc taps) must be shorter than "
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
-        if self.uplink.scheme == "digital_ofdma":
-            _check_digital_ofdma(self)
+        self.uplink.check_scenario(self)  # the scheme's own rules (phy.parameters.UPLINK_SCHEMES)
         if self.channel.model in CELL_MODELS:
             channel = self.channel
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
@@ -684,19 +701,3 @@ class Scenario(_Section):
     def to_toml(self) -> str:
         """The resolved scenario (every key, defaults included) as TOML text."""
         return scenario_to_toml(self)
-
-
-def _check_digital_ofdma(scenario: Scenario) -> None:
-    """What ``uplink.scheme = "digital_ofdma"`` (:mod:`phy.uplink.digital_ofdma`) does not
-    support: the time-domain uplink, [privacy] (it accounts the analog receiver noise),
-    more devices than subcarriers (each sender needs one)."""
-    scheme = 'uplink.scheme = "digital_ofdma"'
-    _require(scenario.ofdm.domain == "frequency", "ofdm.domain",
-             f"= {scenario.ofdm.domain!r} is not supported with {scheme} (it decodes each device per "
-             "subcarrier in the frequency domain); set ofdm.domain = \"frequency\"")
-    _require(scenario.privacy is None, "privacy",
-             f"[privacy] is not supported with {scheme}: the accounting is of the analog scheme's "
-             "receiver noise, and the digital BS decodes each update exactly; remove [privacy]")
-    _require(scenario.cell.num_devices <= scenario.ofdm.num_subcarriers, "cell.num_devices",
-             f"= {scenario.cell.num_devices} is more than ofdm.num_subcarriers = "
-             f"{scenario.ofdm.num_subcarriers}: {scheme} gives every sender at least one subcarrier")

@@ -11,7 +11,8 @@ algorithm and estimator, on one core, at a reference size) to the scenario:
                              do not train cost nothing; 1 for gain_threshold, unknown before)
              + maxmin[N_r] * (K / 100) * (F / 1024)   (bs.combiner = "maxmin": its solver)
              + scheme[uplink.scheme] * (values sent per device / 466,698) * (K / 100) * share
-                                                      (a scheme other than analog: its PHY)
+                                                      (the scheme's phase_seconds: its PHY
+                                                       over analog's; none declared: unknown)
     eval   = c_eval[algorithm] * (d / d_ref) * (N_test / N_test_ref)
              [* (S / S_ref) for the proposed method: its S predictive samples]
     run    = fixed[algorithm, estimator] + rounds * round + evaluations * eval
@@ -45,22 +46,28 @@ F = 1024, measured 2026-11-25 on this project's two-core machine (``docs/network
 another N_r takes the nearest measured one's cost scaled by N_r."""
 
 
-SCHEME_PHASE_S = {"digital_ofdma": 0.32, "one_bit": 0.18, "noncoherent_mv": 0.60}
-"""Seconds one phase of each scheme but ``analog`` adds to the round the table measured
-(analog's), at K = 100 senders of :data:`SCHEME_PHASE_VALUES` values each: the median
-round of ``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist`` against
-analog's, measured 2026-11-28 at commit 23947c1 on this project's two-core machine
-(``docs/schemes.md``: the proposed method's two phases for ``digital_ofdma`` (8 bits),
-signSGD's one for the votes); scaled by the values a device sends over all its phases
-and by the senders."""
-
-
 SCHEME_PHASE_VALUES = 466_698
-"""The values per phase and device :data:`SCHEME_PHASE_S` was measured at (paper_mnist's d)."""
+"""The values per phase and device a scheme's cost term was measured at (paper_mnist's d).
+
+A scheme's cost term is ``phase_seconds`` on its parameters
+(:class:`phy.parameters.SchemeParameters`): the seconds one of its phases adds to the
+round the table measured (analog's, 0), at K = 100 senders of this many values each: the
+median round of ``benchmarks/round_time.py --set uplink.scheme=...`` on ``paper_mnist``
+against analog's, measured 2026-11-28 at commit 23947c1 on this project's two-core
+machine (``docs/schemes.md``: the proposed method's two phases for ``digital_ofdma`` (8
+bits), signSGD's one for the votes); scaled by the values a device sends over all its
+phases and by the senders. A scheme that declares none (None) is not estimated."""
+
+
+def _scheme_phase_s(scenario: Scenario) -> float | None:
+    """The scheme's cost term (``phase_seconds``), None where it declares none."""
+    from phy.parameters import UPLINK_SCHEMES  # pydantic only
+
+    return getattr(UPLINK_SCHEMES[scenario.uplink.scheme].parameters, "phase_seconds", None)
 
 
 def _scheme_round_s(scenario: Scenario, num_params: int) -> float:
-    per_phase = SCHEME_PHASE_S.get(scenario.uplink.scheme, 0.0)
+    per_phase = _scheme_phase_s(scenario)
     if not per_phase:
         return 0.0
     values = sum(uplink_phase_values(scenario, num_params).values())
@@ -130,7 +137,7 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     per_eval = table["eval_core_s"].get(algorithm.name)
     rounds, evaluations = scenario.rounds, _evaluations(scenario)
     if (architecture not in table["architectures"] or per_round is None
-            or per_eval is None):
+            or per_eval is None or _scheme_phase_s(scenario) is None):
         return RunCost(math.nan, math.nan, rounds, evaluations, known=False)
     scale = (d / ref["num_params"]) * (scenario.cell.num_devices / ref["num_devices"])
     samples = scenario.data.mean_samples_per_device - ref["mean_samples_per_device"]
@@ -165,6 +172,7 @@ def study_cost_lines(scenarios: list[Scenario], cpus: float | None = None) -> li
         lines[0] += (f" (e.g. {first.round_core_s:.3g} core-s per round, "
                      f"{first.eval_core_s:.3g} per evaluation)")
     unknown = sorted({f"{s.algorithm.name} on {s.model.architecture}"
+                      + ("" if _scheme_phase_s(s) is not None else f" with uplink.scheme = {s.uplink.scheme!r}")
                       for s, c in zip(scenarios, costs) if not c.known})
     if unknown:
         lines.append(f"  not estimated (no measured cost): {', '.join(unknown)}")

@@ -150,7 +150,7 @@ def scatter_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.
     return tf.tensor_scatter_nd_update(table, received.devices[:, None], rows)
 
 
-def gather_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:
+def cohort_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:
     """The cohort's rows of a per-device ``table`` [K, d] (the table itself for the
     whole population)."""
     return table if data.devices is None else tf.gather(table, data.devices)

@@ -45,7 +45,7 @@ from learning.algorithms.base import (
     Received,
     catalog_downlink_values,
     catalog_phases,
-    gather_rows,
+    cohort_rows,
     round_columns,
     scatter_rows,
 )
@@ -298,7 +298,7 @@ class FedAvg:
         self._check_phase(phase, len(self.phases()))
         if phase > 0:
             return carry.uploads[phase - 1], carry, {}
-        rows = {name: gather_rows(getattr(state, name), data) for name in self.device_fields()}
+        rows = {name: cohort_rows(getattr(state, name), data) for name in self.device_fields()}
         inputs, carried = self.solver_inputs(state, rows, data)
         w_k, losses, carried = self.solver.solve(state.w, data.x, data.y, data.mask, inputs, carried,
                                                  steps=data.local_steps)

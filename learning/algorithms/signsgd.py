@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from learning.algorithms.base import DeviceData, Received, gather_rows
+from learning.algorithms.base import DeviceData, Received, cohort_rows
 from learning.algorithms.fedavg import FedAvg, LocalOutcome, constructor_signature
 from learning.hyperparameters import SignSgdParameters, defaults
 from learning.models.model import Model
@@ -93,7 +93,7 @@ class SignSgd(FedAvg):
         delta, carry, metrics = super().local_update(phase, state, carry, data, seed)
         if not self.error_feedback:
             return tf.sign(delta), carry, metrics
-        p = delta + gather_rows(state.e_k, data)
+        p = delta + cohort_rows(state.e_k, data)
         signs = tf.sign(p)
         memory = p - tf.reduce_mean(tf.abs(p), axis=1, keepdims=True) * signs  # ||p_k||_1 / d
         return signs, LocalOutcome(rows=({"e_k": memory},)), metrics

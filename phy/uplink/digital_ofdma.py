@@ -116,7 +116,7 @@ def allocate(gain_hat: np.ndarray, allocation: str, tx_power_w: float, noise_pow
 
     Input: ``gain_hat`` [K, F] float (the reported ``|h_hat_kf|^2``, K <= F),
     ``allocation`` ``"equal"`` or ``"max_min"``, P, sigma_z^2 and the linear gap of the
-    rate (:func:`bits_per_symbol`). Output: [F] int64, the sender each subcarrier goes to;
+    rate (:func:`shannon_bits_per_symbol`). Output: [F] int64, the sender each subcarrier goes to;
     every sender gets at least one subcarrier.
     """
     num_devices, num_subcarriers = gain_hat.shape
@@ -198,6 +198,14 @@ def nr_mcs_table(target_bler: float) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return index[keep], efficiency[keep], 10.0 ** (threshold_db[keep] / 10.0)
 
 
+def owned_snr(gain: np.ndarray, owner: np.ndarray, tx_power_w: float,
+              noise_power_w: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(F_k [K] float64, SNR [F])``: each sender's subcarriers and each subcarrier's SNR
+    ``(P / F_k) gain_kf / sigma_z^2`` for its owner (the power split over the owned ones)."""
+    count = np.bincount(owner, minlength=gain.shape[0]).astype(np.float64)
+    return count, (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+
+
 def mcs_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
                         margin: float, target_bler: float) -> tuple[np.ndarray, np.ndarray]:
     """``([K] bits per OFDM symbol, [K] MCS index (-1: none))`` with one NR MCS per device, as
@@ -206,8 +214,7 @@ def mcs_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, 
     ``margin``, ``2^(mean_f log2(1 + SNR_kf)) - 1`` (the capacity-equivalent SNR, mutual
     information with Gaussian inputs), times F_k subcarriers."""
     num_devices = gain.shape[0]
-    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
-    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    count, snr = owned_snr(gain, owner, tx_power_w, noise_power_w)
     mean_bits = np.bincount(owner, weights=np.log2(1.0 + snr), minlength=num_devices) / count
     effective = (2.0 ** mean_bits - 1.0) / margin
     index, efficiency, threshold = nr_mcs_table(float(target_bler))
@@ -216,13 +223,13 @@ def mcs_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, 
     return rate, np.where(usable >= 0, index[np.maximum(usable, 0)], -1)
 
 
-def bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float, noise_power_w: float,
-                    gap: float) -> np.ndarray:
+def shannon_bits_per_symbol(gain: np.ndarray, owner: np.ndarray, tx_power_w: float,
+                            noise_power_w: float, gap: float) -> np.ndarray:
     """``[K]`` bits per OFDM symbol, ``sum_{f owned by k} log2(1 + (P / F_k) gain_kf /
-    (sigma_z^2 gap))`` (float64), from ``gain`` [K, F] and ``owner`` [F]."""
+    (sigma_z^2 gap))`` (float64), from ``gain`` [K, F] and ``owner`` [F] (the uplink's;
+    the downlink's multicast rate is :func:`phy.downlink.bits_per_symbol`)."""
     num_devices = gain.shape[0]
-    count = np.bincount(owner, minlength=num_devices).astype(np.float64)
-    snr = (tx_power_w / count[owner]) * gain[owner, np.arange(owner.shape[0])] / noise_power_w
+    _, snr = owned_snr(gain, owner, tx_power_w, noise_power_w)
     return np.bincount(owner, weights=np.log2(1.0 + snr / gap), minlength=num_devices)
 
 
@@ -284,8 +291,8 @@ def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_
     gap = 10.0 ** (snr_gap_db / 10.0) if rate_model == "shannon" else 1.0
     owner = allocate(gain_hat, allocation, tx_power_w, noise_power_w, gap * margin)
     if rate_model == "shannon":
-        rate = bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, gap * margin)
-        capacity = bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
+        rate = shannon_bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, gap * margin)
+        capacity = shannon_bits_per_symbol(gain, owner, tx_power_w, noise_power_w, gap)
     elif rate_model == "nr_mcs":
         rate, _ = mcs_bits_per_symbol(gain_hat, owner, tx_power_w, noise_power_w, margin, target_bler)
         capacity, _ = mcs_bits_per_symbol(gain, owner, tx_power_w, noise_power_w, 1.0, target_bler)

@@ -76,13 +76,9 @@ class NoncoherentMajorityVote:
         self.parameters = NoncoherentMvScheme.check(noncoherent_power=power)
         self.power = self.parameters.noncoherent_power
 
-    @staticmethod
-    def pairs(num_subcarriers: int) -> int:
-        """M = floor(F / 2), the signs per OFDM symbol (ValueError for F < 2)."""
-        if num_subcarriers < 2:
-            raise ValueError(f"ofdm.num_subcarriers: noncoherent_mv needs at least 2 subcarriers "
-                             f"(got {num_subcarriers})")
-        return num_subcarriers // 2
+    pairs = staticmethod(NoncoherentMvScheme.pairs)
+    """M = floor(F / 2), the signs per OFDM symbol (ValueError for F < 2): the rule of its
+    parameters (:meth:`phy.parameters.NoncoherentMvScheme.pairs`), written once."""
 
     def nominal_symbols(self, grid) -> int:
         """``ceil(n / floor(F / 2))``: two resource elements per sign."""

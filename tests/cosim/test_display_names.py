@@ -20,14 +20,17 @@ from cosim.scenario import parse_scenario
 from cosim.scenario.tables import PrivacyConfig
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
 from cosim.trace import TraceWriter
-from learning.catalog import NAMES
+from learning.catalog import CATALOG, NAMES
 from phy.parameters import CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
 
 
 def test_every_registered_name_has_a_display_name():
-    """The PHY's names carry their labels in their registries (one list per name), and
-    display_names reads them."""
+    """The algorithms' and the PHY's names carry their labels in their catalogue and
+    registries (one list per name), and display_names reads them: a new algorithm's label
+    is its catalogue line's, no line here."""
     assert set(display_names.VALUES["algorithm.name"]) == set(NAMES)
+    assert all(entry.label for entry in CATALOG.values())
+    assert display_names.VALUES["algorithm.name"] == {name: e.label for name, e in CATALOG.items()}
     for key, registry in (("power.control", POWER_CONTROLS), ("channel.model", CHANNEL_MODELS),
                           ("csi.model", CSI_MODELS)):
         assert all(variant.label for variant in registry.values()), key

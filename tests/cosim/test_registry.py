@@ -132,3 +132,30 @@ def test_what_a_scheme_carries_and_accounts_is_declared_once():
             parse_scenario({"uplink": {"scheme": "digital_ofdma"}, **privacy})
     finally:
         del UPLINK_SCHEMES["test_accounted"]
+
+
+def test_whether_a_power_control_is_budgeted_is_declared_once():
+    """``budgeted``, ``over_the_air``, ``scales_for_privacy`` and ``allows_joint_gamma``
+    are declared by a control's parameters in ``POWER_CONTROLS`` (read without
+    TensorFlow: ``phy.parameters.budgeted``, ..., as ``cosim/privacy`` and the scenario's
+    checks do); every control class agrees with its entry, and neither ``cosim/privacy``
+    nor ``cosim/scenario`` branches on a control's name."""
+    from pathlib import Path
+
+    from phy.parameters import allows_joint_gamma, budgeted, over_the_air, scales_for_privacy
+
+    for name, variant in POWER_CONTROLS.items():
+        control = variant.build({"tci_gain_threshold": 0.1})
+        assert control.budgeted == variant.parameters.budgeted == budgeted(name), name
+        assert control.over_the_air == variant.parameters.over_the_air == over_the_air(name), name
+        assert control.scales_for_privacy == variant.parameters.scales_for_privacy == scales_for_privacy(name)
+    assert [n for n in POWER_CONTROLS if not budgeted(n)] == ["full_inversion", "ideal"]
+    assert [n for n in POWER_CONTROLS if not over_the_air(n)] == ["ideal"]
+    assert [n for n in POWER_CONTROLS if scales_for_privacy(n)] == ["privacy_scaling"]
+    assert [n for n in POWER_CONTROLS if allows_joint_gamma(n)] == ["optimal"]
+    root = Path(__file__).parents[2] / "cosim"
+    for path in [*(root / "privacy").glob("*.py"), *(root / "scenario").glob("*.py")]:
+        text = path.read_text()
+        for name in POWER_CONTROLS:
+            for branch in (f'control == "{name}"', f'control != "{name}"', f'"{name}": True'):
+                assert branch not in text, (path.name, branch)

@@ -69,16 +69,16 @@ def test_only_the_cohort_trains_and_the_maxmin_solver_adds_its_time():
 def test_a_scheme_other_than_analog_adds_its_phy_per_phase_and_sender():
     """The table was measured on the analog uplink; the digital scheme adds its measured
     seconds per phase (the proposed method sends two), scaled by the senders."""
-    from cosim.study.cost import SCHEME_PHASE_S
+    from phy.parameters import UPLINK_SCHEMES
 
     base = run_cost(_paper()).round_core_s
     digital = run_cost(_paper('uplink.scheme="digital_ofdma"')).round_core_s
-    assert digital == pytest.approx(base + 2 * SCHEME_PHASE_S["digital_ofdma"])
+    assert digital == pytest.approx(base + 2 * UPLINK_SCHEMES["digital_ofdma"].parameters.phase_seconds)
     half = run_cost(_paper('uplink.scheme="digital_ofdma"', "participation.fraction=0.5")).round_core_s
-    assert half == pytest.approx(0.5 * base + SCHEME_PHASE_S["digital_ofdma"])
+    assert half == pytest.approx(0.5 * base + UPLINK_SCHEMES["digital_ofdma"].parameters.phase_seconds)
     sign = run_cost(_paper('algorithm.name="signsgd"')).round_core_s
     votes = run_cost(_paper('algorithm.name="signsgd"', 'uplink.scheme="noncoherent_mv"')).round_core_s
-    assert votes == pytest.approx(sign + SCHEME_PHASE_S["noncoherent_mv"])  # one phase
+    assert votes == pytest.approx(sign + UPLINK_SCHEMES["noncoherent_mv"].parameters.phase_seconds)  # one phase
 
 
 def test_a_baseline_ignores_m_and_the_estimator():
