@@ -9,7 +9,6 @@ one-line refusals of a target no noise can meet. The composition is the library'
 
 from __future__ import annotations
 
-import copy
 import math
 import tomllib
 from collections.abc import Sequence
@@ -20,11 +19,13 @@ import numpy as np
 from scipy.optimize import brentq
 
 from cosim.privacy.accounting import (
+    FLOOR_MARGIN,
     PLD_MAX_EPSILON,
     PrivacyLedger,
     _accountant,
     epsilon_of,
-    pld_interval,
+    held_strictly,
+    planning_target,
     projected_epsilon,
     round_event,
 )
@@ -314,50 +315,6 @@ def project(scenario, num_params: int) -> Projection:
     return Projection(epsilon, z, q, assumes)
 
 
-FLOOR_MARGIN = 1e-4
-"""The planned noise floor is raised by this much (relative) over the calibrated one (the
-floor's noise is set in floating point)."""
-
-VERIFIED_ROUNDS = 256
-"""A plan of at most this many rounds is checked by composing them one by one in a copy of
-the run's own ledger, as the run will (:func:`_held_strictly`; about 9 ms a round of CPU
-at z = 10, 2026-12-02); a longer one relies on the epsilon margin
-(:func:`planning_target`)."""
-
-
-def planning_target(target: float, accountant: str) -> float:
-    """The epsilon a plan aims at for ``privacy.target_epsilon = target``: one PLD
-    discretisation interval below it (:func:`cosim.privacy.pld_interval` of the target,
-    the run's own interval), so that the run's round-by-round composition, which may end
-    above the library's self-composition of the same rounds, stays at or below the target
-    (the gap measured 2026-12-02: 1.0e-4 at epsilon 10 after 200 rounds, 1.2e-3 at 92 after
-    50, 2.1e-4 at 174 after 1,000; the interval is 1e-3, 9.2e-3 and 1.7e-2 there); the RDP
-    accountant composes exactly, so its plan aims at the target. Below an epsilon of
-    2e-4 the interval (1e-4 there) would take the whole target: the margin is then half of
-    it."""
-    if accountant != "pld":
-        return float(target)
-    return float(target) - min(pld_interval(target), 0.5 * float(target))
-
-
-def _held_strictly(floors: dict[str, float], q: float, ledger: PrivacyLedger, rounds: int,
-                   target: float, refusal: str) -> dict[str, float]:
-    """``floors`` raised until a copy of ``ledger`` composed, round by round, with ``rounds``
-    rounds at them ends at or below ``target`` (each step 1e-4 x 2^i relative); unchanged
-    when they already do, or when ``rounds`` is above :data:`VERIFIED_ROUNDS`. ValueError
-    ``refusal`` when no raise within 2^40 steps does."""
-    if rounds > VERIFIED_ROUNDS:
-        return floors
-    factor = 1.0
-    for step in range(41):
-        trial = copy.deepcopy(ledger)
-        event = round_event([value * factor for value in floors.values()], q)
-        for _ in range(rounds):
-            trial.compose(event)
-        if trial.epsilon <= target:
-            return {name: value * factor for name, value in floors.items()}
-        factor *= 1.0 + FLOOR_MARGIN * 2.0 ** step
-    raise ValueError(refusal)
 
 
 def _floor_shape(scenario, phase_values: dict[str, int]) -> tuple[dict[str, float], float]:
@@ -431,7 +388,7 @@ def plan_noise_floor(scenario, phase_values: dict[str, int]) -> dict[str, float]
         c = calibrate_dp_mechanism(lambda: _accountant("pld", target), event, aim,
                                    config.delta, ExplicitBracketInterval(lower, c), tol=1e-7 * c)
     floors = {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
-    return _held_strictly(floors, q, PrivacyLedger(config.delta, config.accountant, target),
+    return held_strictly(floors, q, PrivacyLedger(config.delta, config.accountant, target),
                           scenario.rounds, target, refusal)
 
 
@@ -517,7 +474,7 @@ def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: P
     lower, upper = found
     c = brentq(lambda value: gap(value, accountant), lower, upper, xtol=1e-7 * upper)
     floors = {name: c * value * (1.0 + FLOOR_MARGIN) for name, value in shape.items()}
-    return _held_strictly(floors, q, ledger, remaining, target, refusal)
+    return held_strictly(floors, q, ledger, remaining, target, refusal)
 
 
 def stored_rounds(scenario_text: str) -> int | None:

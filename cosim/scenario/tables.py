@@ -372,9 +372,8 @@ def _clip_norms(value: Any) -> Any:
 
 
 class PrivacyConfig(_Section):
-    """Differential privacy of the uplink as the receiver sees it (``phy/privacy.py``,
-    ``cosim/privacy/``, ``docs/privacy.md``); the paper has none. Absent: no accounting
-    and the trace as without it."""
+    """Differential privacy of the uplink as the receiver sees it (``phy/privacy.py``, ``cosim/privacy/``,
+    ``docs/privacy.md``); the paper has none. Absent: no accounting, the trace as without it."""
 
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
     # "none" (a study axis' no-target point; TOML has no null) is no target
@@ -387,10 +386,8 @@ class PrivacyConfig(_Section):
     noise_source: Literal["designated", "devices"] = "designated"
     eavesdropper_distance_m: float | None = Field(None, ge=0.0)
     eavesdropper_noise_power_dbm: float | None = Field(None, ge=-DB_LIMIT, le=DB_LIMIT)
-    # how the BS forms delta_bar in a phase with a clip norm (phy.privacy.public_delta_bar)
-    delta_bar: Literal["clip_norm", "reported"] = "clip_norm"
-    # whether the eavesdropper also reads the global model the BS multicasts
-    eavesdropper_downlink: Literal["clear", "encrypted"] = "clear"
+    delta_bar: Literal["clip_norm", "reported"] = "clip_norm"  # phy.privacy.public_delta_bar
+    eavesdropper_downlink: Literal["clear", "encrypted"] = "clear"  # it reads the BS's multicast
 
 
 _DATASET_SHAPES = {"mnist": ((28, 28, 1), 10), "cifar100": ((32, 32, 3), 100)}

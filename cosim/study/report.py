@@ -593,6 +593,19 @@ def _file_part(text: str) -> str:
 
 
 @quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
+def _write_tables(files: dict) -> None:
+    """Each of ``files`` (path -> a text, or a DataFrame as Parquet or CSV by the path's
+    suffix) written whole (:func:`atomic_output`)."""
+    for path, content in files.items():
+        with atomic_output(path) as tmp:
+            if isinstance(content, str):
+                tmp.write_text(content, encoding="utf-8")
+            elif path.suffix == ".parquet":
+                content.to_parquet(tmp, index=False)
+            else:
+                content.to_csv(tmp, index=False)
+
+
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
@@ -630,14 +643,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     try:
         for output in (*written, out / "reliability.csv", figures):
             check_output_path(output)
-        for path, content in zip(written, files.values(), strict=True):
-            with atomic_output(path) as tmp:
-                if isinstance(content, str):
-                    tmp.write_text(content, encoding="utf-8")
-                elif path.suffix == ".parquet":
-                    content.to_parquet(tmp, index=False)
-                else:
-                    content.to_csv(tmp, index=False)
+        _write_tables(dict(zip(written, files.values(), strict=True)))
         figures.mkdir(exist_ok=True)
         kind = "round" if x == "rounds" else x
         metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
