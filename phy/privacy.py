@@ -85,19 +85,6 @@ class PhaseMechanism:
         return PhaseMechanism(self.sensitivity * scale, self.noise_std,
                               self.noise_multiplier / scale, self.worst_device)
 
-    def spread(self, senders, num_devices: int) -> PhaseMechanism:
-        """The mechanism of ``senders`` ([K_T] population ids, in the order of this
-        mechanism's rows) over the population of ``num_devices``: sensitivity 0 and
-        multiplier ``inf`` for a device that did not send, the worst device by its
-        population id."""
-        senders = np.asarray(senders, np.int64)
-        sensitivity = np.zeros(num_devices)
-        sensitivity[senders] = self.sensitivity
-        multiplier = np.full(num_devices, np.inf)
-        multiplier[senders] = self.noise_multiplier
-        worst = int(senders[self.worst_device]) if self.worst_device >= 0 else -1
-        return PhaseMechanism(sensitivity, self.noise_std, multiplier, worst)
-
 
 @dataclass(frozen=True)
 class Eavesdropper:
