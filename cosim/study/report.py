@@ -592,7 +592,6 @@ def _file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "_"
 
 
-@quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
 def _write_tables(files: dict) -> None:
     """Each of ``files`` (path -> a text, or a DataFrame as Parquet or CSV by the path's
     suffix) written whole (:func:`atomic_output`)."""
@@ -606,6 +605,7 @@ def _write_tables(files: dict) -> None:
                 content.to_csv(tmp, index=False)
 
 
+@quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
