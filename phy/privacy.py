@@ -183,9 +183,6 @@ class UplinkPrivacy:
 NOISE_SOURCES = ("designated", "devices")
 """``privacy.noise_source`` values."""
 
-DELTA_BAR_SOURCES = ("clip_norm", "reported")
-"""``privacy.delta_bar`` values (:attr:`UplinkPrivacy.delta_bar`)."""
-
 
 def public_delta_bar(clip_norm: float, weights, num_values: int) -> float:
     """``delta_bar`` formed from the clip norm instead of the senders' reported norms:

@@ -181,3 +181,24 @@ def test_local_distortion_is_never_negative_and_zero_when_nothing_is_lost(rng, c
         assert np.all(dist >= 0.0), (tx_power_w, dist.min())
         if tx_power_w == 1e9 and not (isinstance(control, TruncatedInversion) and control.gain_threshold > 0):
             np.testing.assert_array_equal(dist, 0.0)  # every value sent, nothing clipped
+
+
+@pytest.mark.parametrize("control", [OptimalPower(), FullInversion()], ids=["kkt", "full_inversion"])
+def test_a_public_delta_bar_is_used_alike_by_both_chains(rng, control):
+    """``public_delta_bar`` (phy.privacy.public_delta_bar, issue 59) replaces eq.
+    ``rho_avg``'s reported delta_bar in the fast chain and the reference alike: both report
+    it, their estimates agree as without it, the noise term is delta_bar sigma^2 / (2 gamma)
+    at it, and a transmit power scales as 1 / delta_bar against the reported one's."""
+    h, updates, weights, _ = _setup(rng)
+    reported = _run(updates, weights, h, control)
+    public = 4.0 * float(reported.delta_bar)
+    fast = _run(updates, weights, h, control, public_delta_bar=public)
+    kept = _run(updates, weights, h, control, public_delta_bar=public, keep_signals=True)
+    for result in (fast, kept):
+        assert float(result.delta_bar) == pytest.approx(public, rel=1e-6)
+        np.testing.assert_allclose(float(result.noise_power), public * NOISE_W / (2 * NOISE_W), rtol=1e-6)
+    np.testing.assert_allclose(fast.estimate.numpy(), kept.estimate.numpy(), rtol=1e-5,
+                               atol=1e-6 * np.abs(kept.estimate.numpy()).max())
+    if isinstance(control, FullInversion):  # v = |Delta|: power is u |Delta|^2, u ~ 1 / delta_bar
+        np.testing.assert_allclose(fast.tx_power_mean_w.numpy(), reported.tx_power_mean_w.numpy() / 4.0,
+                                   rtol=1e-5)
