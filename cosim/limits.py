@@ -18,9 +18,9 @@ estimated or allocated."""
 MAX_NESTING = 32
 """The deepest a scenario, a study file, a ``--set`` value or a trace's stored scenario
 may nest arrays and tables (the top-level table counts 1: ``cell.positions_m =
-[[1.0, 2.0]]`` is 3 deep; the deepest key of a shipped file is 4). Deeper input is
-refused in one line; at 5,000 levels Python's own recursion limit ended the parse with
-a ``RecursionError`` traceback."""
+[[1.0, 2.0]]`` is 4 deep, as deep as any shipped file). Deeper input is refused in one
+line; an array nested 5,000 deep (issue 63, 2026-12-01) had Python's own recursion limit
+end the parse with a ``RecursionError`` traceback."""
 
 MAX_ECHO_CHARS = 200
 """The longest a value echoed in an error line is shown (:func:`echo`), as a study's

@@ -222,7 +222,10 @@ Overrides = Sequence[str] | Mapping[str, Any]
 keys to Python values (``{"cell.num_devices": 20}``); see :func:`load_scenario`."""
 
 
-def _parse_override(item: str) -> tuple[list[str], Any]:
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``KEY=VALUE`` of a ``--set`` item: the key's path and its TOML value (a bare word is
+    a string); :class:`ScenarioError` for text that is not UTF-8, an item without ``=``, a
+    key that is no dotted path or a value nested too deep."""
     try:  # argv's bytes as UTF-8 whatever the locale (LC_ALL=C leaves them escaped)
         item = utf8_text(item)
     except UnicodeDecodeError as error:
@@ -258,7 +261,7 @@ def _override_items(overrides: Overrides, source: str) -> list[tuple[list[str], 
         items = []
         for item in given:  # "key=value" items, or (key, value) pairs as a mapping's
             if isinstance(item, str):
-                items.append(_parse_override(item))
+                items.append(parse_override(item))
             elif isinstance(item, (tuple, list)) and len(item) == 2:
                 items += _override_items(dict([item]), "overrides")
             else:

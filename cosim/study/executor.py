@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -182,8 +183,8 @@ def _local_worker(connection, cpus: float, parent_pid: int, log_path: str | None
 
         import_for_command()
         import cosim.run  # noqa: F401
-    except Exception:  # the run's task meets it again and reports it as its error
-        pass
+    except Exception:  # the run's task meets it again and reports it as its error; the log says why now
+        traceback.print_exc()
     connection.send(READY)  # the driver says so
     while True:
         try:

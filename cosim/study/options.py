@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cosim.atomic_write import write_text_atomic
-from cosim.scenario.load import ScenarioError, load_scenario, toml_value
+from cosim.scenario.load import ScenarioError, load_scenario, parse_override, toml_value
 from cosim.study.file import Study, StudyError, _value_text
 
 __all__ = ["OPTIONS_FILE", "StudyOptions", "parse_options", "read_options", "record_options",
            "resolve_recorded"]
 
-_KEY_PATH = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 OPTIONS_FILE = "options.json"
 """The command-line options a study directory was run with (``DIR/options.json``)."""
 
@@ -90,29 +87,17 @@ class StudyOptions:
             return study
         overrides = dict(study.set)
         for item in self.set:
-            path, value = _parse_override(item)
+            path, value = parse_override(item)
             overrides[".".join(path)] = value
         if self.rounds is not None:
             overrides["rounds"] = self.rounds
+        if missing := sorted(set(self.only) - set(study.axes)):
+            raise StudyError([f"--only {missing[0]}: the study has no such axis (recorded in "
+                              f"{OPTIONS_FILE}?); run with --only naming its axes"], "--only")
         keep = {key: [v for v in study.axes[key] if _value_text(v) in texts]
                 for key, texts in self.only.items()}
         return dataclasses.replace(study, seeds=self.seeds or study.seeds, set=overrides,
                                    keep={**study.keep, **keep})
-
-
-def _parse_override(item: str) -> tuple[list[str], Any]:
-    """``KEY=VALUE`` as ``cosim run --set`` reads it: the key's path and the TOML value (a
-    bare word is a string); :class:`ScenarioError` for an item without ``=`` or a key
-    that is no dotted path. Keys and values are checked when the points are loaded."""
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not _KEY_PATH.fullmatch(key):
-        raise ScenarioError([f"--set {item!r}: must look like key.path=value"], "--set")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    return key.split("."), value
 
 
 def _seeds(text: str, study: Study) -> tuple[int, ...]:
@@ -170,7 +155,7 @@ def parse_options(study: Study, *, overrides: Sequence[str] = (), seeds: str | N
     items = []
     for item in overrides:
         try:
-            path, _ = _parse_override(item)
+            path, _ = parse_override(item)
         except ScenarioError as error:
             raise StudyError(error.problems, str(study.source)) from None
         key = ".".join(path)

@@ -457,7 +457,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
 
 BAND_MIN_SEEDS = 3
 """The fewest seeds whose 95 % interval a curve figure draws as a band; with fewer (the
-interval of 2 seeds is 12.7 standard errors wide) the seeds themselves are drawn."""
+interval of 2 seeds reaches 12.7 standard errors either side) the seeds themselves are drawn."""
 
 
 def curve_style(index: int) -> dict[str, str]:

@@ -261,7 +261,7 @@ class _Status:
         try:
             self.write()
         except StudyOutputError as error:  # stopped all the same; the status could not say so
-            print(f"cosim study run: {error}", file=sys.stderr, flush=True)
+            _said(error)
         c = self.counts()
         say(f"study stopped ({name}){when}: {c['done']} done, {c['failed']} failed of "
             f"{len(self.data['runs'])}; the same command resumes it; status: {self.path}")

@@ -894,6 +894,19 @@ def test_curves_of_fewer_than_three_seeds_are_drawn_as_the_seeds(tmp_path, monke
     assert curve_style(1)["linestyle"] != curve_style(4)["linestyle"]  # vermillion, orange
 
 
+def test_recorded_options_naming_an_axis_the_study_lost_are_one_line(tmp_path):
+    """A study file edited after its directory recorded `--only` on an axis it no longer
+    has: the recorded options are refused as a StudyError naming the axis (one line at the
+    command line), not a KeyError traceback."""
+    from cosim.study.file import StudyError
+    from cosim.study.options import StudyOptions
+
+    study = load_study(_study(tmp_path, axes='"algorithm.name" = ["bayes_aircomp", "fedavg"]'),
+                       validate=False)
+    with pytest.raises(StudyError, match="--only power.tx_power_dbm: the study has no such axis"):
+        StudyOptions(only={"power.tx_power_dbm": ("0",)}).apply(study)
+
+
 def test_study_options_shrink_and_filter_the_points(tmp_path):
     """--seeds (a count: the study's first N; a list: those seeds), --rounds, --set (every
     point, after the study's [set]) and --only (a filter, values as in run names) make
