@@ -903,7 +903,7 @@ def test_recorded_options_naming_an_axis_the_study_lost_are_one_line(tmp_path):
 
     study = load_study(_study(tmp_path, axes='"algorithm.name" = ["bayes_aircomp", "fedavg"]'),
                        validate=False)
-    with pytest.raises(StudyError, match="--only power.tx_power_dbm: the study has no such axis"):
+    with pytest.raises(StudyError, match=r"--only power\.tx_power_dbm: the study has no such axis"):
         StudyOptions(only={"power.tx_power_dbm": ("0",)}).apply(study)
 
 
