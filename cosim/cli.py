@@ -1,6 +1,6 @@
-"""The ``cosim`` command: ``run | validate | inspect | verify | plot | scenarios | study`` and ``--version``.
+"""The ``cosim`` command: ``run | validate | compile | inspect | verify | plot | scenarios | study`` and ``--version``.
 
-Only ``run`` imports TensorFlow (and with it Sionna, TensorFlow-Probability and the
+Only ``run`` and ``compile`` import TensorFlow (and with it Sionna, TensorFlow-Probability and the
 learning and PHY modules); ``validate``, ``inspect``, ``plot``, ``scenarios`` and
 ``--version`` import none of them (nor does ``study``: its workers import TensorFlow,
 the command does not), so they start in a fraction of a second
@@ -96,6 +96,17 @@ EXAMPLES_VALIDATE = """examples:
   cosim validate algs_mnist --seeds 2 --rounds 5 --only algorithm.name=fedavg  # shrunk
 """
 
+EXAMPLES_COMPILE = """One round of the scenario, shrunk to a few devices, compiles the Numba kernels its
+runs reach and leaves them in Numba's on-disk cache (NUMBA_CACHE_DIR, or beside the
+installed modules): a later `cosim run` of it starts its first round at once instead of
+after about two minutes. Nothing is written but that cache.
+
+examples:
+  cosim compile                               # the shipped quickstart's kernels
+  cosim compile paper_mnist
+  cosim compile scenarios/quickstart.toml --set ofdm.domain=\"time\"
+"""
+
 EXAMPLES_SCENARIOS = """Each entry: the name `cosim run NAME` / `cosim validate NAME` take (a script's
 file name for a .sh: run it with `bash PATH`), the file's first comment line, and
 the installed file's path.
@@ -159,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run_parser(sub)
     _add_validate_parser(sub)
+    _add_scenario_args(_command(sub, "compile", "compile a scenario's kernels ahead, once for "
+                                "this machine", EXAMPLES_COMPILE))
     _add_inspect_parser(sub)
     _add_verify_parser(sub)
     add_plot_parser(sub, _command)
@@ -327,7 +340,7 @@ def _main(argv: list[str] | None) -> int:
         _parser().print_help()
         return EXIT_USAGE
     errors: tuple[type[Exception], ...] = (UsageError,)
-    if args.command in ("run", "validate", "study"):
+    if args.command in ("run", "validate", "compile", "study"):
         from cosim.scenario import ScenarioError
 
         errors = (ScenarioError, UsageError)
@@ -399,6 +412,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "validate":
         return validate_command(args.scenario, args.overrides, seeds=args.seeds,
                                 rounds=args.rounds, only=args.only)
+    if args.command == "compile":
+        from cosim.compile_command import compile_command
+
+        return compile_command(args.scenario, args.overrides)
     if args.command == "scenarios":
         return scenarios_command()
     if args.command == "study":
@@ -524,8 +541,8 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
 
 def _study_privacy_lines(points) -> list[str]:
     """One ``privacy`` line per axis combination of a study whose runs have ``[privacy]``:
-    its projected epsilon (:func:`cosim.privacy.project`; the projection does not depend
-    on the seed), without training; a target no noise can meet is refused as by
+    its projected epsilon (:func:`cosim.privacy.project`, at its first seed: only a clip
+    norm's bound depends on the seed, through the largest data share), without training; a target no noise can meet is refused as by
     ``cosim validate``."""
     from cosim.privacy import refuse_over_target
     from cosim.scenario import toml_value

@@ -45,6 +45,7 @@ from cosim.trace import (
     TraceWriter,
     check_trace_target,
 )
+from native.compile_watch import CompileWatch
 
 INERT_ROUNDS = 10
 """Rounds in a row of an inert phase 1 before the run warns."""
@@ -431,7 +432,20 @@ class RoundObservers:
             self.say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
                      + (", XLA" if resolved.jit_compile else ""))
             self.say(f"round {start} compiles the kernels (Numba's, cached on disk for later "
-                     f"runs, and TensorFlow's graphs): {COMPILE_NOTE}")
+                     f"runs, and TensorFlow's graphs): {COMPILE_NOTE}; `cosim compile` "
+                     "does it ahead")
+        self.start = start
+        self.compiling = CompileWatch(say=lambda line: self.say(f"kernels: {line}")) \
+            if progress else None
+        if self.compiling is not None:
+            self.compiling.__enter__()
+
+    def _compiled(self) -> None:
+        """Stop saying the kernels compiled (after the process's first round)."""
+        if self.compiling is not None:
+            self.compiling.__exit__(None, None, None)
+            self.say(f"kernels: {self.compiling.summary()}")
+            self.compiling = None
 
     def say(self, text: str) -> None:
         """One line on stderr (through the bar when there is one)."""
@@ -442,6 +456,8 @@ class RoundObservers:
 
     def committed(self, record: RoundRecord, channel_uses: float) -> None:
         """Show a committed round to every observer."""
+        if record.round == self.start:
+            self._compiled()
         if self.board is not None:
             try:
                 self.board.write(record)
@@ -463,6 +479,9 @@ class RoundObservers:
             self.target = None  # said once
 
     def close(self) -> None:
+        if self.compiling is not None:  # the first round did not commit
+            self.compiling.__exit__(None, None, None)
+            self.compiling = None
         if self.bar is not None:
             self.bar.close()
 

@@ -11,9 +11,12 @@ the receiver noise's and the cohort's; ``cosim`` the rest, through ``cosim.rng``
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 STATIC_ROUND = -1
 """Round index used for streams that do not change across rounds (geometry, data)."""
@@ -34,6 +37,8 @@ def stream_seed(seed: int, round_index: int, purpose: str) -> tf.Tensor:
     Input: run seed, round index (``STATIC_ROUND`` for static streams), purpose name.
     Output: ``tf.Tensor`` [2], tf.int32.
     """
+    import tensorflow as tf  # here: NumPy's streams (numpy_rng) need no TensorFlow
+
     words = np.random.SeedSequence(_key(seed, round_index, purpose)).generate_state(2)
     return tf.constant((words & 0x7FFFFFFF).astype(np.int32), dtype=tf.int32)
 

@@ -29,6 +29,7 @@ from cosim.privacy.accounting import (
     projected_epsilon,
     round_event,
 )
+from cosim.privacy.clip_bound import clip_sensitivity_bounds
 from phy.parameters import budgeted, over_the_air, scales_for_privacy  # pydantic only
 from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain
 
@@ -268,7 +269,9 @@ def project(scenario, num_params: int) -> Projection:
     inner radius; the nearest explicit position), its strongest subcarrier at the mean of
     the largest of F i.i.d. Rayleigh gains (:func:`expected_max_fading`, summed over the
     BS's antennas; one gain for ``flat_rayleigh``), and its signal bounded by the power
-    budget (eq. ``PowerConst``, the bound that holds whatever the data). A round whose
+    budget (eq. ``PowerConst``, the bound that holds whatever the data) or, with a clip
+    norm and its public ``delta_bar``, by the clip norm's bound ``pi_max sqrt(gamma n)``
+    (:mod:`cosim.privacy.clip_bound`; perfect CSI), whichever is smaller. A round whose
     strongest gain is above that mean gives more than the projection; the run's trace
     has the realised figure. No projection for the 3GPP cells (their path loss is drawn
     by Sionna in the run).
@@ -286,7 +289,12 @@ def project(scenario, num_params: int) -> Projection:
                           "the run (the trace has the realised epsilon)")
     phases = uplink_phase_values(scenario, num_params)
     power = scenario.power
+    clip, clip_assumes = clip_sensitivity_bounds(scenario, phases)
+    noise_std = math.sqrt(power.noise_power_w / 2.0)
     if not budgeted(power.control):  # its registry entry says (phy.parameters.POWER_CONTROLS)
+        if over_the_air(power.control) and clip_assumes and all(map(math.isfinite, clip.values())):
+            return _projected(scenario, {name: noise_std / bound for name, bound in clip.items()},
+                              q, f"{clip_assumes}, every round alike")
         if over_the_air(power.control) and config.clip_norm is not None:
             return Projection(None, {}, q, f"power.control = {power.control!r} with "
                               "privacy.clip_norm: the clip bound depends on each round's "
@@ -299,19 +307,25 @@ def project(scenario, num_params: int) -> Projection:
     gain = math.inf if distance_m == 0.0 else distance_m ** -scenario.channel.path_loss_exponent
     fading = expected_max_fading(scenario.ofdm.num_subcarriers, scenario.bs.num_antennas,
                                  flat=channel == "flat_rayleigh")
-    noise_std = math.sqrt(power.noise_power_w / 2.0)
     z = {}
     for name, values in phases.items():
         n = symbols_per_phase(values, scenario.ofdm.num_subcarriers)
-        sensitivity = math.sqrt(n * power.tx_power_w * gain * fading)
+        sensitivity = min(math.sqrt(n * power.tx_power_w * gain * fading), clip[name])
         z[name] = noise_std / sensitivity if sensitivity > 0.0 else math.inf
-    epsilon = projected_epsilon(round_event(list(z.values()), q), scenario.rounds, config.delta,
-                                config.accountant)
     assumes = (f"the worst device at {distance_m:g} m (path gain {gain:.4g}), its strongest "
                f"subcarrier at {fading:.4g} x the path gain (the mean largest of "
                f"{scenario.ofdm.num_subcarriers if channel != 'flat_rayleigh' else 1} Rayleigh "
-               f"gains over {scenario.bs.num_antennas} antenna(s)), the power-budget bound, "
-               "every round alike")
+               f"gains over {scenario.bs.num_antennas} antenna(s)), the power-budget bound"
+               + (f" or {clip_assumes}, whichever is smaller" if clip_assumes else "")
+               + ", every round alike")
+    return _projected(scenario, z, q, assumes)
+
+
+def _projected(scenario, z: dict[str, float], q: float, assumes: str) -> Projection:
+    """The projection of ``scenario.rounds`` rounds at the worst device's multipliers ``z``."""
+    config = scenario.privacy
+    epsilon = projected_epsilon(round_event(list(z.values()), q), scenario.rounds, config.delta,
+                                config.accountant)
     return Projection(epsilon, z, q, assumes)
 
 

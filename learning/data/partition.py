@@ -31,9 +31,9 @@ import tensorflow as tf
 
 from learning.algorithms.base import DeviceData
 from learning.data.datasets import Dataset
+from learning.data.sizes import SIZE_DISTRIBUTIONS, sample_sizes  # noqa: F401 (re-exported)
 
 SCHEMES = ("labels_per_device", "dirichlet", "iid")
-SIZE_DISTRIBUTIONS = ("poisson", "shifted_poisson")
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,27 +77,6 @@ class Partition:
         labels = np.asarray(y_train)[np.concatenate(self.indices)]
         flat = np.bincount(owner * num_classes + labels, minlength=self.num_devices * num_classes)
         return flat.reshape(self.num_devices, num_classes)
-
-
-def sample_sizes(
-    num_devices: int, mean: float, distribution: str, rng: np.random.Generator
-) -> np.ndarray:
-    """Local dataset sizes |D_k|, int64 [K].
-
-    ``"poisson"``: Poisson(mean), may be 0. ``"shifted_poisson"``: 1 + Poisson(mean - 1),
-    at least 1, same mean (needs mean >= 1).
-    """
-    if distribution == "poisson":
-        if not mean > 0:
-            raise ValueError(f"mean_samples_per_device must be > 0, got {mean}")
-        return rng.poisson(mean, num_devices).astype(np.int64)
-    if distribution == "shifted_poisson":
-        if not mean >= 1:
-            raise ValueError(
-                f"mean_samples_per_device must be >= 1 for shifted_poisson, got {mean}"
-            )
-        return 1 + rng.poisson(mean - 1.0, num_devices).astype(np.int64)
-    raise ValueError(f"size_distribution must be one of {SIZE_DISTRIBUTIONS}, got {distribution!r}")
 
 
 def _class_counts(sizes, num_classes, scheme, labels_per_device, dirichlet_alpha, rng):

@@ -68,8 +68,16 @@ def test_validate_prints_what_the_scenario_implies(tmp_path, capsys):
 def test_run_inspect_plot(tmp_path, capsys):
     path = write_tiny(tmp_path, rounds=2, every=1)
     assert main(["run", str(path)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "test accuracy" in out
+    # the compile is said before round 0, each kernel as it compiles, and a summary after it
+    err = captured.err.splitlines()
+    first = next(i for i, x in enumerate(err) if x.startswith("round 0 compiles the kernels"))
+    assert "`cosim compile` does it ahead" in err[first]
+    summary = next(i for i, x in enumerate(err) if re.match(
+        r"kernels: (\d+ kernels? compiled in \d+ s|no kernel needed compiling)", x))
+    assert first < summary < next(i for i, x in enumerate(err) if x.startswith("[tiny] round 1/2"))
     assert "\nhealth: air      median NMSE of the estimate: " in out  # docs/health.md
     assert "\nhealth: flag" in out or "\nhealth: flags    none" in out
     trace = tmp_path / "tiny-seed3.h5"

@@ -73,12 +73,41 @@ def test_a_target_no_noise_can_meet_is_refused(tmp_path, capsys):
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")]
     assert len(lines) == 2 and "projected epsilon" in lines[0]
     assert "the uplink adds artificial noise" in lines[1] and "dBm per subcarrier" in lines[1]
-    # a clip norm bounds full inversion: planned, not refused, and not projected (the clip
-    # bound depends on each round's delta_bar)
-    clipped = load_scenario(str(path), [*LOW_POWER, "privacy.target_epsilon=8",
-                                        "power.control=full_inversion", "privacy.clip_norm=1"])
+    # a clip norm bounds full inversion: planned, not refused; projected from the clip
+    # norm's public delta_bar, not from the reported norms (they depend on the updates)
+    items = [*LOW_POWER, "privacy.target_epsilon=8", "power.control=full_inversion",
+             "privacy.clip_norm=1"]
+    clipped = load_scenario(str(path), items)
     privacy.check_target(clipped, scenario_num_params(clipped))
-    assert privacy.project(clipped, scenario_num_params(clipped)).epsilon is None
+    assert math.isfinite(privacy.project(clipped, scenario_num_params(clipped)).epsilon)
+    reported = load_scenario(str(path), [*items, "privacy.delta_bar=reported"])
+    assert privacy.project(reported, scenario_num_params(reported)).epsilon is None
+
+
+def test_with_a_clip_norm_validate_plans_the_noise_the_run_adds(tmp_path, capsys):
+    """With a clip norm (and its public delta_bar) the worst device's sensitivity is
+    ``pi_max sqrt(gamma n)``, known before the run from the seed's dataset sizes: the
+    artificial noise cosim validate plans is the noise round 0 adds (to float32's
+    rounding of the run), and far below the budget bound's plan without the clip norm."""
+    from cosim.run import run_scenario
+    from cosim.trace import read_trace
+
+    path = str(write_tiny(tmp_path, rounds=1, every=1))
+    items = ["privacy.delta=1e-5", "privacy.target_epsilon=5", f"trace.path='{tmp_path}/c.h5'"]
+    planned = {}
+    for clip in ([], ["privacy.clip_norm=0.5"]):
+        scenario = load_scenario(path, [*items, *clip])
+        d = scenario_num_params(scenario)
+        planned[bool(clip)] = privacy.plan_artificial_noise(scenario, privacy.project(scenario, d))
+    assert 10 * math.log10(planned[False] / planned[True]) > 20.0
+    assert main(["validate", path, *_sets([*items, "privacy.clip_norm=0.5"])]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  privacy")][1]
+    assert f"{10 * math.log10(planned[True] * 1e3):.2f} dBm per subcarrier" in line
+    run_scenario(scenario, progress=False)
+    columns = read_trace(tmp_path / "c.h5").rounds
+    added = max(float(columns[f"artificial_noise_power_w_{name}"][0])
+                for name in uplink_phase_values(scenario, d))
+    assert added == pytest.approx(planned[True], rel=1e-4)
 
 
 def test_unbounded_controls_project_infinity_and_bad_keys_are_named(tmp_path):
