@@ -81,7 +81,7 @@ def _cosim(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
     env.pop("PYTHONSAFEPATH", None)
     code = "import sys; from cosim.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_the_installed_package_finds_its_scenarios_outside_the_repository(installed, tmp_path):

@@ -111,7 +111,7 @@ def test_sigterm_stops_a_study_cleanly_and_a_rerun_resumes_it(tmp_path):
                 break
         assert driver.poll() is None, "the study ended before it could be stopped"
         driver.send_signal(signal.SIGTERM)
-        stdout, stderr = driver.communicate(timeout=120)
+        stdout, stderr = driver.communicate(timeout=600)
         stdout = "".join(before) + stdout
     finally:
         watchdog.cancel()

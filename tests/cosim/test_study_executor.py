@@ -82,7 +82,7 @@ of its pipe from the driver, a moment after the driver exits."""
 
 def _gone(session: int) -> bool:
     """Whether ``session`` empties (it is polled; the bound only makes a hang fail)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while _in_session(session) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not _in_session(session)
@@ -114,7 +114,7 @@ def test_a_default_study_listens_on_no_socket(tmp_path):
             listen = _listening_inodes()
             listening += [pid for pid in tree if _socket_inodes(pid) & listen]
             time.sleep(0.1)
-        assert driver.wait(timeout=30) == 0, (tmp_path / "driver.log").read_text()
+        assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()
     finally:
         _kill_session(driver.pid)
         log.close()
@@ -333,7 +333,7 @@ def test_a_cluster_address_that_is_no_ray_head_answers_in_one_line(tmp_path, cas
         address = "auto"
     try:
         done = subprocess.run(_command(study, out, "--address", address), env=env,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=600)
     finally:
         if isinstance(server, http.server.HTTPServer):
             server.shutdown()

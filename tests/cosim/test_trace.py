@@ -245,7 +245,7 @@ def test_other_process_reads_while_writer_is_open(tmp_path):
     writer.flush()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", READER, str(path)], capture_output=True, text=True,
-                         env=env, timeout=120)
+                         env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "2", "3", "refused"]
     writer.commit()
@@ -275,7 +275,7 @@ def test_resume_after_real_kill(tmp_path):
         assert proc.stdout.readline().strip() == "mid-round"
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=300)
     assert read_trace(path).completed_rounds == 3
     writer, ck, start = TraceWriter.resume(path, SCENARIO)
     assert ck.completed_rounds == 3 == start
@@ -418,5 +418,5 @@ def test_a_trace_another_process_writes_is_not_compacted(tmp_path):
         assert path.read_bytes() == before
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=300)
     assert drop_checkpoint(path) > 0  # its writer gone, it is compacted
