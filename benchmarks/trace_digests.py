@@ -53,6 +53,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import h5py
@@ -313,13 +314,14 @@ def load(path: Path) -> dict:
 
 def check(saved: dict, now: dict, names: list[str]) -> list[str]:
     """Every difference of ``now`` against ``saved`` (restricted to the runs ``names``),
-    exact on the machine ``saved`` was written on, by values at :data:`RTOL` elsewhere
-    (a first line then says why)."""
+    exact on the machine ``saved`` was written on (and against a file that records none,
+    of the older format), by values at :data:`RTOL` elsewhere (a first line then says
+    why)."""
     saved = {**saved, "digests": {n: saved["digests"][n] for n in names if n in saved["digests"]}}
     changed = [f"{n}: its runs entry changed, {saved['runs'][n]} -> {now['runs'][n]}"
                for n in names if n in saved.get("runs", {}) and saved["runs"][n] != now["runs"][n]]
     machine = platform_differences(saved.get("platform"), now["platform"])
-    if not machine:
+    if not machine or "platform" not in saved:  # a file of the older format: digests only, exactly
         return changed + compare(saved["digests"], now["digests"])
     print(f"another machine or packages ({'; '.join(machine)}): numeric datasets compared at rtol {RTOL:g}, "
           "the rest exactly")
@@ -356,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         lines = check(load(args.check), now, names)
         for line in lines:
             print(line)
+        moved = Counter(line.split(":")[0] for line in lines)
+        if moved:
+            print("moved: " + ", ".join(f"{run} ({count})" for run, count in sorted(moved.items())))
         total = sum(len(v) for v in now["digests"].values())
         print(f"{'DIFFERENT' if lines else 'EQUAL'}: {len(names)} runs, {total} digests, {len(lines)} differences")
         return 1 if lines else 0
