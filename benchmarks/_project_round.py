@@ -22,7 +22,7 @@ import numpy as np
 from cosim import engine as engine_module
 from cosim.scenario import Scenario
 from learning.metrics import evaluate_probs
-from native.streams import stream_seed
+from native.streams import EVAL, stream_seed
 from phy import aircomp as aircomp_module
 from phy.uplink import block as block_module
 
@@ -123,7 +123,7 @@ class ProjectRounds:
         """
         eng, scenario = self.engine, self.scenario
         eval_samples = []
-        seed = stream_seed(scenario.seed, 0, "eval")
+        seed = stream_seed(scenario.seed, 0, EVAL)
         for i in range(eval_repeats + 1):
             start = time.perf_counter()
             probs = eng.algorithm.predict_probs(

@@ -62,7 +62,7 @@ class Evaluator:
         probs = mean_probs = None
         if finite and self.due(t):
             probs = np.asarray(algorithm.predict_probs(
-                state, self.x_test, self.predictive_samples, rngs.stream_seed(self.seed, t, "eval")))
+                state, self.x_test, self.predictive_samples, rngs.stream_seed(self.seed, t, rngs.EVAL)))
             # finite weights whose logits overflow: the model has diverged all the same
             finite = bool(np.all(np.isfinite(probs)))
         if finite and probs is not None:

@@ -90,7 +90,7 @@ def run_round(state: Any, world, t: int) -> tuple[Any, RoundRecord]:
     carry, nonfinite, metrics = None, 0, {}
     for index, phase in enumerate(() if link.discarded else algorithm.phases()):
         updates, carry, local = algorithm.local_update(
-            index, state, carry, data, rngs.stream_seed(seed, t, f"local/{phase.name}"))
+            index, state, carry, data, rngs.stream_seed(seed, t, rngs.local_purpose(phase.name)))
         nonfinite += count_nonfinite(updates)
         sent = link.send(phase.name, updates, data.weights)
         received = None if sent.received is None else Received(*sent.received)

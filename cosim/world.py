@@ -63,7 +63,7 @@ class World:
 
     def initial_state(self) -> Any:
         """The algorithm's initial state (deterministic for the scenario's seed)."""
-        return self.algorithm.init(rngs.stream_seed(self.scenario.seed, rngs.STATIC_ROUND, "init"))
+        return self.algorithm.init(rngs.stream_seed(self.scenario.seed, rngs.STATIC_ROUND, rngs.INIT))
 
 
 def build_world(scenario: Scenario) -> World:
@@ -92,7 +92,7 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
         positions_m=np.asarray(deployment.positions_m, np.float64),
         num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
         sample_period_s=1.0 / ofdm.bandwidth_hz,
-        seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, "cell"),
+        seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, rngs.CELL),
         num_bs_antennas=scenario.bs.num_antennas,
     )
 
@@ -100,7 +100,7 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
 def _static_data(scenario: Scenario) -> dict:
     """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
     cell = scenario.cell
-    geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "geometry")
+    geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.GEOMETRY)
     deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
     if scenario.channel.model in CELL_MODELS:
         path_gain = _channel_of(scenario, deployment).path_gain
@@ -127,7 +127,7 @@ def _static_data(scenario: Scenario) -> dict:
             size_distribution=data_cfg.size_distribution,
             labels_per_device=data_cfg.labels_per_device,
             dirichlet_alpha=data_cfg.dirichlet_alpha,
-            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "partition"),
+            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.PARTITION),
         )
     except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
         raise ValueError(

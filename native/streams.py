@@ -6,6 +6,17 @@ made here, so the same scenario and seed replay bit-for-bit on the same machine
 and a run resumed at round t draws exactly what an uninterrupted run draws. Both
 halves derive their own streams from it (``phy.uplink`` the channel's, the CSI's,
 the receiver noise's and the cohort's; ``cosim`` the rest, through ``cosim.rng``).
+
+It is also the registry of the streams: every purpose a run derives a stream from is
+named here once (the constants below, :data:`PURPOSES` and :data:`PHASE_FAMILIES`), and
+so is every fixed sub-stream that code folds into a purpose's seed
+(:data:`SUB_STREAMS`). ``native`` is the one layer that ``phy``, ``learning`` and
+``cosim`` all import (``tests/test_imports.py``), so the names live beside the
+derivation. A stream's bits follow from its purpose string: the strings are the ones
+the call sites spelled before the registry existed, and changing one moves every trace
+(``docs/architecture.md``, "What must stay bit-identical"). ``tests/native/test_stream_registry.py``
+reads the packages' sources and fails on a purpose or sub-stream written as a literal
+outside this module, and on two names that collide.
 """
 
 from __future__ import annotations
@@ -20,6 +31,70 @@ if TYPE_CHECKING:
 
 STATIC_ROUND = -1
 """Round index used for streams that do not change across rounds (geometry, data)."""
+
+# The registry: one constant per purpose (the string is the stream's identity).
+CELL = "cell"
+"""Static: a 3GPP cell's large-scale state, LoS, path loss and shadow fading (``cosim.world``)."""
+GEOMETRY = "geometry"
+"""Static: the device positions (``cosim.world``)."""
+PARTITION = "partition"
+"""Static: the split of the training data over the devices (``cosim.world``)."""
+INIT = "init"
+"""Static: the algorithm's initial state (``cosim.world``; :data:`LIBRARY_INIT_MEAN`)."""
+CHANNEL = "channel"
+"""Per round: the small-scale fading of every device (``phy.uplink.block``)."""
+CSI = "csi"
+"""Per round: the CSI error of the estimate (``phy.uplink.block``; :data:`CSI_AGING`)."""
+SYNC = "sync"
+"""Per round: timing offsets and CFOs of the time-domain uplink (``phy.uplink.block``)."""
+PARTICIPATION = "participation"
+"""Per round: scheduling, dropouts and step times of the cohort (``phy.uplink.block``)."""
+EAVESDROPPER = "eavesdropper"
+"""Per round: the eavesdropper's channel gains of ``[privacy]`` (``phy.uplink.block``)."""
+EVAL = "eval"
+"""Per round: the predictive samples of the evaluation (``cosim.evaluation``)."""
+
+PURPOSES = (CELL, GEOMETRY, PARTITION, INIT, CHANNEL, CSI, SYNC, PARTICIPATION, EAVESDROPPER, EVAL)
+"""Every whole purpose string."""
+
+LOCAL = "local/"
+"""Per round and phase: the devices' local training noise (``cosim.round``; :func:`local_purpose`)."""
+NOISE = "noise/"
+"""Per round and phase: the uplink's receiver noise and a scheme's own draws
+(``phy.uplink.block``; :func:`noise_purpose`, :data:`IMAGINARY_NOISE`)."""
+
+PHASE_FAMILIES = (LOCAL, NOISE)
+"""The purposes named by a prefix and the phase's name (``local/rho``, ``noise/nu``)."""
+
+
+def local_purpose(phase: str) -> str:
+    """The purpose of phase ``phase``'s local training noise: ``"local/<phase>"``."""
+    return f"{LOCAL}{phase}"
+
+
+def noise_purpose(phase: str) -> str:
+    """The purpose of phase ``phase``'s uplink noise: ``"noise/<phase>"``."""
+    return f"{NOISE}{phase}"
+
+
+# Fixed sub-streams: ``stateless_fold_in(seed, index)`` of a purpose's seed.
+IMAGINARY_NOISE = 1
+"""Of a ``noise/<phase>`` seed: the imaginary part of the receiver noise (``phy.aircomp_parts``,
+``phy.aircomp_reference``; the real part takes the seed itself)."""
+CSI_AGING = 1
+"""Of the ``csi`` seed: the fresh draw ``w`` of the outdated-CSI model (``phy.csi``)."""
+LIBRARY_INIT_MEAN = 1
+"""Of the ``init`` seed: a library initialisation's means (``learning.algorithms.bayes_aircomp``)."""
+LIBRARY_INIT_RHO = 2
+"""Of the ``init`` seed: a library initialisation's std parameters (``learning.algorithms.bayes_aircomp``)."""
+
+SUB_STREAMS = {
+    "IMAGINARY_NOISE": (NOISE, IMAGINARY_NOISE),
+    "CSI_AGING": (CSI, CSI_AGING),
+    "LIBRARY_INIT_MEAN": (INIT, LIBRARY_INIT_MEAN),
+    "LIBRARY_INIT_RHO": (INIT, LIBRARY_INIT_RHO),
+}
+"""Name -> (the purpose whose seed it folds, the index): two of one purpose never share an index."""
 
 
 def purpose_id(purpose: str) -> int:

@@ -108,7 +108,7 @@ def allocation(coef, gain64, dead):
 
 def receiver_noise(seed, shape, noise_power_w):
     """Re(z) of ``z ~ CN(0, sigma_z^2)`` on ``shape`` from the stateless ``seed`` (the
-    imaginary part, where a chain needs it, is drawn from ``stateless_fold_in(seed, 1)``)."""
+    imaginary part, where a chain needs it, is drawn from ``stateless_fold_in(seed, IMAGINARY_NOISE)``, :mod:`native.streams`)."""
     noise_std = tf.sqrt(tf.cast(noise_power_w, tf.float32) / 2.0)
     return tf.random.stateless_normal(shape, seed, stddev=noise_std)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 from sionna.phy.channel import ApplyOFDMChannel
 
+from native.streams import IMAGINARY_NOISE
 from phy import aircomp_parts as parts
 from phy.power import ATTENUATION_TOLERANCE
 
@@ -57,7 +58,7 @@ def reference_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w
     noise_std = tf.sqrt(tf.cast(noise_power_w, tf.float32) / 2.0)
     z = tf.complex(
         parts.receiver_noise(seed, shape, noise_power_w),
-        tf.random.stateless_normal(shape, tf.random.experimental.stateless_fold_in(seed, 1),
+        tf.random.stateless_normal(shape, tf.random.experimental.stateless_fold_in(seed, IMAGINARY_NOISE),
                                    stddev=noise_std),
     )
     y = y + z

@@ -25,10 +25,9 @@ import numpy as np
 import tensorflow as tf
 from sionna.phy.ofdm import LSChannelEstimator, PilotPattern, ResourceGrid, ResourceGridMapper
 
+from native.streams import CSI_AGING
 from phy.parameters import GaussianCsi, LsPilotCsi, OutdatedCsi
 from phy.units import db_to_linear
-
-_AGING_STREAM = 1
 
 
 def _check_inputs(h: tf.Tensor, path_gain: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -202,7 +201,7 @@ class OutdatedCSI:
         rho in [-1, 1].
     channel : callable, optional
         A channel model of :mod:`phy.channel`; if given, ``w = channel(path_gain, seed)``
-        is a fresh draw of that model (seed: ``stateless_fold_in(seed, 1)``), so ``h_hat`` keeps the frequency structure of
+        is a fresh draw of that model (seed: ``stateless_fold_in(seed, CSI_AGING)``), so ``h_hat`` keeps the frequency structure of
         h (flat, TDL). By default ``w_kf ~ CN(0, path_gain_k)`` i.i.d., which is the
         same distribution as the paper's ``iid_rayleigh`` channel.
     """
@@ -215,7 +214,7 @@ class OutdatedCSI:
         h, path_gain = _check_inputs(h, path_gain)
         # A sub-seed, so that w differs from h even if the caller reuses the channel's seed.
         w_seed = tf.random.experimental.stateless_fold_in(
-            tf.convert_to_tensor(seed, dtype=tf.int32), _AGING_STREAM
+            tf.convert_to_tensor(seed, dtype=tf.int32), CSI_AGING
         )
         if self.channel is None:
             w = _complex_normal(tf.shape(h), path_gain, w_seed)

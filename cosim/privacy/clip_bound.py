@@ -17,22 +17,19 @@ import math
 
 import numpy as np
 
-PARTITION_STREAM = "partition"
-"""The purpose of the stream the partition draws from (``cosim/world.py``)."""
-
 
 def largest_data_share(scenario) -> float:
     """pi_max: the largest share ``|D_k| / sum |D|`` any sender can have in a round of
     ``scenario`` (its seed's dataset sizes; a cohort's renormalisation bounded from above
     as the module says). 0 when every device drew no sample."""
     from learning.data.sizes import sample_sizes
-    from native.streams import STATIC_ROUND, numpy_rng
+    from native.streams import PARTITION, STATIC_ROUND, numpy_rng
 
     num_devices = scenario.cell.num_devices
     data = scenario.data
     sizes = np.sort(sample_sizes(num_devices, float(data.mean_samples_per_device),
                                  data.size_distribution,
-                                 numpy_rng(scenario.seed, STATIC_ROUND, PARTITION_STREAM)))
+                                 numpy_rng(scenario.seed, STATIC_ROUND, PARTITION)))
     largest = float(sizes[-1])
     cohort = scenario.participation.cohort_size(num_devices)
     rest = float(np.sum(sizes[:-1][: cohort - 1]))

@@ -69,6 +69,7 @@ from learning.hyperparameters import (
 from learning.local.trainer import LocalConfig, LocalTrainer
 from learning.models.model import Model
 from learning.runtime import Runtime
+from native.streams import LIBRARY_INIT_MEAN, LIBRARY_INIT_RHO
 
 DEFAULTS = defaults(BayesAirCompParameters)
 
@@ -197,9 +198,9 @@ class BayesAirComp:
         seed = tf.convert_to_tensor(seed, tf.int32)
         d = [self.model.num_params]
         fold = tf.random.experimental.stateless_fold_in
-        mu = LIBRARY_INIT_SPREAD * tf.random.stateless_normal(d, fold(seed, 1), dtype=tf.float64)
+        mu = LIBRARY_INIT_SPREAD * tf.random.stateless_normal(d, fold(seed, LIBRARY_INIT_MEAN), dtype=tf.float64)
         r = LIBRARY_RHO_INIT[self.init_name] + LIBRARY_INIT_SPREAD * tf.random.stateless_normal(
-            d, fold(seed, 2), dtype=tf.float64)
+            d, fold(seed, LIBRARY_INIT_RHO), dtype=tf.float64)
         std = tf.math.softplus(r)
         rho = tf.maximum(1.0 / tf.square(std), tf.constant(self.config.min_precision, tf.float64))
         # the devices see float32 values: keep the state on float32's grid as "he" does

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from native import streams
 from native.columns import Columns
 from native.streams import numpy_rng, stream_seed
 from phy.aggregate_error import aggregate_error, normalised_error
@@ -198,7 +199,7 @@ class Uplink:
         the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
         and the cohort (:meth:`draw_cohort`)."""
         h, uplink, offsets = self.draw_channel(t)
-        h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, "csi"))
+        h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, streams.CSI))
         return RoundLink(self, t, h, h_hat, uplink, offsets, self.draw_cohort(t, h_hat))
 
     def draw_channel(self, t: int):
@@ -219,11 +220,11 @@ class Uplink:
         """
         if self.num_antennas > 1:
             return self.draw_antennas(t, self.num_antennas)
-        channel_seed = stream_seed(self.seed, t, "channel")
+        channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.domain == "frequency":
             return self.channel(self.path_gain, channel_seed), None, None
         a, tau = self.channel.cir(self.path_gain, channel_seed)
-        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, "sync"))
+        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
         uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **self.waveform,
                                              timing_offset_samples=timing, cfo_subcarriers=cfo)
         known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
@@ -233,13 +234,13 @@ class Uplink:
     def draw_antennas(self, t: int, num_antennas: int):
         """:meth:`draw_channel` through the multi-antenna draw (``num_antennas`` = 1 gives
         the single-antenna channel exactly, with a one-antenna combined uplink)."""
-        channel_seed = stream_seed(self.seed, t, "channel")
+        channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.domain == "frequency":
             h = self.channel.antennas(self.path_gain, channel_seed, num_antennas).numpy()
             return tf.constant(effective_channel(h, self.combiner(h))), None, None
         a, tau = self.channel.cir_antennas(self.path_gain, channel_seed, num_antennas)
         a, tau = a.numpy(), tau.numpy()
-        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, "sync"))
+        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
         uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **self.waveform, timing_offset_samples=timing,
                                                cfo_subcarriers=cfo) for r in range(num_antennas)]
         known = uplinks if self.sync.precodes_timing else [
@@ -257,7 +258,7 @@ class Uplink:
         gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
         return cohorts.draw_cohort(
             self.participation, gain, len(self.grids), self.local_steps, self.training_phases,
-            numpy_rng(self.seed, t, "participation"))
+            numpy_rng(self.seed, t, streams.PARTICIPATION))
 
 
 def _joint(mechanisms) -> float:
@@ -307,7 +308,7 @@ class RoundLink:
         if self._observed_gain is None:
             block = self.block
             if block.num_antennas > 1:
-                h = block.channel.antennas(block.path_gain, stream_seed(block.seed, self.t, "channel"),
+                h = block.channel.antennas(block.path_gain, stream_seed(block.seed, self.t, streams.CHANNEL),
                                            block.num_antennas).numpy()
                 self._observed_gain = np.sum(np.abs(h.astype(np.complex128)) ** 2, axis=1)
             else:
@@ -322,7 +323,7 @@ class RoundLink:
         if self._eavesdropper_gain is None:
             block = self.block
             self._eavesdropper_gain = block.privacy.eavesdropper.channel_gain(
-                block.num_subcarriers, numpy_rng(block.seed, self.t, "eavesdropper"))
+                block.num_subcarriers, numpy_rng(block.seed, self.t, streams.EAVESDROPPER))
         return self._eavesdropper_gain
 
     def mechanisms(self) -> dict[str, PhaseMechanism]:
@@ -502,7 +503,7 @@ class RoundLink:
         columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
         if block.privacy is not None:
             link, columns = self._private(phase, link)
-        result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, f"noise/{phase}"),
+        result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, streams.noise_purpose(phase)),
                                    keep_signals=self.keep_signals)
         error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
         self._sent_symbols += result.num_symbols

@@ -312,7 +312,7 @@ def test_an_eavesdroppers_mechanism_and_epsilon_are_traced(tmp_path):
     replays it (the same figures as a straight run)."""
     from dp_accounting.pld import pld_privacy_accountant as pld
 
-    from native.streams import numpy_rng
+    from native.streams import EAVESDROPPER, numpy_rng
     from phy.privacy import Eavesdropper, eavesdropper_path_gain
 
     sets = [*PRIVATE, "privacy.eavesdropper_distance_m=50", "privacy.eavesdropper_noise_power_dbm=-80",
@@ -333,7 +333,7 @@ def test_an_eavesdroppers_mechanism_and_epsilon_are_traced(tmp_path):
         scenario, privacy.project(scenario, scenario_num_params(scenario)))
     accountant = pld.PLDAccountant(value_discretization_interval=privacy.pld_interval(expected))
     for t in range(3):
-        g = eavesdropper.channel_gain(scenario.ofdm.num_subcarriers, numpy_rng(scenario.seed, t, "eavesdropper"))
+        g = eavesdropper.channel_gain(scenario.ofdm.num_subcarriers, numpy_rng(scenario.seed, t, EAVESDROPPER))
         z = {}
         for phase, n in symbols.items():
             z[phase] = float(np.min(np.sqrt(1e-11 / 2) / np.sqrt(n * scenario.power.tx_power_w * g.max(axis=1))))

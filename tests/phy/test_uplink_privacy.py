@@ -87,9 +87,9 @@ def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
                    tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
                    combiner=ReceiveCombiner("centroid"), num_antennas=2, privacy=UplinkPrivacy())
     link, sent = _send(block)
-    from native.streams import stream_seed
+    from native.streams import CHANNEL, stream_seed
 
-    drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, "channel"), 2).numpy()
+    drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, CHANNEL), 2).numpy()
     antennas = link.observed_gain
     np.testing.assert_array_equal(antennas, np.sum(np.abs(drawn.astype(np.complex128)) ** 2, 1))
     combined = np.abs(link.h.numpy().astype(np.complex128)) ** 2
