@@ -39,7 +39,9 @@ def test_the_guarded_runs_keep_their_bits():
     summary = [line for line in out if line.startswith("moved: ")] + out[-1:]
     assert result.returncode == 0 and out[-1].startswith("EQUAL: 8 runs"), (
         "the traces moved (run: dataset: before -> now); if on purpose, rewrite the baseline "
-        "(docs/architecture.md, 'What must stay bit-identical'):\n" + "\n".join([*shown, *summary])
+        "(docs/architecture.md, 'What must stay bit-identical'); if no kernel changed, a Numba "
+        "cache written by older code may be what moved them: run again with a fresh "
+        "NUMBA_CACHE_DIR (docs/faults.md):\n" + "\n".join([*shown, *summary])
         + ("" if result.returncode in (0, 1) else "\n" + result.stderr[-3000:]))
 
 
