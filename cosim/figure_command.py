@@ -106,12 +106,13 @@ def add_plot_parser(sub, command) -> None:
         help="file format; repeatable or a comma list (--format png,pdf); default png. PDF "
         "and SVG are vector files (PDF embeds its TrueType fonts, SVG draws text as paths)",
     )
-    plot.add_argument("--log-x", action="store_true",
-                      help="log x axis in the accuracy, NLL and ECE figures (default: log where "
-                      "the data span over two decades, as the uplink energy of analog and "
-                      "digital runs does)")
-    plot.add_argument("--log-y", action="store_true",
-                      help="log y axis in the accuracy, NLL and ECE figures (default: as --log-x)")
+    plot.add_argument("--log-x", action=argparse.BooleanOptionalAction, default=None,
+                      help="log x axis in the accuracy, NLL and ECE figures; --no-log-x a linear "
+                      "one (default: log where the data span over two decades, as the uplink "
+                      "energy of analog and digital runs does)")
+    plot.add_argument("--log-y", action=argparse.BooleanOptionalAction, default=None,
+                      help="log y axis in the accuracy, NLL and ECE figures; --no-log-y a linear "
+                      "one (default: as --log-x)")
     plot.add_argument("--dpi", type=_positive_number, default=None,
                       help="resolution of PNG files in dots per inch (default 300)")
     plot.add_argument(
@@ -152,7 +153,7 @@ def plot_command(args: argparse.Namespace) -> int:
             traces, Path(args.out), labels=args.labels,
             x=[a for group in args.x or [[plots.DEFAULT_ACCURACY_AXIS]] for a in group],
             formats=options.formats, dpi=options.dpi, size_in=options.panel_size_in,
-            note=note, log_x=args.log_x or None, log_y=args.log_y or None,
+            note=note, log_x=args.log_x, log_y=args.log_y,
         )
     except (TraceError, plots.PlotError) as error:
         raise UsageError(str(error)) from None

@@ -423,7 +423,7 @@ def test_many_runs_get_a_legend_outside_log_axes_and_no_layout_warning(tmp_path,
     """Ten runs: one legend below the panel, not over the data (one entry for all the
     posterior-mean curves), the figure taller rather than the panel smaller, no layout
     warning; an x that spans over two decades (joules from 1e-4 to 1) on a log scale, the
-    round axis not; --log-x / --log-y force a log scale."""
+    round axis not; --log-x / --log-y force a log scale, --no-log-x / --no-log-y a linear one."""
     import warnings
 
     from cosim.plots import FigureOptions, metric_figure
@@ -456,6 +456,11 @@ def test_many_runs_get_a_legend_outside_log_axes_and_no_layout_warning(tmp_path,
     monkeypatch.setattr(cosim.plots, "plot_traces", lambda *a, **k: seen.update(k) or [])
     assert main(["plot", str(traces[0].path), "--out", str(tmp_path / "x"), "--log-y"]) == 0
     assert (seen["log_x"], seen["log_y"]) == (None, True)
+    assert main(["plot", str(traces[0].path), "--out", str(tmp_path / "x"), "--no-log-x"]) == 0
+    assert (seen["log_x"], seen["log_y"]) == (False, None)  # forced linear, the other automatic
+    linear = metric_figure(traces, labels, "test_accuracy", "accuracy", "uplink_energy",
+                           FigureOptions(log_x=False))
+    assert linear.axes[0].get_xscale() == "linear"
 
 
 def test_figures_and_written_files_take_the_users_umask(tmp_path):
