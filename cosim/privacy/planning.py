@@ -419,6 +419,22 @@ def spent_target_message(target: float, delta: float, start: int, spent: float, 
             f"remaining {remaining} rounds meets it; keep the trace's rounds or raise the target")
 
 
+def _bracket(gap, accountant: str | None, upper: float) -> tuple[float, float] | None:
+    """``(lower, upper)`` with ``gap(lower, accountant) > 0 >= gap(upper, accountant)``,
+    doubling ``upper`` and halving from it, or None when no scale up to
+    ``2^_LARGEST_FLOOR_STEPS`` meets the target (:func:`plan_remaining_noise_floor`)."""
+    steps = 0
+    while gap(upper, accountant) > 0.0:
+        upper *= 2.0
+        steps += 1
+        if steps > _LARGEST_FLOOR_STEPS:
+            return None
+    lower = 0.5 * upper
+    while gap(lower, accountant) <= 0.0:
+        lower *= 0.5
+    return lower, upper
+
+
 def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: PrivacyLedger,
                                start: int) -> dict[str, float]:
     """Per phase, the least noise multiplier z*_phase of the worst device for rounds
@@ -462,24 +478,10 @@ def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: P
     if spent >= aim:
         raise ValueError(refusal)
 
-    def bracket(accountant: str | None, upper: float) -> tuple[float, float] | None:
-        """(lower, upper) with gap(lower) > 0 >= gap(upper), or None if no scale up to
-        2^60 meets the target."""
-        steps = 0
-        while gap(upper, accountant) > 0.0:
-            upper *= 2.0
-            steps += 1
-            if steps > _LARGEST_FLOOR_STEPS:
-                return None
-        lower = 0.5 * upper
-        while gap(lower, accountant) <= 0.0:
-            lower *= 0.5
-        return lower, upper
-
-    found = bracket("rdp", 1.0) if ledger.epsilon_with(
+    found = _bracket(gap, "rdp", 1.0) if ledger.epsilon_with(
         dp_accounting.NoOpDpEvent(), "rdp") < target else None
     if ledger.accountant == "pld" and ledger._pld is not None:
-        found = bracket(None, 1.0 if found is None else found[1])
+        found = _bracket(gap, None, 1.0 if found is None else found[1])
         accountant = None
     else:
         accountant = "rdp"
