@@ -107,11 +107,15 @@ class Variant:
         """The implementation (imported now when named by a string)."""
         return load(self.implementation) if isinstance(self.implementation, str) else self.implementation
 
-    def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
-        """The component for ``values`` (the model's keys; other keys are ignored, so a
-        table that also holds other variants' keys can be passed whole)."""
+    def parameters_from(self, values: Mapping[str, Any]) -> Parameters:
+        """Its parameters read from ``values`` (the model's keys; other keys are ignored,
+        so a table that also holds other variants' keys can be passed whole)."""
         own = {key: value for key, value in values.items() if key in self.parameters.model_fields}
-        checked = self.parameters.check(**own)
+        return self.parameters.check(**own)
+
+    def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
+        """The component for ``values`` (:meth:`parameters_from`)."""
+        checked = self.parameters_from(values)
         kwargs = {self.arguments.get(key, key): value for key, value in checked
                   if self.arguments.get(key, key) is not None}
         return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})
@@ -126,6 +130,13 @@ class Choice:
 
     label: str
     implementation: str | Callable[..., Any] | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """What the rest of the simulator asks of the choice without naming it (a combiner's
+    ``gram_per_subcarrier``, a scheduling's ``every_device``), read by :meth:`fact`."""
+
+    def fact(self, name: str, default: Any = False) -> Any:
+        """The fact ``name`` of this choice (``default`` when it does not say)."""
+        return self.facts.get(name, default)
 
     def target(self) -> Any:
         """The implementation (imported now when named by a string)."""

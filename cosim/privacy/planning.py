@@ -30,7 +30,13 @@ from cosim.privacy.accounting import (
     round_event,
 )
 from cosim.privacy.clip_bound import clip_sensitivity_bounds
-from phy.parameters import budgeted, over_the_air, scales_for_privacy  # pydantic only
+from phy.parameters import (  # pydantic only
+    CELL_LAYOUTS,
+    CHANNEL_MODELS,
+    budgeted,
+    over_the_air,
+    scales_for_privacy,
+)
 from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain
 
 
@@ -252,11 +258,8 @@ class Projection:
 
 
 def _closest_distance_m(cell) -> float:
-    if cell.layout == "explicit":
-        return float(min(math.hypot(x, y) for x, y in cell.positions_m))
-    if cell.layout == "annulus":
-        return float(cell.inner_radius_m)
-    return float(cell.min_distance_m)
+    """The least distance a device of ``[cell]`` can have to the BS (its layout's entry says)."""
+    return CELL_LAYOUTS[cell.layout].parameters_from(cell.variant_values()).closest_distance_m()
 
 
 def project(scenario, num_params: int) -> Projection:
@@ -284,7 +287,8 @@ def project(scenario, num_params: int) -> Projection:
         num_devices = scenario.cell.num_devices
         q = scenario.participation.cohort_size(num_devices) / num_devices
     channel = scenario.channel.model
-    if channel not in ("iid_rayleigh", "flat_rayleigh", "tdl"):
+    channel_facts = CHANNEL_MODELS[channel].parameters
+    if not channel_facts.distance_path_loss:  # its registry entry says
         return Projection(None, {}, q, f"channel.model = {channel!r} draws its path loss in "
                           "the run (the trace has the realised epsilon)")
     phases = uplink_phase_values(scenario, num_params)
@@ -306,7 +310,7 @@ def project(scenario, num_params: int) -> Projection:
     distance_m = _closest_distance_m(scenario.cell)
     gain = math.inf if distance_m == 0.0 else distance_m ** -scenario.channel.path_loss_exponent
     fading = expected_max_fading(scenario.ofdm.num_subcarriers, scenario.bs.num_antennas,
-                                 flat=channel == "flat_rayleigh")
+                                 flat=channel_facts.flat_fading)
     z = {}
     for name, values in phases.items():
         n = symbols_per_phase(values, scenario.ofdm.num_subcarriers)
@@ -314,7 +318,7 @@ def project(scenario, num_params: int) -> Projection:
         z[name] = noise_std / sensitivity if sensitivity > 0.0 else math.inf
     assumes = (f"the worst device at {distance_m:g} m (path gain {gain:.4g}), its strongest "
                f"subcarrier at {fading:.4g} x the path gain (the mean largest of "
-               f"{scenario.ofdm.num_subcarriers if channel != 'flat_rayleigh' else 1} Rayleigh "
+               f"{1 if channel_facts.flat_fading else scenario.ofdm.num_subcarriers} Rayleigh "
                f"gains over {scenario.bs.num_antennas} antenna(s)), the power-budget bound"
                + (f" or {clip_assumes}, whichever is smaller" if clip_assumes else "")
                + ", every round alike")

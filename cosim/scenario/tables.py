@@ -172,7 +172,8 @@ class CellConfig(variant_table(CELL_LAYOUTS, table="cell", key="layout", default
     def _check(self) -> CellConfig:
         _require(self.min_distance_m < self.radius_m, "min_distance_m",
                  f"must be < cell.radius_m = {self.radius_m} (got {self.min_distance_m})")
-        if self.layout == "explicit":  # what the positions must satisfy beyond their layout's own rules
+        if "positions_m" in CELL_LAYOUTS[self.layout].parameters.model_fields:  # given positions
+            # what they must satisfy beyond their layout's own rules
             _require(len(self.positions_m) == self.num_devices, "positions_m",
                      f"must have cell.num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
             for i, (x, y) in enumerate(self.positions_m):
@@ -347,13 +348,17 @@ class ParticipationConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> ParticipationConfig:
-        threshold = self.scheduling == "gain_threshold"
+        policy = SCHEDULING[self.scheduling]  # its registry entry says which keys it needs
+        owners = " or ".join(f'"{name}"' for name, choice in SCHEDULING.items()
+                             if "gain_threshold_db" in choice.fact("keys", ()))
+        threshold = "gain_threshold_db" in policy.fact("keys", ())
         _require((self.gain_threshold_db is not None) == threshold, "gain_threshold_db",
-                 f"= {self.gain_threshold_db} goes with scheduling = \"gain_threshold\" and only "
-                 f"with it (scheduling = {self.scheduling!r})")
-        _require(not threshold or self.fraction == 1.0, "fraction",
-                 f"= {self.fraction:g}: scheduling = \"gain_threshold\" schedules every device "
-                 "above participation.gain_threshold_db; leave fraction at 1")
+                 f"= {self.gain_threshold_db} goes with scheduling = "
+                 f"{owners} and only with it "
+                 f"(scheduling = {self.scheduling!r})")
+        _require(not policy.fact("every_device") or self.fraction == 1.0, "fraction",
+                 f"= {self.fraction:g}: scheduling = {self.scheduling!r} schedules every device "
+                 "that qualifies, whatever the fraction; leave fraction at 1")
         return self
 
     def cohort_size(self, num_devices: int) -> int:
@@ -661,10 +666,12 @@ class Scenario(_Section):
                  f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
                  "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
                  "ofdm.domain = \"frequency\"")
-        sampled = (self.participation.scheduling == "uniform"
+        sampled = (SCHEDULING[self.participation.scheduling].fact("uniform_draw")
                    and self.participation.fraction < 1.0)
+        uniform = " or ".join(f'"{name}"' for name, choice in SCHEDULING.items()
+                              if choice.fact("uniform_draw"))
         _require(self.privacy.subsampling == "none" or sampled, "privacy.subsampling",
-                 "= \"poisson\" needs participation.scheduling = \"uniform\" with "
+                 f"= \"poisson\" needs participation.scheduling = {uniform} with "
                  f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
                  f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                  "amplifies privacy")
