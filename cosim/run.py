@@ -352,30 +352,14 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
         raise
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
-    last_acc, last_ece, diverged, completed = math.nan, math.nan, held is not None, start
     if held is not None:
         observers.say(f"cosim run: warning: {path}: {held}; going on from round {start} "
                       "(--continue-on-divergence)")
     try:
-        for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
-                                          **privacy):
-            writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
-            due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
-            writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
-                                checkpoint_attrs=uses.attrs())
-            completed = record.round + 1
-            if record.evaluated:
-                last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
-            observers.committed(record, uses.total)
-            if record.divergence and not diverged:
-                diverged = True
-                error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
-                if stop_on_divergence:
-                    observers.say(f"cosim run: stopped: {error}. The trace holds every round up to and "
-                                  f"including round {error.round}; `cosim run --overwrite "
-                                  "--continue-on-divergence` runs it again and goes on past it.")
-                    break
-                observers.say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
+        last_acc, last_ece, diverged, completed = _round_loop(
+            scenario, engine, writer, observers, engine.rounds(
+                initial, start_round=start, divergence=divergence, channel_uses=uses, **privacy),
+            uses, start, held is not None, stop_on_divergence)
     finally:
         observers.close()
         writer.close()
@@ -384,6 +368,35 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
     return RunSummary(trace_path=path, completed_rounds=completed, final_accuracy=last_acc,
                       final_ece=last_ece, channel_uses=uses.total,
                       wall_s=time.perf_counter() - started, diverged=diverged)
+
+
+def _round_loop(scenario: Scenario, engine: Engine, writer: TraceWriter,
+                observers: RoundObservers, rounds, uses: ChannelUses, start: int,
+                diverged: bool, stop_on_divergence: bool) -> tuple[float, float, bool, int]:
+    """Append, commit (with a checkpoint every ``trace.checkpoint_every`` rounds and at
+    the last) and show every round ``rounds`` (:meth:`Engine.rounds`) yields; stop after
+    the first diverged one when ``stop_on_divergence``. ``(last accuracy, last ECE,
+    diverged, completed rounds)``, NaN where nothing was evaluated."""
+    last_acc, last_ece, completed = math.nan, math.nan, start
+    for state, record in rounds:
+        writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
+        due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
+        writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
+                            checkpoint_attrs=uses.attrs())
+        completed = record.round + 1
+        if record.evaluated:
+            last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
+        observers.committed(record, uses.total)
+        if record.divergence and not diverged:
+            diverged = True
+            error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
+            if stop_on_divergence:
+                observers.say(f"cosim run: stopped: {error}. The trace holds every round up to and "
+                              f"including round {error.round}; `cosim run --overwrite "
+                              "--continue-on-divergence` runs it again and goes on past it.")
+                break
+            observers.say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
+    return last_acc, last_ece, diverged, completed
 
 
 def _held_divergence(path: Path) -> RunSummary | None:

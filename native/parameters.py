@@ -107,15 +107,11 @@ class Variant:
         """The implementation (imported now when named by a string)."""
         return load(self.implementation) if isinstance(self.implementation, str) else self.implementation
 
-    def parameters_from(self, values: Mapping[str, Any]) -> Parameters:
-        """Its parameters read from ``values`` (the model's keys; other keys are ignored,
-        so a table that also holds other variants' keys can be passed whole)."""
-        own = {key: value for key, value in values.items() if key in self.parameters.model_fields}
-        return self.parameters.check(**own)
-
     def build(self, values: Mapping[str, Any], **extra: Any) -> Any:
-        """The component for ``values`` (:meth:`parameters_from`)."""
-        checked = self.parameters_from(values)
+        """The component for ``values`` (the model's keys; other keys are ignored, so a
+        table that also holds other variants' keys can be passed whole)."""
+        own = {key: value for key, value in values.items() if key in self.parameters.model_fields}
+        checked = self.parameters.check(**own)
         kwargs = {self.arguments.get(key, key): value for key, value in checked
                   if self.arguments.get(key, key) is not None}
         return self.target()(**kwargs, **{key: extra[key] for key in self.extras if key in extra})

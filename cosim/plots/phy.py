@@ -285,24 +285,8 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             mappable = None
             for ax, (trace, label), v in zip(axes[r], have, values):
                 _map_panel(ax, trace)
-                position = trace.devices["position_m"]
-                if v is None:
-                    ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none",
-                               edgecolors="0.4", lw=0.6)
-                    ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
-                            va="bottom", fontsize=6)
-                else:
-                    positive = np.isfinite(v) & (v > 0) if log else np.isfinite(v)
-                    if (~positive).any():
-                        ax.scatter(position[~positive, 0], position[~positive, 1], s=14,
-                                   facecolors="none", edgecolors="0.35", lw=0.6,
-                                   label="never attenuated" if log else "no value")
-                        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2,
-                                  borderpad=0.2)
-                    if positive.any() and norm is not None:
-                        mappable = ax.scatter(position[positive, 0], position[positive, 1],
-                                              c=v[positive], s=14, cmap=cmap, norm=norm,
-                                              edgecolors="black", linewidths=0.3, zorder=3)
+                mappable = _device_dots(ax, trace.devices["position_m"], v, log, cmap, norm) \
+                    or mappable
                 if r == 0:
                     ax.set_title(label)
                 if ax is axes[r][0]:
@@ -313,6 +297,28 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
                 fig.colorbar(mappable, ax=list(axes[r]), label=quantity, shrink=0.9,
                              pad=0.02, aspect=25)
     return fig
+
+
+def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool, cmap: str,
+                 norm):
+    """One panel's devices of :func:`cell_map_figure` at ``position`` [K, 2] (m): coloured
+    by ``values`` [K] under ``norm``, hollow where a device has no (positive, on a log
+    scale) value, all hollow with a note when the trace lacks the quantity; the coloured
+    scatter (for the colour bar), or None."""
+    if values is None:
+        ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none", edgecolors="0.4", lw=0.6)
+        ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
+                va="bottom", fontsize=6)
+        return None
+    positive = np.isfinite(values) & (values > 0) if log else np.isfinite(values)
+    if (~positive).any():
+        ax.scatter(position[~positive, 0], position[~positive, 1], s=14, facecolors="none",
+                   edgecolors="0.35", lw=0.6, label="never attenuated" if log else "no value")
+        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2, borderpad=0.2)
+    if positive.any() and norm is not None:
+        return ax.scatter(position[positive, 0], position[positive, 1], c=values[positive], s=14,
+                          cmap=cmap, norm=norm, edgecolors="black", linewidths=0.3, zorder=3)
+    return None
 
 
 def _device_distortion(trace: TraceData) -> np.ndarray | None:

@@ -31,7 +31,6 @@ from cosim.privacy.accounting import (
 )
 from cosim.privacy.clip_bound import clip_sensitivity_bounds
 from phy.parameters import (  # pydantic only
-    CELL_LAYOUTS,
     CHANNEL_MODELS,
     budgeted,
     over_the_air,
@@ -259,7 +258,7 @@ class Projection:
 
 def _closest_distance_m(cell) -> float:
     """The least distance a device of ``[cell]`` can have to the BS (its layout's entry says)."""
-    return CELL_LAYOUTS[cell.layout].parameters_from(cell.variant_values()).closest_distance_m()
+    return cell.variant_parameters().closest_distance_m()
 
 
 def project(scenario, num_params: int) -> Projection:
@@ -286,8 +285,7 @@ def project(scenario, num_params: int) -> Projection:
     if config.subsampling == "poisson":
         num_devices = scenario.cell.num_devices
         q = scenario.participation.cohort_size(num_devices) / num_devices
-    channel = scenario.channel.model
-    channel_facts = CHANNEL_MODELS[channel].parameters
+    channel, channel_facts = scenario.channel.model, CHANNEL_MODELS[scenario.channel.model].parameters
     if not channel_facts.distance_path_loss:  # its registry entry says
         return Projection(None, {}, q, f"channel.model = {channel!r} draws its path loss in "
                           "the run (the trace has the realised epsilon)")

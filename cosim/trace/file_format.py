@@ -13,8 +13,9 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -580,3 +581,24 @@ def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
         raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise TraceError(f"cannot create trace {path}: {parent} is not writable")
+
+
+def write_header(file: h5py.File, scenario_text: str, seed: int, attrs: Mapping[str, Any],
+                  devices: Mapping[str, np.ndarray] | None) -> None:
+    """A new trace's root attributes (schema, checksums, scenario, seed, start time,
+    package versions, ``attrs``), its static ``/devices`` tables and its empty ``/rounds``."""
+    file.attrs["schema_version"] = SCHEMA_VERSION
+    file.attrs["checksums"] = CHECKSUMS
+    file.attrs["scenario"] = utf8_text(scenario_text)  # its trace.path too
+    file.attrs["seed"] = int(seed)
+    file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    for name, version in _package_versions().items():
+        file.attrs[f"version_{name}"] = version
+    file.attrs["resume_count"] = 0
+    for key, value in attrs.items():
+        file.attrs[key] = utf8_text(value) if isinstance(value, str) else value
+    devices_group = file.create_group("devices")
+    for name, value in (devices or {}).items():
+        value = np.asarray(value)
+        devices_group.create_dataset(name, data=value, **checksum_options(value))
+    file.create_group("rounds")
