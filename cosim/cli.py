@@ -479,30 +479,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
     from cosim.study.cost import study_cost_lines
 
     if scenario_file is not None and _is_study(scenario_file):
-        from cosim.study import load_study
-        from cosim.study.options import parse_options
-
-        study = load_study(scenario_file, validate=False)
-        options = parse_options(study, overrides=overrides, seeds=seeds, rounds=rounds,
-                                only=only)
-        study = options.apply(study)
-        points = study.points()  # every point validated
-        print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
-              f"{len(points) // len(study.seeds)} axis combinations), every point valid"
-              + ("" if options.empty else f"; options {options.flags()}"))
-        from learning.data.files import DatasetFormatError, check_dataset_files
-
-        for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
-                                         for p in points}, key=str):
-            try:
-                print(f"  data      {check_dataset_files(dataset, data_dir)}")
-            except DatasetFormatError as error:
-                raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
-        for line in study_cost_lines([p.scenario for p in points]):
-            print(line)
-        for line in _study_privacy_lines(points):
-            print(line)
-        return EXIT_OK
+        return _validate_study(scenario_file, overrides, seeds=seeds, rounds=rounds, only=only)
     instead = {"--seeds": "; a scenario takes --set seed=N", "--rounds": "; a scenario takes "
                "--set rounds=N", "--only": " (a filter of its points)"}
     for flag, given in (("--seeds", seeds), ("--rounds", rounds), ("--only", only or None)):
@@ -536,6 +513,36 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
 
             floor = plan_noise_floor(scenario, uplink_phase_values(scenario, num_params))
             print(plan_line(scenario, projection, floor))
+    return EXIT_OK
+
+
+def _validate_study(study_file: str, overrides: list[str], *, seeds: str | None,
+                    rounds: int | None, only) -> int:
+    """``cosim validate STUDY``: every point validated (with ``--set``, ``--seeds``,
+    ``--rounds``, ``--only`` applied), the datasets checked, the study's cost and the
+    privacy projection of each axis combination."""
+    from cosim.study import load_study
+    from cosim.study.cost import study_cost_lines
+    from cosim.study.options import parse_options
+    from learning.data.files import DatasetFormatError, check_dataset_files
+
+    study = load_study(study_file, validate=False)
+    options = parse_options(study, overrides=overrides, seeds=seeds, rounds=rounds, only=only)
+    study = options.apply(study)
+    points = study.points()  # every point validated
+    print(f"study {study.source}: {len(points)} runs ({len(study.seeds)} seeds x "
+          f"{len(points) // len(study.seeds)} axis combinations), every point valid"
+          + ("" if options.empty else f"; options {options.flags()}"))
+    for dataset, data_dir in sorted({(p.scenario.data.dataset, p.scenario.data.data_dir)
+                                     for p in points}, key=str):
+        try:
+            print(f"  data      {check_dataset_files(dataset, data_dir)}")
+        except DatasetFormatError as error:
+            raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
+    for line in study_cost_lines([p.scenario for p in points]):
+        print(line)
+    for line in _study_privacy_lines(points):
+        print(line)
     return EXIT_OK
 
 

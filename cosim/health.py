@@ -482,6 +482,12 @@ def docs_link(link: str) -> str:
 def health_lines(report: Mapping[str, Any]) -> list[str]:
     """The summary of :func:`health` as a few lines of text (no trailing newlines): what
     ``cosim run`` prints at its end and ``cosim inspect`` in its ``health`` section."""
+    return [*_air_lines(report), *_posterior_lines(report), _training_line(report["divergence"]),
+            *_network_and_privacy_lines(report), *_flag_lines(report["flags"])]
+
+
+def _air_lines(report: Mapping[str, Any]) -> list[str]:
+    """The ``air`` lines (the estimate's NMSE, or the vote's error rate) and the ``power`` line."""
     lines = []
     if report["nmse"]:
         parts = []
@@ -506,6 +512,12 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
         worst = max(e["max_devices"] for e in report["power_over_budget"].values())
         lines.append("power    " + ("no device over the budget" if worst == 0
                                    else f"up to {worst} device(s) over the budget in a round"))
+    return lines
+
+
+def _posterior_lines(report: Mapping[str, Any]) -> list[str]:
+    """The ``posterior`` line (the std's movement) and the ``worst`` device's line."""
+    lines = []
     posterior = report["posterior_std"]
     if posterior is not None:
         first = "/".join(f"{posterior['first'][k]:.4g}" for k in ("p05", "p50", "p95"))
@@ -522,7 +534,11 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"worst    device {worst['device']}{where}: mean local distortion ({worst['phase']}) "
                      f"{_g(worst['mean_distortion'])} (median device {_g(worst['median_device_distortion'])})"
                      f"{clipped}")
-    divergence = report["divergence"]
+    return lines
+
+
+def _training_line(divergence: Mapping[str, Any]) -> str:
+    """The ``training`` line: diverged, a rising loss, or neither."""
     if divergence["diverged_round"] is not None:
         loss = f"diverged at round {divergence['diverged_round']}"
     elif divergence["loss_rising"]:
@@ -530,7 +546,13 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
         loss = f"not diverged; training loss rising from round {first} to {last}"
     else:
         loss = "not diverged; no sustained rise of the training loss"
-    lines.append(f"training {loss}")
+    return f"training {loss}"
+
+
+def _network_and_privacy_lines(report: Mapping[str, Any]) -> list[str]:
+    """The ``network`` line (dropouts, stragglers, discarded rounds) and the ``privacy``
+    line (epsilon reached against the target)."""
+    lines = []
     participation = report["participation"]
     if participation is not None:
         parts = []
@@ -549,12 +571,15 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
                   + ("met" if privacy["target_met"] else "above it"))
         lines.append(f"privacy  epsilon {privacy['epsilon']:.4g}{delta} after {report['rounds']} "
                      f"round(s) ({target})")
-    if report["flags"]:
-        lines.extend(f"flag     {flag['name']}: {flag['message']} (see {docs_link(flag['docs'])})"
-                     for flag in report["flags"])
-    else:
-        lines.append("flags    none")
     return lines
+
+
+def _flag_lines(flags) -> list[str]:
+    """One ``flag`` line per raised flag with its docs link, or ``flags    none``."""
+    if not flags:
+        return ["flags    none"]
+    return [f"flag     {flag['name']}: {flag['message']} (see {docs_link(flag['docs'])})"
+            for flag in flags]
 
 
 def health_section(trace: str | Path | TraceData) -> str:

@@ -42,6 +42,7 @@ from cosim.trace import (
     POSTERIOR_MEAN_COLUMNS,
     RELIABILITY_SERIES,
     TraceError,
+    TraceTarget,
     TraceWriter,
     check_trace_target,
 )
@@ -301,27 +302,29 @@ def run_scenario(
         refuse_over_target(scenario, source)
         if resume and scenario.privacy.target_epsilon is not None and scenario.trace_path.exists():
             resumed_privacy = refuse_spent_target(scenario, scenario.trace_path, source)
-    path = scenario.trace_path
+    target = check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
     scenario_text = scenario_to_toml(scenario)
     # before the trace: a TensorBoard directory that cannot be written is a SetupError
     board = TensorBoardScalars(tensorboard_dir) if tensorboard_dir is not None else None
     try:
-        return _run(scenario, path, scenario_text, resume=resume, overwrite=overwrite,
-                    progress=progress, engine=engine, stop_on_divergence=stop_on_divergence,
-                    board=board, resumed_privacy=resumed_privacy)
+        return _run(scenario, target, scenario_text, progress=progress, engine=engine,
+                    stop_on_divergence=stop_on_divergence, board=board,
+                    resumed_privacy=resumed_privacy)
     finally:
         if board is not None:
             board.close()
 
 
-def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, overwrite: bool,
-         progress: bool, engine: Engine | None, stop_on_divergence: bool,
-         board: TensorBoardScalars | None, resumed_privacy=None) -> RunSummary:
-    """:func:`run_scenario` once its TensorBoard writer (or None) is made: the trace
-    opened (resumed) or created, the state restored, then the loop over the rounds, each
-    appended, committed and shown to the :class:`RoundObservers`."""
+def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progress: bool,
+         engine: Engine | None, stop_on_divergence: bool, board: TensorBoardScalars | None,
+         resumed_privacy=None) -> RunSummary:
+    """:func:`run_scenario` once its trace target is decided and its TensorBoard writer
+    (or None) is made: the trace opened (resumed) or created, the state restored, then
+    the loop over the rounds, each appended, committed and shown to the
+    :class:`RoundObservers`."""
+    path = target.path
     writer, checkpoint, start, held = None, None, 0, None
-    if resume and path.exists():
+    if target.resumes:
         if stop_on_divergence:  # read only: a trace that holds a diverged round is left as it is
             refused = _held_divergence(path)
             if refused is not None:
@@ -329,10 +332,8 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
         writer, checkpoint, start = _resumed_trace(path, scenario, scenario_text)
         if not stop_on_divergence:  # going on past a diverged round: said once, below
             held = replay_divergence(writer.round_columns(), start)
-    else:
-        if resume:
-            print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
-        check_trace_target(path, overwrite=overwrite)
+    elif target.action == "create_asked_resume":
+        print(f"cosim run: {path} does not exist yet; starting a new run", file=sys.stderr)
     started = time.perf_counter()
     try:
         engine = engine or Engine(scenario)
@@ -342,7 +343,7 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
         if writer is not None and engine is None:
             writer.close()
     if writer is None:
-        writer = _new_trace(path, scenario, scenario_text, engine, overwrite=overwrite)
+        writer = _new_trace(target, scenario, scenario_text, engine)
     try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
         initial, uses = _restored_state(engine, checkpoint, writer, path)
         privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
@@ -351,30 +352,14 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
         raise
     observers = RoundObservers(scenario, writer, start, progress=progress, board=board)
     divergence = DivergenceWatch(reference_loss=_first_loss(writer, start))
-    last_acc, last_ece, diverged, completed = math.nan, math.nan, held is not None, start
     if held is not None:
         observers.say(f"cosim run: warning: {path}: {held}; going on from round {start} "
                       "(--continue-on-divergence)")
     try:
-        for state, record in engine.rounds(initial, start_round=start, divergence=divergence, channel_uses=uses,
-                                          **privacy):
-            writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
-            due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
-            writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
-                                checkpoint_attrs=uses.attrs())
-            completed = record.round + 1
-            if record.evaluated:
-                last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
-            observers.committed(record, uses.total)
-            if record.divergence and not diverged:
-                diverged = True
-                error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
-                if stop_on_divergence:
-                    observers.say(f"cosim run: stopped: {error}. The trace holds every round up to and "
-                                  f"including round {error.round}; `cosim run --overwrite "
-                                  "--continue-on-divergence` runs it again and goes on past it.")
-                    break
-                observers.say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
+        last_acc, last_ece, diverged, completed = _round_loop(
+            scenario, engine, writer, observers, engine.rounds(
+                initial, start_round=start, divergence=divergence, channel_uses=uses, **privacy),
+            uses, start, held is not None, stop_on_divergence)
     finally:
         observers.close()
         writer.close()
@@ -383,6 +368,35 @@ def _run(scenario: Scenario, path: Path, scenario_text: str, *, resume: bool, ov
     return RunSummary(trace_path=path, completed_rounds=completed, final_accuracy=last_acc,
                       final_ece=last_ece, channel_uses=uses.total,
                       wall_s=time.perf_counter() - started, diverged=diverged)
+
+
+def _round_loop(scenario: Scenario, engine: Engine, writer: TraceWriter,
+                observers: RoundObservers, rounds, uses: ChannelUses, start: int,
+                diverged: bool, stop_on_divergence: bool) -> tuple[float, float, bool, int]:
+    """Append, commit (with a checkpoint every ``trace.checkpoint_every`` rounds and at
+    the last) and show every round ``rounds`` (:meth:`Engine.rounds`) yields; stop after
+    the first diverged one when ``stop_on_divergence``. ``(last accuracy, last ECE,
+    diverged, completed rounds)``, NaN where nothing was evaluated."""
+    last_acc, last_ece, completed = math.nan, math.nan, start
+    for state, record in rounds:
+        writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
+        due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
+        writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
+                            checkpoint_attrs=uses.attrs())
+        completed = record.round + 1
+        if record.evaluated:
+            last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
+        observers.committed(record, uses.total)
+        if record.divergence and not diverged:
+            diverged = True
+            error = SimulationDiverged(record.round, record.divergence, engine.divergence_advice())
+            if stop_on_divergence:
+                observers.say(f"cosim run: stopped: {error}. The trace holds every round up to and "
+                              f"including round {error.round}; `cosim run --overwrite "
+                              "--continue-on-divergence` runs it again and goes on past it.")
+                break
+            observers.say(f"cosim run: warning: {error}; going on (--continue-on-divergence)")
+    return last_acc, last_ece, diverged, completed
 
 
 def _held_divergence(path: Path) -> RunSummary | None:
@@ -535,8 +549,8 @@ def _resumed_trace(path: Path, scenario: Scenario, scenario_text: str):
     return writer, checkpoint, start
 
 
-def _new_trace(path: Path, scenario: Scenario, scenario_text: str, engine: Engine, *,
-               overwrite: bool) -> TraceWriter:
+def _new_trace(target: TraceTarget, scenario: Scenario, scenario_text: str, engine: Engine
+               ) -> TraceWriter:
     """The new trace (:meth:`TraceWriter.create`) with the world's static tables;
     :class:`SetupError` first when round 0's multicast would fail (a zero rate)."""
     world = engine.world
@@ -549,7 +563,7 @@ def _new_trace(path: Path, scenario: Scenario, scenario_text: str, engine: Engin
             f"{scenario.downlink.bs_tx_power_dbm:g}), a zero rate in float32: nothing "
             "can be multicast; lower the noise or raise the BS power")
     return TraceWriter.create(
-        path, scenario_text=scenario_text, seed=scenario.seed, overwrite=overwrite,
+        target.path, scenario_text=scenario_text, seed=scenario.seed, overwrite=target.replaces,
         devices={"position_m": world.deployment.positions_m, "distance_m": world.deployment.distances_m,
                  "path_gain": world.path_gain, "num_samples": world.partition.num_samples,
                  "label_hist": world.label_histogram},
@@ -631,7 +645,6 @@ def run_command(
               file=sys.stderr)
         return EXIT_USAGE
     try:
-        check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
         summary = run_scenario(scenario, resume=resume, overwrite=overwrite,
                                stop_on_divergence=stop_on_divergence,
                                tensorboard_dir=tensorboard_dir,

@@ -24,6 +24,7 @@ No TensorFlow (``cosim validate`` imports it without).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from learning.hyperparameters import (
@@ -70,6 +71,17 @@ class Entry:
     label: str = ""
     """Its display name in figures and reports ("Proposed", "FedGMT-v2"; read by
     ``cosim/display_names.py``, as the PHY registries' labels; empty: the name itself)."""
+    step_vectors: int | Callable[[dict], int] = 3
+    """Float32 d-vectors a device's local step holds (the memory estimate's c): a number,
+    or a function of the hyper-parameters."""
+    step_vector_keys: tuple[str, ...] = ()
+    """Hyper-parameters ``step_vectors`` may depend on (``cosim validate`` names those
+    that do under the scenario's values)."""
+
+    def local_step_vectors(self, hyper_parameters: dict) -> int:
+        """:attr:`step_vectors` under ``hyper_parameters``."""
+        vectors = self.step_vectors
+        return int(vectors(hyper_parameters) if callable(vectors) else vectors)
 
     def device_tables(self, hyper_parameters: dict) -> int:
         """The per-device [K, d] tables of its state under ``hyper_parameters``."""
@@ -84,21 +96,28 @@ class Entry:
         return self.downlink * int(num_params)
 
 
+def _bayes_step_vectors(hyper: dict) -> int:
+    """The proposed method's local step: 4 d-vectors, and 2 per Monte-Carlo sample with the
+    exact reparameterization estimator (the local one draws no weight sample)."""
+    return 4 + 2 * int(hyper["mc_samples"]) if hyper["estimator"] == "reparameterization" else 4
+
+
 CATALOG = {
     "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",
                            BayesAirCompParameters, own_table=False, training_phases=2,
                            divergence_keys=(("nll_reduction", '"mean" divides the step on the means by |D_k|'),
                                             ("init_std", "the posterior's initial std"),
                                             ("covariance_learning_rate", "phase 1's own step")),
-                           label="Proposed"),
+                           label="Proposed", step_vectors=_bayes_step_vectors,
+                           step_vector_keys=("mc_samples",)),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters,
                     label="FedAvg"),
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters,
                      label="FedProx"),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
-                      ScaffoldParameters, device_state=1, label="SCAFFOLD"),
+                      ScaffoldParameters, device_state=1, label="SCAFFOLD", step_vectors=4),
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
-                     FedSmooParameters, device_state=2, label="FedSMOO"),
+                     FedSmooParameters, device_state=2, label="FedSMOO", step_vectors=4),
     "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters,
                     device_state=1, label="FedGMT-v2"),
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,

@@ -126,6 +126,13 @@ class Choice:
 
     label: str
     implementation: str | Callable[..., Any] | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """What the rest of the simulator asks of the choice without naming it (a combiner's
+    ``gram_per_subcarrier``, a scheduling's ``every_device``), read by :meth:`fact`."""
+
+    def fact(self, name: str, default: Any = False) -> Any:
+        """The fact ``name`` of this choice (``default`` when it does not say)."""
+        return self.facts.get(name, default)
 
     def target(self) -> Any:
         """The implementation (imported now when named by a string)."""

@@ -46,6 +46,10 @@ class _Disk(Parameters):
 class _Exclusion(Parameters):
     min_distance_m: float = Field(10.0, ge=0, description="no device closer to the BS [m]")
 
+    def closest_distance_m(self) -> float:
+        """The least distance a device of this layout can have to the BS [m]."""
+        return float(self.min_distance_m)
+
 
 def _inside(inner_key: str, inner_m: float, radius_m: float) -> None:
     if not inner_m < radius_m:
@@ -65,6 +69,10 @@ class Annulus(_Disk):
     """Uniform over the area of the annulus inner_radius_m <= r <= radius_m."""
 
     inner_radius_m: float = Field(ge=0, description="inner radius [m]")
+
+    def closest_distance_m(self) -> float:
+        """The least distance a device can have to the BS: the inner radius [m]."""
+        return float(self.inner_radius_m)
 
     @model_validator(mode="after")
     def _check(self) -> Annulus:
@@ -93,6 +101,10 @@ class Explicit(_Exclusion):
     positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(deep_tuple)] = Field(
         min_length=1, description="[x, y] per device [m]")
 
+    def closest_distance_m(self) -> float:
+        """The nearest given position's distance to the BS [m]."""
+        return float(min(math.hypot(x, y) for x, y in self.positions_m))
+
     @model_validator(mode="after")
     def _check(self) -> Explicit:
         for i, (x, y) in enumerate(self.positions_m):
@@ -117,11 +129,23 @@ TDL_PROFILES = ("A", "B", "C", "D", "E")
 """3GPP TR 38.901's TDL profiles (Sionna's ``TDL``)."""
 
 
-class _PathLoss(Parameters):
+class ChannelParameters(Parameters):
+    """Base of the channel models' parameters, with what the rest of the simulator asks
+    of a model without building it (``[privacy]``'s projection reads these)."""
+
+    distance_path_loss: ClassVar[bool] = False
+    """Whether its mean gain is ``r^-alpha`` of the distance (the projection can place the
+    worst device); False for a model that draws its path loss in the run."""
+    flat_fading: ClassVar[bool] = False
+    """Whether one fading coefficient covers all subcarriers of a device."""
+
+
+class _PathLoss(ChannelParameters):
+    distance_path_loss: ClassVar[bool] = True
     path_loss_exponent: float = Field(4.0, gt=0, description="alpha of the path gain r^-alpha")
 
 
-class _Carrier(Parameters):
+class _Carrier(ChannelParameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
 
 
@@ -133,6 +157,8 @@ class IidRayleighChannel(_PathLoss):
 
 class FlatRayleighChannel(_PathLoss):
     """One Rayleigh coefficient per device, flat over the subcarriers."""
+
+    flat_fading: ClassVar[bool] = True
 
 
 class TdlChannel(_Carrier, _PathLoss):
@@ -340,19 +366,27 @@ def over_the_air(control: str) -> bool:
 
 COMBINERS = {
     "mrc_strongest": Choice("MRC (strongest)"),
-    "centroid": Choice("centroid"),
-    "maxmin": Choice("max-min"),
+    "centroid": Choice("centroid", facts={"gram_per_subcarrier": True}),
+    "maxmin": Choice("max-min", facts={"gram_per_subcarrier": True, "iterative": True}),
 }
-"""``bs.combiner`` -> its display name: the receive combiners of a multi-antenna BS
-(:class:`phy.combiner.ReceiveCombiner`, which implements each)."""
+"""``bs.combiner`` -> its display name and facts: the receive combiners of a
+multi-antenna BS (:class:`phy.combiner.ReceiveCombiner`, which implements each).
+``gram_per_subcarrier``: it holds an N_r x N_r matrix per subcarrier (the memory
+estimate counts it); ``iterative``: it solves per round (the cost estimate times it)."""
 
 SCHEDULING = {
-    "uniform": Choice("uniform", "phy.uplink.participation:schedule_uniform"),
+    "uniform": Choice("uniform", "phy.uplink.participation:schedule_uniform",
+                      facts={"uniform_draw": True}),
     "best_channel": Choice("best channel", "phy.uplink.participation:schedule_best_channel"),
-    "gain_threshold": Choice("gain threshold", "phy.uplink.participation:schedule_gain_threshold"),
+    "gain_threshold": Choice("gain threshold", "phy.uplink.participation:schedule_gain_threshold",
+                             facts={"every_device": True, "keys": ("gain_threshold_db",)}),
 }
-"""``participation.scheduling`` -> its display name and the function that picks the
-round's cohort, ``(config, gain [K], order [K]) -> devices`` (:mod:`phy.uplink.participation`)."""
+"""``participation.scheduling`` -> its display name, the function that picks the round's
+cohort, ``(config, gain [K], order [K]) -> devices`` (:mod:`phy.uplink.participation`),
+and facts: ``uniform_draw`` (the cohort is a uniform draw of ``fraction`` K: Poisson
+subsampling's amplification applies), ``every_device`` (every device may be in the
+cohort whatever ``fraction``: the memory and cost estimates count K), ``keys`` (the
+``[participation]`` keys it needs, and only it)."""
 
 
 # --------------------------------------------------------------------------- uplink schemes

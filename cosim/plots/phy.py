@@ -145,28 +145,7 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for row, phase in zip(axes, phases):
             for ax, quantity in zip(row, quantities):
                 for i, trace in enumerate(traces):
-                    values = trace.per_device.get(f"{quantity}{phase}")
-                    if values is None:
-                        continue
-                    distance = trace.devices.get("distance_m")
-                    any_distance |= distance is not None
-                    where = distance if distance is not None else np.arange(values.shape[1])
-                    if quantity == "tx_power_w_":
-                        per_round = _db(values / 1e-3)
-                    else:
-                        per_round = 100.0 * values
-                    # NaN: a round the device did not send in ([participation]); a device
-                    # that never sent has no mark
-                    with np.errstate(all="ignore"), warnings.catch_warnings():
-                        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-                        mean = (_db(np.nanmean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
-                                else np.nanmean(per_round, axis=0))
-                        low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
-                        high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
-                    style_i = _trace_style(i)
-                    ax.vlines(where, low, high, color=style_i["color"], lw=0.6, alpha=0.7)
-                    ax.plot(where, mean, ls="none", mfc="none" if i % 2 else style_i["color"],
-                            mew=0.8, **style_i)
+                    any_distance |= _device_marks(ax, trace, i, quantity, phase)
                 if quantity == "tx_power_w_":
                     for budget, owners in budgets.items():
                         color = "0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"]
@@ -178,16 +157,47 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
                     ax.set_ylim(-0.03 * top, top)  # markers at 0 % stay whole
         for ax in axes[-1]:
             ax.set_xlabel("distance to the BS (m)" if any_distance else "device")
-        handles = [Line2D([], [], ls="none", mfc="none" if i % 2 else _trace_style(i)["color"],
-                          mew=0.8, label=label, **_trace_style(i))
-                   for i, label in enumerate(labels)]
-        handles += [Line2D([], [], color="0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"],
-                           ls="--", lw=0.8, label=f"budget P = {budget:g} dBm")
-                    for budget, owners in budgets.items()]
-        handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
-                              label="range over rounds"))
+        handles = _power_legend(labels, budgets)
         legend_below(fig, handles, ncols=min(len(handles), 3))
     return fig
+
+
+def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str) -> bool:
+    """Trace ``i``'s marks of :func:`power_figure` on ``ax``: per device the mean over
+    rounds of ``quantity`` in ``phase`` and the range over rounds as a bar; whether the
+    x is the distance (else the device index). Nothing when the trace lacks the column."""
+    values = trace.per_device.get(f"{quantity}{phase}")
+    if values is None:
+        return False
+    distance = trace.devices.get("distance_m")
+    where = distance if distance is not None else np.arange(values.shape[1])
+    per_round = _db(values / 1e-3) if quantity == "tx_power_w_" else 100.0 * values
+    # NaN: a round the device did not send in ([participation]); a device that never sent
+    # has no mark
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        mean = (_db(np.nanmean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
+                else np.nanmean(per_round, axis=0))
+        low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
+        high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
+    style_i = _trace_style(i)
+    ax.vlines(where, low, high, color=style_i["color"], lw=0.6, alpha=0.7)
+    ax.plot(where, mean, ls="none", mfc="none" if i % 2 else style_i["color"], mew=0.8, **style_i)
+    return distance is not None
+
+
+def _power_legend(labels: Sequence[str], budgets: dict[float, list[int]]) -> list[Line2D]:
+    """:func:`power_figure`'s legend: a marker per trace, a dashed line per budget (grey
+    when there is one, else its first trace's colour), the range bar."""
+    handles = [Line2D([], [], ls="none", mfc="none" if i % 2 else _trace_style(i)["color"],
+                      mew=0.8, label=label, **_trace_style(i))
+               for i, label in enumerate(labels)]
+    handles += [Line2D([], [], color="0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"],
+                       ls="--", lw=0.8, label=f"budget P = {budget:g} dBm")
+                for budget, owners in budgets.items()]
+    handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
+                          label="range over rounds"))
+    return handles
 
 
 def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
@@ -275,24 +285,8 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             mappable = None
             for ax, (trace, label), v in zip(axes[r], have, values):
                 _map_panel(ax, trace)
-                position = trace.devices["position_m"]
-                if v is None:
-                    ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none",
-                               edgecolors="0.4", lw=0.6)
-                    ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
-                            va="bottom", fontsize=6)
-                else:
-                    positive = np.isfinite(v) & (v > 0) if log else np.isfinite(v)
-                    if (~positive).any():
-                        ax.scatter(position[~positive, 0], position[~positive, 1], s=14,
-                                   facecolors="none", edgecolors="0.35", lw=0.6,
-                                   label="never attenuated" if log else "no value")
-                        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2,
-                                  borderpad=0.2)
-                    if positive.any() and norm is not None:
-                        mappable = ax.scatter(position[positive, 0], position[positive, 1],
-                                              c=v[positive], s=14, cmap=cmap, norm=norm,
-                                              edgecolors="black", linewidths=0.3, zorder=3)
+                mappable = _device_dots(ax, trace.devices["position_m"], v, log, cmap, norm) \
+                    or mappable
                 if r == 0:
                     ax.set_title(label)
                 if ax is axes[r][0]:
@@ -303,6 +297,28 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
                 fig.colorbar(mappable, ax=list(axes[r]), label=quantity, shrink=0.9,
                              pad=0.02, aspect=25)
     return fig
+
+
+def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool, cmap: str,
+                 norm):
+    """One panel's devices of :func:`cell_map_figure` at ``position`` [K, 2] (m): coloured
+    by ``values`` [K] under ``norm``, hollow where a device has no (positive, on a log
+    scale) value, all hollow with a note when the trace lacks the quantity; the coloured
+    scatter (for the colour bar), or None."""
+    if values is None:
+        ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none", edgecolors="0.4", lw=0.6)
+        ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
+                va="bottom", fontsize=6)
+        return None
+    positive = np.isfinite(values) & (values > 0) if log else np.isfinite(values)
+    if (~positive).any():
+        ax.scatter(position[~positive, 0], position[~positive, 1], s=14, facecolors="none",
+                   edgecolors="0.35", lw=0.6, label="never attenuated" if log else "no value")
+        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2, borderpad=0.2)
+    if positive.any() and norm is not None:
+        return ax.scatter(position[positive, 0], position[positive, 1], c=values[positive], s=14,
+                          cmap=cmap, norm=norm, edgecolors="black", linewidths=0.3, zorder=3)
+    return None
 
 
 def _device_distortion(trace: TraceData) -> np.ndarray | None:

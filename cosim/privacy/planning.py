@@ -30,7 +30,12 @@ from cosim.privacy.accounting import (
     round_event,
 )
 from cosim.privacy.clip_bound import clip_sensitivity_bounds
-from phy.parameters import budgeted, over_the_air, scales_for_privacy  # pydantic only
+from phy.parameters import (  # pydantic only
+    CHANNEL_MODELS,
+    budgeted,
+    over_the_air,
+    scales_for_privacy,
+)
 from phy.privacy import Eavesdropper, UplinkPrivacy, eavesdropper_path_gain
 
 
@@ -252,11 +257,8 @@ class Projection:
 
 
 def _closest_distance_m(cell) -> float:
-    if cell.layout == "explicit":
-        return float(min(math.hypot(x, y) for x, y in cell.positions_m))
-    if cell.layout == "annulus":
-        return float(cell.inner_radius_m)
-    return float(cell.min_distance_m)
+    """The least distance a device of ``[cell]`` can have to the BS (its layout's entry says)."""
+    return cell.variant_parameters().closest_distance_m()
 
 
 def project(scenario, num_params: int) -> Projection:
@@ -283,8 +285,8 @@ def project(scenario, num_params: int) -> Projection:
     if config.subsampling == "poisson":
         num_devices = scenario.cell.num_devices
         q = scenario.participation.cohort_size(num_devices) / num_devices
-    channel = scenario.channel.model
-    if channel not in ("iid_rayleigh", "flat_rayleigh", "tdl"):
+    channel, channel_facts = scenario.channel.model, CHANNEL_MODELS[scenario.channel.model].parameters
+    if not channel_facts.distance_path_loss:  # its registry entry says
         return Projection(None, {}, q, f"channel.model = {channel!r} draws its path loss in "
                           "the run (the trace has the realised epsilon)")
     phases = uplink_phase_values(scenario, num_params)
@@ -306,7 +308,7 @@ def project(scenario, num_params: int) -> Projection:
     distance_m = _closest_distance_m(scenario.cell)
     gain = math.inf if distance_m == 0.0 else distance_m ** -scenario.channel.path_loss_exponent
     fading = expected_max_fading(scenario.ofdm.num_subcarriers, scenario.bs.num_antennas,
-                                 flat=channel == "flat_rayleigh")
+                                 flat=channel_facts.flat_fading)
     z = {}
     for name, values in phases.items():
         n = symbols_per_phase(values, scenario.ofdm.num_subcarriers)
@@ -314,7 +316,7 @@ def project(scenario, num_params: int) -> Projection:
         z[name] = noise_std / sensitivity if sensitivity > 0.0 else math.inf
     assumes = (f"the worst device at {distance_m:g} m (path gain {gain:.4g}), its strongest "
                f"subcarrier at {fading:.4g} x the path gain (the mean largest of "
-               f"{scenario.ofdm.num_subcarriers if channel != 'flat_rayleigh' else 1} Rayleigh "
+               f"{1 if channel_facts.flat_fading else scenario.ofdm.num_subcarriers} Rayleigh "
                f"gains over {scenario.bs.num_antennas} antenna(s)), the power-budget bound"
                + (f" or {clip_assumes}, whichever is smaller" if clip_assumes else "")
                + ", every round alike")
@@ -419,6 +421,22 @@ def spent_target_message(target: float, delta: float, start: int, spent: float, 
             f"remaining {remaining} rounds meets it; keep the trace's rounds or raise the target")
 
 
+def _bracket(gap, accountant: str | None, upper: float) -> tuple[float, float] | None:
+    """``(lower, upper)`` with ``gap(lower, accountant) > 0 >= gap(upper, accountant)``,
+    doubling ``upper`` and halving from it, or None when no scale up to
+    ``2^_LARGEST_FLOOR_STEPS`` meets the target (:func:`plan_remaining_noise_floor`)."""
+    steps = 0
+    while gap(upper, accountant) > 0.0:
+        upper *= 2.0
+        steps += 1
+        if steps > _LARGEST_FLOOR_STEPS:
+            return None
+    lower = 0.5 * upper
+    while gap(lower, accountant) <= 0.0:
+        lower *= 0.5
+    return lower, upper
+
+
 def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: PrivacyLedger,
                                start: int) -> dict[str, float]:
     """Per phase, the least noise multiplier z*_phase of the worst device for rounds
@@ -462,24 +480,10 @@ def plan_remaining_noise_floor(scenario, phase_values: dict[str, int], ledger: P
     if spent >= aim:
         raise ValueError(refusal)
 
-    def bracket(accountant: str | None, upper: float) -> tuple[float, float] | None:
-        """(lower, upper) with gap(lower) > 0 >= gap(upper), or None if no scale up to
-        2^60 meets the target."""
-        steps = 0
-        while gap(upper, accountant) > 0.0:
-            upper *= 2.0
-            steps += 1
-            if steps > _LARGEST_FLOOR_STEPS:
-                return None
-        lower = 0.5 * upper
-        while gap(lower, accountant) <= 0.0:
-            lower *= 0.5
-        return lower, upper
-
-    found = bracket("rdp", 1.0) if ledger.epsilon_with(
+    found = _bracket(gap, "rdp", 1.0) if ledger.epsilon_with(
         dp_accounting.NoOpDpEvent(), "rdp") < target else None
     if ledger.accountant == "pld" and ledger._pld is not None:
-        found = bracket(None, 1.0 if found is None else found[1])
+        found = _bracket(gap, None, 1.0 if found is None else found[1])
         accountant = None
     else:
         accountant = "rdp"

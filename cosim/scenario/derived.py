@@ -16,7 +16,8 @@ from pathlib import Path
 from cosim.scenario.errors import ScenarioError, ScenarioTooLarge
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
-from learning.models.shapes import num_params  # stdlib only
+from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
+from phy.parameters import COMBINERS, SCHEDULING  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -85,10 +86,7 @@ def scenario_num_params(scenario: Scenario) -> int:
 
 def _vectors_per_device(scenario: Scenario) -> int:
     """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds."""
-    alg = scenario.algorithm
-    if alg.name == "bayes_aircomp":
-        return 4 + 2 * alg.mc_samples if alg.estimator == "reparameterization" else 4
-    return 4 if CATALOG[alg.name].downlink == 2 else 3
+    return CATALOG[scenario.algorithm.name].local_step_vectors(scenario.hyper_parameters())
 
 
 def cohort_devices(scenario: Scenario) -> int:
@@ -97,7 +95,7 @@ def cohort_devices(scenario: Scenario) -> int:
     ``"gain_threshold"`` (every device may be above the threshold) and without
     ``[participation]``. Dropouts and stragglers train first, so they count."""
     k, participation = scenario.cell.num_devices, scenario.participation
-    if participation.scheduling == "gain_threshold":
+    if SCHEDULING[participation.scheduling].fact("every_device"):  # its registry entry says
         return k
     return min(k, participation.cohort_size(k))
 
@@ -161,7 +159,7 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
     channel = 0
     if antennas > 1:
         channel = 64 * k * antennas * f
-        if scenario.bs.combiner in ("centroid", "maxmin"):
+        if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
     return {"device state": 4 * k * d * tables,
@@ -215,14 +213,15 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
     """``table.key = value`` of the keys that drive :func:`memory_estimate_bytes`."""
     s = scenario
     keys = [f"cell.num_devices = {s.cell.num_devices}"]
-    if s.model.architecture == "mlp":
-        keys.append(f"model.hidden_units = {list(s.model.hidden_units)}")
-    else:
-        keys.append(f"model.architecture = {s.model.architecture!r}")
+    own = SIZE_KEYS[s.model.architecture]  # the architecture's own size keys, or its name
+    keys += ([f"model.{key} = {list(getattr(s.model, key))}" for key in own] if own
+             else [f"model.architecture = {s.model.architecture!r}"])
     if s.data.dataset == "synthetic":
         keys.append(f"data.synthetic_shape = {list(s.data.synthetic_shape)}")
-    if s.algorithm.name == "bayes_aircomp" and s.algorithm.estimator == "reparameterization":
-        keys.append(f"algorithm.mc_samples = {s.algorithm.mc_samples}")
+    entry, hyper = CATALOG[s.algorithm.name], s.hyper_parameters()
+    for key in entry.step_vector_keys:  # those that change the local step's vectors here
+        if entry.local_step_vectors({**hyper, key: hyper[key] + 1}) != entry.local_step_vectors(hyper):
+            keys.append(f"algorithm.{key} = {hyper[key]}")
     if s.bs.num_antennas > 1:
         keys.append(f"bs.num_antennas = {s.bs.num_antennas}")
     if s.uplink.scheme != type(s.uplink).model_fields["scheme"].default:  # another scheme than the default

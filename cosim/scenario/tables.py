@@ -13,26 +13,29 @@ Loading, overrides and messages: :mod:`cosim.scenario`; derived quantities:
 from __future__ import annotations
 
 import math
-import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     create_model,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import os_path
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
+from cosim.scenario.sections import (
+    _bool_or_keyword,
+    _require,
+    _Section,
+    variant_table,
+)
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
@@ -44,7 +47,7 @@ from learning.runtime import (  # stdlib only
     Runtime,
     resolve,
 )
-from native.parameters import Variant, deep_tuple, positive_or_keyword
+from native.parameters import deep_tuple, positive_or_keyword
 from phy.limits import (  # stdlib only
     CELL_MODELS,
     L_MAX_MARGIN,
@@ -65,102 +68,6 @@ from phy.parameters import (  # pydantic only
 )
 from phy.units import dbm_to_w  # stdlib only (no NumPy, no TensorFlow)
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _bool_or_keyword(keyword: str):
-    def check(value: Any) -> Any:
-        if value == keyword or isinstance(value, bool):
-            return value
-        raise ValueError(f"must be {keyword!r}, true or false")
-
-    return BeforeValidator(check)
-
-
-class _Section(BaseModel):
-    # allow_inf_nan=False: every float key (arrays of floats included) refuses nan and
-    # +-inf, which TOML and --set both accept (``tx_power_dbm = nan``)
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-def _require(condition: bool, field: str, message: str) -> None:
-    """Cross-field check; the ``field: `` prefix lets errors name the field path."""
-    if not condition:
-        raise ValueError(f"{field}: {message}")
-
-
-class _VariantTable(_Section):
-    """A table whose ``_key`` picks one variant of ``_registry`` (:func:`variant_table`)."""
-
-    _registry: ClassVar[Mapping[str, Variant]] = {}
-    _table: ClassVar[str] = ""
-    _key: ClassVar[str] = ""
-
-    @model_validator(mode="after")
-    def _check_variant(self) -> _VariantTable:
-        name = getattr(self, self._key)
-        for key in self._registry[name].parameters.required_keys():
-            _require(getattr(self, key) is not None, key,
-                     f"required by {self._table}.{self._key} = {name!r}")
-        try:  # the variant's own rules across its keys, named in full ("cell.radius_m")
-            self._registry[name].parameters.check(**self.variant_values())
-        except ValueError as error:
-            key, _, rule = str(error).partition(": ")
-            for other in self.variant_values():
-                rule = re.sub(rf"(?<![\w.]){other}\b", f"{self._table}.{other}", rule)
-            raise ValueError(f"{key}: {rule}") from None
-        return self
-
-    def variant_values(self) -> dict[str, Any]:
-        """The chosen variant's keys and values (for :meth:`native.parameters.Variant.build`)."""
-        keys = self._registry[getattr(self, self._key)].parameters.model_fields
-        return {key: getattr(self, key) for key in keys}
-
-    def variant_parameters(self) -> Any:
-        """The chosen variant's parameters, checked (its model's instance: what the
-        registry entry declares of it, e.g. a scheme's memory term)."""
-        return self._registry[getattr(self, self._key)].parameters.check(**self.variant_values())
-
-
-def _registered(registry: Mapping[str, Variant]):
-    """A validator: the value must name a variant of ``registry`` as it is *now* (a
-    variant registered after import, e.g. from a notebook, is accepted), else pydantic's
-    own ``literal_error`` ("must be one of 'a', 'b' or 'c'")."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and value in registry:
-            return value
-        names = [repr(name) for name in registry]
-        expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
-
-    return check
-
-
-def variant_table(registry: Mapping[str, Variant], *, table: str, key: str,
-                  default: str) -> type[_VariantTable]:
-    """The base model of a table whose ``key`` picks one of ``registry``'s variants
-    (:mod:`phy.parameters`): ``key`` and every variant's keys, as the variant's model
-    declares them (bounds, defaults). A key the chosen variant requires must be set
-    (``"csi.nmse_db: required by csi.model = 'gaussian'"``); the other variants' keys
-    are accepted and validated but not used, so one file can sweep ``key``. ``key`` is
-    checked against the registry when a scenario is validated, so a variant added to it
-    later (``phy.parameters.POWER_CONTROLS["mine"] = Variant(...)``) is a valid value;
-    its keys must be among those the table had at import (a new variant brings none)."""
-    fields: dict[str, Any] = {key: (Annotated[str, BeforeValidator(_registered(registry))], default)}
-    for variant in registry.values():
-        for name, info in variant.parameters.model_fields.items():
-            if name in fields:
-                continue
-            if info.is_required():  # optional in the table; required by the variant
-                fields[name] = (info.annotation | None, FieldInfo.merge_field_infos(info, default=None))
-            else:
-                fields[name] = (info.annotation, info)
-    model = create_model(f"_{table.title()}Table", __base__=_VariantTable, **fields)
-    model._registry, model._table, model._key = registry, table, key
-    return model
-
-
 # --------------------------------------------------------------------------- sections
 
 
@@ -172,7 +79,8 @@ class CellConfig(variant_table(CELL_LAYOUTS, table="cell", key="layout", default
     def _check(self) -> CellConfig:
         _require(self.min_distance_m < self.radius_m, "min_distance_m",
                  f"must be < cell.radius_m = {self.radius_m} (got {self.min_distance_m})")
-        if self.layout == "explicit":  # what the positions must satisfy beyond their layout's own rules
+        if "positions_m" in CELL_LAYOUTS[self.layout].parameters.model_fields:  # given positions
+            # what they must satisfy beyond their layout's own rules
             _require(len(self.positions_m) == self.num_devices, "positions_m",
                      f"must have cell.num_devices = {self.num_devices} rows (got {len(self.positions_m)})")
             for i, (x, y) in enumerate(self.positions_m):
@@ -347,13 +255,17 @@ class ParticipationConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> ParticipationConfig:
-        threshold = self.scheduling == "gain_threshold"
+        policy = SCHEDULING[self.scheduling]  # its registry entry says which keys it needs
+        owners = " or ".join(f'"{name}"' for name, choice in SCHEDULING.items()
+                             if "gain_threshold_db" in choice.fact("keys", ()))
+        threshold = "gain_threshold_db" in policy.fact("keys", ())
         _require((self.gain_threshold_db is not None) == threshold, "gain_threshold_db",
-                 f"= {self.gain_threshold_db} goes with scheduling = \"gain_threshold\" and only "
-                 f"with it (scheduling = {self.scheduling!r})")
-        _require(not threshold or self.fraction == 1.0, "fraction",
-                 f"= {self.fraction:g}: scheduling = \"gain_threshold\" schedules every device "
-                 "above participation.gain_threshold_db; leave fraction at 1")
+                 f"= {self.gain_threshold_db} goes with scheduling = "
+                 f"{owners} and only with it "
+                 f"(scheduling = {self.scheduling!r})")
+        _require(not policy.fact("every_device") or self.fraction == 1.0, "fraction",
+                 f"= {self.fraction:g}: scheduling = {self.scheduling!r} schedules every device "
+                 "that qualifies, whatever the fraction; leave fraction at 1")
         return self
 
     def cohort_size(self, num_devices: int) -> int:
@@ -661,10 +573,12 @@ class Scenario(_Section):
                  f"= {self.ofdm.domain!r}: [privacy] accounts for the frequency-domain uplink "
                  "only (eq. ReceivedSignal per subcarrier); remove [privacy] or set "
                  "ofdm.domain = \"frequency\"")
-        sampled = (self.participation.scheduling == "uniform"
+        sampled = (SCHEDULING[self.participation.scheduling].fact("uniform_draw")
                    and self.participation.fraction < 1.0)
+        uniform = " or ".join(f'"{name}"' for name, choice in SCHEDULING.items()
+                              if choice.fact("uniform_draw"))
         _require(self.privacy.subsampling == "none" or sampled, "privacy.subsampling",
-                 "= \"poisson\" needs participation.scheduling = \"uniform\" with "
+                 f"= \"poisson\" needs participation.scheduling = {uniform} with "
                  f"participation.fraction < 1 (got {self.participation.scheduling!r}, "
                  f"{self.participation.fraction:g}): only a uniformly drawn cohort "
                  "amplifies privacy")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from cosim.scenario import Scenario, scenario_num_params, uplink_phase_values
 from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
+from phy.parameters import COMBINERS, SCHEDULING  # pydantic only
 
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
 
@@ -77,7 +78,7 @@ def _scheme_round_s(scenario: Scenario, num_params: int) -> float:
 
 def _maxmin_round_s(scenario: Scenario) -> float:
     num_antennas = scenario.bs.num_antennas
-    if scenario.bs.combiner != "maxmin" or num_antennas == 1:
+    if not COMBINERS[scenario.bs.combiner].fact("iterative") or num_antennas == 1:
         return 0.0
     nearest = min(MAXMIN_ROUND_S, key=lambda n: abs(math.log(n / num_antennas)))
     per_round = MAXMIN_ROUND_S[nearest] * num_antennas / nearest
@@ -86,7 +87,7 @@ def _maxmin_round_s(scenario: Scenario) -> float:
 
 def _cohort_share(scenario: Scenario) -> float:
     config = scenario.participation
-    if config.scheduling == "gain_threshold":
+    if SCHEDULING[config.scheduling].fact("every_device"):
         return 1.0
     return config.cohort_size(scenario.cell.num_devices) / scenario.cell.num_devices
 

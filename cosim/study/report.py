@@ -606,6 +606,43 @@ def _write_tables(files: dict) -> None:
 
 
 @quiet_numerics()  # values near the float limits: summarised and drawn as stored, no warning
+def _figures(out: Path, figures: Path, x: str, table, summary, axes, runs, labels, only
+             ) -> list[Path]:
+    """The figures of :func:`report` (and ``reliability.csv``) written into ``figures``:
+    each metric against ``x``, the last evaluation against every axis, the pooled
+    reliability diagram, the distortion by distance ring; the files (a figure without
+    data is not drawn)."""
+    written: list[Path] = []
+
+    def keep(path: Path | None) -> None:
+        if path is not None:
+            written.append(path)
+
+    kind = "round" if x == "rounds" else x
+    metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
+    for metric in metrics:
+        keep(_plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only,
+                   table=table))
+    for axis in axes:  # the last evaluation against every axis
+        if table[axis].nunique() > 1:
+            for metric in metrics:
+                keep(_plot_final(table, axes, axis, metric,
+                                 figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels, only))
+    pooled = _pooled(axes, runs)
+    if not pooled.empty:
+        written.append(out / "reliability.csv")
+        with atomic_output(written[-1]) as tmp:
+            pooled.to_csv(tmp, index=False)
+        keep(_plot_reliability(pooled, axes, figures / "reliability.png", labels, only))
+    rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
+    phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
+                     if m.startswith("distortion_") and m.endswith(rings)})
+    for phase in phases:
+        keep(_plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
+                         labels, only))
+    return written
+
+
 def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
     """Write ``table.csv``, ``table.parquet``, ``summary.csv``, ``stability.csv`` and
     ``stability_summary.csv`` (:func:`stability` of the test accuracy, per run and over seeds),
@@ -645,37 +682,7 @@ def report(out_dir: str | Path, x: str = "rounds") -> list[Path]:
             check_output_path(output)
         _write_tables(dict(zip(written, files.values(), strict=True)))
         figures.mkdir(exist_ok=True)
-        kind = "round" if x == "rounds" else x
-        metrics = [*FIGURE_METRICS, *sorted(c for c in table.columns if c.startswith("aggregate_nmse_"))]
-        for metric in metrics:
-            path = _plot(summary, axes, metric, kind, figures / f"{metric}_vs_{x}.png", labels, only,
-                         table=table)
-            if path is not None:
-                written.append(path)
-        for axis in axes:  # the last evaluation against every axis
-            if table[axis].nunique() > 1:
-                for metric in metrics:
-                    path = _plot_final(table, axes, axis, metric,
-                                       figures / f"final_{metric}_vs_{_file_part(axis)}.png", labels,
-                                       only)
-                    if path is not None:
-                        written.append(path)
-        pooled = _pooled(axes, runs)
-        if not pooled.empty:
-            written.append(out / "reliability.csv")
-            with atomic_output(written[-1]) as tmp:
-                pooled.to_csv(tmp, index=False)
-            path = _plot_reliability(pooled, axes, figures / "reliability.png", labels, only)
-            if path is not None:
-                written.append(path)
-        rings = tuple(f"_{ring}" for ring, _, _ in RINGS)
-        phases = sorted({m.removeprefix("distortion_").rsplit("_", 1)[0] for m in table.columns
-                         if m.startswith("distortion_") and m.endswith(rings)})
-        for phase in phases:
-            path = _plot_rings(summary, axes, phase, figures / f"distortion_by_distance_{phase}.png",
-                               labels, only)
-            if path is not None:
-                written.append(path)
+        written += _figures(out, figures, x, table, summary, axes, runs, labels, only)
     except OSError as error:  # a full disk, a link planted meanwhile: what was written stays
         where = f"{error.filename}: " if error.strerror and error.filename else ""
         raise StudyError([f"cannot write the report: {where}{error.strerror or error}"], str(out)) from None

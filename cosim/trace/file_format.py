@@ -13,8 +13,9 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -508,10 +509,36 @@ def _os_reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False) -> None:
-    """Raise :class:`TraceError` (one line naming the file) when a run cannot write its
-    trace at ``path``. Creates and writes nothing, so a run checks this before its
-    set-up (and :meth:`TraceWriter.create` again, for library callers).
+@dataclass(frozen=True)
+class TraceTarget:
+    """Where a run writes its trace and what it does there, decided once
+    (:func:`check_trace_target`) and passed down as one value.
+
+    ``action``: ``"resume"`` (an existing trace is continued), ``"replace"``
+    (``--overwrite``: the trace is created, replacing one of this project that is there),
+    ``"create"`` (the trace is created; nothing may be there) or ``"create_asked_resume"`` (``--resume`` of a trace that does not exist
+    yet: a new run, said on stderr)."""
+
+    path: Path
+    action: str
+
+    @property
+    def resumes(self) -> bool:
+        """Whether an existing trace is continued."""
+        return self.action == "resume"
+
+    @property
+    def replaces(self) -> bool:
+        """Whether creating the trace may replace an existing one (``--overwrite``)."""
+        return self.action == "replace"
+
+
+def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: bool = False
+                       ) -> TraceTarget:
+    """The :class:`TraceTarget` of a run at ``path`` with ``--resume`` / ``--overwrite``,
+    or :class:`TraceError` (one line naming the file) when it cannot write its trace
+    there. Creates and writes nothing, so a run decides this before its set-up (and
+    :meth:`TraceWriter.create` checks again, for library callers).
 
     Refused: a directory at ``path``; an existing file without ``resume`` or
     ``overwrite`` (:class:`TraceExistsError`); with ``overwrite``, an existing file that
@@ -521,10 +548,14 @@ def check_trace_target(path: str | Path, *, resume: bool = False, overwrite: boo
     path = Path(path)
     try:
         _check_target(path, resume=resume, overwrite=overwrite)
+        exists = path.exists()
     except TraceError:  # TraceExistsError is an OSError too
         raise
     except OSError as exc:  # a name longer than the system allows, a link loop, ...
         raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+    if resume:
+        return TraceTarget(path, "resume" if exists else "create_asked_resume")
+    return TraceTarget(path, "replace" if overwrite else "create")
 
 
 def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
@@ -550,3 +581,24 @@ def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
         raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise TraceError(f"cannot create trace {path}: {parent} is not writable")
+
+
+def write_header(file: h5py.File, scenario_text: str, seed: int, attrs: Mapping[str, Any],
+                  devices: Mapping[str, np.ndarray] | None) -> None:
+    """A new trace's root attributes (schema, checksums, scenario, seed, start time,
+    package versions, ``attrs``), its static ``/devices`` tables and its empty ``/rounds``."""
+    file.attrs["schema_version"] = SCHEMA_VERSION
+    file.attrs["checksums"] = CHECKSUMS
+    file.attrs["scenario"] = utf8_text(scenario_text)  # its trace.path too
+    file.attrs["seed"] = int(seed)
+    file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    for name, version in _package_versions().items():
+        file.attrs[f"version_{name}"] = version
+    file.attrs["resume_count"] = 0
+    for key, value in attrs.items():
+        file.attrs[key] = utf8_text(value) if isinstance(value, str) else value
+    devices_group = file.create_group("devices")
+    for name, value in (devices or {}).items():
+        value = np.asarray(value)
+        devices_group.create_dataset(name, data=value, **checksum_options(value))
+    file.create_group("rounds")

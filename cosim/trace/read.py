@@ -267,6 +267,12 @@ def summarize(path: str | Path) -> str:
     means per round: :func:`uplink_cost`).
     """
     data = read_trace(path)
+    return "\n".join([*_header_lines(data), "", *_column_table(data), *_final_lines(data)])
+
+
+def _header_lines(data: TraceData) -> list[str]:
+    """:func:`summarize`'s lines before the column table: the trace, its scenario, rounds,
+    checkpoint, devices and signals."""
     scenario = data.scenario
     planned = scenario.get("rounds", "?")
     lines = [
@@ -284,6 +290,12 @@ def summarize(path: str | Path) -> str:
         lines.append("  devices  " + ", ".join(f"{k} {list(v.shape)}" for k, v in data.devices.items()))
     if data.signal_rounds:
         lines.append(f"  signals  rounds {data.signal_rounds}")
+    return lines
+
+
+def _column_table(data: TraceData) -> list[str]:
+    """:func:`summarize`'s table: every round column and series with its shape, dtype,
+    last value and range over the rows written."""
     rows = [("column", "shape", "dtype", "last", "min", "max")]
     for group, columns in [("", data.rounds), *((g + "/", c) for g, c in data.series.items())]:
         for name, values in columns.items():
@@ -293,8 +305,13 @@ def summarize(path: str | Path) -> str:
             lo, hi = (finite.min(), finite.max()) if finite.size else ("-", "-")
             rows.append((group + name, str(list(values.shape)), str(values.dtype), _fmt(last), _fmt(lo), _fmt(hi)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines.append("")
-    lines.extend("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def _final_lines(data: TraceData) -> list[str]:
+    """:func:`summarize`'s lines after the table: the final metrics, the posterior, the
+    channel uses, the uplink's cost and the wall time."""
+    lines = []
     last = data.last_evaluated_round()
     if last is not None:
         metrics = ", ".join(f"{k} {_fmt(data.rounds[k][last])}"
@@ -324,4 +341,4 @@ def summarize(path: str | Path) -> str:
         cpu_s = data.rounds.get("cpu_s")  # every round timed, or no CPU figure (as cost.csv)
         cpu = f", CPU {np.sum(cpu_s):.1f} s" if cpu_s is not None and np.isfinite(cpu_s).all() else ""
         lines.append(f"  wall     {np.nansum(data.rounds['wall_s']):.1f} s{cpu} in {data.completed_rounds} rounds")
-    return "\n".join(lines)
+    return lines

@@ -59,7 +59,6 @@ import fcntl
 import json
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +80,6 @@ from cosim.trace.compare import _check_resumable, _comparable
 from cosim.trace.file_format import (
     _SLOTS,
     CHECKPOINT_DROPPED,
-    CHECKSUMS,
     EVAL_COLUMNS,
     LIBVER,
     POSTERIOR_MEAN_COLUMNS,
@@ -91,6 +89,7 @@ from cosim.trace.file_format import (
     Checkpoint,
     TraceError,
     TraceExistsError,
+    TraceTarget,
     _column_dtype,
     _fill_value,
     _load_slot,
@@ -105,6 +104,7 @@ from cosim.trace.file_format import (
     is_trace,
     regular_file,
     whole_attr,
+    write_header,
 )
 from cosim.trace.read import (
     TraceData,
@@ -123,6 +123,7 @@ __all__ = [
     "TraceData",
     "TraceError",
     "TraceExistsError",
+    "TraceTarget",
     "TraceWriter",
     "channel_use_split",
     "check_trace_target",
@@ -336,20 +337,7 @@ class TraceWriter:
         """
         path = Path(path)
         check_trace_target(path, overwrite=overwrite)
-        if path.exists():
-            os.close(cls._lock(path))  # refuse to clobber a trace another process is writing
-        partial = partial_path(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if partial.is_symlink():
-                raise TraceError(f"cannot create trace {path}: {partial} is a symbolic link "
-                                 "(refusing to write through it; remove it)")
-            if partial.exists():  # left by a killed creation, or another process creating it now
-                os.close(cls._lock(partial))
-                partial.unlink()
-            _create_exclusively(partial)
-        except OSError as exc:
-            raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+        partial = cls._fresh_partial(path)
         file, lock_fd, ours = None, None, True
         try:
             file = h5py.File(partial, "w", libver=LIBVER, locking=False)
@@ -360,21 +348,7 @@ class TraceWriter:
             except TraceError:  # another process's file now: not ours to remove
                 ours = False
                 raise
-            file.attrs["schema_version"] = SCHEMA_VERSION
-            file.attrs["checksums"] = CHECKSUMS
-            file.attrs["scenario"] = utf8_text(scenario_text)  # its trace.path too
-            file.attrs["seed"] = int(seed)
-            file.attrs["started_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-            for name, version in _package_versions().items():
-                file.attrs[f"version_{name}"] = version
-            file.attrs["resume_count"] = 0
-            for key, value in attrs.items():
-                file.attrs[key] = utf8_text(value) if isinstance(value, str) else value
-            devices_group = file.create_group("devices")
-            for name, value in (devices or {}).items():
-                value = np.asarray(value)
-                devices_group.create_dataset(name, data=value, **checksum_options(value))
-            file.create_group("rounds")
+            write_header(file, scenario_text, seed, attrs, devices)
             file.attrs["completed_rounds"] = 0
             reserve(lock_fd, FLUSH_MARGIN_BYTES)
             file.flush()
@@ -390,6 +364,27 @@ class TraceWriter:
                 raise TraceError(f"cannot create trace {path}: {write_failure(exc)}") from None
             raise
         return cls(file, path, lock_fd)
+
+    @classmethod
+    def _fresh_partial(cls, path: Path) -> Path:
+        """The hidden sibling of ``path`` (:func:`partial_path`), created empty and
+        exclusively (one left by a killed creation removed first; a trace or a sibling
+        another process holds is refused, as is a symbolic link); its parents created."""
+        if path.exists():
+            os.close(cls._lock(path))  # refuse to clobber a trace another process is writing
+        partial = partial_path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if partial.is_symlink():
+                raise TraceError(f"cannot create trace {path}: {partial} is a symbolic link "
+                                 "(refusing to write through it; remove it)")
+            if partial.exists():  # left by a killed creation, or another process creating it now
+                os.close(cls._lock(partial))
+                partial.unlink()
+            _create_exclusively(partial)
+        except OSError as exc:
+            raise TraceError(f"cannot create trace {path}: {_os_reason(exc)}") from None
+        return partial
 
     @classmethod
     def resume(

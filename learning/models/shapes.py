@@ -21,6 +21,7 @@ from collections.abc import Sequence
 __all__ = [
     "ARCHITECTURE_NAMES",
     "CONVOLUTIONAL",
+    "SIZE_KEYS",
     "image_shape",
     "num_params",
     "param_kinds",
@@ -29,6 +30,10 @@ __all__ = [
 
 ARCHITECTURE_NAMES = ("mlp", "cnn", "resnet56")
 """Every ``model.architecture`` a scenario may name (``learning.models.architectures`` builds each)."""
+
+SIZE_KEYS = {"mlp": ("hidden_units",), "cnn": (), "resnet56": ()}
+"""Per architecture, the ``model.*`` keys its size depends on besides the data's shape
+(``cosim validate`` names them among the keys that drive the memory estimate)."""
 
 CONVOLUTIONAL = frozenset({"cnn", "resnet56"})
 """The architectures that take an image ``(H, W, C)`` (:func:`image_shape` pads to it)."""
