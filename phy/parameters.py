@@ -102,13 +102,60 @@ class Explicit(_Exclusion):
         return self
 
 
+class RadioMap(_Exclusion, _Disk):
+    """Devices at cells of the scene's radio map (``channel.model = "ray_traced"``) whose
+    path gain lies in ``path_gain_range_db``, between ``min_distance_m`` and ``radius_m``
+    of the BS in the plane, at least ``min_spacing_m`` apart; a device with no traced path
+    is never placed."""
+
+    path_gain_range_db: Annotated[tuple[float, float], BeforeValidator(deep_tuple)] = Field(
+        description="[lowest, highest] radio-map path gain of a device's cell [dB]")
+    min_spacing_m: float | None = Field(None, ge=0, description="least distance between two "
+                                        "devices [m] (unset: 1)")
+    radio_map_cell_m: float | None = Field(None, gt=0, description="side of a radio-map cell "
+                                           "[m] (unset: 2)")
+
+    DEFAULTS: ClassVar[dict] = {"min_spacing_m": 1.0, "radio_map_cell_m": 2.0}
+
+    @model_validator(mode="after")
+    def _check(self) -> RadioMap:
+        _inside("min_distance_m", self.min_distance_m, self.radius_m)
+        low, high = self.path_gain_range_db
+        if not (-DB_LIMIT <= low < high <= 0):
+            raise ValueError(f"path_gain_range_db: must be [low, high] with -{DB_LIMIT:g} <= low < "
+                             f"high <= 0 (got {list(self.path_gain_range_db)})")
+        return self
+
+
+class SceneExplicit(_Disk):
+    """Devices at given [x, y] positions in the scene's coordinates (``channel.model =
+    "ray_traced"``), at ``channel.ut_height_m`` above z = 0."""
+
+    positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(deep_tuple)] = Field(
+        min_length=1, description="[x, y] per device in scene coordinates [m]")
+
+    @model_validator(mode="after")
+    def _check(self) -> SceneExplicit:
+        if len(self.positions_m) != self.num_devices:
+            raise ValueError(f"positions_m: must have num_devices = {self.num_devices} rows "
+                             f"(got {len(self.positions_m)})")
+        return self
+
+
 CELL_LAYOUTS = {
     "uniform_disk": Variant(UniformDisk, "phy.geometry:uniform_disk", extras=("rng",)),
     "annulus": Variant(Annulus, "phy.geometry:annulus", extras=("rng",)),
     "clusters": Variant(Clusters, "phy.geometry:clusters", extras=("rng",)),
     "explicit": Variant(Explicit, "phy.geometry:explicit"),
+    "radio_map": Variant(RadioMap, "phy.scene_layouts:radio_map", extras=("rng", "place")),
+    "scene_explicit": Variant(SceneExplicit, "phy.scene_layouts:scene_explicit", extras=("place",)),
 }
-"""``cell.layout`` -> its parameters and the function that drops the devices."""
+"""``cell.layout`` -> its parameters and the function that drops the devices (``radio_map``
+and ``scene_explicit`` in a ray-traced scene, given as the extra ``place``)."""
+
+SCENE_LAYOUTS = ("radio_map", "scene_explicit")
+"""The layouts in a ray-traced scene's coordinates: they go with ``channel.model =
+"ray_traced"`` and only with it."""
 
 
 # --------------------------------------------------------------------------- channel models
@@ -179,6 +226,66 @@ class RmaChannel(_Cell3gpp):
     model: ClassVar[str] = "rma"
 
 
+BUILTIN_SCENES = (
+    "box", "box_knife", "box_one_screen", "box_two_screens", "double_reflector", "etoile",
+    "floor_wall", "florence", "munich", "san_francisco", "simple_reflector",
+    "simple_street_canyon", "simple_street_canyon_with_cars", "simple_wedge", "triple_reflector")
+"""The scenes Sionna RT 1.2 ships (``sionna.rt.scene.<name>``), for ``channel.scene``."""
+
+INTERACTIONS = ("los", "specular", "diffraction", "diffuse")
+"""What the ray tracer may trace (``channel.interactions``): the line of sight, specular
+reflections, diffraction on edges, diffuse reflections."""
+
+VARIATIONS = ("phase", "static")
+"""``channel.variation``: each traced path's phase redrawn every round, or the traced
+channel every round."""
+
+
+def _scene_name(value):
+    if isinstance(value, str) and (value in BUILTIN_SCENES or value.endswith(".xml")):
+        return value
+    raise ValueError(f"must be a built-in Sionna RT scene ({', '.join(BUILTIN_SCENES)}) or a "
+                     "Mitsuba .xml file beside the scenario")
+
+
+class RayTracedChannel(_Carrier):
+    """Paths traced by Sionna RT in a scene, once per drop: absolute path gains, no r^-alpha."""
+
+    scene: Annotated[str, BeforeValidator(_scene_name)] = Field(
+        description="a built-in Sionna RT scene or a Mitsuba .xml file beside the scenario")
+    bs_position_m: Annotated[tuple[float, float, float], BeforeValidator(deep_tuple)] = Field(
+        description="[x, y, z] of the BS in scene coordinates [m]")
+    ut_height_m: float = Field(1.5, gt=0, description="device height above z = 0 [m]")
+    bs_antenna_spacing_wavelengths: float | None = Field(
+        None, gt=0, description="spacing of the BS's linear array [wavelengths] (unset: 0.5)")
+    max_depth: int | None = Field(None, ge=0, le=10, description="most interactions of a path "
+                                  "(unset: 3)")
+    samples_per_source: int | None = Field(None, ge=1000, le=10**8, description="rays the BS "
+                                           "launches (unset: 1e6)")
+    interactions: Annotated[tuple[Literal[INTERACTIONS], ...] | None, BeforeValidator(deep_tuple)] = Field(
+        None, min_length=1, description="what is traced (unset: ['los', 'specular'])")
+    variation: Literal[VARIATIONS] | None = Field(None, description="round to round: 'phase' "
+                                                  "(each path's phase redrawn) or 'static' (unset: 'phase')")
+    cache_dir: str | None = Field(None, min_length=1, description="folder of the traced drops "
+                                  "(unset: 'runs/ray_traced_cache')")
+
+    DEFAULTS: ClassVar[dict] = {
+        "bs_antenna_spacing_wavelengths": 0.5, "max_depth": 3, "samples_per_source": 10**6,
+        "interactions": ("los", "specular"), "variation": "phase",
+        "cache_dir": "runs/ray_traced_cache"}
+
+    @model_validator(mode="after")
+    def _check(self) -> RayTracedChannel:
+        if self.interactions is not None and len(set(self.interactions)) != len(self.interactions):
+            raise ValueError(f"interactions: must not repeat an interaction (got {list(self.interactions)})")
+        return self
+
+    def resolved(self, key: str):
+        """``key``'s value, or its default when unset (the defaults are written here once)."""
+        value = getattr(self, key)
+        return self.DEFAULTS.get(key) if value is None else value
+
+
 _GRID = ("num_subcarriers",)
 _CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcarriers", "seed",
                     "num_bs_antennas")}
@@ -192,6 +299,9 @@ CHANNEL_MODELS = {
     "umi": Variant(UmiChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMi"),
     "uma": Variant(UmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMa"),
     "rma": Variant(RmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP RMa"),
+    "ray_traced": Variant(RayTracedChannel, "phy.ray_traced:RayTracedCell",
+                          extras=("positions_m", "subcarrier_spacing_hz", "num_subcarriers", "num_bs_antennas",
+                                  "place"), label="ray-traced"),
 }
 """``channel.model`` -> its parameters, class and display name (called with the grid, and for the 3GPP
 cells the devices' positions and the static seed, as extras). ``path_loss_exponent`` goes

@@ -1,0 +1,65 @@
+"""Where the cell is: the rules between ``[cell]`` and ``[channel]``, and the scene file.
+
+:func:`check_cell_and_channel` holds the cross-table rules of the geometry (the 3GPP
+cells' least distance, the scene layouts with the ray-traced channel and only with
+it); :func:`confine_scene` resolves ``channel.scene``'s Mitsuba file against the
+scenario's folder and refuses one outside it. pydantic and the standard library only
+(``cosim validate`` imports it without Sionna RT).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from phy.limits import CELL_MODELS, MIN_DISTANCE_M
+from phy.parameters import BUILTIN_SCENES, SCENE_LAYOUTS
+
+RAY_TRACED = "ray_traced"
+"""``channel.model`` of the ray-traced channel (:mod:`phy.ray_traced`)."""
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise ValueError(f"{field}: {message}")
+
+
+def check_cell_and_channel(scenario) -> None:
+    """ValueError ``"table.key: rule"`` when ``[cell]`` and ``[channel]`` do not go
+    together: a 3GPP cell with devices closer than TR 38.901 allows, a scene layout
+    without the ray-traced channel, the ray-traced channel with a layout around the
+    origin (its devices stand in the scene's coordinates)."""
+    cell, channel = scenario.cell, scenario.channel
+    if channel.model in CELL_MODELS:
+        _require(cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
+                 f"= {cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
+                 f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
+    scene_layouts = " or ".join(repr(name) for name in SCENE_LAYOUTS)
+    if cell.layout in SCENE_LAYOUTS:
+        _require(channel.model == RAY_TRACED, "cell.layout",
+                 f"= {cell.layout!r} places devices in a ray-traced scene: it needs "
+                 f"channel.model = {RAY_TRACED!r} (got {channel.model!r})")
+    elif channel.model == RAY_TRACED:
+        _require(False, "cell.layout",
+                 f"= {cell.layout!r} drops devices around the origin; channel.model = "
+                 f"{RAY_TRACED!r} needs devices in the scene: set cell.layout = {scene_layouts}")
+
+
+def is_scene_file(scene: str) -> bool:
+    """Whether ``channel.scene`` names a file (not a built-in scene)."""
+    return scene not in BUILTIN_SCENES
+
+
+def confine_scene(scene: str, folder: Path) -> str:
+    """``channel.scene``'s file as an absolute path: resolved against ``folder`` (the
+    scenario file's folder, or the working directory), which must hold it (in it or
+    below it, links followed); ValueError naming ``channel.scene`` otherwise. A
+    built-in scene's name is returned as it is."""
+    if not is_scene_file(scene):
+        return scene
+    base = folder.resolve()
+    path = (base / scene).resolve()
+    _require(path.is_relative_to(base), "channel.scene",
+             f"= {scene!r} resolves to {path}, outside the scenario's folder {base}: a scene "
+             "file must lie beside the scenario (in its folder or below)")
+    _require(path.is_file(), "channel.scene", f"= {scene!r}: no such file ({path})")
+    return str(path)

@@ -1,0 +1,94 @@
+"""A run in a ray-traced scene (``channel.model = "ray_traced"``) through ``cosim``: the
+tiny scenario in the tiny scene of ``tests/phy/tiny_scene.py``, traced once and replayed
+from the cache bit for bit, and the refusals that name their key in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.trace.file_format import TIMING_COLUMNS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "phy"))
+from tiny_scene import write_scene
+
+SETS = ['channel.model="ray_traced"', 'channel.scene="scene.xml"', "channel.bs_position_m=[0.0, 0.0, 10.0]",
+        "channel.samples_per_source=20000", 'cell.layout="radio_map"', "cell.path_gain_range_db=[-110.0, -40.0]",
+        "cell.radius_m=40.0", "cell.min_distance_m=5.0", "cell.num_devices=4"]
+
+
+def _args(scenario: Path, *more: str) -> list[str]:
+    cache = f'channel.cache_dir="{(scenario.parent / "cache").as_posix()}"'
+    return [str(scenario), *(item for s in (*SETS, cache, *more) for item in ("--set", s))]
+
+
+def _rounds(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as trace:
+        return {name: trace["rounds"][name][()] for name in trace["rounds"]
+                if isinstance(trace["rounds"][name], h5py.Dataset) and name not in TIMING_COLUMNS}
+
+
+def test_a_run_in_a_scene_replays_from_the_cache_bit_for_bit(tmp_path, capsys):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path, rounds=2, every=1)
+    assert main(["run", *_args(scenario), "--no-plots"]) == 0
+    first = capsys.readouterr().err
+    assert "ray tracing: 4 devices in scene.xml" in first  # progress shown
+    assert main(["run", *_args(scenario, f'trace.path="{(tmp_path / "again.h5").as_posix()}"'),
+                 "--no-plots"]) == 0
+    assert "ray tracing" not in capsys.readouterr().err  # nothing traced, nothing loaded
+    traces = [tmp_path / "tiny-seed3.h5", tmp_path / "again.h5"]
+    with h5py.File(traces[0], "r") as a, h5py.File(traces[1], "r") as b:
+        assert a.attrs["ray_traced_paths"] == b.attrs["ray_traced_paths"]
+        assert str(a.attrs["ray_traced_paths"]).endswith(".npz sha256:" + a.attrs["ray_traced_paths"][-64:])
+        np.testing.assert_array_equal(a["devices/path_gain"][()], b["devices/path_gain"][()])
+        assert np.all(a["devices/path_gain"][()] > 0)
+    first_rounds, again = _rounds(traces[0]), _rounds(traces[1])
+    assert first_rounds.keys() == again.keys() and "test_accuracy" in first_rounds
+    for name, values in first_rounds.items():
+        np.testing.assert_array_equal(values, again[name], err_msg=name)
+
+
+def _refused(capsys, *args: str) -> str:
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_an_unknown_scene_is_refused_naming_the_key(tmp_path, capsys):
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "validate", *_args(scenario, 'channel.scene="atlantis"'))
+    assert "channel.scene:" in err and "'atlantis'" in err
+
+
+def test_a_scene_file_outside_the_scenario_folder_is_refused(tmp_path, capsys):
+    write_scene(tmp_path / "elsewhere")
+    (tmp_path / "here").mkdir()
+    scenario = write_tiny(tmp_path / "here")
+    err = _refused(capsys, "validate", *_args(scenario, 'channel.scene="../elsewhere/scene.xml"'))
+    line = next(line for line in err.splitlines() if "channel.scene" in line)
+    assert "'../elsewhere/scene.xml'" in line and "outside the scenario's folder" in line
+
+
+def test_a_bs_inside_a_building_is_refused_naming_the_key(tmp_path, capsys):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "run", *_args(scenario, "channel.bs_position_m=[25.0, 0.0, 5.0]"), "--no-plots")
+    line = next(line for line in err.splitlines() if "channel.bs_position_m" in line)
+    assert "[25.0, 0.0, 5.0]" in line and "inside a building" in line
+    assert not list(tmp_path.glob("*.h5")), "a refused run writes no trace"
+
+
+def test_a_scene_layout_needs_the_ray_traced_channel(tmp_path, capsys):
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "validate", str(scenario), "--set", 'cell.layout="radio_map"',
+                   "--set", "cell.path_gain_range_db=[-110.0, -40.0]")
+    assert "cell.layout: = 'radio_map'" in err and "channel.model = 'ray_traced'" in err
+    err = _refused(capsys, "validate", *_args(scenario, 'cell.layout="uniform_disk"'))
+    assert "cell.layout: = 'uniform_disk'" in err
