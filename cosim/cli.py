@@ -459,6 +459,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
         scenario_num_params,
         scenario_to_toml,
     )
+    from cosim.scenario.scene import tracing_cost_line
     from cosim.study.cost import study_cost_lines
 
     if scenario_file is not None and _is_study(scenario_file):
@@ -508,7 +509,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
     print(f"  data      {data}")
-    for line in study_cost_lines([scenario]):
+    for line in filter(None, [*study_cost_lines([scenario]), tracing_cost_line(scenario)]):
         print(line)
     if projection is not None:
         privacy = scenario.privacy

@@ -92,3 +92,13 @@ def test_a_scene_layout_needs_the_ray_traced_channel(tmp_path, capsys):
     assert "cell.layout: = 'radio_map'" in err and "channel.model = 'ray_traced'" in err
     err = _refused(capsys, "validate", *_args(scenario, 'cell.layout="uniform_disk"'))
     assert "cell.layout: = 'uniform_disk'" in err
+
+
+def test_validate_prints_the_estimated_tracing_cost(tmp_path, capsys):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path)
+    assert main(["validate", *_args(scenario)]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("  tracing   about "))
+    assert "4 devices, 20,000 rays, depth 3" in line and "measured 2026-12-02" in line
+    assert not (tmp_path / "cache").exists(), "validate traces nothing"

@@ -153,3 +153,18 @@ def test_no_placed_device_lacks_a_path(scene_dir):
     assert np.all((deployment.distances_m >= 5.0) & (deployment.distances_m <= 40.0))
     with pytest.raises(ValueError, match=r"^cell\.path_gain_range_db: only \d+ of cell\.num_devices = 12"):
         radio_map(12, 40.0, 5.0, (-45.0, -40.0), np.random.default_rng(7), place)
+
+
+def test_without_llvm_the_import_says_what_to_install_in_one_line():
+    """Dr.Jit pointed at a libLLVM that does not exist (a fresh interpreter: this one
+    has Sionna RT loaded)."""
+    import os
+    import subprocess
+
+    probe = ("from phy.ray_tracing import _import_rt\ntry:\n    _import_rt()\nexcept ValueError as e:\n"
+             "    print('REFUSED', e)\n")
+    env = {**os.environ, "DRJIT_LIBLLVM_PATH": "/nonexistent/libLLVM.so"}
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    refused = [line for line in result.stdout.splitlines() if line.startswith("REFUSED")]
+    assert len(refused) == 1, result.stdout + result.stderr
+    assert 'channel.model = "ray_traced"' in refused[0] and "apt-get install libllvm15" in refused[0]
