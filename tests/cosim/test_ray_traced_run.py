@@ -9,15 +9,18 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
+from cosim.plots.phy import cell_map_figure
+from cosim.trace import read_trace
 from cosim.trace.file_format import TIMING_COLUMNS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "phy"))
 from tiny_scene import write_scene
 
-SETS = ['channel.model="ray_traced"', 'channel.scene="scene.xml"', "channel.bs_position_m=[0.0, 0.0, 10.0]",
+SETS = ['channel.model="ray_traced"', 'channel.scene="scene.xml"', "channel.bs_position_m=[2.0, 3.0, 10.0]",
         "channel.samples_per_source=20000", 'cell.layout="radio_map"', "cell.path_gain_range_db=[-110.0, -40.0]",
         "cell.radius_m=40.0", "cell.min_distance_m=5.0", "cell.num_devices=4"]
 
@@ -52,6 +55,8 @@ def test_a_run_in_a_scene_replays_from_the_cache_bit_for_bit(tmp_path, capsys):
     assert first_rounds.keys() == again.keys() and "test_accuracy" in first_rounds
     for name, values in first_rounds.items():
         np.testing.assert_array_equal(values, again[name], err_msg=name)
+    panel = cell_map_figure([read_trace(traces[0])], ["ray traced"]).axes[0]  # the BS where it stands
+    assert np.mean(panel.get_xlim()) == pytest.approx(2.0) and np.mean(panel.get_ylim()) == pytest.approx(3.0)
 
 
 def _refused(capsys, *args: str) -> str:
