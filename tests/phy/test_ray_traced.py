@@ -20,7 +20,7 @@ from phy.parameters import BUILTIN_SCENES, RayTracedChannel
 from phy.path_cache import CacheEntryDamaged, cache_key
 from phy.ray_traced import RayTracedCell
 from phy.ray_tracing import RayTracedPlace, scene_file
-from phy.scene_layouts import radio_map
+from phy.scene_layouts import radio_map, scene_explicit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cosim"))
 
@@ -153,6 +153,18 @@ def test_no_placed_device_lacks_a_path(scene_dir):
     assert np.all((deployment.distances_m >= 5.0) & (deployment.distances_m <= 40.0))
     with pytest.raises(ValueError, match=r"^cell\.path_gain_range_db: only \d+ of cell\.num_devices = 12"):
         radio_map(12, 40.0, 5.0, (-45.0, -40.0), np.random.default_rng(7), place)
+
+
+def test_an_explicit_device_without_a_path_is_refused_naming_its_row(cell, scene_dir):
+    place = RayTracedPlace(_parameters(scene_dir), 2, log=lambda line: None)
+    placed = scene_explicit(3, 300.0, DEVICES.tolist(), place)  # traced before: from the cache
+    np.testing.assert_array_equal(placed.positions_m, DEVICES)
+    np.testing.assert_allclose(placed.distances_m, np.hypot(DEVICES[:, 0], DEVICES[:, 1]))
+    assert place.traces == 0
+    inside = [[-30.0, 0.0], [25.0, 0.0]]  # the second stands inside the building
+    with pytest.raises(ValueError, match=r"^cell\.positions_m: 1 device\(s\) have no traced path to the BS "
+                                         r"\(row 1 \[25\.0, 0\.0\]\)"):
+        scene_explicit(2, 300.0, inside, place)
 
 
 def test_without_llvm_the_import_says_what_to_install_in_one_line():
