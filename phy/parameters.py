@@ -105,8 +105,8 @@ class Explicit(_Exclusion):
 class RadioMap(_Exclusion, _Disk):
     """Devices at cells of the scene's radio map (``channel.model = "ray_traced"``) whose
     path gain lies in ``path_gain_range_db``, between ``min_distance_m`` and ``radius_m``
-    of the BS in the plane, at least ``min_spacing_m`` apart; a device with no traced path
-    is never placed."""
+    of the BS in the plane, at least ``min_spacing_m`` apart; a device with no traced path,
+    or a traced path gain outside the range, is never placed."""
 
     path_gain_range_db: Annotated[tuple[float, float], BeforeValidator(deep_tuple)] = Field(
         description="[lowest, highest] radio-map path gain of a device's cell [dB]")

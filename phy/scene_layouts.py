@@ -7,7 +7,10 @@ each given the scene as a :class:`phy.ray_tracing.RayTracedPlace` (``place``):
   a stated range (a cell inside a building gets no ray, so no device stands there),
   between ``min_distance_m`` and ``radius_m`` of the BS in the plane and at least
   ``min_spacing_m`` apart, drawn at random from the run's geometry stream; every chosen
-  position is traced and a device without a path is replaced by the next candidate.
+  position is traced and a device without a path, or whose traced path gain is outside
+  the range (the radio map's gain is the mean over a cell; its centre may see far less:
+  -136 dB in a cell of -100 dB or more, Munich, 2026-12-02), is replaced by the next
+  candidate.
 * :func:`scene_explicit`: devices at given ``[x, y]`` scene coordinates; one without a
   path is refused, naming its row.
 
@@ -76,8 +79,9 @@ def radio_map(num_devices: int, radius_m: float, min_distance_m: float, path_gai
     Output
     ------
     Deployment
-        ``positions_m`` [K, 2] scene x, y (cell centres), every device with a path; the
-        paths of the drop are stored in ``place``'s cache.
+        ``positions_m`` [K, 2] scene x, y (cell centres), every device with a path whose
+        traced gain is in ``path_gain_range_db``; the paths of the drop are stored in
+        ``place``'s cache.
     """
     checked = RadioMap.check(num_devices=num_devices, radius_m=radius_m, min_distance_m=min_distance_m,
                              path_gain_range_db=path_gain_range_db, min_spacing_m=min_spacing_m,
@@ -101,7 +105,9 @@ def radio_map(num_devices: int, radius_m: float, min_distance_m: float, path_gai
         if not batch:
             break
         traced = place.paths(centres[batch])
-        kept = np.flatnonzero(traced.has_path)
+        with np.errstate(divide="ignore"):
+            traced_db = 10.0 * np.log10(traced.path_gain)
+        kept = np.flatnonzero(traced.has_path & (traced_db >= low) & (traced_db <= high))
         chosen += [batch[i] for i in kept]
         parts.append(traced.select(kept))
         if len(chosen) == num_devices:
@@ -111,7 +117,7 @@ def radio_map(num_devices: int, radius_m: float, min_distance_m: float, path_gai
             f"cell.path_gain_range_db: only {len(chosen)} of cell.num_devices = {num_devices} devices "
             f"could be placed ({candidates.size} radio-map cells of {cell:g} m within "
             f"[{checked.min_distance_m:g}, {checked.radius_m:g}] m of the BS have a path gain in "
-            f"[{low:g}, {high:g}] dB, at least {spacing:g} m apart and with a traced path): widen "
+            f"[{low:g}, {high:g}] dB, at least {spacing:g} m apart, with a traced path in that range): widen "
             "cell.path_gain_range_db, raise cell.radius_m or lower cell.num_devices")
     positions = centres[chosen]
     place.remember(positions, TracedPaths.concatenate(parts))

@@ -148,6 +148,7 @@ def test_no_placed_device_lacks_a_path(scene_dir):
     traced = place.paths(deployment.positions_m)
     assert place.traces == 2  # the radio map and one trace of the 12; the drop's paths from the cache
     assert np.all(traced.has_path) and deployment.num_devices == 12
+    assert np.all((10 * np.log10(traced.path_gain) >= -110.0) & (10 * np.log10(traced.path_gain) <= -40.0))
     x, y = deployment.positions_m.T
     assert not np.any((x >= BUILDING[0]) & (x <= BUILDING[1]) & (y >= BUILDING[2]) & (y <= BUILDING[3]))
     assert np.all((deployment.distances_m >= 5.0) & (deployment.distances_m <= 40.0))
