@@ -36,14 +36,18 @@ def _rounds(path: Path) -> dict[str, np.ndarray]:
                 if isinstance(trace["rounds"][name], h5py.Dataset) and name not in TIMING_COLUMNS}
 
 
-def test_a_run_in_a_scene_replays_from_the_cache_bit_for_bit(tmp_path, capsys):
+def test_a_run_in_a_scene_replays_and_resumes_from_the_cache_bit_for_bit(tmp_path, capsys):
+    """Two rounds traced and run; then one round replayed from the cache into another
+    trace and that trace resumed to two rounds: neither traces nor loads the scene, and
+    both end bit for bit as the first."""
     write_scene(tmp_path)
     scenario = write_tiny(tmp_path, rounds=2, every=1)
     assert main(["run", *_args(scenario), "--no-plots"]) == 0
     first = capsys.readouterr().err
     assert "ray tracing: 4 devices in scene.xml" in first  # progress shown
-    assert main(["run", *_args(scenario, f'trace.path="{(tmp_path / "again.h5").as_posix()}"'),
-                 "--no-plots"]) == 0
+    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
+    assert main(["run", *_args(scenario, again, "rounds=1"), "--no-plots"]) == 0
+    assert main(["run", *_args(scenario, again), "--resume", "--no-plots"]) == 0
     assert "ray tracing" not in capsys.readouterr().err  # nothing traced, nothing loaded
     traces = [tmp_path / "tiny-seed3.h5", tmp_path / "again.h5"]
     with h5py.File(traces[0], "r") as a, h5py.File(traces[1], "r") as b:
