@@ -484,7 +484,8 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
                 raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
         for line in study_cost_lines([p.scenario for p in points]):
             print(line)
-        for line in _study_privacy_lines(points):
+        tracing = sorted({line for point in points if (line := tracing_cost_line(point.scenario))})
+        for line in [*tracing, *_study_privacy_lines(points)]:
             print(line)
         return EXIT_OK
     instead = {"--seeds": "; a scenario takes --set seed=N", "--rounds": "; a scenario takes "

@@ -111,3 +111,15 @@ def test_validate_prints_the_estimated_tracing_cost(tmp_path, capsys):
     line = next(line for line in out.splitlines() if line.startswith("  tracing   about "))
     assert "4 devices, 20,000 rays, depth 3" in line and "measured 2026-12-02" in line
     assert not (tmp_path / "cache").exists(), "validate traces nothing"
+
+
+def test_validate_of_a_study_prints_the_tracing_cost_of_each_drop_size(tmp_path, capsys):
+    write_scene(tmp_path)
+    write_tiny(tmp_path)
+    sets = "\n".join(f'"{key}" = {value}' for key, value in (item.split("=", 1) for item in SETS)
+                     if key != "cell.num_devices")
+    (tmp_path / "study.toml").write_text(f'scenario = "tiny.toml"\nseeds = [1, 2]\n[set]\n{sets}\n'
+                                         '[axes]\n"cell.num_devices" = [3, 4]\n')
+    assert main(["validate", str(tmp_path / "study.toml")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  tracing   about ")]
+    assert len(lines) == 2 and "3 devices" in lines[0] and "4 devices" in lines[1]
