@@ -242,8 +242,8 @@ channel every round."""
 
 
 def _scene_name(value):
-    if isinstance(value, str) and (value in BUILTIN_SCENES or value.endswith(".xml")):
-        return value
+    if value is None or (isinstance(value, str) and (value in BUILTIN_SCENES or value.endswith(".xml"))):
+        return value  # None: unset in the [channel] table (the model's own type refuses it)
     raise ValueError(f"must be a built-in Sionna RT scene ({', '.join(BUILTIN_SCENES)}) or a "
                      "Mitsuba .xml file beside the scenario")
 

@@ -14,6 +14,7 @@ from tiny_scenario import write_tiny
 
 from cosim.cli import main
 from cosim.plots.phy import cell_map_figure
+from cosim.scenario import load_scenario, with_overrides
 from cosim.trace import read_trace
 from cosim.trace.file_format import TIMING_COLUMNS
 
@@ -123,3 +124,15 @@ def test_validate_of_a_study_prints_the_tracing_cost_of_each_drop_size(tmp_path,
     assert main(["validate", str(tmp_path / "study.toml")]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  tracing   about ")]
     assert len(lines) == 2 and "3 devices" in lines[0] and "4 devices" in lines[1]
+
+
+def test_the_scene_file_resolves_beside_the_scenario_and_survives_overrides(tmp_path):
+    write_scene(tmp_path / "place")
+    scenario = write_tiny(tmp_path / "place")
+    overrides = [item for s in SETS for item in ("--set", s)][1::2]
+    loaded = load_scenario(scenario, overrides)
+    assert loaded.channel.scene == str((tmp_path / "place" / "scene.xml").resolve())
+    changed = with_overrides(loaded, {"rounds": 3})  # re-validated from its dump (unset keys None)
+    assert changed.channel == loaded.channel and changed.cell == loaded.cell and changed.rounds == 3
+    plain = with_overrides(load_scenario(None), {"rounds": 3})
+    assert plain.channel.scene is None and plain.channel.model == "iid_rayleigh"
