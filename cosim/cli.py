@@ -476,6 +476,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
         scenario_num_params,
         scenario_to_toml,
     )
+    from cosim.scenario.scene import tracing_cost_line
     from cosim.study.cost import study_cost_lines
 
     if scenario_file is not None and _is_study(scenario_file):
@@ -502,7 +503,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
     print(f"  data      {data}")
-    for line in study_cost_lines([scenario]):
+    for line in filter(None, [*study_cost_lines([scenario]), tracing_cost_line(scenario)]):
         print(line)
     if projection is not None:
         privacy = scenario.privacy
@@ -521,6 +522,7 @@ def _validate_study(study_file: str, overrides: list[str], *, seeds: str | None,
     """``cosim validate STUDY``: every point validated (with ``--set``, ``--seeds``,
     ``--rounds``, ``--only`` applied), the datasets checked, the study's cost and the
     privacy projection of each axis combination."""
+    from cosim.scenario.scene import tracing_cost_line
     from cosim.study import load_study
     from cosim.study.cost import study_cost_lines
     from cosim.study.options import parse_options
@@ -541,7 +543,8 @@ def _validate_study(study_file: str, overrides: list[str], *, seeds: str | None,
             raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
     for line in study_cost_lines([p.scenario for p in points]):
         print(line)
-    for line in _study_privacy_lines(points):
+    tracing = sorted({line for point in points if (line := tracing_cost_line(point.scenario))})
+    for line in [*tracing, *_study_privacy_lines(points)]:
         print(line)
     return EXIT_OK
 

@@ -567,7 +567,8 @@ def _new_trace(target: TraceTarget, scenario: Scenario, scenario_text: str, engi
         devices={"position_m": world.deployment.positions_m, "distance_m": world.deployment.distances_m,
                  "path_gain": world.path_gain, "num_samples": world.partition.num_samples,
                  "label_hist": world.label_histogram},
-        name=scenario.name, num_params=engine.num_params, algorithm=scenario.algorithm.name)
+        name=scenario.name, num_params=engine.num_params, algorithm=scenario.algorithm.name,
+        **getattr(world.uplink.channel, "trace_attrs", {}))  # the ray-traced drop's cache entry
 
 
 def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path):

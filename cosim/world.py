@@ -17,6 +17,7 @@ import numpy as np
 from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.scenario import Scenario
+from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.catalog import CATALOG
@@ -24,7 +25,6 @@ from learning.data.datasets import Dataset, load_dataset
 from learning.data.partition import Partition, PoolExhausted, partition, to_device_data
 from learning.models.architectures import build_model
 from phy import geometry
-from phy.cells import CELL_MODELS
 from phy.combiner import ReceiveCombiner
 from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
 from phy.sync import UniformOffsets
@@ -69,6 +69,7 @@ class World:
 def build_world(scenario: Scenario) -> World:
     """The static parts of ``scenario``'s run, built once (deterministic for its seed)."""
     static = _static_data(scenario)
+    traced = static.pop("channel")  # the ray-traced channel, else None
     dataset = static["dataset"]
     model = build_model(scenario.model.architecture, dataset.input_shape, dataset.num_classes,
                         tuple(scenario.model.hidden_units))
@@ -76,16 +77,17 @@ def build_world(scenario: Scenario) -> World:
                                     runtime=scenario.runtime.runtime(), **scenario.hyper_parameters())
     return World(
         scenario=scenario, **static, model=model, algorithm=algorithm,
-        uplink=build_uplink(scenario, static, algorithm),
+        uplink=build_uplink(scenario, {**static, "channel": traced}, algorithm),
         evaluator=Evaluator.from_scenario(scenario, dataset),
         local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
     )
 
 
-def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
+def _channel_of(scenario: Scenario, deployment: geometry.Deployment, place=None):
     """The scenario's channel model (:data:`phy.parameters.CHANNEL_MODELS`) on its grid; a
     3GPP cell (``channel.model = "umi" | "uma" | "rma"``) draws its large-scale state
-    (LoS, path loss, shadow fading) once, from the static "cell" stream."""
+    (LoS, path loss, shadow fading) once, from the static "cell" stream; the ray-traced
+    channel takes its paths from ``place`` (:func:`_place_of`)."""
     ofdm = scenario.ofdm
     return CHANNEL_MODELS[scenario.channel.model].build(
         scenario.channel.variant_values(), model=scenario.channel.model,
@@ -93,16 +95,32 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment):
         num_subcarriers=ofdm.num_subcarriers, subcarrier_spacing_hz=ofdm.subcarrier_spacing_hz,
         sample_period_s=1.0 / ofdm.bandwidth_hz,
         seed=rngs.stream_seed(scenario.seed, rngs.STATIC_ROUND, rngs.CELL),
-        num_bs_antennas=scenario.bs.num_antennas,
+        num_bs_antennas=scenario.bs.num_antennas, place=place,
     )
+
+
+def _place_of(scenario: Scenario):
+    """The ray-traced scene with the BS (:class:`phy.ray_tracing.RayTracedPlace`, imported
+    here: only a run with ``channel.model = "ray_traced"`` loads it), else None."""
+    if not traces_scene(scenario.channel.model):
+        return None
+    from phy.ray_tracing import RayTracedPlace
+
+    return RayTracedPlace(scenario.channel.variant_parameters(), scenario.bs.num_antennas)
 
 
 def _static_data(scenario: Scenario) -> dict:
     """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
     cell = scenario.cell
     geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.GEOMETRY)
-    deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng)
-    if scenario.channel.model in CELL_MODELS:
+    place = _place_of(scenario)
+    deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=geo_rng, place=place)
+    channel = None  # built here once when tracing made it (kept for the uplink)
+    facts = CHANNEL_MODELS[scenario.channel.model].parameters  # its registry entry says
+    if facts.scene_coordinates:
+        channel = _channel_of(scenario, deployment, place)
+        path_gain = channel.path_gain
+    elif not facts.distance_path_loss:  # a 3GPP cell draws its large-scale fading
         path_gain = _channel_of(scenario, deployment).path_gain
     else:
         path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
@@ -137,7 +155,7 @@ def _static_data(scenario: Scenario) -> dict:
             f"cell.num_devices (now {cell.num_devices})"
         ) from error
     return dict(
-        deployment=deployment,
+        deployment=deployment, channel=channel,
         path_gain=np.asarray(path_gain, np.float64),
         dataset=dataset,
         partition=parts,
@@ -152,7 +170,7 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
     ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
     phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
     return Uplink(
-        channel=_channel_of(scenario, world["deployment"]),
+        channel=world["channel"] if world.get("channel") is not None else _channel_of(scenario, world["deployment"]),
         csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
         power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
         path_gain=world["path_gain"], seed=scenario.seed,

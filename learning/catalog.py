@@ -74,6 +74,10 @@ class Entry:
     step_vectors: int | Callable[[dict], int] = 3
     """Float32 d-vectors a device's local step holds (the memory estimate's c): a number,
     or a function of the hyper-parameters."""
+    monte_carlo: bool = False
+    """Whether its local step draws ``mc_samples`` weight samples with an ``estimator`` and
+    its evaluation ``predictive_samples`` (a posterior's): the cost estimate scales with
+    both and is tabled per estimator."""
     step_vector_keys: tuple[str, ...] = ()
     """Hyper-parameters ``step_vectors`` may depend on (``cosim validate`` names those
     that do under the scenario's values)."""
@@ -108,7 +112,7 @@ CATALOG = {
                            divergence_keys=(("nll_reduction", '"mean" divides the step on the means by |D_k|'),
                                             ("init_std", "the posterior's initial std"),
                                             ("covariance_learning_rate", "phase 1's own step")),
-                           label="Proposed", step_vectors=_bayes_step_vectors,
+                           label="Proposed", step_vectors=_bayes_step_vectors, monte_carlo=True,
                            step_vector_keys=("mc_samples",)),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters,
                     label="FedAvg"),

@@ -73,3 +73,8 @@ def check_cell_parameters(model: str, *, carrier_frequency_hz: float, bs_height_
             f"bs_height_m must exceed ut_height_m = {ut_height_m!r}, got {bs_height_m!r}"
         )
     return bs_height_m
+
+
+DB_LIMIT = 300.0
+"""Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
+is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""

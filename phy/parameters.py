@@ -28,12 +28,15 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from native.parameters import Choice, Parameters, Variant, deep_tuple
-from phy.limits import check_cell_parameters  # stdlib only
-
-DB_LIMIT = 300.0
-"""Every dB / dBm key lies in [-300, 300]: its linear value (1e-33 to 1e27 W for dBm)
-is then a normal float32, as the PHY uses it (1e308 dBm overflowed ``dbm_to_w``)."""
-
+from phy.limits import DB_LIMIT, MIN_DISTANCE_M, check_cell_parameters
+from phy.scheme_parameters import (  # noqa: F401 (re-exported: the uplink schemes' registry)
+    UPLINK_SCHEMES,
+    AnalogScheme,
+    DigitalOfdmaScheme,
+    NoncoherentMvScheme,
+    OneBitScheme,
+    SchemeParameters,
+)
 
 # --------------------------------------------------------------------------- cell layouts
 
@@ -114,13 +117,60 @@ class Explicit(_Exclusion):
         return self
 
 
+class RadioMap(_Exclusion, _Disk):
+    """Devices at cells of the scene's radio map (``channel.model = "ray_traced"``) whose
+    path gain lies in ``path_gain_range_db``, between ``min_distance_m`` and ``radius_m``
+    of the BS in the plane, at least ``min_spacing_m`` apart; a device with no traced path,
+    or a traced path gain outside the range, is never placed."""
+
+    path_gain_range_db: Annotated[tuple[float, float], BeforeValidator(deep_tuple)] = Field(
+        description="[lowest, highest] radio-map path gain of a device's cell [dB]")
+    min_spacing_m: float | None = Field(None, ge=0, description="least distance between two "
+                                        "devices [m] (unset: 1)")
+    radio_map_cell_m: float | None = Field(None, gt=0, description="side of a radio-map cell "
+                                           "[m] (unset: 2)")
+
+    DEFAULTS: ClassVar[dict] = {"min_spacing_m": 1.0, "radio_map_cell_m": 2.0}
+
+    @model_validator(mode="after")
+    def _check(self) -> RadioMap:
+        _inside("min_distance_m", self.min_distance_m, self.radius_m)
+        low, high = self.path_gain_range_db
+        if not (-DB_LIMIT <= low < high <= 0):
+            raise ValueError(f"path_gain_range_db: must be [low, high] with -{DB_LIMIT:g} <= low < "
+                             f"high <= 0 (got {list(self.path_gain_range_db)})")
+        return self
+
+
+class SceneExplicit(_Disk):
+    """Devices at given [x, y] positions in the scene's coordinates (``channel.model =
+    "ray_traced"``), at ``channel.ut_height_m`` above z = 0."""
+
+    positions_m: Annotated[tuple[tuple[float, float], ...], BeforeValidator(deep_tuple)] = Field(
+        min_length=1, description="[x, y] per device in scene coordinates [m]")
+
+    @model_validator(mode="after")
+    def _check(self) -> SceneExplicit:
+        if len(self.positions_m) != self.num_devices:
+            raise ValueError(f"positions_m: must have num_devices = {self.num_devices} rows "
+                             f"(got {len(self.positions_m)})")
+        return self
+
+
 CELL_LAYOUTS = {
     "uniform_disk": Variant(UniformDisk, "phy.geometry:uniform_disk", extras=("rng",)),
     "annulus": Variant(Annulus, "phy.geometry:annulus", extras=("rng",)),
     "clusters": Variant(Clusters, "phy.geometry:clusters", extras=("rng",)),
     "explicit": Variant(Explicit, "phy.geometry:explicit"),
+    "radio_map": Variant(RadioMap, "phy.scene_layouts:radio_map", extras=("rng", "place")),
+    "scene_explicit": Variant(SceneExplicit, "phy.scene_layouts:scene_explicit", extras=("place",)),
 }
-"""``cell.layout`` -> its parameters and the function that drops the devices."""
+"""``cell.layout`` -> its parameters and the function that drops the devices (``radio_map``
+and ``scene_explicit`` in a ray-traced scene, given as the extra ``place``)."""
+
+SCENE_LAYOUTS = ("radio_map", "scene_explicit")
+"""The layouts in a ray-traced scene's coordinates: they go with ``channel.model =
+"ray_traced"`` and only with it."""
 
 
 # --------------------------------------------------------------------------- channel models
@@ -138,6 +188,12 @@ class ChannelParameters(Parameters):
     worst device); False for a model that draws its path loss in the run."""
     flat_fading: ClassVar[bool] = False
     """Whether one fading coefficient covers all subcarriers of a device."""
+    scene_coordinates: ClassVar[bool] = False
+    """Whether positions are a scene's coordinates with the BS at ``bs_position_m`` (not
+    at the origin): the devices stand in a traced scene (``cell.layout`` one of
+    :data:`SCENE_LAYOUTS`), the world traces it once per drop, the cell map draws the BS there."""
+    least_distance_m: ClassVar[float | None] = None
+    """The least device-BS distance the model admits (a TR 38.901 cell's), or None."""
 
 
 class _PathLoss(ChannelParameters):
@@ -170,6 +226,8 @@ class TdlChannel(_Carrier, _PathLoss):
 
 class _Cell3gpp(_Carrier):
     """A TR 38.901 cell (Sionna's system-level model): its own path loss and shadowing."""
+
+    least_distance_m: ClassVar[float | None] = MIN_DISTANCE_M
 
     model: ClassVar[str] = ""
     bs_height_m: float | None = Field(None, gt=0, description="BS height [m] (the model's default when unset)")
@@ -205,6 +263,68 @@ class RmaChannel(_Cell3gpp):
     model: ClassVar[str] = "rma"
 
 
+BUILTIN_SCENES = (
+    "box", "box_knife", "box_one_screen", "box_two_screens", "double_reflector", "etoile",
+    "floor_wall", "florence", "munich", "san_francisco", "simple_reflector",
+    "simple_street_canyon", "simple_street_canyon_with_cars", "simple_wedge", "triple_reflector")
+"""The scenes Sionna RT 1.2 ships (``sionna.rt.scene.<name>``), for ``channel.scene``."""
+
+INTERACTIONS = ("los", "specular", "diffraction", "diffuse")
+"""What the ray tracer may trace (``channel.interactions``): the line of sight, specular
+reflections, diffraction on edges, diffuse reflections."""
+
+VARIATIONS = ("phase", "static")
+"""``channel.variation``: each traced path's phase redrawn every round, or the traced
+channel every round."""
+
+
+def _scene_name(value):
+    if value is None or (isinstance(value, str) and (value in BUILTIN_SCENES or value.endswith(".xml"))):
+        return value  # None: unset in the [channel] table (the model's own type refuses it)
+    raise ValueError(f"must be a built-in Sionna RT scene ({', '.join(BUILTIN_SCENES)}) or a "
+                     "Mitsuba .xml file beside the scenario")
+
+
+class RayTracedChannel(_Carrier):
+    """Paths traced by Sionna RT in a scene, once per drop: absolute path gains, no r^-alpha."""
+
+    scene_coordinates: ClassVar[bool] = True
+
+    scene: Annotated[str, BeforeValidator(_scene_name)] = Field(
+        description="a built-in Sionna RT scene or a Mitsuba .xml file beside the scenario")
+    bs_position_m: Annotated[tuple[float, float, float], BeforeValidator(deep_tuple)] = Field(
+        description="[x, y, z] of the BS in scene coordinates [m]")
+    ut_height_m: float = Field(1.5, gt=0, description="device height above z = 0 [m]")
+    bs_antenna_spacing_wavelengths: float | None = Field(
+        None, gt=0, description="spacing of the BS's linear array [wavelengths] (unset: 0.5)")
+    max_depth: int | None = Field(None, ge=0, le=10, description="most interactions of a path "
+                                  "(unset: 3)")
+    samples_per_source: int | None = Field(None, ge=1000, le=10**8, description="rays the BS "
+                                           "launches (unset: 1e6)")
+    interactions: Annotated[tuple[Literal[INTERACTIONS], ...] | None, BeforeValidator(deep_tuple)] = Field(
+        None, min_length=1, description="what is traced (unset: ['los', 'specular'])")
+    variation: Literal[VARIATIONS] | None = Field(None, description="round to round: 'phase' "
+                                                  "(each path's phase redrawn) or 'static' (unset: 'phase')")
+    cache_dir: str | None = Field(None, min_length=1, description="folder of the traced drops "
+                                  "(unset: 'runs/ray_traced_cache')")
+
+    DEFAULTS: ClassVar[dict] = {
+        "bs_antenna_spacing_wavelengths": 0.5, "max_depth": 3, "samples_per_source": 10**6,
+        "interactions": ("los", "specular"), "variation": "phase",
+        "cache_dir": "runs/ray_traced_cache"}
+
+    @model_validator(mode="after")
+    def _check(self) -> RayTracedChannel:
+        if self.interactions is not None and len(set(self.interactions)) != len(self.interactions):
+            raise ValueError(f"interactions: must not repeat an interaction (got {list(self.interactions)})")
+        return self
+
+    def resolved(self, key: str):
+        """``key``'s value, or its default when unset (the defaults are written here once)."""
+        value = getattr(self, key)
+        return self.DEFAULTS.get(key) if value is None else value
+
+
 _GRID = ("num_subcarriers",)
 _CELL = {"extras": ("model", "positions_m", "subcarrier_spacing_hz", "num_subcarriers", "seed",
                     "num_bs_antennas")}
@@ -218,6 +338,9 @@ CHANNEL_MODELS = {
     "umi": Variant(UmiChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMi"),
     "uma": Variant(UmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP UMa"),
     "rma": Variant(RmaChannel, "phy.cells:SystemLevelCell", **_CELL, label="3GPP RMa"),
+    "ray_traced": Variant(RayTracedChannel, "phy.ray_traced:RayTracedCell",
+                          extras=("positions_m", "subcarrier_spacing_hz", "num_subcarriers", "num_bs_antennas",
+                                  "place"), label="ray-traced"),
 }
 """``channel.model`` -> its parameters, class and display name (called with the grid, and for the 3GPP
 cells the devices' positions and the static seed, as extras). ``path_loss_exponent`` goes
@@ -387,214 +510,3 @@ and facts: ``uniform_draw`` (the cohort is a uniform draw of ``fraction`` K: Poi
 subsampling's amplification applies), ``every_device`` (every device may be in the
 cohort whatever ``fraction``: the memory and cost estimates count K), ``keys`` (the
 ``[participation]`` keys it needs, and only it)."""
-
-
-# --------------------------------------------------------------------------- uplink schemes
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-int(a) // int(b))
-
-
-class SchemeParameters(Parameters):
-    """Base of the uplink schemes' parameters, and every fact the rest of the simulator
-    needs of a scheme without building it (no TensorFlow): what it ``carries``, whether
-    ``[privacy]`` ``accounts_privacy`` for it, whether it has the analog receiver
-    scaling ``power.gamma = "joint"`` chooses, its OFDM symbols per phase, its memory
-    term, its cost term and its checks against the scenario. ``cosim`` reads these and
-    names no scheme; the scheme classes (:mod:`phy.uplink`) take their flags from here."""
-
-    carries: ClassVar[str] = "values"
-    """``"values"`` (the estimate approximates the weighted sum) or ``"signs"`` (a vote)."""
-    accounts_privacy: ClassVar[bool] = False
-    """Whether ``[privacy]``'s mechanism describes what the BS sees under this scheme."""
-    receiver_scaling: ClassVar[bool] = False
-    """Whether the scheme has the receiver scaling gamma that ``power.gamma = "joint"``
-    chooses per phase (:func:`phy.receiver_scaling.joint_gamma`)."""
-    phase_seconds: ClassVar[float | None] = None
-    """Its cost term (``cosim/study/cost.py``): CPU seconds one phase adds to the round
-    the cost table measured (the analog scheme's: 0), at K = 100 senders of 466,698
-    values each (``cosim.study.cost.SCHEME_PHASE_VALUES``); None: never measured, so
-    the run's cost is not estimated rather than wrong."""
-
-    def symbols(self, num_values: int, num_subcarriers: int) -> int:
-        """OFDM symbols of a phase of ``num_values`` values: ceil(n / F), one value per
-        resource element (the grouping rule)."""
-        return _ceil_div(num_values, num_subcarriers)
-
-    def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
-        """Its memory term (``cosim/scenario/derived.py``): the bytes one sender adds to
-        the uplink phase of ``num_values`` values, measured (``benchmarks/memory_peak.py``).
-        A scheme must declare its own: there is no default to be silently wrong."""
-        raise NotImplementedError(f"{type(self).__name__} declares no uplink_bytes_per_sender "
-                                  "(its memory term)")
-
-    def check_scenario(self, scenario) -> None:
-        """ValueError ``"key: rule"`` for what the scheme does not support in ``scenario``
-        (read by attribute: ``scenario.ofdm``, ``.cell``, ``.privacy``, ...); nothing by
-        default."""
-
-
-class AnalogScheme(SchemeParameters):
-    """The paper's broadband analog aggregation (Section IV): every update superposed on
-    the same resource elements, one real value per element."""
-
-    carries: ClassVar[str] = "values"
-    # [privacy]'s mechanism (phy.privacy: the receiver noise against each sender's
-    # amplitude on the shared subcarriers) is this scheme's; no other scheme has it.
-    accounts_privacy: ClassVar[bool] = True
-    receiver_scaling: ClassVar[bool] = True
-    phase_seconds: ClassVar[float | None] = 0.0  # the cost table's own scheme
-
-    def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
-        """``4 n + 8 N F``: the [K_S, n] float32 updates and the complex64 grid [K_S, N, F]."""
-        n, f = int(num_values), int(num_subcarriers)
-        return 4 * n + 8 * self.symbols(n, f) * f
-
-
-class DigitalOfdmaScheme(SchemeParameters):
-    """The digital baseline (as compared in Zhu, Wang, Huang, IEEE TWC 2020): each
-    sender's update stochastically quantized, the subcarriers shared among the senders,
-    each device decoded on its own (:mod:`phy.uplink.digital_ofdma`)."""
-
-    carries: ClassVar[str] = "values"
-    # measured 2026-11-28 at commit 23947c1 (docs/schemes.md): the proposed method's two
-    # phases at 8 bits, paper_mnist, against analog's round
-    phase_seconds: ClassVar[float | None] = 0.32
-
-    bits_per_value: Literal[1, 2, 4, 8, 16, 32] = Field(
-        8, description="b, bits per quantized value (2^b levels on [-s, s], s = max |value| "
-        "sent as a 32-bit float)")
-    allocation: Literal["equal", "max_min"] = Field(
-        "equal", description="the senders' subcarriers: an equal interleaved split, or Rhee "
-        "and Cioffi's greedy max-min rate allocation (VTC 2000)")
-    rate_model: Literal["shannon", "nr_mcs"] = Field(
-        "shannon", description="the rate a device's SNR allows: Shannon with the gap "
-        "snr_gap_db, or the 5G NR MCS (TS 38.214 Table 5.1.3.1-1) whose tabulated BLER at "
-        "the device's effective SNR is at most target_bler")
-    snr_gap_db: float = Field(
-        0.0, ge=0, le=DB_LIMIT, description="Gamma, the code's SNR gap to capacity [dB]: a "
-        "subcarrier carries log2(1 + SNR / Gamma) bits per OFDM symbol (0: capacity)")
-    target_bler: float = Field(
-        0.1, gt=0, lt=1, description="with rate_model = 'nr_mcs': the block error rate an "
-        "MCS must reach at the device's effective SNR to be chosen")
-    rate_margin_db: float = Field(
-        0.0, ge=0, le=DB_LIMIT, description="back-off [dB] a device applies to the SNR of its "
-        "CSI estimate when it picks its rate (against outage under CSI error)")
-    slot_symbols: int | None = Field(
-        None, ge=1, description="the phase's slot budget in OFDM symbols: a device whose "
-        "bits need more is in outage (None: no budget)")
-
-    def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
-        """``14 n``: the updates, their NumPy copy, the quantizer's float64 rows."""
-        return 14 * int(num_values)
-
-    def check_scenario(self, scenario) -> None:
-        """What it does not support: the time-domain uplink, [privacy] (it accounts the
-        analog receiver noise), more devices than subcarriers (each sender needs one)."""
-        scheme = 'uplink.scheme = "digital_ofdma"'
-        if scenario.ofdm.domain != "frequency":
-            raise ValueError(f"ofdm.domain: = {scenario.ofdm.domain!r} is not supported with {scheme} (it "
-                             "decodes each device per subcarrier in the frequency domain); set "
-                             "ofdm.domain = \"frequency\"")
-        if scenario.privacy is not None:
-            raise ValueError(f"privacy: [privacy] is not supported with {scheme}: the accounting is of the "
-                             "analog scheme's receiver noise, and the digital BS decodes each update "
-                             "exactly; remove [privacy]")
-        if scenario.cell.num_devices > scenario.ofdm.num_subcarriers:
-            raise ValueError(f"cell.num_devices: = {scenario.cell.num_devices} is more than "
-                             f"ofdm.num_subcarriers = {scenario.ofdm.num_subcarriers}: {scheme} gives "
-                             "every sender at least one subcarrier")
-
-
-ONE_BIT_MODULATIONS = ("bpsk", "qpsk")
-"""``uplink.one_bit_modulation``: one sign per resource element (the real part), or two
-(the real and the imaginary part)."""
-
-
-class OneBitScheme(SchemeParameters):
-    """One-bit broadband digital aggregation (Zhu, Du, Gunduz, Huang, IEEE TWC 2021):
-    the signs of the updates as BPSK or QPSK symbols under truncated channel inversion,
-    the BS's sign of the superposed signal a majority vote per entry."""
-
-    carries: ClassVar[str] = "signs"
-    phase_seconds: ClassVar[float | None] = 0.18  # signSGD's one phase, measured as digital_ofdma's
-    one_bit_modulation: Literal[ONE_BIT_MODULATIONS] = Field(
-        "bpsk", description="bpsk: one sign per resource element; qpsk: two (I and Q)")
-    # The same convention and default as power.tci_gain_threshold (docs/choices.md).
-    one_bit_gain_threshold: float = Field(
-        0.1, ge=0, description="truncation threshold on |h_hat|^2 relative to the path gain; "
-        "a subcarrier below it stays silent (1 - e^-t of i.i.d. Rayleigh subcarriers)")
-
-    def symbols(self, num_values: int, num_subcarriers: int) -> int:
-        """OFDM symbols of a phase of ``num_values`` signs: ceil(n / F) (BPSK) or
-        ceil(n / (2 F)) (QPSK)."""
-        return _ceil_div(_ceil_div(num_values, self.signs_per_element), num_subcarriers)
-
-    @property
-    def signs_per_element(self) -> int:
-        """p: 1 (BPSK) or 2 (QPSK, I and Q)."""
-        return 2 if self.one_bit_modulation == "qpsk" else 1
-
-    def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
-        """``4 n + 28 N F p``: the signs, the padded grid of p signs per element, its real
-        parts and the superposition's temporaries, float32."""
-        n, f = int(num_values), int(num_subcarriers)
-        return 4 * n + 28 * self.symbols(n, f) * f * self.signs_per_element
-
-
-NONCOHERENT_POWER = ("path_gain_inversion", "full_power")
-"""``uplink.noncoherent_power``: each device's tone power scaled by its weight over its
-long-term path gain (the weakest at its full share), or the full share P / (F/2) each."""
-
-
-class NoncoherentMvScheme(SchemeParameters):
-    """Non-coherent majority vote (Sahin and Yang, IEEE TWC 2023): each sign activates
-    one of two subcarriers with a random-phase symbol, the BS compares their energies; no
-    instantaneous CSI at the devices or the BS."""
-
-    carries: ClassVar[str] = "signs"
-    phase_seconds: ClassVar[float | None] = 0.60  # signSGD's one phase, measured as digital_ofdma's
-    noncoherent_power: Literal[NONCOHERENT_POWER] = Field(
-        "path_gain_inversion", description="path_gain_inversion: mean received power pi_k c "
-        "(large-scale fading compensated); full_power: P / (F/2) per active tone")
-
-    def symbols(self, num_values: int, num_subcarriers: int) -> int:
-        """OFDM symbols of a phase of ``num_values`` signs: ceil(n / floor(F / 2)), two
-        resource elements per sign (ValueError for F < 2)."""
-        return _ceil_div(num_values, self.pairs(num_subcarriers))
-
-    @staticmethod
-    def pairs(num_subcarriers: int) -> int:
-        """M = floor(F / 2), the signs per OFDM symbol; the rule F >= 2, written once
-        (ValueError naming ``ofdm.num_subcarriers`` otherwise)."""
-        if num_subcarriers < 2:
-            raise ValueError(f"ofdm.num_subcarriers: uplink.scheme = 'noncoherent_mv' needs at least 2, "
-                             f"a pair per sign (got {num_subcarriers})")
-        return int(num_subcarriers) // 2
-
-    def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
-        """``4 n + 54 N M`` (M = floor(F/2) tone pairs): the signs, the phases, their
-        cosines and sines, the tone masks and the products, float32."""
-        n, f = int(num_values), int(num_subcarriers)
-        return 4 * n + 54 * self.symbols(n, f) * self.pairs(f)
-
-    def check_scenario(self, scenario) -> None:
-        """F >= 2 (:meth:`pairs`)."""
-        self.pairs(scenario.ofdm.num_subcarriers)
-
-
-UPLINK_SCHEMES = {
-    "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog"),
-    "digital_ofdma": Variant(DigitalOfdmaScheme, "phy.uplink.digital_ofdma:DigitalOfdma"),
-    "one_bit": Variant(OneBitScheme, "phy.uplink.one_bit:OneBit",
-                       {"one_bit_modulation": "modulation", "one_bit_gain_threshold": "gain_threshold"}),
-    "noncoherent_mv": Variant(NoncoherentMvScheme, "phy.uplink.noncoherent_mv:NoncoherentMajorityVote",
-                              {"noncoherent_power": "power"}),
-}
-"""``uplink.scheme`` -> its parameters and class (:mod:`phy.uplink.scheme`); a scheme's
-parameters (a :class:`SchemeParameters`) declare what it ``carries`` (``"values"`` or
-``"signs"``), whether ``[privacy]`` ``accounts_privacy`` for it (absent: False), whether
-it has the ``receiver_scaling`` of ``power.gamma = "joint"``, its symbols per phase, its
-memory and cost terms and its checks against the scenario; the scenario's checks, its
-estimates and the scheme classes read them from here."""

@@ -291,3 +291,41 @@ def test_every_graph_function_is_traced_without_autograph():
                 missing.append(f"{name}:{node.lineno}")
     assert found >= 15, found  # the walk sees them
     assert not missing, f"tf.function without autograph=False: {missing}"
+
+
+RAY_TRACING = ("sionna.rt", "mitsuba", "drjit")
+"""Sionna RT and its renderer: 2.4-4.6 s to import (issue 57), loaded only for a run with
+``channel.model = "ray_traced"`` that must trace."""
+
+
+def _imports_of(path: Path) -> list[tuple[str, bool]]:
+    """``(module, at_top_level)`` of every import statement of ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append((node.module, id(node) in top))
+    return found
+
+
+def test_only_the_ray_tracer_imports_sionna_rt_and_only_when_it_traces():
+    """``sionna.rt``, mitsuba and Dr.Jit are imported by ``phy/ray_tracing.py`` alone,
+    inside a function (never at a module's top), and ``phy.ray_tracing`` itself only
+    inside functions: the CLI's start and a run without ``channel.model = "ray_traced"``
+    never load them (``test_cli_startup.py`` holds that ``sionna`` is not imported at all
+    by the commands that do not train)."""
+    importers, eager = set(), []
+    for name, path in _modules().items():
+        for module, at_top in _imports_of(path):
+            if module.split(".")[0] in ("mitsuba", "drjit") or module.startswith("sionna.rt"):
+                importers.add(name)
+                eager += [f"{name} imports {module} at its top"] if at_top else []
+            if module == "phy.ray_tracing" and at_top:
+                eager.append(f"{name} imports phy.ray_tracing at its top")
+    assert importers == {"phy.ray_tracing"}
+    assert eager == []
+    graph = _graph()  # the ray-traced layouts and channel are reached through the registry only
+    assert not [m for m, deps in graph.items() if deps & {"phy.ray_traced", "phy.scene_layouts"}]

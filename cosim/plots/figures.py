@@ -56,7 +56,8 @@ Figures (file stems):
 - ``csi_nmse``: realised CSI NMSE (dB): median over devices per round with the
   5-95 % band over devices, and per device (mean over rounds) against distance;
   traces with perfect CSI (NMSE 0) are left out;
-- ``cell_map``: the device drop (BS at the origin, the cell edge dashed), one panel
+- ``cell_map``: the device drop (BS at the origin, or where ``channel.bs_position_m`` puts it in a
+  ray-traced scene; the cell edge dashed), one panel
   per trace, coloured by path gain (dB) and, in a second row, by the device's mean
   local update distortion (summed over phases; devices never attenuated hollow).
 

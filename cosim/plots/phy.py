@@ -4,6 +4,7 @@ error and the cell map (``docs/figures.md``). No TensorFlow.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from cosim.plots.style import (
     style,
 )
 from cosim.trace import TraceData
+from phy.parameters import CHANNEL_MODELS  # pydantic only
 
 
 def ring_distortion(trace: TraceData, phase: str) -> dict[str, np.ndarray]:
@@ -330,17 +332,33 @@ def _device_distortion(trace: TraceData) -> np.ndarray | None:
     return np.sum([np.mean(trace.per_device[f"local_distortion_{p}"], axis=0) for p in phases], axis=0)
 
 
+def _bs_xy_m(trace: TraceData) -> tuple[float, float]:
+    """The BS's x, y [m]: ``channel.bs_position_m`` of a ray-traced scenario (the devices'
+    positions are scene coordinates), else the origin."""
+    channel = trace.scenario.get("channel")
+    channel = channel if isinstance(channel, dict) else {}
+    position = channel.get("bs_position_m")
+    model = CHANNEL_MODELS.get(channel.get("model"))  # its registry entry says
+    if (model is None or not model.parameters.scene_coordinates
+            or not isinstance(position, list) or len(position) != 3
+            or not all(isinstance(v, int | float) and math.isfinite(v) for v in position)):
+        return 0.0, 0.0
+    return float(position[0]), float(position[1])
+
+
 def _map_panel(ax, trace: TraceData) -> None:
     """BS marker, cell edge, equal axes and limits of one map panel."""
     position = trace.devices["position_m"]
-    radius = _cell_radius_m(trace) or float(np.max(np.hypot(position[:, 0], position[:, 1])))
-    ax.add_patch(Circle((0.0, 0.0), radius, fill=False, ls="--", lw=0.6, color="0.5"))
-    ax.plot([0.0], [0.0], marker="^", color="black", ms=6, ls="none", zorder=4)
-    ax.annotate("BS", (0.0, 0.0), xytext=(4, 4), textcoords="offset points", fontsize=6)
+    x, y = _bs_xy_m(trace)
+    radius = _cell_radius_m(trace) or float(np.max(np.hypot(position[:, 0] - x, position[:, 1] - y)))
+    ax.add_patch(Circle((x, y), radius, fill=False, ls="--", lw=0.6, color="0.5"))
+    ax.plot([x], [y], marker="^", color="black", ms=6, ls="none", zorder=4)
+    ax.annotate("BS", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
     limit = 1.06 * radius
-    ax.set_xlim(-limit, limit)
-    ax.set_ylim(-limit, limit)
+    ax.set_xlim(x - limit, x + limit)
+    ax.set_ylim(y - limit, y + limit)
     ax.set_aspect("equal")
     ax.grid(False)
-    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=True))
-    ax.yaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=True))
+    centred = (x, y) == (0.0, 0.0)  # symmetric ticks about the BS at the origin
+    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=centred))
+    ax.yaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=centred))

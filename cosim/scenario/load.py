@@ -68,6 +68,7 @@ from cosim.scenario.errors import (
     migrate_table,
     parse_scenario,
 )
+from cosim.scenario.scene import confine_scene, is_scene_file, traces_scene
 from cosim.scenario.tables import (
     DB_LIMIT,
     AlgorithmConfig,
@@ -398,7 +399,21 @@ def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> 
         data = read_toml(path, source, missing_hint=hint)
     if overrides:
         source = f"{source} with {_apply_overrides(data, overrides)}"
-    return parse_scenario(data, source)
+    return _with_scene_file(parse_scenario(data, source), Path(path).parent if path else Path.cwd(), source)
+
+
+def _with_scene_file(scenario: Scenario, folder: Path, source: str) -> Scenario:
+    """``scenario`` with ``channel.scene``'s file resolved against ``folder`` (the scenario
+    file's; :func:`cosim.scenario.scene.confine_scene`): an absolute path, so a run finds
+    it from any working directory; ScenarioError when it lies outside ``folder``."""
+    channel = scenario.channel
+    if not traces_scene(channel.model) or not is_scene_file(channel.scene):
+        return scenario
+    try:
+        scene = confine_scene(channel.scene, folder)
+    except ValueError as error:
+        raise ScenarioError([str(error)], source) from None
+    return scenario.model_copy(update={"channel": channel.model_copy(update={"scene": scene})})
 
 
 def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:

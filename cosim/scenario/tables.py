@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import os_path
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
+from cosim.scenario.scene import check_cell_and_channel
 from cosim.scenario.sections import (
     _bool_or_keyword,
     _require,
@@ -48,12 +49,7 @@ from learning.runtime import (  # stdlib only
     resolve,
 )
 from native.parameters import deep_tuple, positive_or_keyword
-from phy.limits import (  # stdlib only
-    CELL_MODELS,
-    L_MAX_MARGIN,
-    MIN_DISTANCE_M,
-    last_tap_lag,
-)
+from phy.limits import L_MAX_MARGIN, last_tap_lag  # stdlib only
 from phy.parameters import (  # pydantic only
     CELL_LAYOUTS,
     CHANNEL_MODELS,
@@ -550,11 +546,7 @@ class Scenario(_Section):
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
         self.uplink.check_scenario(self)  # the scheme's own rules (phy.parameters.UPLINK_SCHEMES)
-        if self.channel.model in CELL_MODELS:
-            channel = self.channel
-            _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",
-                     f"= {self.cell.min_distance_m:g} m: channel.model = {channel.model!r} needs "
-                     f"devices at least {MIN_DISTANCE_M:g} m from the BS (TR 38.901 Table 7.4.1-1)")
+        check_cell_and_channel(self)  # the geometry's rules between [cell] and [channel]
         self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
         if self.model.architecture in CONVOLUTIONAL:
             h, w, _ = image_shape(self.data.input_shape)

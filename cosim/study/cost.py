@@ -35,11 +35,10 @@ from dataclasses import dataclass
 
 from cosim.scenario import Scenario, scenario_num_params, uplink_phase_values
 from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
+from learning.catalog import CATALOG  # no TensorFlow
 from phy.parameters import COMBINERS, SCHEDULING  # pydantic only
 
 __all__ = ["RunCost", "format_core_hours", "run_cost", "study_cost_lines"]
-
-_BAYESIAN = "bayes_aircomp"
 
 MAXMIN_ROUND_S = {2: 7.0, 4: 10.0, 8: 22.0, 16: 70.0}
 """Seconds per round of the max-min combiner's solver (``phy.combiner.maxmin``) at K = 100,
@@ -132,7 +131,8 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     d = scenario_num_params(scenario) if num_params is None else int(num_params)
     algorithm = scenario.algorithm
     entry = table["round_core_s"].get(algorithm.name, {})
-    key = algorithm.estimator if algorithm.name == _BAYESIAN else "any"
+    monte_carlo = CATALOG[algorithm.name].monte_carlo  # its catalog entry says
+    key = algorithm.estimator if monte_carlo else "any"
     per_round = entry.get(key)
     slope = table["round_core_s_per_sample"].get(algorithm.name, {}).get(key, 0.0)
     per_eval = table["eval_core_s"].get(algorithm.name)
@@ -145,7 +145,7 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     round_s = (max(per_round + slope * samples, 0.0) * scale
                * (algorithm.local_steps / ref["local_steps"]))
     eval_s = per_eval * (d / ref["num_params"]) * (_test_size(scenario, table) / ref["test_size"])
-    if algorithm.name == _BAYESIAN:
+    if monte_carlo:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
     round_s = (round_s * _cohort_share(scenario) + _maxmin_round_s(scenario)

@@ -41,7 +41,7 @@ TIMING_COLUMNS = ("wall_s", "cpu_s")
 """``/rounds`` columns that time a round (its wall clock and its process's CPU): they differ
 between any two runs of one scenario, so every comparison of traces leaves them out."""
 LIBVER = ("v108", "v108")
-PACKAGES = ("tensorflow", "tensorflow-probability", "sionna-no-rt", "aircomp-cosim", "h5py", "numpy", "numba")
+PACKAGES = ("tensorflow", "tensorflow-probability", "sionna", "sionna-rt", "aircomp-cosim", "h5py", "numpy", "numba")
 _SLOTS = ("slot_0", "slot_1")
 CHECKPOINT_DROPPED = "checkpoint_dropped"
 """Root attribute (1) of a trace whose checkpoint :func:`drop_checkpoint` removed."""

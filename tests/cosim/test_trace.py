@@ -87,7 +87,7 @@ def test_schema_and_shapes(tmp_path):
         assert f.attrs["schema_version"] == SCHEMA_VERSION and f.attrs["completed_rounds"] == 3
         assert f.attrs["scenario"] == SCENARIO and f.attrs["seed"] == 3
         for key in ("started_at", "version_tensorflow", "version_tensorflow-probability",
-                    "version_sionna-no-rt", "version_aircomp-cosim"):
+                    "version_sionna", "version_sionna-rt", "version_aircomp-cosim"):
             assert key in f.attrs
         assert f["devices/position_m"].shape == (K, 2) and f["devices/label_hist"].shape == (K, C)
         assert f["rounds/round"].dtype == np.int64 and f["rounds/test_accuracy"].dtype == np.float64

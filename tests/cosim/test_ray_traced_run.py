@@ -1,0 +1,138 @@
+"""A run in a ray-traced scene (``channel.model = "ray_traced"``) through ``cosim``: the
+tiny scenario in the tiny scene of ``tests/phy/tiny_scene.py``, traced once and replayed
+from the cache bit for bit, and the refusals that name their key in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.plots.phy import cell_map_figure
+from cosim.scenario import load_scenario, with_overrides
+from cosim.trace import read_trace
+from cosim.trace.file_format import TIMING_COLUMNS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "phy"))
+from tiny_scene import write_scene
+
+SETS = ['channel.model="ray_traced"', 'channel.scene="scene.xml"', "channel.bs_position_m=[2.0, 3.0, 10.0]",
+        "channel.samples_per_source=20000", 'cell.layout="radio_map"', "cell.path_gain_range_db=[-110.0, -40.0]",
+        "cell.radius_m=40.0", "cell.min_distance_m=5.0", "cell.num_devices=4"]
+
+
+def _args(scenario: Path, *more: str) -> list[str]:
+    cache = f'channel.cache_dir="{(scenario.parent / "cache").as_posix()}"'
+    return [str(scenario), *(item for s in (*SETS, cache, *more) for item in ("--set", s))]
+
+
+def _rounds(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as trace:
+        return {name: trace["rounds"][name][()] for name in trace["rounds"]
+                if isinstance(trace["rounds"][name], h5py.Dataset) and name not in TIMING_COLUMNS}
+
+
+def test_a_run_in_a_scene_replays_and_resumes_from_the_cache_bit_for_bit(tmp_path, capsys):
+    """Two rounds traced and run; then one round replayed from the cache into another
+    trace and that trace resumed to two rounds: neither traces nor loads the scene, and
+    both end bit for bit as the first."""
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path, rounds=2, every=1)
+    assert main(["run", *_args(scenario), "--no-plots"]) == 0
+    first = capsys.readouterr().err
+    assert "ray tracing: 4 devices in scene.xml" in first  # progress shown
+    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
+    assert main(["run", *_args(scenario, again, "rounds=1"), "--no-plots"]) == 0
+    assert main(["run", *_args(scenario, again), "--resume", "--no-plots"]) == 0
+    assert "ray tracing" not in capsys.readouterr().err  # nothing traced, nothing loaded
+    traces = [tmp_path / "tiny-seed3.h5", tmp_path / "again.h5"]
+    with h5py.File(traces[0], "r") as a, h5py.File(traces[1], "r") as b:
+        assert a.attrs["ray_traced_paths"] == b.attrs["ray_traced_paths"]
+        assert str(a.attrs["ray_traced_paths"]).endswith(".npz sha256:" + a.attrs["ray_traced_paths"][-64:])
+        np.testing.assert_array_equal(a["devices/path_gain"][()], b["devices/path_gain"][()])
+        assert np.all(a["devices/path_gain"][()] > 0)
+    first_rounds, again = _rounds(traces[0]), _rounds(traces[1])
+    assert first_rounds.keys() == again.keys() and "test_accuracy" in first_rounds
+    for name, values in first_rounds.items():
+        np.testing.assert_array_equal(values, again[name], err_msg=name)
+    panel = cell_map_figure([read_trace(traces[0])], ["ray traced"]).axes[0]  # the BS where it stands
+    assert np.mean(panel.get_xlim()) == pytest.approx(2.0) and np.mean(panel.get_ylim()) == pytest.approx(3.0)
+
+
+def _refused(capsys, *args: str) -> str:
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_an_unknown_scene_is_refused_naming_the_key(tmp_path, capsys):
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "validate", *_args(scenario, 'channel.scene="atlantis"'))
+    assert "channel.scene:" in err and "'atlantis'" in err
+
+
+def test_a_scene_file_outside_the_scenario_folder_is_refused(tmp_path, capsys):
+    write_scene(tmp_path / "elsewhere")
+    (tmp_path / "here").mkdir()
+    scenario = write_tiny(tmp_path / "here")
+    err = _refused(capsys, "validate", *_args(scenario, 'channel.scene="../elsewhere/scene.xml"'))
+    line = next(line for line in err.splitlines() if "channel.scene" in line)
+    assert "'../elsewhere/scene.xml'" in line and "outside the scenario's folder" in line
+
+
+def test_a_bs_inside_a_building_is_refused_naming_the_key(tmp_path, capsys):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "run", *_args(scenario, "channel.bs_position_m=[25.0, 0.0, 5.0]"), "--no-plots")
+    line = next(line for line in err.splitlines() if "channel.bs_position_m" in line)
+    assert "[25.0, 0.0, 5.0]" in line and "inside a building" in line
+    assert not list(tmp_path.glob("*.h5")), "a refused run writes no trace"
+
+
+def test_a_scene_layout_needs_the_ray_traced_channel(tmp_path, capsys):
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "validate", str(scenario), "--set", 'cell.layout="radio_map"',
+                   "--set", "cell.path_gain_range_db=[-110.0, -40.0]")
+    assert "cell.layout: = 'radio_map'" in err and "channel.model = 'ray_traced'" in err
+    err = _refused(capsys, "validate", *_args(scenario, 'cell.layout="uniform_disk"'))
+    assert "cell.layout: = 'uniform_disk'" in err
+
+
+def test_validate_prints_the_estimated_tracing_cost(tmp_path, capsys):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path)
+    assert main(["validate", *_args(scenario)]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("  tracing   about "))
+    assert "4 devices, 20,000 rays, depth 3" in line and "measured 2026-12-02" in line
+    assert not (tmp_path / "cache").exists(), "validate traces nothing"
+
+
+def test_validate_of_a_study_prints_the_tracing_cost_of_each_drop_size(tmp_path, capsys):
+    write_scene(tmp_path)
+    write_tiny(tmp_path)
+    sets = "\n".join(f'"{key}" = {value}' for key, value in (item.split("=", 1) for item in SETS)
+                     if key != "cell.num_devices")
+    (tmp_path / "study.toml").write_text(f'scenario = "tiny.toml"\nseeds = [1, 2]\n[set]\n{sets}\n'
+                                         '[axes]\n"cell.num_devices" = [3, 4]\n')
+    assert main(["validate", str(tmp_path / "study.toml")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  tracing   about ")]
+    assert len(lines) == 2 and "3 devices" in lines[0] and "4 devices" in lines[1]
+
+
+def test_the_scene_file_resolves_beside_the_scenario_and_survives_overrides(tmp_path):
+    write_scene(tmp_path / "place")
+    scenario = write_tiny(tmp_path / "place")
+    overrides = [item for s in SETS for item in ("--set", s)][1::2]
+    loaded = load_scenario(scenario, overrides)
+    assert loaded.channel.scene == str((tmp_path / "place" / "scene.xml").resolve())
+    changed = with_overrides(loaded, {"rounds": 3})  # re-validated from its dump (unset keys None)
+    assert changed.channel == loaded.channel and changed.cell == loaded.cell and changed.rounds == 3
+    plain = with_overrides(load_scenario(None), {"rounds": 3})
+    assert plain.channel.scene is None and plain.channel.model == "iid_rayleigh"
