@@ -198,6 +198,48 @@ cells the devices' positions and the static seed, as extras). ``path_loss_expone
 to :func:`phy.geometry.path_gain`, not to the channel."""
 
 
+# --------------------------------------------------------------------------- mobility
+
+
+class StaticMobility(Parameters):
+    """Devices that do not move: the block fading of ``channel.model`` (today's model)."""
+
+
+class StraightMobility(Parameters):
+    """Constant velocity, reflected at the cell's edge and exclusion circle (phy.mobility),
+    with Jakes-correlated fading in time (phy.doppler)."""
+
+    speed_mps: Annotated[float | tuple[float, float], BeforeValidator(deep_tuple)] = Field(
+        0.0, description="v [m/s], or [low, high]: uniform per device")
+    compute_seconds_per_round: float = Field(
+        0.0, ge=0, description="the devices' local computation before a round's first phase [s]")
+    carrier_frequency_hz: float = Field(3.5e9, gt=0, description="f_c of the Doppler f_D = v f_c / c [Hz]")
+    num_sinusoids: int = Field(16, ge=1, le=1024, description="M, sinusoids per Jakes process")
+
+    @model_validator(mode="after")
+    def _check(self) -> StraightMobility:
+        speeds = self.speed_mps if isinstance(self.speed_mps, tuple) else (self.speed_mps,)
+        if not all(math.isfinite(v) and 0.0 <= v <= 1e4 for v in speeds):
+            raise ValueError(f"speed_mps: must be in [0, 1e4] m/s (got {self.speed_mps})")
+        if len(speeds) == 2 and speeds[0] > speeds[1]:
+            raise ValueError(f"speed_mps: [low, high] needs low <= high (got {list(self.speed_mps)})")
+        return self
+
+
+MOBILITY_MODELS = {
+    "static": Variant(StaticMobility, "phy.moving_channel:static", label="static"),
+    "straight": Variant(StraightMobility, "phy.moving_channel:straight",
+                        extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
+                                "path_loss_exponent", "rng"), label="straight-line motion"),
+}
+"""``mobility.model`` -> its parameters, builder and display name. ``"static"`` builds
+nothing (block fading, every draw as without ``[mobility]``); a moving model builds a
+:class:`phy.moving_channel.MovingChannel` from the drop and the run's "mobility" stream."""
+
+MOVING_CHANNEL_MODELS = ("iid_rayleigh", "flat_rayleigh")
+"""The ``channel.model`` values a moving ``[mobility]`` model evaluates in time."""
+
+
 # --------------------------------------------------------------------------- CSI models
 
 
