@@ -26,7 +26,14 @@ from learning.models.architectures import build_model
 from phy import geometry
 from phy.cells import CELL_MODELS
 from phy.combiner import ReceiveCombiner
-from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
+from phy.parameters import (
+    CELL_LAYOUTS,
+    CHANNEL_MODELS,
+    CSI_MODELS,
+    MOBILITY_MODELS,
+    POWER_CONTROLS,
+    UPLINK_SCHEMES,
+)
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
 
@@ -173,7 +180,23 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
         privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
+        moving=_moving_of(scenario, world["deployment"]),
     )
+
+
+def _moving_of(scenario: Scenario, deployment: geometry.Deployment):
+    """The scenario's :class:`phy.moving_channel.MovingChannel` (None without ``[mobility]``
+    or with ``"static"``: nothing is drawn), its speeds, headings and Jakes processes from
+    the static "mobility" stream."""
+    mobility = scenario.mobility
+    if mobility is None or mobility.model == "static":
+        return None
+    return MOBILITY_MODELS[mobility.model].build(
+        mobility.variant_values(), positions_m=np.asarray(deployment.positions_m, np.float64),
+        radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
+        num_subcarriers=scenario.ofdm.num_subcarriers, flat=scenario.channel.model == "flat_rayleigh",
+        path_loss_exponent=scenario.channel.path_loss_exponent,
+        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "mobility"))
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

@@ -1,13 +1,12 @@
 """The scenario's schema: one frozen pydantic model per table, and the scenario's TOML text.
 
-Every table of a scenario file (``[cell]``, ``[channel]``, ..., ``[runtime]``) is a
-model here with its keys' types, bounds, defaults and cross-key rules; :class:`Scenario`
-holds them and the cross-table rules. Values are type-checked strictly (TOML is typed:
-``radius_m = "300"`` is an error, an integer is accepted where a float is expected; no
-float key takes ``nan`` or ``inf``). Arrays become tuples, so a scenario is immutable
-all the way down. :func:`scenario_to_toml` writes a resolved scenario back as TOML.
-Loading, overrides and messages: :mod:`cosim.scenario`; derived quantities:
-:mod:`cosim.scenario.derived`. Nothing here imports TensorFlow.
+Every table of a scenario file (``[cell]``, ``[channel]``, ..., ``[runtime]``) is a model here
+with its keys' types, bounds, defaults and cross-key rules; :class:`Scenario` holds them and the
+cross-table rules. Values are type-checked strictly (TOML is typed: ``radius_m = "300"`` is an
+error, an integer is accepted where a float is expected; no float key takes ``nan`` or ``inf``).
+Arrays become tuples, so a scenario is immutable all the way down. :func:`scenario_to_toml`
+writes a resolved scenario back as TOML. Loading, overrides and messages: :mod:`cosim.scenario`;
+derived quantities: :mod:`cosim.scenario.derived`. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -33,10 +32,11 @@ from pydantic_core import PydanticCustomError
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import os_path
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
+from cosim.scenario.mobility_rules import check_mobility
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
-from learning.runtime import (  # stdlib only
+from learning.runtime import (  # stdlib
     BACKENDS,
     DEVICE_CHUNK,
     NOISE_SOURCES,
@@ -57,6 +57,7 @@ from phy.parameters import (  # pydantic only
     COMBINERS,
     CSI_MODELS,
     DB_LIMIT,
+    MOBILITY_MODELS,
     POWER_CONTROLS,
     SCHEDULING,
     UPLINK_SCHEMES,
@@ -78,8 +79,7 @@ def _bool_or_keyword(keyword: str):
 
 
 class _Section(BaseModel):
-    # allow_inf_nan=False: every float key (arrays of floats included) refuses nan and
-    # +-inf, which TOML and --set both accept (``tx_power_dbm = nan``)
+    # allow_inf_nan=False: every float key (arrays too) refuses nan and +-inf, which TOML and --set accept
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -449,8 +449,7 @@ class ModelConfig(_Section):
         return self
 
 
-# The algorithms' hyper-parameters are declared once, in learning.hyperparameters, one
-# model per algorithm named by the catalog; [algorithm] is built from them below.
+# The hyper-parameters: once, in learning.hyperparameters, a model per catalog algorithm; [algorithm] below.
 
 
 def _fields(model: type[BaseModel], keys: Sequence[str]) -> dict[str, Any]:
@@ -594,6 +593,7 @@ class Scenario(_Section):
     trace: TraceConfig = TraceConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     privacy: PrivacyConfig | None = None
+    mobility: variant_table(MOBILITY_MODELS, table="mobility", key="model", default="static") | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -621,9 +621,8 @@ class Scenario(_Section):
                          f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
                          "uplink is perfectly synchronised)")
         else:
-            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most
-            # F + C - 1; TDL's and the 3GPP cells' later paths are cut (and counted), the
-            # delay lines of the Rayleigh models must fit
+            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most F + C - 1;
+            # TDL's and the 3GPP cells' later paths are cut (and counted), the Rayleigh lines must fit
             timing = self.sync.timing_offset_max_samples
             taps = {"iid_rayleigh": self.channel.num_taps, "flat_rayleigh": 1}.get(
                 self.channel.model, 1)
@@ -638,6 +637,7 @@ class Scenario(_Section):
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
         self.uplink.check_scenario(self)  # the scheme's own rules (phy.parameters.UPLINK_SCHEMES)
+        check_mobility(self)
         if self.channel.model in CELL_MODELS:
             channel = self.channel
             _require(self.cell.min_distance_m >= MIN_DISTANCE_M, "cell.min_distance_m",

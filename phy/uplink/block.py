@@ -52,6 +52,7 @@ from phy.privacy import (
     transmit_scaling,
 )
 from phy.sync import UniformOffsets
+from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
 from phy.uplink.analog import Analog
 from phy.uplink.participation import RoundCohort
@@ -162,7 +163,7 @@ class Uplink:
                  num_antennas: int = 1, participation=None, population_weights=None,
                  local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
                  keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
-                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None):
+                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None, moving=None):
         self.channel, self.csi, self.power_control = channel, csi, power_control
         self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
         self.seed = int(seed)
@@ -192,11 +193,15 @@ class Uplink:
             raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
                              f"got {self.num_antennas} antennas")
         self.privacy = privacy
+        self.moving = moving
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
         the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
         and the cohort (:meth:`draw_cohort`)."""
+        if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
+            h, h_hat, gain = moving_link.round_channel(self, t)
+            return RoundLink(self, t, h, h_hat, None, None, self.draw_cohort(t, h_hat), path_gain=gain)
         h, uplink, offsets = self.draw_channel(t)
         h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, "csi"))
         return RoundLink(self, t, h, h_hat, uplink, offsets, self.draw_cohort(t, h_hat))
@@ -286,8 +291,12 @@ class RoundLink:
     ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device).
     """
 
-    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort):
+    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):
         self.block, self.t = block, t
+        self.path_gain = block.path_gain if path_gain is None else path_gain
+        self.offset_s = 0.0 if block.moving is None else block.moving.compute_seconds_per_round
+        self.aging: dict[str, np.ndarray] = {}
+        self.phases_done = 0
         self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
         self.keep_signals = block.keep_signals(t)
         self._sent_symbols = 0
@@ -494,11 +503,17 @@ class RoundLink:
         ``"noise/<phase>"`` stream), and the estimate's error against the error-free
         weighted sum (:func:`phy.aggregate_error.aggregate_error`). With the block's
         ``privacy``: the phase's mechanism and the artificial noise of its floor first."""
-        block = self.block
+        block, h, h_hat, gain, slot = self.block, self.h, self.h_hat, self.path_gain, None
+        if block.moving is not None:  # each phase's estimate and channel (phy.uplink.moving_link)
+            h, h_hat, gain, slot = moving_link.phase_channels(self, phase, first=self.phases_done == 0)
         link = cohorts.phase_link(
-            self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
-            path_gain=block.path_gain, population_weights=block.population_weights,
+            self.cohort, block.phase_index[phase], weights, updates, h, h_hat, self.uplink,
+            path_gain=gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
+        if slot is not None:
+            senders = slot.devices if link.devices is None else link.devices[0]
+            link = dataclasses.replace(link, slot=dataclasses.replace(
+                slot, devices=senders, doppler_hz=slot.doppler_hz[senders]))
         columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
         if block.privacy is not None:
             link, columns = self._private(phase, link)
@@ -520,6 +535,8 @@ class RoundLink:
         scalars[f"aggregate_nmse_{phase}"] = normalised_error(error, power_sum)
         for column, values in result.columns.per_device.items():
             columns.per_device[column] = link.per_device(values)
+        if block.moving is not None:
+            columns.per_device.update(moving_link.phase_columns(self, phase, link, result))
         columns.signals.update(result.columns.signals)
         return PhaseResult(result.estimate, link.received, columns)
 
@@ -567,6 +584,10 @@ class RoundLink:
         scalars["uplink_energy_j"] = float(self._energy_j.sum())
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
+        if block.moving is not None:
+            moving_scalars, moving_columns = moving_link.round_columns(self, uplink_symbols, scalars["downlink_symbols"])
+            scalars.update(moving_scalars)
+            per_device.update(moving_columns)
         if block.privacy is not None:
             if self.discarded and cohort.scheduled.size:
                 charged = self._charge_discarded()

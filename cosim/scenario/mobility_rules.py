@@ -1,0 +1,42 @@
+"""``[mobility]`` against the other tables: what a moving model supports.
+
+A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters.MOBILITY_MODELS`)
+evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
+models, one BS antenna, the frequency-domain uplink, devices kept off the BS by a positive
+exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
+``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
+No TensorFlow.
+"""
+
+from __future__ import annotations
+
+from phy.parameters import MOVING_CHANNEL_MODELS
+
+
+def moving(scenario) -> bool:
+    """Whether ``scenario`` has a ``[mobility]`` table whose model moves the devices."""
+    return scenario.mobility is not None and scenario.mobility.model != "static"
+
+
+def check_mobility(scenario) -> None:
+    """ValueError ``"key: rule"`` for what a moving ``[mobility]`` model does not support."""
+    if not moving(scenario):
+        return
+    model = f"mobility.model = {scenario.mobility.model!r}"
+    rules = (
+        (scenario.channel.model in MOVING_CHANNEL_MODELS, "channel.model",
+         f"= {scenario.channel.model!r}: {model} evaluates "
+         f"{' and '.join(repr(m) for m in MOVING_CHANNEL_MODELS)} in time; set one of them"),
+        (scenario.ofdm.domain == "frequency", "ofdm.domain",
+         f"= {scenario.ofdm.domain!r}: {model} runs the frequency-domain uplink only; set \"frequency\""),
+        (scenario.bs.num_antennas == 1, "bs.num_antennas",
+         f"= {scenario.bs.num_antennas}: {model} is for a single-antenna BS; set 1"),
+        (scenario.privacy is None, "privacy",
+         f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
+        (scenario.cell.min_distance_m > 0.0, "cell.min_distance_m",
+         f"= {scenario.cell.min_distance_m:g}: {model} reflects the devices at this exclusion "
+         "radius around the BS; set it > 0"),
+    )
+    for holds, key, rule in rules:
+        if not holds:
+            raise ValueError(f"{key}: {rule}")
