@@ -261,9 +261,33 @@ class LsPilotCsi(Parameters):
 
 
 class OutdatedCsi(Parameters):
-    """Channel aging: h_hat = rho h + sqrt(1 - rho^2) w (first-order Gauss-Markov)."""
+    """Channel aging: h_hat = rho h + sqrt(1 - rho^2) w (first-order Gauss-Markov), rho given
+    or Jakes' J0(2 pi f_D tau) of a speed, a carrier and the estimate's age."""
 
-    correlation: float = Field(ge=-1, le=1, description="rho, e.g. J0(2 pi f_D tau)")
+    correlation: float | None = Field(None, ge=-1, le=1, description="rho, e.g. J0(2 pi f_D tau)")
+    delay_s: float | None = Field(None, ge=0, description="tau, the estimate's age [s] (instead of correlation)")
+    speed_mps: float | None = Field(None, ge=0, le=1e4, description="v of f_D = v f_c / c [m/s]")
+    carrier_frequency_hz: float | None = Field(None, gt=0, description="f_c of f_D = v f_c / c [Hz]")
+
+    @model_validator(mode="after")
+    def _check(self) -> OutdatedCsi:
+        aging = (self.delay_s, self.speed_mps, self.carrier_frequency_hz)
+        if self.correlation is None and None in aging:
+            raise ValueError("correlation: set it, or delay_s, speed_mps and carrier_frequency_hz "
+                             "(rho = J0(2 pi v f_c tau / c))")
+        if self.correlation is not None and any(v is not None for v in aging):
+            raise ValueError(f"correlation: = {self.correlation} and delay_s, speed_mps, "
+                             "carrier_frequency_hz are two ways to give rho; set one")
+        return self
+
+    def rho(self) -> float:
+        """The correlation: given, or ``J0(2 pi (v f_c / c) tau)`` (Jakes' spectrum)."""
+        if self.correlation is not None:
+            return float(self.correlation)
+        from scipy.special import j0  # here: the registry imports no NumPy or SciPy
+
+        return float(j0(2.0 * math.pi * self.speed_mps * self.carrier_frequency_hz / 299_792_458.0
+                        * self.delay_s))
 
 
 CSI_MODELS = {

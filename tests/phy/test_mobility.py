@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 from scipy.special import j0
 
-from phy.doppler import SumOfSinusoids, coherence_time_s, doppler_hz, jakes_correlation, wavelength_m
+from phy.doppler import (
+    SumOfSinusoids,
+    coherence_time_s,
+    doppler_hz,
+    jakes_correlation,
+    wavelength_m,
+)
 from phy.mobility import StraightMotion, advance
 from phy.moving_channel import straight
 from phy.uplink.digital_ofdma import DigitalOfdma, plan
@@ -77,7 +83,7 @@ def test_a_moving_device_advances_by_v_dt_and_stays_in_the_cell():
     r = np.hypot(p[:, 0], p[:, 1])
     assert np.all(r <= radius_m * (1 + 1e-12)) and np.all(r >= inner_m * (1 - 1e-12))
     np.testing.assert_allclose(np.hypot(u[:, 0], u[:, 1]), 120 / 3.6, rtol=1e-12)
-    p1, u1 = advance(*advance(start, velocity, 250.0, radius_m, inner_m), 350.0, radius_m, inner_m)
+    p1, _ = advance(*advance(start, velocity, 250.0, radius_m, inner_m), 350.0, radius_m, inner_m)
     np.testing.assert_allclose(p1, p, atol=1e-6)
 
 
