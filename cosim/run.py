@@ -580,12 +580,13 @@ def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path)
 
 def _resume_clock(engine: Engine, writer: TraceWriter, start: int) -> None:
     """A run with moving devices (``[mobility]``) resumed at round ``start``: its clock set to
-    that round's start, the trace's ``round_start_s + round_seconds`` of the round before."""
+    that round's start (the trace's ``round_start_s + round_seconds`` of the round before),
+    stepping through every earlier round's start as the run did."""
     moving = getattr(engine.uplink, "moving", None)
     if start == 0 or moving is None:
         return
-    begun, lasted = writer.column("round_start_s"), writer.column("round_seconds")
-    moving.resume(start, float(begun[start - 1] + lasted[start - 1]))
+    begun, lasted = writer.column("round_start_s")[:start], writer.column("round_seconds")[:start]
+    moving.resume([*begun.tolist(), float(begun[-1]) + float(lasted[-1])])
 
 
 def _first_loss(writer: TraceWriter, start: int) -> float | None:

@@ -21,7 +21,7 @@ uplink phase then starts with the devices' channel estimate and occupies its sym
 downlink symbols); round t + 1 starts at ``T_{t+1} = T_t + compute + sum of the phases'
 seconds + downlink seconds``. The round's start times are kept, so the uplink of any
 earlier round can be replayed; a run resumed at round t is told ``T_t``
-(:meth:`MovingChannel.resume`).
+(:meth:`MovingChannel.resume`, with every earlier round's start).
 
 No TensorFlow: NumPy (complex64 channels, float64 times and positions).
 """
@@ -77,9 +77,14 @@ class MovingChannel:
         """Round t lasted ``seconds``: round t + 1 starts at ``T_t + seconds``."""
         self._starts[t + 1] = self._starts[t] + float(seconds)
 
-    def resume(self, t: int, start_s: float) -> None:
-        """A run resumed at round t, which started at ``start_s`` [s]."""
-        self._starts[int(t)] = float(start_s)
+    def resume(self, starts_s) -> None:
+        """A run resumed at round t = ``len(starts_s) - 1``: ``starts_s`` the start times of
+        rounds 0 .. t [s]. The motion steps through them as the run did, so its positions
+        are the uninterrupted run's bit for bit (one advance over the sum would round
+        differently)."""
+        for t, start in enumerate(np.asarray(starts_s, np.float64)):
+            self._starts[t] = float(start)
+            self.motion.move_to(float(start))
 
     # ------------------------------------------------------------------ the channel
     def path_gain_at(self, offsets_s) -> np.ndarray:

@@ -103,7 +103,7 @@ def test_the_clock_places_rounds_and_a_resumed_clock_gives_the_same_channel():
     assert ran.start_round(2) == 4.75
     with pytest.raises(ValueError, match="round 2"):
         resumed.start_round(2)
-    resumed.resume(2, 4.75)
+    resumed.resume([0.0, 3.25, 4.75])
     resumed.start_round(2)
     h_ran, g_ran = ran.at(0.5)
     h_resumed, g_resumed = resumed.at(0.5)
