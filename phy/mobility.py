@@ -1,4 +1,4 @@
-"""Devices that move: straight-line motion reflected at the cell's walls.
+"""Devices that move: straight lines reflected at the cell's walls, or random waypoints.
 
 ``mobility.model = "straight"`` (:data:`phy.parameters.MOBILITY_MODELS`): device k starts
 at its drop position ``p_k(0)`` (:mod:`phy.geometry`) with a speed ``v_k`` [m/s] (the
@@ -19,6 +19,13 @@ time-correlated fading reads (:mod:`phy.doppler`).
 it; :meth:`StraightMotion.move_to` to move the state). Positions are a deterministic
 function of the time since the run's start, so a resumed run that knows the time at its
 first round gets the same positions.
+
+``mobility.model = "random_waypoint"`` (:class:`RandomWaypoint`): device k walks at its
+speed ``v_k`` in a straight line to a waypoint drawn uniformly over the area of the same
+annulus, and on arrival turns to the next one, without pausing (the random waypoint model
+of Johnson and Maltz, 1996, with zero pause time). Waypoint j of device k is drawn from its
+own generator, seeded by the run's key, k and j, so the path is a function of the time
+alone, whatever the steps it is advanced in.
 
 No TensorFlow: NumPy float64.
 """
@@ -139,6 +146,93 @@ class StraightMotion:
         p, u, now, out = self.positions_m, self.velocities_mps, 0.0, []
         for offset in offsets:
             p, u = advance(p, u, float(offset) - now, self.radius_m, self.inner_m)
+            now = float(offset)
+            out.append(p)
+        return np.stack(out) if out else np.zeros((0, *p.shape))
+
+    def travelled_m(self, time_s) -> np.ndarray:
+        """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""
+        return np.asarray(time_s, np.float64)[..., None] * self.speed_mps
+
+
+def _uniform_annulus(rng: np.random.Generator, inner_m: float, radius_m: float) -> np.ndarray:
+    """One point ``[2]`` uniform over the area of the annulus ``inner_m <= r <= radius_m``."""
+    r = np.sqrt(rng.uniform(inner_m ** 2, radius_m ** 2))
+    angle = rng.uniform(0.0, 2.0 * np.pi)
+    return np.array([r * np.cos(angle), r * np.sin(angle)])
+
+
+class RandomWaypoint:
+    """Random waypoints without pause in the annulus ``inner_m <= |p| <= radius_m`` (module docstring).
+
+    Parameters
+    ----------
+    positions_m : [K, 2], float
+        The drop (time 0).
+    speed_mps : [K], float
+        v_k >= 0.
+    key : int
+        The run's key of the waypoints (waypoint j of device k from ``default_rng([key, k, j])``).
+    radius_m, inner_m : float
+        The annulus the waypoints are drawn in (a straight leg between two of its points
+        may cut the inner circle: the exclusion radius is a bound on the drop and the
+        waypoints, not on the legs).
+    """
+
+    def __init__(self, positions_m, speed_mps, key: int, radius_m: float, inner_m: float = 0.0):
+        self.initial_positions_m = np.array(positions_m, np.float64)
+        self.speed_mps = np.array(speed_mps, np.float64)
+        if np.any(self.speed_mps < 0.0) or not np.all(np.isfinite(self.speed_mps)):
+            raise ValueError(f"speed_mps must be finite and >= 0, got {self.speed_mps}")
+        self.key, self.radius_m, self.inner_m = int(key), float(radius_m), float(inner_m)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.time_s = 0.0
+        self.positions_m = self.initial_positions_m.copy()
+        self.legs = np.zeros(self.positions_m.shape[0], np.int64)
+        self.targets_m = np.stack([self.waypoint(k, 0) for k in range(self.positions_m.shape[0])])
+
+    def waypoint(self, device: int, leg: int) -> np.ndarray:
+        """``[2]`` waypoint ``leg`` of ``device``."""
+        return _uniform_annulus(np.random.default_rng([self.key, int(device), int(leg)]),
+                                self.inner_m, self.radius_m)
+
+    def _advance(self, positions, legs, targets, dt_s: float):
+        p, legs, targets = positions.copy(), legs.copy(), targets.copy()
+        remaining = np.where(self.speed_mps > 0.0, float(dt_s), 0.0)
+        while np.any(remaining > 0.0):
+            for k in np.flatnonzero(remaining > 0.0):
+                gap = np.hypot(*(targets[k] - p[k]))
+                reach = self.speed_mps[k] * remaining[k]
+                if reach < gap:
+                    p[k] += (targets[k] - p[k]) * (reach / gap)
+                    remaining[k] = 0.0
+                else:
+                    p[k] = targets[k]
+                    remaining[k] -= gap / self.speed_mps[k]
+                    legs[k] += 1
+                    targets[k] = self.waypoint(k, legs[k])
+        return p, legs, targets
+
+    def move_to(self, time_s: float) -> None:
+        """Set the state to time ``time_s`` [s] (from the current state when later, else
+        from the drop)."""
+        if time_s < self.time_s:
+            self._reset()
+        self.positions_m, self.legs, self.targets_m = self._advance(
+            self.positions_m, self.legs, self.targets_m, time_s - self.time_s)
+        self.time_s = float(time_s)
+
+    def positions_at(self, offsets_s) -> np.ndarray:
+        """``[T, K, 2]`` positions at ``offsets_s`` [T] (ascending, >= 0) seconds after the
+        state's time (the state is not changed)."""
+        offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
+        if np.any(np.diff(offsets) < 0.0) or (offsets.size and offsets[0] < 0.0):
+            raise ValueError(f"offsets_s must be ascending and >= 0, got {offsets}")
+        p, legs, targets, now, out = self.positions_m, self.legs, self.targets_m, 0.0, []
+        for offset in offsets:
+            p, legs, targets = self._advance(p, legs, targets, float(offset) - now)
             now = float(offset)
             out.append(p)
         return np.stack(out) if out else np.zeros((0, *p.shape))

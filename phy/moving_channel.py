@@ -32,7 +32,7 @@ import numpy as np
 
 from phy.doppler import SumOfSinusoids, doppler_hz
 from phy.geometry import path_gain
-from phy.mobility import StraightMotion, speeds_mps
+from phy.mobility import RandomWaypoint, StraightMotion, speeds_mps
 
 
 class MovingChannel:
@@ -88,10 +88,12 @@ class MovingChannel:
 
     # ------------------------------------------------------------------ the channel
     def path_gain_at(self, offsets_s) -> np.ndarray:
-        """``[T, K]`` float64 path gains ``|p_k|^-alpha`` at ``offsets_s`` [T] (ascending) after
-        the round's start (:meth:`start_round`)."""
+        """``[T, K]`` float64 path gains ``max(|p_k|, r_min)^-alpha`` at ``offsets_s`` [T]
+        (ascending) after the round's start (:meth:`start_round`); r_min the exclusion radius,
+        which a random waypoint's leg may cut (a straight path never does)."""
         positions = self.motion.positions_at(offsets_s)
-        return path_gain(np.hypot(positions[..., 0], positions[..., 1]), self.path_loss_exponent)
+        distance = np.maximum(np.hypot(positions[..., 0], positions[..., 1]), self.motion.inner_m)
+        return path_gain(distance, self.path_loss_exponent)
 
     def at(self, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
         """``(h [K, F] complex64, path_gain [K] float64)`` at ``offset_s`` seconds after the
@@ -127,17 +129,38 @@ def static(**_) -> None:
     return None
 
 
-def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
-             positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-             path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
-    """``mobility.model = "straight"``: from ``rng`` the K speeds (:func:`phy.mobility.speeds_mps`),
-    K headings, then the Jakes processes' angles and gains (in that order)."""
+def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
+           num_sinusoids: int, positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
+           path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+    """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
+    (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains."""
     positions = np.asarray(positions_m, np.float64)
-    num_devices = positions.shape[0]
-    speeds = speeds_mps(speed_mps, num_devices, rng)
-    heading = rng.uniform(0.0, 2.0 * np.pi, size=num_devices)
-    motion = StraightMotion(positions, speeds, heading, radius_m, inner_m)
-    fading = SumOfSinusoids(num_devices, 1 if flat else int(num_subcarriers), int(num_sinusoids),
+    speeds = speeds_mps(speed_mps, positions.shape[0], rng)
+    motion = motion_of(positions, speeds, rng)
+    fading = SumOfSinusoids(positions.shape[0], 1 if flat else int(num_subcarriers), int(num_sinusoids),
                             carrier_frequency_hz, rng)
     return MovingChannel(motion, fading, num_subcarriers, path_loss_exponent, carrier_frequency_hz,
                          compute_seconds_per_round)
+
+
+def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
+             positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
+             path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+    """``mobility.model = "straight"``: K headings uniform in [0, 2 pi) after the speeds."""
+    def motion_of(positions, speeds, rng):
+        heading = rng.uniform(0.0, 2.0 * np.pi, size=positions.shape[0])
+        return StraightMotion(positions, speeds, heading, radius_m, inner_m)
+
+    return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng)
+
+
+def random_waypoint(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
+                    num_sinusoids: int, *, positions_m, radius_m: float, inner_m: float, num_subcarriers: int,
+                    flat: bool, path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+    """``mobility.model = "random_waypoint"``: the waypoints' key drawn after the speeds."""
+    def motion_of(positions, speeds, rng):
+        return RandomWaypoint(positions, speeds, int(rng.integers(2 ** 62)), radius_m, inner_m)
+
+    return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng)

@@ -206,8 +206,8 @@ class StaticMobility(Parameters):
 
 
 class StraightMobility(Parameters):
-    """Constant velocity, reflected at the cell's edge and exclusion circle (phy.mobility),
-    with Jakes-correlated fading in time (phy.doppler)."""
+    """Constant speed, in straight lines reflected at the cell's edge and exclusion circle or
+    between random waypoints (phy.mobility), with Jakes-correlated fading in time (phy.doppler)."""
 
     speed_mps: Annotated[float | tuple[float, float], BeforeValidator(deep_tuple)] = Field(
         0.0, description="v [m/s], or [low, high]: uniform per device")
@@ -231,8 +231,12 @@ MOBILITY_MODELS = {
     "straight": Variant(StraightMobility, "phy.moving_channel:straight",
                         extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
                                 "path_loss_exponent", "rng"), label="straight-line motion"),
+    "random_waypoint": Variant(StraightMobility, "phy.moving_channel:random_waypoint",
+                               extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
+                                       "path_loss_exponent", "rng"), label="random waypoint"),
 }
-"""``mobility.model`` -> its parameters, builder and display name. ``"static"`` builds
+"""``mobility.model`` -> its parameters, builder and display name (both moving models share
+their keys). ``"static"`` builds
 nothing (block fading, every draw as without ``[mobility]``); a moving model builds a
 :class:`phy.moving_channel.MovingChannel` from the drop and the run's "mobility" stream."""
 

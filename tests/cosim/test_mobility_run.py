@@ -67,11 +67,13 @@ def test_moving_devices_follow_the_round_timeline(tmp_path):
     np.testing.assert_array_equal(again_per_device["position_x_m"], per_device["position_x_m"])
 
 
-def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path):
-    """FedAvg over digital OFDMA at 30-40 m/s: the slots (tens of symbols of 35 us) are
-    short against the coherence time, so the update is lost only where the rate fails in a
-    block; outage by aging is counted within the outage and traced per device."""
-    overrides = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', "mobility.speed_mps=[30.0, 40.0]"]
+@pytest.mark.parametrize("model", ["straight", "random_waypoint"])
+def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path, model):
+    """FedAvg over digital OFDMA at 30-40 m/s (straight lines, random waypoints): outage by
+    aging is counted within the outage, the aging correlation traced per device is one of
+    J0's values, and the devices move by at most v times the round."""
+    overrides = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', "mobility.speed_mps=[30.0, 40.0]",
+                 f'mobility.model="{model}"', "mobility.compute_seconds_per_round=2.0"]
     scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4, algorithm="fedavg",
                                         learning_rate=0.3), overrides)
     rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
@@ -79,6 +81,10 @@ def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path):
     correlation = per_device["aging_correlation_delta"]
     sent = np.isfinite(per_device["symbols_delta"])
     assert np.all((correlation[sent] > -0.41) & (correlation[sent] <= 1.0))
+    xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)
+    moved = np.linalg.norm(xy[1] - xy[0], axis=-1)
+    assert np.all(moved <= per_device["speed_mps"][0] * rounds["round_seconds"][0] * (1 + 1e-9))
+    assert np.all(moved > 0) and np.all(np.linalg.norm(xy, axis=-1) <= 100.0 + 1e-9)
 
 
 def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_path):

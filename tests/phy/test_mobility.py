@@ -149,3 +149,29 @@ def test_a_digital_device_whose_channel_fades_below_its_rate_mid_slot_is_in_outa
 
 def test_wavelength():
     assert wavelength_m(CARRIER_HZ) == pytest.approx(0.08565, abs=1e-5)
+
+
+def test_random_waypoints_walk_at_their_speed_to_points_of_the_cell_and_replay():
+    """A device walks v dt towards its waypoint (the straight line's length while it does
+    not reach it), every waypoint is in the annulus, and a motion advanced in two steps is
+    where one advanced in one step is, to 1e-9 m (the waypoints are a function of the
+    device and the leg, not of the steps; a resumed run steps as the run did, bit for bit)."""
+    from phy.mobility import RandomWaypoint
+
+    motion = RandomWaypoint([[50.0, 0.0], [0.0, -80.0], [20.0, 20.0]], [1.0, 5.0, 0.0], key=11, radius_m=100.0,
+                            inner_m=10.0)
+    target = motion.targets_m[0].copy()
+    after = motion.positions_at([0.5])[0]
+    step = after[0] - np.array([50.0, 0.0])
+    assert np.hypot(*step) == pytest.approx(0.5, rel=1e-12)
+    np.testing.assert_allclose(step / 0.5, (target - [50.0, 0.0]) / np.hypot(*(target - [50.0, 0.0])))
+    np.testing.assert_array_equal(after[2], [20.0, 20.0])  # at rest
+    waypoints = np.array([motion.waypoint(k, j) for k in range(3) for j in range(200)])
+    r = np.hypot(waypoints[:, 0], waypoints[:, 1])
+    assert np.all((r >= 10.0) & (r <= 100.0))
+    once, twice = (RandomWaypoint([[50.0, 0.0], [0.0, -80.0]], [12.0, 30.0], 3, 100.0, 10.0) for _ in range(2))
+    once.move_to(400.0)
+    twice.move_to(150.0)
+    twice.move_to(400.0)
+    assert once.legs.min() > 5  # many legs walked
+    np.testing.assert_allclose(twice.positions_m, once.positions_m, atol=1e-9)
