@@ -513,6 +513,15 @@ def docs_link(link: str) -> str:
     return f"{installed}#{anchor}" if anchor else installed
 
 
+def _aging_lines(report: Mapping[str, Any]) -> list[str]:
+    """The ``motion`` line of a run whose devices move (none otherwise)."""
+    parts = [f"{phase} {entry['median_correlation']:.3g} (least {entry['min_correlation']:.3g})"
+             + ("" if entry["outage_device_rounds"] is None
+                else f", {entry['outage_device_rounds']} device-round(s) lost to aging")
+             for phase, entry in (report.get("aging") or {}).items() if entry["device_rounds"]]
+    return ["motion   median CSI aging correlation: " + "; ".join(parts)] if parts else []
+
+
 def health_lines(report: Mapping[str, Any]) -> list[str]:
     """The summary of :func:`health` as a few lines of text (no trailing newlines): what
     ``cosim run`` prints at its end and ``cosim inspect`` in its ``health`` section."""
@@ -583,13 +592,7 @@ def health_lines(report: Mapping[str, Any]) -> list[str]:
                   + ("met" if privacy["target_met"] else "above it"))
         lines.append(f"privacy  epsilon {privacy['epsilon']:.4g}{delta} after {report['rounds']} "
                      f"round(s) ({target})")
-    if report.get("aging"):
-        parts = [f"{phase} {entry['median_correlation']:.3g} (least {entry['min_correlation']:.3g})"
-                 + ("" if entry["outage_device_rounds"] is None
-                    else f", {entry['outage_device_rounds']} device-round(s) lost to aging")
-                 for phase, entry in report["aging"].items() if entry["device_rounds"]]
-        if parts:
-            lines.append("motion   median CSI aging correlation: " + "; ".join(parts))
+    lines.extend(_aging_lines(report))
     if report["flags"]:
         lines.extend(f"flag     {flag['name']}: {flag['message']} (see {docs_link(flag['docs'])})"
                      for flag in report["flags"])

@@ -277,7 +277,7 @@ class OutdatedCsi(Parameters):
     def _check(self) -> OutdatedCsi:
         aging = (self.delay_s, self.speed_mps, self.carrier_frequency_hz)
         if self.correlation is None and None in aging:
-            raise ValueError("correlation: set it, or delay_s, speed_mps and carrier_frequency_hz "
+            raise ValueError("correlation: required, or delay_s, speed_mps and carrier_frequency_hz "
                              "(rho = J0(2 pi v f_c tau / c))")
         if self.correlation is not None and any(v is not None for v in aging):
             raise ValueError(f"correlation: = {self.correlation} and delay_s, speed_mps, "

@@ -312,9 +312,10 @@ def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_
                 symbols, transmits, decoded, num_symbols)
 
 
-SLOT_CHUNK_VALUES = 1 << 21
+SLOT_CHUNK_VALUES = 1 << 19
 """The coherence blocks of a slot are evaluated a chunk at a time, at most this many
-sinusoid terms (blocks x subcarriers x M) each: the memory does not grow with the slot."""
+sinusoid terms (blocks x subcarriers x M, 32 bytes of temporaries each: 16 MiB) each: the memory
+does not grow with the slot."""
 
 
 def coherence_blocks(slot, plan_: Plan, symbol_duration_s: float) -> tuple[float, int]:
@@ -436,7 +437,7 @@ class DigitalOfdma:
         num_senders, num_values = updates.shape
         schedule = self.plan(link, block, num_values)
         aged = None
-        if link.slot is not None:  # moving devices: the rate must hold in every coherence block
+        if getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
             schedule, aged = self.aged(schedule, link, block)
         weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
         rng = _generator(seed)

@@ -102,7 +102,7 @@ def test_outdated_takes_its_correlation_from_speed_and_delay():
     assert aged.correlation == pytest.approx(0.9087, abs=1e-4)
     np.testing.assert_array_equal(aged(H, PATH_GAIN, SEED).numpy(),
                                   OutdatedCSI(aged.correlation)(H, PATH_GAIN, SEED).numpy())
-    with pytest.raises(ValueError, match="correlation: set it"):
+    with pytest.raises(ValueError, match="correlation: required, or delay_s"):
         OutdatedCSI(delay_s=1e-3, speed_mps=1.0)
     with pytest.raises(ValueError, match="two ways"):
         OutdatedCSI(0.5, delay_s=1e-3, speed_mps=1.0, carrier_frequency_hz=3.5e9)
