@@ -3,7 +3,7 @@
 :func:`phy.uplink.digital_ofdma.slot_capacity` evaluates each sender's channel once per
 coherence block of its slot, a chunk of blocks at a time. This times it and takes its
 peak of Python-allocated memory (``tracemalloc``, which sees NumPy's buffers) at the
-quickstart's size (K = 100 senders, F = 1024 subcarriers, equal allocation, 16
+quickstart's size (K = 100 senders, F = 1024 subcarriers, equal allocation, 8
 sinusoids per process, 3.5 GHz) for slots of growing length at one speed: the peak must
 not grow with the slot, the time grows with its number of blocks (slot / T_c).
 
@@ -54,7 +54,7 @@ def main(argv=None) -> dict:
     radius = np.sqrt(rng.uniform(10.0 ** 2, 300.0 ** 2, args.devices))
     angle = rng.uniform(0, 2 * np.pi, args.devices)
     positions = np.stack([radius * np.cos(angle), radius * np.sin(angle)], 1)
-    moving = straight(args.speed_kmh / 3.6, 0.0, 3.5e9, 16, positions_m=positions, radius_m=300.0,
+    moving = straight(args.speed_kmh / 3.6, 0.0, 3.5e9, 8, positions_m=positions, radius_m=300.0,
                       inner_m=10.0, num_subcarriers=args.subcarriers, flat=False, path_loss_exponent=4.0,
                       rng=rng)
     moving.start_round(0)
@@ -68,7 +68,7 @@ def main(argv=None) -> dict:
         tracemalloc.start()
         started = time.perf_counter()
         lowest = slot_capacity(slot, schedule, tx_power_w=0.1, noise_power_w=10 ** -10.4, symbol_duration_s=SYMBOL_S,
-                               rate_model="shannon", gap=1.0, target_bler=0.1, num_sinusoids=16)
+                               rate_model="shannon", gap=1.0, target_bler=0.1, num_sinusoids=8)
         elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

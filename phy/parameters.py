@@ -214,7 +214,7 @@ class StraightMobility(Parameters):
     compute_seconds_per_round: float = Field(
         0.0, ge=0, description="the devices' local computation before a round's first phase [s]")
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="f_c of the Doppler f_D = v f_c / c [Hz]")
-    num_sinusoids: int = Field(16, ge=1, le=1024, description="M, sinusoids per Jakes process")
+    num_sinusoids: int = Field(8, ge=1, le=1024, description="M, sinusoids per Jakes process")
 
     @model_validator(mode="after")
     def _check(self) -> StraightMobility:
