@@ -582,7 +582,7 @@ def _resume_clock(engine: Engine, writer: TraceWriter, start: int) -> None:
     """A run with moving devices (``[mobility]``) resumed at round ``start``: its clock set to
     that round's start (the trace's ``round_start_s + round_seconds`` of the round before),
     stepping through every earlier round's start as the run did."""
-    moving = getattr(engine.uplink, "moving", None)
+    moving = getattr(getattr(engine, "uplink", None), "moving", None)
     if start == 0 or moving is None:
         return
     begun, lasted = writer.column("round_start_s")[:start], writer.column("round_seconds")[:start]
