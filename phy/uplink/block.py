@@ -4,7 +4,8 @@
 control, the devices' path gains, the timing/CFO model, the receive combiner, the
 grouping rule of every phase, the cohort policy) and the run's integer seed, from which it
 draws its own streams (:mod:`native.streams`: ``"channel"``, ``"sync"``, ``"csi"``,
-``"participation"``, ``"noise/<phase>"`` of each round). It knows nothing of a scenario
+``"participation"``, ``"noise/<phase>"`` of each round; with moving devices
+``"csi/<phase>"`` for each phase after the first, and no ``"channel"``). It knows nothing of a scenario
 file or of the learning side: phases are names with a number of values, updates are
 ``[K, n]`` tensors, weights ``[K]``.
 
@@ -151,6 +152,11 @@ class Uplink:
         sender's sensitivity on the received signal, the worst device's noise multiplier)
         and add the artificial noise of its ``noise_floor``; the analog scheme only (the
         derivation is its own), in the frequency domain. None: nothing of it is computed.
+    moving : phy.moving_channel.MovingChannel, optional
+        Devices that move (``[mobility]``): the channel is then a function of time, each
+        phase estimated at its start and received at its middle
+        (:mod:`phy.uplink.moving_link`), and the round ends on the moving channel's clock.
+        None (the default): block fading from ``channel``, nothing of it is drawn.
     """
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
@@ -286,9 +292,12 @@ def clip_rows(updates, clip_norm: float):
 class RoundLink:
     """One round's uplink (made by :meth:`Uplink.round`).
 
-    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1),
+    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1;
+    with moving devices the channel and estimate at the first phase's start),
     ``uplink`` (the time-domain uplink or None), ``offsets`` ((timing, CFO) [K] or None),
-    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device).
+    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device),
+    ``path_gain`` [K] (the block's, or with moving devices theirs at the first phase's
+    start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's).
     """
 
     def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):
@@ -550,7 +559,9 @@ class RoundLink:
         ``mean_channel_gain``, ``csi_nmse`` and in the time domain
         ``timing_offset_samples``, ``cfo_subcarriers``, ``cut_path_power_fraction``; with
         a cohort ``devices_scheduled``, ``round_discarded``, ``devices_sent_<phase>``,
-        ``participated`` (and ``local_steps`` with a deadline); with the block's
+        ``participated`` (and ``local_steps`` with a deadline); with moving devices
+        ``round_start_s``, ``round_seconds`` and per device ``position_x_m``,
+        ``position_y_m``, ``speed_mps``, ``doppler_hz`` (:mod:`phy.uplink.moving_link`); with the block's
         ``privacy`` ``privacy_joint_noise_multiplier`` (the round's phases as one Gaussian
         mechanism, :func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was
         sent); the signals ``H``, ``H_hat`` (when kept). Call it after the round's phases."""
