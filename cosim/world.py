@@ -158,8 +158,9 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
     of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
     ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
     phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
+    channel = _channel_of(scenario, world["deployment"])
     return Uplink(
-        channel=_channel_of(scenario, world["deployment"]),
+        channel=channel,
         csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
         power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
         path_gain=world["path_gain"], seed=scenario.seed,
@@ -180,14 +181,14 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
         privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
-        moving=_moving_of(scenario, world["deployment"]),
+        moving=_moving_of(scenario, world["deployment"], channel),
     )
 
 
-def _moving_of(scenario: Scenario, deployment: geometry.Deployment):
+def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None):
     """The scenario's :class:`phy.moving_channel.MovingChannel` (None without ``[mobility]``
-    or with ``"static"``: nothing is drawn), its speeds, headings and Jakes processes from
-    the static "mobility" stream."""
+    or with ``"static"``: nothing is drawn), its speeds, headings and Jakes processes (or,
+    for the TDL ``channel``, its Sionna seed) from the static "mobility" stream."""
     mobility = scenario.mobility
     if mobility is None or mobility.model == "static":
         return None
@@ -196,7 +197,7 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment):
         radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
         num_subcarriers=scenario.ofdm.num_subcarriers, flat=scenario.channel.model == "flat_rayleigh",
         path_loss_exponent=scenario.channel.path_loss_exponent,
-        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "mobility"))
+        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "mobility"), channel=channel)
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

@@ -131,36 +131,45 @@ def static(**_) -> None:
 
 def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
            num_sinusoids: int, positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-           path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+           path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
     """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
-    (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains."""
+    (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
+    with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
+    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, every device at one speed)."""
     positions = np.asarray(positions_m, np.float64)
     speeds = speeds_mps(speed_mps, positions.shape[0], rng)
     motion = motion_of(positions, speeds, rng)
-    fading = SumOfSinusoids(positions.shape[0], 1 if flat else int(num_subcarriers), int(num_sinusoids),
-                            carrier_frequency_hz, rng)
+    if getattr(channel, "tap_responses", None) is not None:  # a phy.channel.TDL
+        from phy.moving_tdl import MovingTdl  # Sionna's TDL: only a moving TDL run builds it
+
+        carrier_frequency_hz = channel.carrier_frequency_hz
+        seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
+        fading = MovingTdl(channel, positions.shape[0], float(speeds[0]), seed)
+    else:
+        fading = SumOfSinusoids(positions.shape[0], 1 if flat else int(num_subcarriers), int(num_sinusoids),
+                                carrier_frequency_hz, rng)
     return MovingChannel(motion, fading, num_subcarriers, path_loss_exponent, carrier_frequency_hz,
                          compute_seconds_per_round)
 
 
 def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
              positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-             path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+             path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
     """``mobility.model = "straight"``: K headings uniform in [0, 2 pi) after the speeds."""
     def motion_of(positions, speeds, rng):
         heading = rng.uniform(0.0, 2.0 * np.pi, size=positions.shape[0])
         return StraightMotion(positions, speeds, heading, radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)
 
 
 def random_waypoint(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
                     num_sinusoids: int, *, positions_m, radius_m: float, inner_m: float, num_subcarriers: int,
-                    flat: bool, path_loss_exponent: float, rng: np.random.Generator) -> MovingChannel:
+                    flat: bool, path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
     """``mobility.model = "random_waypoint"``: the waypoints' key drawn after the speeds."""
     def motion_of(positions, speeds, rng):
         return RandomWaypoint(positions, speeds, int(rng.integers(2 ** 62)), radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)

@@ -230,17 +230,17 @@ MOBILITY_MODELS = {
     "static": Variant(StaticMobility, "phy.moving_channel:static", label="static"),
     "straight": Variant(StraightMobility, "phy.moving_channel:straight",
                         extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
-                                "path_loss_exponent", "rng"), label="straight-line motion"),
+                                "path_loss_exponent", "rng", "channel"), label="straight-line motion"),
     "random_waypoint": Variant(StraightMobility, "phy.moving_channel:random_waypoint",
                                extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
-                                       "path_loss_exponent", "rng"), label="random waypoint"),
+                                       "path_loss_exponent", "rng", "channel"), label="random waypoint"),
 }
 """``mobility.model`` -> its parameters, builder and display name (both moving models share
 their keys). ``"static"`` builds
 nothing (block fading, every draw as without ``[mobility]``); a moving model builds a
 :class:`phy.moving_channel.MovingChannel` from the drop and the run's "mobility" stream."""
 
-MOVING_CHANNEL_MODELS = ("iid_rayleigh", "flat_rayleigh")
+MOVING_CHANNEL_MODELS = ("iid_rayleigh", "flat_rayleigh", "tdl")
 """The ``channel.model`` values a moving ``[mobility]`` model evaluates in time."""
 
 

@@ -2,7 +2,8 @@
 
 A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters.MOBILITY_MODELS`)
 evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
-models, one BS antenna, the frequency-domain uplink, devices kept off the BS by a positive
+models, and TDL with every device at one speed and the Doppler at the TDL's carrier
+(:mod:`phy.moving_tdl`), one BS antenna, the frequency-domain uplink, devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
 No TensorFlow.
@@ -23,6 +24,8 @@ def check_mobility(scenario) -> None:
     if not moving(scenario):
         return
     model = f"mobility.model = {scenario.mobility.model!r}"
+    speed = scenario.mobility.speed_mps
+    ranged = isinstance(speed, tuple)
     rules = (
         (scenario.channel.model in MOVING_CHANNEL_MODELS, "channel.model",
          f"= {scenario.channel.model!r}: {model} evaluates "
@@ -33,6 +36,14 @@ def check_mobility(scenario) -> None:
          f"= {scenario.bs.num_antennas}: {model} is for a single-antenna BS; set 1"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
+        (scenario.channel.model != "tdl" or not ranged,
+         "mobility.speed_mps", f"= {list(speed) if ranged else speed}: channel.model = 'tdl' moves every "
+         "device at one speed (Sionna's TDL draws one per call); set one value"),
+        (scenario.channel.model != "tdl"
+         or scenario.mobility.carrier_frequency_hz == scenario.channel.carrier_frequency_hz,
+         "mobility.carrier_frequency_hz", f"= {scenario.mobility.carrier_frequency_hz:g}: with channel.model = "
+         f"'tdl' the Doppler is the TDL's, at channel.carrier_frequency_hz = "
+         f"{scenario.channel.carrier_frequency_hz:g}; set the two equal"),
         (scenario.cell.min_distance_m > 0.0, "cell.min_distance_m",
          f"= {scenario.cell.min_distance_m:g}: {model} reflects the devices at this exclusion "
          "radius around the BS; set it > 0"),

@@ -67,13 +67,17 @@ def test_moving_devices_follow_the_round_timeline(tmp_path):
     np.testing.assert_array_equal(again_per_device["position_x_m"], per_device["position_x_m"])
 
 
-@pytest.mark.parametrize("model", ["straight", "random_waypoint"])
-def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path, model):
-    """FedAvg over digital OFDMA at 30-40 m/s (straight lines, random waypoints): outage by
-    aging is counted within the outage, the aging correlation traced per device is one of
-    J0's values, and the devices move by at most v times the round."""
-    overrides = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', "mobility.speed_mps=[30.0, 40.0]",
-                 f'mobility.model="{model}"', "mobility.compute_seconds_per_round=2.0"]
+@pytest.mark.parametrize(("model", "channel", "speed"), [("straight", "iid_rayleigh", "[30.0, 40.0]"),
+                                                         ("random_waypoint", "iid_rayleigh", "[30.0, 40.0]"),
+                                                         ("straight", "tdl", "35.0")])
+def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path, model, channel, speed):
+    """FedAvg over digital OFDMA at 30-40 m/s (straight lines, random waypoints; Sionna's
+    TDL at one speed): outage by aging is counted within the outage, the aging correlation
+    traced per device is one of J0's values, and the devices move by at most v times the
+    round."""
+    overrides = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', f"mobility.speed_mps={speed}",
+                 f'mobility.model="{model}"', "mobility.compute_seconds_per_round=2.0",
+                 f'channel.model="{channel}"']
     scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4, algorithm="fedavg",
                                         learning_rate=0.3), overrides)
     rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
@@ -98,19 +102,22 @@ def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_p
     assert static.model_copy(update={"mobility": None}) == plain
 
 
-@pytest.mark.parametrize(("override", "key"), [
-    ('channel.model="tdl"', "channel.model"),
-    ('ofdm.domain="time"', "ofdm.domain"),
-    ("bs.num_antennas=2", "bs.num_antennas"),
-    ("cell.min_distance_m=0.0", "cell.min_distance_m"),
-    ("mobility.speed_mps=[5.0, 1.0]", "mobility.speed_mps"),
-    ("mobility.speed_mps=-1.0", "mobility.speed_mps"),
+@pytest.mark.parametrize(("overrides", "key"), [
+    (['channel.model="umi"'], "channel.model"),
+    (['channel.model="tdl"'], "mobility.speed_mps"),  # a range of speeds with TDL
+    (['channel.model="tdl"', "mobility.speed_mps=3.0", "channel.carrier_frequency_hz=2.0e9"],
+     "mobility.carrier_frequency_hz"),
+    (['ofdm.domain="time"'], "ofdm.domain"),
+    (["bs.num_antennas=2"], "bs.num_antennas"),
+    (["cell.min_distance_m=0.0"], "cell.min_distance_m"),
+    (["mobility.speed_mps=[5.0, 1.0]"], "mobility.speed_mps"),
+    (["mobility.speed_mps=-1.0"], "mobility.speed_mps"),
 ])
-def test_what_mobility_does_not_support_is_one_line_naming_the_key(tmp_path, capsys, override, key):
+def test_what_mobility_does_not_support_is_one_line_naming_the_key(tmp_path, capsys, overrides, key):
     path = write_tiny(tmp_path)
     with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
-        load_scenario(path, [*STRAIGHT, override])
-    sets = [arg for item in (*STRAIGHT, override) for arg in ("--set", item)]
+        load_scenario(path, [*STRAIGHT, *overrides])
+    sets = [arg for item in (*STRAIGHT, *overrides) for arg in ("--set", item)]
     assert main(["validate", str(path), *sets]) == 2
     err = capsys.readouterr().err
     assert key in err and "Traceback" not in err

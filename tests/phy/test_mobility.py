@@ -208,3 +208,30 @@ def test_a_digital_slots_memory_does_not_grow_with_its_length(monkeypatch):
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     assert peaks[1] <= 1.1 * peaks[0], peaks
+
+
+def test_a_moving_tdl_is_sionnas_own_tdl_at_the_same_seed():
+    """With channel.model = "tdl" a device's taps at time t are those of one call of Sionna's
+    TDL at the same speed and seed over a grid of times that holds t (Sionna's own Doppler
+    process, double precision), so its response is that times the tap responses; 0.1 ms
+    later the taps have moved, by little (correlated, not redrawn)."""
+    import tensorflow as tf
+    from sionna.phy.channel.tr38901 import TDL as SionnaTDL
+
+    from phy.channel import TDL, sionna_rng_seeded
+    from phy.moving_tdl import MovingTdl
+
+    channel = TDL("A", 100e-9, 30e3, 16, carrier_frequency_hz=CARRIER_HZ)
+    speed = 30 / 3.6
+    moving = MovingTdl(channel, 3, speed, np.array([5, 9], np.int32))
+    sionna = SionnaTDL(model="A", delay_spread=100e-9, carrier_frequency=CARRIER_HZ, min_speed=speed,
+                       max_speed=speed, precision="double")
+    with sionna_rng_seeded(tf.constant([5, 9], tf.int32)):
+        grid, _ = sionna(3, 4, 1.0 / 2e-3)  # t = 0, 2, 4, 6 ms
+    grid = np.reshape(grid.numpy(), (3, -1, 4))  # [K, L, T]
+    for step in (0, 1, 3):
+        np.testing.assert_allclose(moving.paths_at(2e-3 * step), grid[..., step], rtol=1e-9, atol=1e-12)
+    h = moving.at(np.full(3, speed * 4e-3))
+    np.testing.assert_allclose(h, grid[..., 2] @ channel.tap_responses.numpy(), rtol=1e-4, atol=1e-6)
+    start, soon = moving.paths_at(0.0), moving.paths_at(1e-4)  # J0(2 pi f_D 0.1 ms) = 0.9991
+    assert 0 < np.linalg.norm(soon - start) < 0.1 * np.linalg.norm(start)
