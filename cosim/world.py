@@ -17,6 +17,7 @@ import numpy as np
 from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.scenario import Scenario
+from cosim.scenario.mobility_rules import moving
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.catalog import CATALOG
@@ -33,6 +34,7 @@ from phy.parameters import (
     MOBILITY_MODELS,
     POWER_CONTROLS,
     UPLINK_SCHEMES,
+    moving_fading,
 )
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
@@ -190,12 +192,12 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
     or with ``"static"``: nothing is drawn), its speeds, headings and Jakes processes (or,
     for the TDL ``channel``, its Sionna seed) from the static "mobility" stream."""
     mobility = scenario.mobility
-    if mobility is None or mobility.model == "static":
+    if not moving(scenario):
         return None
     return MOBILITY_MODELS[mobility.model].build(
         mobility.variant_values(), positions_m=np.asarray(deployment.positions_m, np.float64),
         radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
-        num_subcarriers=scenario.ofdm.num_subcarriers, flat=scenario.channel.model == "flat_rayleigh",
+        num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
         path_loss_exponent=scenario.channel.path_loss_exponent,
         rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, "mobility"), channel=channel)
 

@@ -125,8 +125,17 @@ class _Carrier(Parameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
 
 
+MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl")
+"""What a channel model does when ``[mobility]`` moves the devices (its parameters'
+``moving_fading``; None: refused in motion): independent Jakes processes per subcarrier,
+one per device on every subcarrier (:mod:`phy.doppler`), or Sionna's TDL process at one
+speed and the TDL's carrier (:mod:`phy.moving_tdl`)."""
+
+
 class IidRayleighChannel(_PathLoss):
     """i.i.d. Rayleigh per subcarrier (the paper's model); an L-tap delay line in the time domain."""
+
+    moving_fading: ClassVar[str | None] = "per_subcarrier"
 
     num_taps: int = Field(16, ge=1, description="L, taps of the time-domain delay line")
 
@@ -134,9 +143,13 @@ class IidRayleighChannel(_PathLoss):
 class FlatRayleighChannel(_PathLoss):
     """One Rayleigh coefficient per device, flat over the subcarriers."""
 
+    moving_fading: ClassVar[str | None] = "flat"
+
 
 class TdlChannel(_Carrier, _PathLoss):
     """3GPP TR 38.901 tapped delay line (Sionna's TDL), path loss r^-alpha."""
+
+    moving_fading: ClassVar[str | None] = "sionna_tdl"
 
     tdl_profile: Literal[TDL_PROFILES] = "A"
     delay_spread_s: float = Field(100e-9, gt=0, description="RMS delay spread [s]")
@@ -204,10 +217,15 @@ to :func:`phy.geometry.path_gain`, not to the channel."""
 class StaticMobility(Parameters):
     """Devices that do not move: the block fading of ``channel.model`` (today's model)."""
 
+    moves: ClassVar[bool] = False
+    """Whether the model moves the devices (builds a :class:`phy.moving_channel.MovingChannel`)."""
+
 
 class StraightMobility(Parameters):
     """Constant speed, in straight lines reflected at the cell's edge and exclusion circle or
     between random waypoints (phy.mobility), with Jakes-correlated fading in time (phy.doppler)."""
+
+    moves: ClassVar[bool] = True
 
     speed_mps: Annotated[float | tuple[float, float], BeforeValidator(deep_tuple)] = Field(
         0.0, description="v [m/s], or [low, high]: uniform per device")
@@ -226,6 +244,16 @@ class StraightMobility(Parameters):
         return self
 
 
+def moves(model: str) -> bool:
+    """Whether ``mobility.model = model`` moves the devices (:attr:`StraightMobility.moves`)."""
+    return bool(getattr(MOBILITY_MODELS[model].parameters, "moves", False))
+
+
+def moving_fading(model: str) -> str | None:
+    """What ``channel.model = model`` does in motion (:data:`MOVING_FADING`; None: refused)."""
+    return getattr(CHANNEL_MODELS[model].parameters, "moving_fading", None)
+
+
 MOBILITY_MODELS = {
     "static": Variant(StaticMobility, "phy.moving_channel:static", label="static"),
     "straight": Variant(StraightMobility, "phy.moving_channel:straight",
@@ -239,10 +267,6 @@ MOBILITY_MODELS = {
 their keys). ``"static"`` builds
 nothing (block fading, every draw as without ``[mobility]``); a moving model builds a
 :class:`phy.moving_channel.MovingChannel` from the drop and the run's "mobility" stream."""
-
-MOVING_CHANNEL_MODELS = ("iid_rayleigh", "flat_rayleigh", "tdl")
-"""The ``channel.model`` values a moving ``[mobility]`` model evaluates in time."""
-
 
 # --------------------------------------------------------------------------- CSI models
 

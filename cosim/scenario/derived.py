@@ -18,6 +18,7 @@ from cosim.scenario.mobility_rules import moving
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import num_params  # stdlib only
+from phy.parameters import moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -172,7 +173,8 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
     held = 0
     if moving(scenario):  # the Jakes processes [K, F_c, M], held; one evaluation's temporaries
-        terms = k * (1 if scenario.channel.model == "flat_rayleigh" else f) * scenario.mobility.num_sinusoids
+        flat = moving_fading(scenario.channel.model) == "flat"
+        terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
         held, channel = 16 * terms, max(channel, 32 * terms)
     return {"device state": 4 * k * d * tables + held,
             "local step": 4 * k_s * d * _vectors_per_device(scenario),

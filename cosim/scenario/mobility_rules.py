@@ -11,12 +11,12 @@ No TensorFlow.
 
 from __future__ import annotations
 
-from phy.parameters import MOVING_CHANNEL_MODELS
+from phy.parameters import CHANNEL_MODELS, moves, moving_fading
 
 
 def moving(scenario) -> bool:
     """Whether ``scenario`` has a ``[mobility]`` table whose model moves the devices."""
-    return scenario.mobility is not None and scenario.mobility.model != "static"
+    return scenario.mobility is not None and moves(scenario.mobility.model)
 
 
 def check_mobility(scenario) -> None:
@@ -26,23 +26,25 @@ def check_mobility(scenario) -> None:
     model = f"mobility.model = {scenario.mobility.model!r}"
     speed = scenario.mobility.speed_mps
     ranged = isinstance(speed, tuple)
+    fading = moving_fading(scenario.channel.model)  # the channel's fact, not its name
     rules = (
-        (scenario.channel.model in MOVING_CHANNEL_MODELS, "channel.model",
+        (fading is not None, "channel.model",
          f"= {scenario.channel.model!r}: {model} evaluates "
-         f"{' and '.join(repr(m) for m in MOVING_CHANNEL_MODELS)} in time; set one of them"),
+         f"{', '.join(repr(m) for m in CHANNEL_MODELS if moving_fading(m))} in time; set one of them"),
         (scenario.ofdm.domain == "frequency", "ofdm.domain",
          f"= {scenario.ofdm.domain!r}: {model} runs the frequency-domain uplink only; set \"frequency\""),
         (scenario.bs.num_antennas == 1, "bs.num_antennas",
          f"= {scenario.bs.num_antennas}: {model} is for a single-antenna BS; set 1"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
-        (scenario.channel.model != "tdl" or not ranged,
-         "mobility.speed_mps", f"= {list(speed) if ranged else speed}: channel.model = 'tdl' moves every "
-         "device at one speed (Sionna's TDL draws one per call); set one value"),
-        (scenario.channel.model != "tdl"
+        (fading != "sionna_tdl" or not ranged,
+         "mobility.speed_mps", f"= {list(speed) if ranged else speed}: channel.model = "
+         f"{scenario.channel.model!r} moves every device at one speed (Sionna's TDL draws one per "
+         "call); set one value"),
+        (fading != "sionna_tdl"
          or scenario.mobility.carrier_frequency_hz == scenario.channel.carrier_frequency_hz,
          "mobility.carrier_frequency_hz", f"= {scenario.mobility.carrier_frequency_hz:g}: with channel.model = "
-         f"'tdl' the Doppler is the TDL's, at channel.carrier_frequency_hz = "
+         f"{scenario.channel.model!r} the Doppler is the TDL's, at channel.carrier_frequency_hz = "
          f"{scenario.channel.carrier_frequency_hz:g}; set the two equal"),
         (scenario.cell.min_distance_m > 0.0, "cell.min_distance_m",
          f"= {scenario.cell.min_distance_m:g}: {model} reflects the devices at this exclusion "
