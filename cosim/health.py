@@ -37,6 +37,9 @@ why each threshold is what it is):
   best**: the last evaluated test accuracy at least :data:`FELL_FROM_BEST` below the best;
 * with ``[participation]``: dropouts, stragglers (``per_device/participated``) and the
   rounds the BS discarded (``round_discarded``, an outage of the whole uplink).
+* with devices that move (``per_device/aging_correlation_<phase>``): the median and least
+  correlation between a device's estimate and its channel at the phase's middle, flagged
+  **aged** below :data:`AGED_CSI_CORRELATION`, and the devices digital OFDMA lost to aging.
 
 Every flag names the docs section that explains it (:data:`DOCS`).
 """
@@ -75,6 +78,12 @@ LOSS_RISING_EVALUATIONS = 3
 LOSS_RISING_RELATIVE = 0.10
 """...and by at least this fraction of its value at the start of the rise."""
 
+AGED_CSI_CORRELATION = 0.9
+"""``csi_aged``: a phase whose median over the device-rounds of ``aging_correlation_<phase>``
+(Jakes' correlation between the channel a device estimated and the one at the phase's
+middle) is below this: the aging alone is then an estimation error of 2 (1 - rho) = 0.2 of
+the channel's power (-7 dB), more than a -10 dB Gaussian CSI error."""
+
 CHANCE_MARGIN = 0.5
 """A model is at chance when its last evaluated test accuracy is at most
 (1 + CHANCE_MARGIN) / C (0.15 for C = 10), after an evaluation of at least 2 / C."""
@@ -98,6 +107,7 @@ DOCS = {
     "dropouts": "docs/network.md#who-takes-part-in-a-round",
     "rounds_discarded": "docs/network.md#who-takes-part-in-a-round",
     "privacy_clipped": "docs/health.md#most-senders-clipped-by-the-privacy-clip-norm",
+    "csi_aged": "docs/health.md#csi-aged-by-motion",
 }
 """Every flag's name and the docs section (file#anchor) that explains it."""
 
@@ -351,6 +361,22 @@ def _privacy(data: TraceData) -> dict[str, Any] | None:
             "target_met": None if target is None else bool(last <= target), "clipped": clipped}
 
 
+def _aging(data: TraceData) -> dict[str, dict[str, Any]]:
+    """Per phase with ``per_device/aging_correlation_<phase>`` (devices that move): the
+    median and the smallest over the device-rounds that sent, their count, and the
+    devices lost to aging (``aging_outage_devices_<phase>``, digital OFDMA) in all rounds."""
+    out = {}
+    for name in sorted(n for n in data.per_device if n.startswith("aging_correlation_")):
+        phase = name.removeprefix("aging_correlation_")
+        values = _finite(np.asarray(data.per_device[name], np.float64).ravel())
+        lost = data.rounds.get(f"aging_outage_devices_{phase}")
+        out[phase] = {"device_rounds": int(values.size),
+                      "median_correlation": float(np.median(values)) if values.size else None,
+                      "min_correlation": float(np.min(values)) if values.size else None,
+                      "outage_device_rounds": None if lost is None else int(np.nansum(lost))}
+    return out
+
+
 @quiet_numerics()  # values near the float limits or all NaN: inf or None, never a warning
 def health(trace: str | Path | TraceData) -> dict[str, Any]:
     """The health summary of a trace, as a plain dict (JSON-serialisable).
@@ -378,7 +404,8 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         an evaluation or ``devices/label_hist``), ``participation`` (None without
         ``[participation]``), ``privacy`` (epsilon, delta, target_epsilon, target_met,
         clipped {phase: rounds, rounds_most_clipped, median_share}; None without
-        ``privacy_epsilon``), and ``flags``: a list of {name, message, docs}, ``docs``
+        ``privacy_epsilon``), ``aging`` ({phase: device_rounds, median_correlation,
+        min_correlation, outage_device_rounds}: devices that move), and ``flags``: a list of {name, message, docs}, ``docs``
         the section that explains it (:data:`DOCS`). No flags: nothing found.
 
     Raises
@@ -393,7 +420,7 @@ def health(trace: str | Path | TraceData) -> dict[str, Any]:
         "nmse": _nmse(data), "vote": _votes(data), "power_over_budget": _power_budget(data),
         "posterior_std": _posterior(data), "worst_device": _worst_device(data),
         "divergence": _divergence(data), "chance": _chance(data),
-        "participation": _participation(data), "privacy": _privacy(data),
+        "participation": _participation(data), "privacy": _privacy(data), "aging": _aging(data),
     }
     report["flags"] = _flags(report)
     return report
@@ -443,6 +470,12 @@ def _flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
                            f"{chance['last_round']}, "
                            f"{chance['best_accuracy'] - chance['last_accuracy']:.3g} below its best, "
                            f"{chance['best_accuracy']:.3g} at round {chance['best_round']}"))
+    return flags + _network_flags(report)
+
+
+def _network_flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The flags of the network, privacy and motion (:func:`_flags`' second half)."""
+    flags = []
     participation = report["participation"]
     if participation is not None:
         if participation.get("dropped_device_rounds"):
@@ -460,6 +493,13 @@ def _flags(report: Mapping[str, Any]) -> list[dict[str, str]]:
                                f"{p} in {e['rounds_most_clipped']} of {e['rounds']} rounds (median "
                                f"{100 * e['median_share']:.0f} % of the senders)" for p, e in most.items())
                            + "; what they send is the clip norm's size, not their update's"))
+    aged = {p: e for p, e in report.get("aging", {}).items()
+            if e["median_correlation"] is not None and e["median_correlation"] < AGED_CSI_CORRELATION}
+    if aged:
+        flags.append(_flag("csi_aged", "the devices' CSI aged by motion: median correlation between the "
+                           "estimate and the channel at the phase's middle " + ", ".join(
+                               f"{p} {e['median_correlation']:.3g}" for p, e in aged.items())
+                           + f" (< {AGED_CSI_CORRELATION:g})"))
     return flags
 
 
@@ -477,6 +517,15 @@ def docs_link(link: str) -> str:
         return link
     installed = (package / "docs" / Path(page).name).as_posix()
     return f"{installed}#{anchor}" if anchor else installed
+
+
+def _aging_lines(report: Mapping[str, Any]) -> list[str]:
+    """The ``motion`` line of a run whose devices move (none otherwise)."""
+    parts = [f"{phase} {entry['median_correlation']:.3g} (least {entry['min_correlation']:.3g})"
+             + ("" if entry["outage_device_rounds"] is None
+                else f", {entry['outage_device_rounds']} device-round(s) lost to aging")
+             for phase, entry in (report.get("aging") or {}).items() if entry["device_rounds"]]
+    return ["motion   median CSI aging correlation: " + "; ".join(parts)] if parts else []
 
 
 def health_lines(report: Mapping[str, Any]) -> list[str]:
@@ -571,6 +620,7 @@ def _network_and_privacy_lines(report: Mapping[str, Any]) -> list[str]:
                   + ("met" if privacy["target_met"] else "above it"))
         lines.append(f"privacy  epsilon {privacy['epsilon']:.4g}{delta} after {report['rounds']} "
                      f"round(s) ({target})")
+    lines.extend(_aging_lines(report))
     return lines
 
 

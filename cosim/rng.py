@@ -12,6 +12,7 @@ from native.streams import (
     EVAL,
     GEOMETRY,
     INIT,
+    MOBILITY,
     PARTITION,
     STATIC_ROUND,
     local_purpose,
@@ -20,5 +21,5 @@ from native.streams import (
     stream_seed,
 )
 
-__all__ = ["CELL", "EVAL", "GEOMETRY", "INIT", "PARTITION", "STATIC_ROUND", "local_purpose", "numpy_rng",
+__all__ = ["CELL", "EVAL", "GEOMETRY", "INIT", "MOBILITY", "PARTITION", "STATIC_ROUND", "local_purpose", "numpy_rng",
            "purpose_id", "stream_seed"]

@@ -346,6 +346,7 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
         writer = _new_trace(target, scenario, scenario_text, engine)
     try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
         initial, uses = _restored_state(engine, checkpoint, writer, path)
+        _resume_clock(engine, writer, start)
         privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
     except BaseException:
         writer.close()
@@ -590,6 +591,17 @@ def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path)
         raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
                          f"({type(error).__name__}: {error}); use --overwrite to start "
                          "again") from None
+
+
+def _resume_clock(engine: Engine, writer: TraceWriter, start: int) -> None:
+    """A run with moving devices (``[mobility]``) resumed at round ``start``: its clock set to
+    that round's start (the trace's ``round_start_s + round_seconds`` of the round before),
+    stepping through every earlier round's start as the run did."""
+    moving = getattr(getattr(engine, "uplink", None), "moving", None)
+    if start == 0 or moving is None:
+        return
+    begun, lasted = writer.column("round_start_s")[:start], writer.column("round_seconds")[:start]
+    moving.resume([*begun.tolist(), float(begun[-1]) + float(lasted[-1])])
 
 
 def _first_loss(writer: TraceWriter, start: int) -> float | None:

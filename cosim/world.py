@@ -17,6 +17,7 @@ import numpy as np
 from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.scenario import Scenario
+from cosim.scenario.mobility_rules import moving
 from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
@@ -26,7 +27,15 @@ from learning.data.partition import Partition, PoolExhausted, partition, to_devi
 from learning.models.architectures import build_model
 from phy import geometry
 from phy.combiner import ReceiveCombiner
-from phy.parameters import CELL_LAYOUTS, CHANNEL_MODELS, CSI_MODELS, POWER_CONTROLS, UPLINK_SCHEMES
+from phy.parameters import (
+    CELL_LAYOUTS,
+    CHANNEL_MODELS,
+    CSI_MODELS,
+    MOBILITY_MODELS,
+    POWER_CONTROLS,
+    UPLINK_SCHEMES,
+    moving_fading,
+)
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
 
@@ -169,8 +178,9 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
     of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
     ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
     phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
+    channel = world["channel"] if world.get("channel") is not None else _channel_of(scenario, world["deployment"])
     return Uplink(
-        channel=world["channel"] if world.get("channel") is not None else _channel_of(scenario, world["deployment"]),
+        channel=channel,
         csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
         power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
         path_gain=world["path_gain"], seed=scenario.seed,
@@ -191,7 +201,23 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
         privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
+        moving=_moving_of(scenario, world["deployment"], channel),
     )
+
+
+def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None):
+    """The scenario's :class:`phy.moving_channel.MovingChannel` (None without ``[mobility]``
+    or with ``"static"``: nothing is drawn), its speeds, headings and Jakes processes (or,
+    for the TDL ``channel``, its Sionna seed) from the static "mobility" stream."""
+    mobility = scenario.mobility
+    if not moving(scenario):
+        return None
+    return MOBILITY_MODELS[mobility.model].build(
+        mobility.variant_values(), positions_m=np.asarray(deployment.positions_m, np.float64),
+        radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
+        num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
+        path_loss_exponent=scenario.channel.path_loss_exponent,
+        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel)
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

@@ -53,8 +53,11 @@ EAVESDROPPER = "eavesdropper"
 """Per round: the eavesdropper's channel gains of ``[privacy]`` (``phy.uplink.block``)."""
 EVAL = "eval"
 """Per round: the predictive samples of the evaluation (``cosim.evaluation``)."""
+MOBILITY = "mobility"
+"""Static: the moving devices' speeds, headings and Jakes processes (``cosim.world``)."""
 
-PURPOSES = (CELL, GEOMETRY, PARTITION, INIT, CHANNEL, CSI, SYNC, PARTICIPATION, EAVESDROPPER, EVAL)
+PURPOSES = (CELL, GEOMETRY, PARTITION, INIT, CHANNEL, CSI, SYNC, PARTICIPATION, EAVESDROPPER, EVAL,
+            MOBILITY)
 """Every whole purpose string."""
 
 LOCAL = "local/"
@@ -63,8 +66,12 @@ NOISE = "noise/"
 """Per round and phase: the uplink's receiver noise and a scheme's own draws
 (``phy.uplink.block``; :func:`noise_purpose`, :data:`IMAGINARY_NOISE`)."""
 
-PHASE_FAMILIES = (LOCAL, NOISE)
-"""The purposes named by a prefix and the phase's name (``local/rho``, ``noise/nu``)."""
+PHASE_CSI = "csi/"
+"""Per round and phase after the first, in motion: the CSI error of the estimate made at the
+phase's start (``phy.uplink.moving_link``; :func:`phase_csi_purpose`)."""
+
+PHASE_FAMILIES = (LOCAL, NOISE, PHASE_CSI)
+"""The purposes named by a prefix and the phase's name (``local/rho``, ``noise/nu``, ``csi/nu``)."""
 
 
 def local_purpose(phase: str) -> str:
@@ -75,6 +82,11 @@ def local_purpose(phase: str) -> str:
 def noise_purpose(phase: str) -> str:
     """The purpose of phase ``phase``'s uplink noise: ``"noise/<phase>"``."""
     return f"{NOISE}{phase}"
+
+
+def phase_csi_purpose(phase: str) -> str:
+    """The purpose of phase ``phase``'s CSI error in motion: ``"csi/<phase>"``."""
+    return f"{PHASE_CSI}{phase}"
 
 
 # Fixed sub-streams: ``stateless_fold_in(seed, index)`` of a purpose's seed.

@@ -354,6 +354,17 @@ class TDL:
             [num_taps, self.num_subcarriers],
         )  # [L, F], complex64
 
+    @property
+    def carrier_frequency_hz(self) -> float:
+        """f_c [Hz] (the Doppler's, when the devices move: :mod:`phy.moving_tdl`)."""
+        return self._carrier_frequency_hz
+
+    @property
+    def tap_responses(self) -> tf.Tensor:
+        """``[L, F]`` complex64: ``exp(-j 2 pi f tau_l)``, each tap's response on the
+        subcarriers (a response is ``a [K, L] @ tap_responses``)."""
+        return self._tap_responses
+
     @tf.function(autograph=False)
     def _draw(self, num_devices: tf.Tensor) -> tf.Tensor:
         # Zero speed: the sampling frequency only scales a zero Doppler phase.

@@ -197,8 +197,12 @@ class OutdatedCSI:
 
     Parameters
     ----------
-    correlation : float
+    correlation : float, optional
         rho in [-1, 1].
+    delay_s, speed_mps, carrier_frequency_hz : float, optional
+        Instead of ``correlation``: the estimate's age tau [s], the device's speed v [m/s] and
+        the carrier f_c [Hz], so ``rho = J0(2 pi f_D tau)``, ``f_D = v f_c / c``
+        (:func:`phy.doppler.jakes_correlation`).
     channel : callable, optional
         A channel model of :mod:`phy.channel`; if given, ``w = channel(path_gain, seed)``
         is a fresh draw of that model (seed: ``stateless_fold_in(seed, CSI_AGING)``), so ``h_hat`` keeps the frequency structure of
@@ -206,8 +210,10 @@ class OutdatedCSI:
         same distribution as the paper's ``iid_rayleigh`` channel.
     """
 
-    def __init__(self, correlation: float, channel=None):
-        self.correlation = OutdatedCsi.check(correlation=correlation).correlation
+    def __init__(self, correlation: float | None = None, channel=None, *, delay_s: float | None = None,
+                 speed_mps: float | None = None, carrier_frequency_hz: float | None = None):
+        self.correlation = OutdatedCsi.check(correlation=correlation, delay_s=delay_s, speed_mps=speed_mps,
+                                             carrier_frequency_hz=carrier_frequency_hz).rho()
         self.channel = channel
 
     def __call__(self, h: tf.Tensor, path_gain: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:

@@ -205,8 +205,17 @@ class _Carrier(ChannelParameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
 
 
+MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl")
+"""What a channel model does when ``[mobility]`` moves the devices (its parameters'
+``moving_fading``; None: refused in motion): independent Jakes processes per subcarrier,
+one per device on every subcarrier (:mod:`phy.doppler`), or Sionna's TDL process at one
+speed and the TDL's carrier (:mod:`phy.moving_tdl`)."""
+
+
 class IidRayleighChannel(_PathLoss):
     """i.i.d. Rayleigh per subcarrier (the paper's model); an L-tap delay line in the time domain."""
+
+    moving_fading: ClassVar[str | None] = "per_subcarrier"
 
     num_taps: int = Field(16, ge=1, description="L, taps of the time-domain delay line")
 
@@ -215,10 +224,13 @@ class FlatRayleighChannel(_PathLoss):
     """One Rayleigh coefficient per device, flat over the subcarriers."""
 
     flat_fading: ClassVar[bool] = True
+    moving_fading: ClassVar[str | None] = "flat"
 
 
 class TdlChannel(_Carrier, _PathLoss):
     """3GPP TR 38.901 tapped delay line (Sionna's TDL), path loss r^-alpha."""
+
+    moving_fading: ClassVar[str | None] = "sionna_tdl"
 
     tdl_profile: Literal[TDL_PROFILES] = "A"
     delay_spread_s: float = Field(100e-9, gt=0, description="RMS delay spread [s]")
@@ -347,6 +359,63 @@ cells the devices' positions and the static seed, as extras). ``path_loss_expone
 to :func:`phy.geometry.path_gain`, not to the channel."""
 
 
+# --------------------------------------------------------------------------- mobility
+
+
+class StaticMobility(Parameters):
+    """Devices that do not move: the block fading of ``channel.model`` (today's model)."""
+
+    moves: ClassVar[bool] = False
+    """Whether the model moves the devices (builds a :class:`phy.moving_channel.MovingChannel`)."""
+
+
+class StraightMobility(Parameters):
+    """Constant speed, in straight lines reflected at the cell's edge and exclusion circle or
+    between random waypoints (phy.mobility), with Jakes-correlated fading in time (phy.doppler)."""
+
+    moves: ClassVar[bool] = True
+
+    speed_mps: Annotated[float | tuple[float, float], BeforeValidator(deep_tuple)] = Field(
+        0.0, description="v [m/s], or [low, high]: uniform per device")
+    compute_seconds_per_round: float = Field(
+        0.0, ge=0, description="the devices' local computation before a round's first phase [s]")
+    carrier_frequency_hz: float = Field(3.5e9, gt=0, description="f_c of the Doppler f_D = v f_c / c [Hz]")
+    num_sinusoids: int = Field(8, ge=1, le=1024, description="M, sinusoids per Jakes process")
+
+    @model_validator(mode="after")
+    def _check(self) -> StraightMobility:
+        speeds = self.speed_mps if isinstance(self.speed_mps, tuple) else (self.speed_mps,)
+        if not all(math.isfinite(v) and 0.0 <= v <= 1e4 for v in speeds):
+            raise ValueError(f"speed_mps: must be in [0, 1e4] m/s (got {self.speed_mps})")
+        if len(speeds) == 2 and speeds[0] > speeds[1]:
+            raise ValueError(f"speed_mps: [low, high] needs low <= high (got {list(self.speed_mps)})")
+        return self
+
+
+def moves(model: str) -> bool:
+    """Whether ``mobility.model = model`` moves the devices (:attr:`StraightMobility.moves`)."""
+    return bool(getattr(MOBILITY_MODELS[model].parameters, "moves", False))
+
+
+def moving_fading(model: str) -> str | None:
+    """What ``channel.model = model`` does in motion (:data:`MOVING_FADING`; None: refused)."""
+    return getattr(CHANNEL_MODELS[model].parameters, "moving_fading", None)
+
+
+MOBILITY_MODELS = {
+    "static": Variant(StaticMobility, "phy.moving_channel:static", label="static"),
+    "straight": Variant(StraightMobility, "phy.moving_channel:straight",
+                        extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
+                                "path_loss_exponent", "rng", "channel"), label="straight-line motion"),
+    "random_waypoint": Variant(StraightMobility, "phy.moving_channel:random_waypoint",
+                               extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
+                                       "path_loss_exponent", "rng", "channel"), label="random waypoint"),
+}
+"""``mobility.model`` -> its parameters, builder and display name (both moving models share
+their keys). ``"static"`` builds
+nothing (block fading, every draw as without ``[mobility]``); a moving model builds a
+:class:`phy.moving_channel.MovingChannel` from the drop and the run's "mobility" stream."""
+
 # --------------------------------------------------------------------------- CSI models
 
 
@@ -368,9 +437,33 @@ class LsPilotCsi(Parameters):
 
 
 class OutdatedCsi(Parameters):
-    """Channel aging: h_hat = rho h + sqrt(1 - rho^2) w (first-order Gauss-Markov)."""
+    """Channel aging: h_hat = rho h + sqrt(1 - rho^2) w (first-order Gauss-Markov), rho given
+    or Jakes' J0(2 pi f_D tau) of a speed, a carrier and the estimate's age."""
 
-    correlation: float = Field(ge=-1, le=1, description="rho, e.g. J0(2 pi f_D tau)")
+    correlation: float | None = Field(None, ge=-1, le=1, description="rho, e.g. J0(2 pi f_D tau)")
+    delay_s: float | None = Field(None, ge=0, description="tau, the estimate's age [s] (instead of correlation)")
+    speed_mps: float | None = Field(None, ge=0, le=1e4, description="v of f_D = v f_c / c [m/s]")
+    carrier_frequency_hz: float | None = Field(None, gt=0, description="f_c of f_D = v f_c / c [Hz]")
+
+    @model_validator(mode="after")
+    def _check(self) -> OutdatedCsi:
+        aging = (self.delay_s, self.speed_mps, self.carrier_frequency_hz)
+        if self.correlation is None and None in aging:
+            raise ValueError("correlation: required, or delay_s, speed_mps and carrier_frequency_hz "
+                             "(rho = J0(2 pi v f_c tau / c))")
+        if self.correlation is not None and any(v is not None for v in aging):
+            raise ValueError(f"correlation: = {self.correlation} and delay_s, speed_mps, "
+                             "carrier_frequency_hz are two ways to give rho; set one")
+        return self
+
+    def rho(self) -> float:
+        """The correlation: given, or ``J0(2 pi (v f_c / c) tau)`` (Jakes' spectrum)."""
+        if self.correlation is not None:
+            return float(self.correlation)
+        from scipy.special import j0  # here: the registry imports no NumPy or SciPy
+
+        return float(j0(2.0 * math.pi * self.speed_mps * self.carrier_frequency_hz / 299_792_458.0
+                        * self.delay_s))
 
 
 CSI_MODELS = {

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cosim.scenario.errors import ScenarioError, ScenarioTooLarge
+from cosim.scenario.mobility_rules import moving
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
-from phy.parameters import COMBINERS, SCHEDULING  # pydantic only
+from phy.parameters import COMBINERS, SCHEDULING, moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -144,7 +145,12 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
       two float32 normal draws and complex64 value, the combiner's complex128
       [F, K, N_r] copy and product, the effective channel's complex128 copy) plus, for
       the ``centroid`` and ``maxmin`` combiners, ``32 F N_r^2`` (the complex128
-      projectors [F, N_r, N_r] and their eigenvectors).
+      projectors [F, N_r, N_r] and their eigenvectors);
+    - with a moving ``[mobility]`` model (:mod:`phy.moving_channel`, from the arrays'
+      shapes, not measured): ``16 K F_c M`` held with the state (the Jakes processes'
+      float64 wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``) and
+      ``32 K F_c M`` for one evaluation (float64 phases, their complex128 and complex64
+      rotations) as the channel draw.
 
     The local step, the uplink phase and the channel draw happen one after another
     (the arrays of one are freed before the next: measured, a scheme's arrays raise the
@@ -162,7 +168,12 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
         if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
-    return {"device state": 4 * k * d * tables,
+    held = 0
+    if moving(scenario):  # the Jakes processes [K, F_c, M], held; one evaluation's temporaries
+        flat = moving_fading(scenario.channel.model) == "flat"
+        terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
+        held, channel = 16 * terms, max(channel, 32 * terms)
+    return {"device state": 4 * k * d * tables + held,
             "local step": 4 * k_s * d * _vectors_per_device(scenario),
             "uplink phase": uplink, "channel draw": channel}
 

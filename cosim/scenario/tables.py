@@ -1,13 +1,12 @@
 """The scenario's schema: one frozen pydantic model per table, and the scenario's TOML text.
 
-Every table of a scenario file (``[cell]``, ``[channel]``, ..., ``[runtime]``) is a
-model here with its keys' types, bounds, defaults and cross-key rules; :class:`Scenario`
-holds them and the cross-table rules. Values are type-checked strictly (TOML is typed:
-``radius_m = "300"`` is an error, an integer is accepted where a float is expected; no
-float key takes ``nan`` or ``inf``). Arrays become tuples, so a scenario is immutable
-all the way down. :func:`scenario_to_toml` writes a resolved scenario back as TOML.
-Loading, overrides and messages: :mod:`cosim.scenario`; derived quantities:
-:mod:`cosim.scenario.derived`. Nothing here imports TensorFlow.
+Every table of a scenario file (``[cell]``, ``[channel]``, ..., ``[runtime]``) is a model here
+with its keys' types, bounds, defaults and cross-key rules; :class:`Scenario` holds them and the
+cross-table rules. Values are type-checked strictly (TOML is typed: ``radius_m = "300"`` is an
+error, an integer is accepted where a float is expected; no float key takes ``nan`` or ``inf``).
+Arrays become tuples, so a scenario is immutable all the way down. :func:`scenario_to_toml`
+writes a resolved scenario back as TOML. Loading, overrides and messages: :mod:`cosim.scenario`;
+derived quantities: :mod:`cosim.scenario.derived`. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from pydantic_core import PydanticCustomError
 from cosim.limits import MAX_ROUNDS
 from cosim.printable import os_path
 from cosim.scenario.as_toml import _plain, scenario_to_toml, toml_value  # noqa: F401 (re-exported)
+from cosim.scenario.mobility_rules import check_mobility
 from cosim.scenario.scene import check_cell_and_channel
 from cosim.scenario.sections import (
     _bool_or_keyword,
@@ -40,7 +40,7 @@ from cosim.scenario.sections import (
 from learning.catalog import CATALOG, NAMES  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
-from learning.runtime import (  # stdlib only
+from learning.runtime import (  # stdlib
     BACKENDS,
     DEVICE_CHUNK,
     NOISE_SOURCES,
@@ -56,6 +56,7 @@ from phy.parameters import (  # pydantic only
     COMBINERS,
     CSI_MODELS,
     DB_LIMIT,
+    MOBILITY_MODELS,
     POWER_CONTROLS,
     SCHEDULING,
     UPLINK_SCHEMES,
@@ -357,8 +358,7 @@ class ModelConfig(_Section):
         return self
 
 
-# The algorithms' hyper-parameters are declared once, in learning.hyperparameters, one
-# model per algorithm named by the catalog; [algorithm] is built from them below.
+# The hyper-parameters: once, in learning.hyperparameters, a model per catalog algorithm; [algorithm] below.
 
 
 def _fields(model: type[BaseModel], keys: Sequence[str]) -> dict[str, Any]:
@@ -502,6 +502,7 @@ class Scenario(_Section):
     trace: TraceConfig = TraceConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     privacy: PrivacyConfig | None = None
+    mobility: variant_table(MOBILITY_MODELS, table="mobility", key="model", default="static") | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -529,9 +530,8 @@ class Scenario(_Section):
                          f"= {value:g} needs ofdm.domain = \"time\" (the frequency-domain "
                          "uplink is perfectly synchronised)")
         else:
-            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most
-            # F + C - 1; TDL's and the 3GPP cells' later paths are cut (and counted), the
-            # delay lines of the Rayleigh models must fit
+            # the channel's last tap (phy.limits, as ofdm_time.from_paths) must be at most F + C - 1;
+            # TDL's and the 3GPP cells' later paths are cut (and counted), the Rayleigh lines must fit
             timing = self.sync.timing_offset_max_samples
             taps = {"iid_rayleigh": self.channel.num_taps, "flat_rayleigh": 1}.get(
                 self.channel.model, 1)
@@ -546,6 +546,7 @@ class Scenario(_Section):
                      f"an OFDM symbol with its prefix, ofdm.num_subcarriers + "
                      f"cyclic_prefix = {period} samples")
         self.uplink.check_scenario(self)  # the scheme's own rules (phy.parameters.UPLINK_SCHEMES)
+        check_mobility(self)
         check_cell_and_channel(self)  # the geometry's rules between [cell] and [channel]
         self.resolved_runtime()  # "runtime.key: what (got value)" for what cannot run
         if self.model.architecture in CONVOLUTIONAL:

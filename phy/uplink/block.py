@@ -4,7 +4,8 @@
 control, the devices' path gains, the timing/CFO model, the receive combiner, the
 grouping rule of every phase, the cohort policy) and the run's integer seed, from which it
 draws its own streams (:mod:`native.streams`: ``"channel"``, ``"sync"``, ``"csi"``,
-``"participation"``, ``"noise/<phase>"`` of each round). It knows nothing of a scenario
+``"participation"``, ``"noise/<phase>"`` of each round; with moving devices
+``"csi/<phase>"`` for each phase after the first, and no ``"channel"``). It knows nothing of a scenario
 file or of the learning side: phases are names with a number of values, updates are
 ``[K, n]`` tensors, weights ``[K]``.
 
@@ -53,6 +54,7 @@ from phy.privacy import (
     transmit_scaling,
 )
 from phy.sync import UniformOffsets
+from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
 from phy.uplink.analog import Analog
 from phy.uplink.participation import RoundCohort
@@ -151,6 +153,11 @@ class Uplink:
         sender's sensitivity on the received signal, the worst device's noise multiplier)
         and add the artificial noise of its ``noise_floor``; the analog scheme only (the
         derivation is its own), in the frequency domain. None: nothing of it is computed.
+    moving : phy.moving_channel.MovingChannel, optional
+        Devices that move (``[mobility]``): the channel is then a function of time, each
+        phase estimated at its start and received at its middle
+        (:mod:`phy.uplink.moving_link`), and the round ends on the moving channel's clock.
+        None (the default): block fading from ``channel``, nothing of it is drawn.
     """
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
@@ -163,7 +170,7 @@ class Uplink:
                  num_antennas: int = 1, participation=None, population_weights=None,
                  local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
                  keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
-                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None):
+                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None, moving=None):
         self.channel, self.csi, self.power_control = channel, csi, power_control
         self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
         self.seed = int(seed)
@@ -193,11 +200,15 @@ class Uplink:
             raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
                              f"got {self.num_antennas} antennas")
         self.privacy = privacy
+        self.moving = moving
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
         the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
         and the cohort (:meth:`draw_cohort`)."""
+        if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
+            h, h_hat, gain = moving_link.round_channel(self, t)
+            return RoundLink(self, t, h, h_hat, None, None, self.draw_cohort(t, h_hat), path_gain=gain)
         h, uplink, offsets = self.draw_channel(t)
         h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, streams.CSI))
         return RoundLink(self, t, h, h_hat, uplink, offsets, self.draw_cohort(t, h_hat))
@@ -282,13 +293,20 @@ def clip_rows(updates, clip_norm: float):
 class RoundLink:
     """One round's uplink (made by :meth:`Uplink.round`).
 
-    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1),
+    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1;
+    with moving devices the channel and estimate at the first phase's start),
     ``uplink`` (the time-domain uplink or None), ``offsets`` ((timing, CFO) [K] or None),
-    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device).
+    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device),
+    ``path_gain`` [K] (the block's, or with moving devices theirs at the first phase's
+    start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's).
     """
 
-    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort):
+    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):
         self.block, self.t = block, t
+        self.path_gain = block.path_gain if path_gain is None else path_gain
+        self.offset_s = 0.0 if block.moving is None else block.moving.compute_seconds_per_round
+        self.aging: dict[str, np.ndarray] = {}
+        self.phases_done = 0
         self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
         self.keep_signals = block.keep_signals(t)
         self._sent_symbols = 0
@@ -495,11 +513,17 @@ class RoundLink:
         ``"noise/<phase>"`` stream), and the estimate's error against the error-free
         weighted sum (:func:`phy.aggregate_error.aggregate_error`). With the block's
         ``privacy``: the phase's mechanism and the artificial noise of its floor first."""
-        block = self.block
+        block, h, h_hat, gain, slot = self.block, self.h, self.h_hat, self.path_gain, None
+        if block.moving is not None:  # each phase's estimate and channel (phy.uplink.moving_link)
+            h, h_hat, gain, slot = moving_link.phase_channels(self, phase, first=self.phases_done == 0)
         link = cohorts.phase_link(
-            self.cohort, block.phase_index[phase], weights, updates, self.h, self.h_hat, self.uplink,
-            path_gain=block.path_gain, population_weights=block.population_weights,
+            self.cohort, block.phase_index[phase], weights, updates, h, h_hat, self.uplink,
+            path_gain=gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
+        if slot is not None:
+            senders = slot.devices if link.devices is None else link.devices[0]
+            link = dataclasses.replace(link, slot=dataclasses.replace(
+                slot, devices=senders, doppler_hz=slot.doppler_hz[senders]))
         columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
         if block.privacy is not None:
             link, columns = self._private(phase, link)
@@ -521,6 +545,8 @@ class RoundLink:
         scalars[f"aggregate_nmse_{phase}"] = normalised_error(error, power_sum)
         for column, values in result.columns.per_device.items():
             columns.per_device[column] = link.per_device(values)
+        if block.moving is not None:
+            columns.per_device.update(moving_link.phase_columns(self, phase, link, result))
         columns.signals.update(result.columns.signals)
         return PhaseResult(result.estimate, link.received, columns)
 
@@ -534,7 +560,9 @@ class RoundLink:
         ``mean_channel_gain``, ``csi_nmse`` and in the time domain
         ``timing_offset_samples``, ``cfo_subcarriers``, ``cut_path_power_fraction``; with
         a cohort ``devices_scheduled``, ``round_discarded``, ``devices_sent_<phase>``,
-        ``participated`` (and ``local_steps`` with a deadline); with the block's
+        ``participated`` (and ``local_steps`` with a deadline); with moving devices
+        ``round_start_s``, ``round_seconds`` and per device ``position_x_m``,
+        ``position_y_m``, ``speed_mps``, ``doppler_hz`` (:mod:`phy.uplink.moving_link`); with the block's
         ``privacy`` ``privacy_joint_noise_multiplier`` (the round's phases as one Gaussian
         mechanism, :func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was
         sent); the signals ``H``, ``H_hat`` (when kept). Call it after the round's phases."""
@@ -568,6 +596,10 @@ class RoundLink:
         scalars["uplink_energy_j"] = float(self._energy_j.sum())
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
+        if block.moving is not None:
+            moving_scalars, moving_columns = moving_link.round_columns(self, uplink_symbols, scalars["downlink_symbols"])
+            scalars.update(moving_scalars)
+            per_device.update(moving_columns)
         if block.privacy is not None:
             if self.discarded and cohort.scheduled.size:
                 charged = self._charge_discarded()

@@ -43,6 +43,7 @@ replays them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -311,6 +312,59 @@ def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_
                 symbols, transmits, decoded, num_symbols)
 
 
+SLOT_CHUNK_VALUES = 1 << 19
+"""The coherence blocks of a slot are evaluated a chunk at a time, at most this many
+sinusoid terms (blocks x subcarriers x M, 32 bytes of temporaries each: 16 MiB) each: the memory
+does not grow with the slot."""
+
+
+def coherence_blocks(slot, plan_: Plan, symbol_duration_s: float) -> tuple[float, int]:
+    """``(T_b, B)``: the block length [s], the fastest transmitting sender's coherence time
+    ``0.423 / f_D`` (:func:`phy.doppler.coherence_time_s`), and the blocks that cover the
+    longest slot (0 when nobody moves or transmits)."""
+    from phy.doppler import coherence_time_s
+
+    moving = plan_.transmits & (slot.doppler_hz > 0.0)
+    if not moving.any():
+        return math.inf, 0
+    block_s = float(np.min(coherence_time_s(slot.doppler_hz[moving])))
+    longest_s = float(np.max(plan_.symbols[plan_.transmits])) * symbol_duration_s
+    return block_s, max(1, math.ceil(longest_s / block_s))
+
+
+def slot_capacity(slot, plan_: Plan, *, tx_power_w: float, noise_power_w: float, symbol_duration_s: float,
+                  rate_model: str, gap: float, target_bler: float, num_sinusoids: int) -> np.ndarray:
+    """``[K_T]`` float64: each transmitting sender's smallest rate over the coherence blocks
+    of its slot (inf for one that does not transmit, or nobody moving).
+
+    The slot ``[0, N_k T_sym)`` is cut into blocks of length ``T_b`` (:func:`coherence_blocks`);
+    in block b the channel is taken constant at its value at the block's middle
+    ``(b + 1/2) T_b`` (the devices' positions then too) and carries the rate of
+    :func:`shannon_bits_per_symbol` (or :func:`mcs_bits_per_symbol`) on the device's
+    subcarriers; block b counts for device k when it starts within its slot, ``b T_b < N_k T_sym``.
+    """
+    block_s, num_blocks = coherence_blocks(slot, plan_, symbol_duration_s)
+    lowest = np.full(plan_.rate.shape[0], np.inf)
+    if num_blocks == 0:
+        return lowest
+    subcarriers = np.arange(plan_.owner.shape[0])
+    slot_s = np.where(plan_.transmits, plan_.symbols, 0.0) * symbol_duration_s
+    chunk = max(1, SLOT_CHUNK_VALUES // (subcarriers.size * num_sinusoids))
+    for first in range(0, num_blocks, chunk):
+        index = np.arange(first, min(first + chunk, num_blocks))
+        h = slot.owned_at((index + 0.5) * block_s, plan_.owner, subcarriers)  # [b, F]
+        for b, row in zip(index, h, strict=True):
+            gain = np.zeros((plan_.rate.shape[0], subcarriers.size))
+            gain[plan_.owner, subcarriers] = np.abs(row.astype(np.complex128)) ** 2
+            if rate_model == "shannon":
+                rate = shannon_bits_per_symbol(gain, plan_.owner, tx_power_w, noise_power_w, gap)
+            else:
+                rate, _ = mcs_bits_per_symbol(gain, plan_.owner, tx_power_w, noise_power_w, 1.0, target_bler)
+            inside = b * block_s < slot_s
+            lowest[inside] = np.minimum(lowest[inside], rate[inside])
+    return lowest
+
+
 def decoded_weights(weights: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     """The BS's weights over the decoded devices, renormalised to the senders' total
     (``w_k sum w / sum_decoded w``; 0 for the others; all 0 when none is decoded)."""
@@ -333,6 +387,7 @@ class DigitalOfdma:
 
     carries = DigitalOfdmaScheme.carries
     accounts_privacy = getattr(DigitalOfdmaScheme, "accounts_privacy", False)
+    ages_per_block = True  # its slot follows from the rates: the channel over it per coherence block
 
     def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
                  snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,
@@ -358,10 +413,32 @@ class DigitalOfdma:
                     snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
                     rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
 
+    def aged(self, schedule: Plan, link, block) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
+        """``schedule`` with the senders whose channel falls below their rate in some
+        coherence block of their slot no longer decoded (:func:`slot_capacity`), and
+        ``(aging_outage [K_T] bool, aging_correlation [K_T])``: the devices lost that way,
+        and Jakes' correlation between the channel at the slot's start (the estimate's) and
+        at its middle, ``J0(pi f_D N_k T_sym)`` (NaN for one that does not transmit)."""
+        from phy.doppler import jakes_correlation
+
+        gap = 10.0 ** (self.snr_gap_db / 10.0) if self.rate_model == "shannon" else 1.0
+        lowest = slot_capacity(link.slot, schedule, tx_power_w=block.tx_power_w,
+                               noise_power_w=block.noise_power_w, symbol_duration_s=block.symbol_duration_s,
+                               rate_model=self.rate_model, gap=gap, target_bler=self.target_bler,
+                               num_sinusoids=link.slot.num_sinusoids)
+        holds = schedule.rate <= lowest * (1.0 + DECODE_TOLERANCE)
+        decoded = schedule.decoded & holds
+        half_slot_s = 0.5 * np.where(schedule.transmits, schedule.symbols, np.nan) * block.symbol_duration_s
+        correlation = jakes_correlation(link.slot.doppler_hz, half_slot_s)
+        return dataclasses.replace(schedule, decoded=decoded), (schedule.decoded & ~holds, correlation)
+
     def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
         updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
         num_senders, num_values = updates.shape
         schedule = self.plan(link, block, num_values)
+        aged = None
+        if getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
+            schedule, aged = self.aged(schedule, link, block)
         weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
         rng = _generator(seed)
         total = np.zeros(num_values, np.float64)
@@ -380,6 +457,10 @@ class DigitalOfdma:
         link_weights = np.asarray(link.weights, np.float64)
         scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
                                               if link_weights.sum() > 0.0 else 0.0)
+        if aged is not None:
+            scalars[f"aging_outage_devices_{phase}"] = float(np.sum(aged[0]))
+            if block.per_device:
+                columns.per_device[f"aging_correlation_{phase}"] = aged[1]
         if block.per_device:
             columns.per_device.update({
                 f"bits_per_symbol_{phase}": schedule.rate,

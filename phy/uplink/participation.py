@@ -190,7 +190,9 @@ class PhaseLink:
     meets the target by sending less power (:class:`phy.power.PrivacyScaling`: the
     scheme runs it at ``s^2 gamma`` and ``s^2 P``; 1: none); ``delta_bar``, the
     ``delta_bar`` the BS forms from a clip norm (:func:`phy.privacy.public_delta_bar`) in
-    place of the senders' reported norms (None: the reported one, eq. ``rho_avg``).
+    place of the senders' reported norms (None: the reported one, eq. ``rho_avg``); ``slot``,
+    the senders' channels over time when they move (:class:`phy.uplink.moving_link.SlotChannel`,
+    for a scheme that ``ages_per_block``; None: block fading).
     """
 
     updates: Any
@@ -206,6 +208,7 @@ class PhaseLink:
     artificial_noise_power_w: float = 0.0
     signal_scale: float = 1.0
     delta_bar: float | None = None
+    slot: Any = None
 
     def per_device(self, values) -> np.ndarray:
         """``values`` [K_T] over the population [K] (NaN for the devices that did not send)."""

@@ -157,6 +157,16 @@ def _accuracy_at_evaluations(values: list[float]):
     return change
 
 
+def _aged(median: float):
+    """Devices that move: half the device-rounds at ``median``'s correlation and below, half
+    above (NaN for a device that did not send: left out)."""
+    def change(columns: dict) -> None:
+        row = [median - 0.3, median, median + 0.05, np.nan]
+        _set(columns, "per_device", "aging_correlation_nu", np.tile(row, (ROUNDS, 1)))
+        _set(columns, "rounds", "aging_outage_devices_nu", np.ones(ROUNDS))
+    return change
+
+
 RISE = [1.05] * (LOSS_RISING_EVALUATIONS + 1)  # more rises than needed, +21.6 % in all
 SMALL_RISE = [1.02] * (LOSS_RISING_EVALUATIONS + 1)  # as many rises, +8.2 % in all: noise
 SHORT_RISE = [1.5] * (LOSS_RISING_EVALUATIONS - 1)  # steep but one rise too few
@@ -185,6 +195,8 @@ CASES = {
     # over half the senders (3 of 4) in over half the rounds (6 of 10); not 2 of 4, nor 5 rounds
     "privacy_clipped": (_privacy_clipped(3, rounds=6),
                         [_privacy_clipped(2), _privacy_clipped(4, rounds=5)]),
+    # the median device-round at 0.89 (below 0.9), not at 0.9
+    "csi_aged": (_aged(0.89), [_aged(0.9)]),
 }
 
 

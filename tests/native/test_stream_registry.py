@@ -123,9 +123,10 @@ def test_every_purpose_constant_is_registered_and_the_sub_streams_apart():
 def test_the_purposes_keep_the_strings_the_traces_were_drawn_with():
     """A purpose's string is its stream: changing one moves every trace (the digests of
     ``tests/test_trace_bits.py`` fail then). These are the strings of the call sites
-    before the registry (commit becab30)."""
+    before the registry (commit becab30), and of the motion's (``[mobility]``)."""
     assert streams.PURPOSES == ("cell", "geometry", "partition", "init", "channel", "csi", "sync",
-                                "participation", "eavesdropper", "eval")
-    assert (streams.local_purpose("rho"), streams.noise_purpose("nu")) == ("local/rho", "noise/nu")
+                                "participation", "eavesdropper", "eval", "mobility")
+    assert (streams.local_purpose("rho"), streams.noise_purpose("nu"),
+            streams.phase_csi_purpose("nu")) == ("local/rho", "noise/nu", "csi/nu")
     assert (streams.IMAGINARY_NOISE, streams.CSI_AGING, streams.LIBRARY_INIT_MEAN, streams.LIBRARY_INIT_RHO) == (
         1, 1, 1, 2)

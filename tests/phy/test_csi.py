@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy.special import j0
 
 from phy.channel import TDL, FlatRayleigh, IidRayleigh
 from phy.csi import GaussianCSI, LSPilotCSI, OutdatedCSI, PerfectCSI
@@ -89,6 +90,22 @@ def test_outdated_correlation_and_power(rho):
     # NMSE of the aged estimate is 2 (1 - rho).
     _, overall = _nmse(h_hat)
     assert abs(overall - 2 * (1 - rho)) < 0.02
+
+
+def test_outdated_takes_its_correlation_from_speed_and_delay():
+    """rho = J0(2 pi f_D tau): 30 km/h at 3.5 GHz (f_D = 97.3 Hz) and 1 ms gives
+    J0(0.611) = 0.9087, as ``correlation = 0.9087...`` gives; giving both ways, or only
+    part of the second, is refused naming the key."""
+    aged = OutdatedCSI(delay_s=1e-3, speed_mps=30 / 3.6, carrier_frequency_hz=3.5e9)
+    f_d = 30 / 3.6 * 3.5e9 / 299_792_458.0
+    assert aged.correlation == pytest.approx(float(j0(2 * np.pi * f_d * 1e-3)), rel=1e-12)
+    assert aged.correlation == pytest.approx(0.9087, abs=1e-4)
+    np.testing.assert_array_equal(aged(H, PATH_GAIN, SEED).numpy(),
+                                  OutdatedCSI(aged.correlation)(H, PATH_GAIN, SEED).numpy())
+    with pytest.raises(ValueError, match="correlation: required, or delay_s"):
+        OutdatedCSI(delay_s=1e-3, speed_mps=1.0)
+    with pytest.raises(ValueError, match="two ways"):
+        OutdatedCSI(0.5, delay_s=1e-3, speed_mps=1.0, carrier_frequency_hz=3.5e9)
 
 
 def test_outdated_with_channel_model_keeps_structure():

@@ -1,0 +1,55 @@
+"""``[mobility]`` against the other tables: what a moving model supports.
+
+A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters.MOBILITY_MODELS`)
+evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
+models, and TDL with every device at one speed and the Doppler at the TDL's carrier
+(:mod:`phy.moving_tdl`), one BS antenna, the frequency-domain uplink, devices kept off the BS by a positive
+exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
+``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
+No TensorFlow.
+"""
+
+from __future__ import annotations
+
+from phy.parameters import CHANNEL_MODELS, moves, moving_fading
+
+
+def moving(scenario) -> bool:
+    """Whether ``scenario`` has a ``[mobility]`` table whose model moves the devices."""
+    return scenario.mobility is not None and moves(scenario.mobility.model)
+
+
+def check_mobility(scenario) -> None:
+    """ValueError ``"key: rule"`` for what a moving ``[mobility]`` model does not support."""
+    if not moving(scenario):
+        return
+    model = f"mobility.model = {scenario.mobility.model!r}"
+    speed = scenario.mobility.speed_mps
+    ranged = isinstance(speed, tuple)
+    fading = moving_fading(scenario.channel.model)  # the channel's fact, not its name
+    rules = (
+        (fading is not None, "channel.model",
+         f"= {scenario.channel.model!r}: {model} evaluates "
+         f"{', '.join(repr(m) for m in CHANNEL_MODELS if moving_fading(m))} in time; set one of them"),
+        (scenario.ofdm.domain == "frequency", "ofdm.domain",
+         f"= {scenario.ofdm.domain!r}: {model} runs the frequency-domain uplink only; set \"frequency\""),
+        (scenario.bs.num_antennas == 1, "bs.num_antennas",
+         f"= {scenario.bs.num_antennas}: {model} is for a single-antenna BS; set 1"),
+        (scenario.privacy is None, "privacy",
+         f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
+        (fading != "sionna_tdl" or not ranged,
+         "mobility.speed_mps", f"= {list(speed) if ranged else speed}: channel.model = "
+         f"{scenario.channel.model!r} moves every device at one speed (Sionna's TDL draws one per "
+         "call); set one value"),
+        (fading != "sionna_tdl"
+         or scenario.mobility.carrier_frequency_hz == scenario.channel.carrier_frequency_hz,
+         "mobility.carrier_frequency_hz", f"= {scenario.mobility.carrier_frequency_hz:g}: with channel.model = "
+         f"{scenario.channel.model!r} the Doppler is the TDL's, at channel.carrier_frequency_hz = "
+         f"{scenario.channel.carrier_frequency_hz:g}; set the two equal"),
+        (scenario.cell.min_distance_m > 0.0, "cell.min_distance_m",
+         f"= {scenario.cell.min_distance_m:g}: {model} reflects the devices at this exclusion "
+         "radius around the BS; set it > 0"),
+    )
+    for holds, key, rule in rules:
+        if not holds:
+            raise ValueError(f"{key}: {rule}")

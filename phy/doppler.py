@@ -1,0 +1,132 @@
+"""Doppler and time-correlated Rayleigh fading: Jakes' (Clarke's) spectrum as a sum of sinusoids.
+
+A device moving at speed ``v`` under a carrier ``f_c`` sees the maximum Doppler shift
+``f_D = v f_c / c`` (:func:`doppler_hz`). With isotropic scattering (Clarke 1968, Jakes
+1974) the plane waves arrive from angles uniform in ``[0, 2 pi)`` relative to the
+direction of motion and the channel's autocorrelation over a lag ``tau`` is
+
+``E[h(t) h(t + tau)^*] / E|h|^2 = J0(2 pi f_D tau)``              (Jakes' correlation)
+
+(:func:`jakes_correlation`); its first zero is at ``f_D tau = 0.383`` and the usual
+coherence time is ``T_c = 0.423 / f_D`` (Rappaport, Wireless Communications, eq. 5.40.c;
+:func:`coherence_time_s`).
+
+:class:`SumOfSinusoids` generates it. Each of its processes (a device's subcarrier, or a
+device's single coefficient for a flat channel) is a sum of M sinusoids whose arrival
+angles ``alpha_m`` are uniform and whose complex gains ``c_m`` are i.i.d. ``CN(0, 1/M)``,
+all drawn once per run:
+
+``h(s) = sum_m c_m exp(j 2 pi (s / lambda) cos alpha_m)``
+
+as a function of the distance ``s`` the device has travelled (``s = v t`` at constant
+speed), ``lambda = c / f_c``. Given the angles, ``h(s)`` is a sum of independent complex
+Gaussians of total variance 1 at every ``s``, so the marginal is exactly ``CN(0, 1)`` (the
+block-fading models' marginal, :mod:`phy.channel`); over the angles,
+``E[h(s) h(s + Delta)^*] = E_alpha[exp(-j 2 pi (Delta / lambda) cos alpha)] =
+J0(2 pi Delta / lambda)``, Jakes' correlation at ``Delta = v tau`` exactly (the ensemble
+over processes; with a finite M one realisation's time average deviates from it, the
+known non-ergodicity of sums of sinusoids: Patzold, Mobile Radio Channels, 2nd ed., ch. 4).
+Using the travelled distance instead of the time keeps the process continuous when a
+device turns (isotropic scattering: the angles relative to the motion stay uniform).
+
+No TensorFlow: NumPy, float64 phases (the phase ``2 pi s / lambda`` reaches 1e5 rad over a
+few kilometres), complex64 output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import j0
+
+SPEED_OF_LIGHT_MPS = 299_792_458.0
+"""c [m/s]."""
+
+COHERENCE_TIME_FACTOR = 0.423
+"""T_c = 0.423 / f_D: the time over which Jakes' correlation stays above 0.5 (Rappaport,
+eq. 5.40.c, the geometric mean of the 0.5-correlation and the 9/(16 pi) rules)."""
+
+
+def doppler_hz(speed_mps, carrier_frequency_hz: float):
+    """Maximum Doppler shift ``f_D = v f_c / c`` [Hz] of a speed ``v`` [m/s] (array or
+    float) at the carrier ``f_c`` [Hz]."""
+    return np.asarray(speed_mps, np.float64) * float(carrier_frequency_hz) / SPEED_OF_LIGHT_MPS
+
+
+def wavelength_m(carrier_frequency_hz: float) -> float:
+    """``lambda = c / f_c`` [m]."""
+    return SPEED_OF_LIGHT_MPS / float(carrier_frequency_hz)
+
+
+def coherence_time_s(doppler_hz_value):
+    """``T_c = 0.423 / f_D`` [s] (inf at ``f_D = 0``), array or float."""
+    f = np.asarray(doppler_hz_value, np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(f > 0.0, COHERENCE_TIME_FACTOR / np.where(f > 0.0, f, 1.0), np.inf)
+
+
+def jakes_correlation(doppler_hz_value, lag_s):
+    """``J0(2 pi f_D tau)``: Jakes' autocorrelation of a unit-power channel at the lag
+    ``tau`` [s] (arrays broadcast)."""
+    return j0(2.0 * np.pi * np.asarray(doppler_hz_value, np.float64) * np.asarray(lag_s, np.float64))
+
+
+class SumOfSinusoids:
+    """Unit-power Rayleigh processes with Jakes' spectrum, evaluated at any travelled distance.
+
+    Parameters
+    ----------
+    num_devices : int
+        K.
+    num_coefficients : int
+        F_c: independent processes per device (F for i.i.d. subcarriers, 1 for a flat channel).
+    num_sinusoids : int
+        M >= 1 sinusoids per process.
+    carrier_frequency_hz : float
+        f_c [Hz] (the wavelength ``c / f_c``).
+    rng : np.random.Generator
+        The run's stream the angles and gains are drawn from (once, at construction).
+
+    Input (:meth:`at`)
+    ------------------
+    distance_m : [K] or [T, K], float
+        The distance each device has travelled [m] (``v_k t`` at constant speed).
+
+    Output
+    ------
+    h : [K, F_c] or [T, K, F_c], np.complex64
+        ``sum_m c_m exp(j 2 pi (s / lambda) cos alpha_m)``, marginally ``CN(0, 1)``.
+    """
+
+    def __init__(self, num_devices: int, num_coefficients: int, num_sinusoids: int,
+                 carrier_frequency_hz: float, rng: np.random.Generator):
+        for name, value in (("num_devices", num_devices), ("num_coefficients", num_coefficients),
+                            ("num_sinusoids", num_sinusoids)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if not np.isfinite(carrier_frequency_hz) or carrier_frequency_hz <= 0:
+            raise ValueError(f"carrier_frequency_hz must be positive and finite, got {carrier_frequency_hz!r}")
+        shape = (int(num_devices), int(num_coefficients), int(num_sinusoids))
+        angles = rng.uniform(0.0, 2.0 * np.pi, size=shape)
+        # 2 pi cos(alpha) / lambda [rad/m], float64: the phase at kilometres is ~1e5 rad
+        self.wavenumber = (2.0 * np.pi / wavelength_m(carrier_frequency_hz)) * np.cos(angles)
+        parts = rng.standard_normal(size=(2, *shape)) * np.sqrt(0.5 / num_sinusoids)
+        self.gains = (parts[0] + 1j * parts[1]).astype(np.complex64)
+        self.shape = shape
+
+    def at(self, distance_m) -> np.ndarray:
+        """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres)."""
+        s = np.asarray(distance_m, np.float64)
+        if s.shape[-1:] != (self.shape[0],) or s.ndim > 2:
+            raise ValueError(f"distance_m must have shape [K] or [T, K] with K = {self.shape[0]}, got {s.shape}")
+        phase = s[..., :, None, None] * self.wavenumber  # [..., K, F_c, M]
+        rotation = np.exp(1j * phase).astype(np.complex64)
+        return np.einsum("...kfm,kfm->...kf", rotation, self.gains)
+
+    def at_pairs(self, distance_m, devices, coefficients) -> np.ndarray:
+        """Selected processes only: ``[T, P]`` complex64 at the travelled distances
+        ``distance_m`` [T, P] (metres) of the pairs ``(devices [P], coefficients [P])``
+        (e.g. each subcarrier with the device that owns it)."""
+        s = np.asarray(distance_m, np.float64)
+        phase = s[..., None] * self.wavenumber[devices, coefficients][None]  # [T, P, M]
+        return np.einsum("tpm,pm->tp", np.exp(1j * phase).astype(np.complex64),
+                         self.gains[devices, coefficients])

@@ -1,0 +1,175 @@
+"""The channel of moving devices at any time of the run, and the run's clock.
+
+``[mobility]`` with a moving model (:data:`phy.parameters.MOBILITY_MODELS`) replaces the
+block fading of :mod:`phy.channel` (one independent draw per round) by channels that are
+functions of time: device k at time t (seconds since the run's start) is at
+``p_k(t)`` (:class:`phy.mobility.StraightMotion`), has the path gain
+``g_k(t) = |p_k(t)|^-alpha`` (:func:`phy.geometry.path_gain`) and the channel
+
+``h_kf(t) = sqrt(g_k(t)) z_kf(v_k t)``
+
+with ``z`` the unit-power Jakes processes of :class:`phy.doppler.SumOfSinusoids`: F
+independent ones per device for ``channel.model = "iid_rayleigh"``, one repeated on every
+subcarrier for ``"flat_rayleigh"``. So ``h_kf(t) ~ CN(0, g_k(t))`` at every t (the
+block-fading models' marginal) and two times tau apart are correlated as
+``J0(2 pi f_D,k tau)``, ``f_D,k = v_k f_c / c``.
+
+**The round's timeline** (:meth:`MovingChannel.start_round`, :meth:`MovingChannel.end_round`):
+round t starts at ``T_t``; the devices compute for ``compute_seconds_per_round``; each
+uplink phase then starts with the devices' channel estimate and occupies its symbols
+(``N T_sym``, ``T_sym = (F + C) / B``); the BS then multicasts the model (the round's
+downlink symbols); round t + 1 starts at ``T_{t+1} = T_t + compute + sum of the phases'
+seconds + downlink seconds``. The round's start times are kept, so the uplink of any
+earlier round can be replayed; a run resumed at round t is told ``T_t``
+(:meth:`MovingChannel.resume`, with every earlier round's start).
+
+No TensorFlow: NumPy (complex64 channels, float64 times and positions).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phy.doppler import SumOfSinusoids, doppler_hz
+from phy.geometry import path_gain
+from phy.mobility import RandomWaypoint, StraightMotion, speeds_mps
+
+
+class MovingChannel:
+    """Channels of moving devices as functions of time (module docstring).
+
+    Parameters
+    ----------
+    motion : phy.mobility.StraightMotion
+    fading : phy.doppler.SumOfSinusoids
+        K x F_c unit-power processes (F_c = F, or 1 for a flat channel).
+    num_subcarriers : int
+        F.
+    path_loss_exponent : float
+        alpha.
+    carrier_frequency_hz : float
+        f_c.
+    compute_seconds_per_round : float
+        The devices' local computation before the round's first phase [s].
+    """
+
+    def __init__(self, motion: StraightMotion, fading: SumOfSinusoids, num_subcarriers: int,
+                 path_loss_exponent: float, carrier_frequency_hz: float, compute_seconds_per_round: float):
+        self.motion, self.fading = motion, fading
+        self.num_subcarriers = int(num_subcarriers)
+        self.flat = fading.shape[1] == 1 and self.num_subcarriers > 1
+        self.path_loss_exponent = float(path_loss_exponent)
+        self.carrier_frequency_hz = float(carrier_frequency_hz)
+        self.compute_seconds_per_round = float(compute_seconds_per_round)
+        self.doppler_hz = doppler_hz(motion.speed_mps, carrier_frequency_hz)  # [K]
+        self._starts = {0: 0.0}
+
+    # ------------------------------------------------------------------ the clock
+    def start_round(self, t: int) -> float:
+        """``T_t`` [s], the start of round t; the motion's state moved there."""
+        if t not in self._starts:
+            raise ValueError(f"the start time of round {t} is unknown: rounds run in order from 0, "
+                             "or a resumed run is told its first round's start (resume)")
+        self.motion.move_to(self._starts[t])
+        return self._starts[t]
+
+    def end_round(self, t: int, seconds: float) -> None:
+        """Round t lasted ``seconds``: round t + 1 starts at ``T_t + seconds``."""
+        self._starts[t + 1] = self._starts[t] + float(seconds)
+
+    def resume(self, starts_s) -> None:
+        """A run resumed at round t = ``len(starts_s) - 1``: ``starts_s`` the start times of
+        rounds 0 .. t [s]. The motion steps through them as the run did, so its positions
+        are the uninterrupted run's bit for bit (one advance over the sum would round
+        differently)."""
+        for t, start in enumerate(np.asarray(starts_s, np.float64)):
+            self._starts[t] = float(start)
+            self.motion.move_to(float(start))
+
+    # ------------------------------------------------------------------ the channel
+    def path_gain_at(self, offsets_s) -> np.ndarray:
+        """``[T, K]`` float64 path gains ``max(|p_k|, r_min)^-alpha`` at ``offsets_s`` [T]
+        (ascending) after the round's start (:meth:`start_round`); r_min the exclusion radius,
+        which a random waypoint's leg may cut (a straight path never does)."""
+        positions = self.motion.positions_at(offsets_s)
+        distance = np.maximum(np.hypot(positions[..., 0], positions[..., 1]), self.motion.inner_m)
+        return path_gain(distance, self.path_loss_exponent)
+
+    def at(self, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(h [K, F] complex64, path_gain [K] float64)`` at ``offset_s`` seconds after the
+        round's start."""
+        gain = self.path_gain_at([offset_s])[0]
+        z = self.fading.at(self.motion.travelled_m(self.motion.time_s + float(offset_s)))
+        if self.flat:
+            z = np.broadcast_to(z, (z.shape[0], self.num_subcarriers))
+        return (np.sqrt(gain)[:, None] * z).astype(np.complex64), gain
+
+    def owned_at(self, offsets_s, devices, subcarriers) -> np.ndarray:
+        """``[T, P]`` complex64: the channel of the pairs ``(devices [P], subcarriers [P])``
+        at ``offsets_s`` [T] (ascending) after the round's start, each at its device's
+        position then (what a digital slot's coherence blocks need: one pair per subcarrier,
+        its owner)."""
+        offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
+        gain = self.path_gain_at(offsets)[:, devices]  # [T, P]
+        distance = self.motion.travelled_m(self.motion.time_s + offsets)[:, devices]
+        coefficient = np.zeros_like(subcarriers) if self.fading.shape[1] == 1 else subcarriers
+        z = self.fading.at_pairs(distance, devices, coefficient)
+        return (np.sqrt(gain) * z).astype(np.complex64)
+
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """Per device at the round's start: ``position_x_m``, ``position_y_m``, ``speed_mps``,
+        ``doppler_hz``."""
+        p = self.motion.positions_m
+        return {"position_x_m": p[:, 0].copy(), "position_y_m": p[:, 1].copy(),
+                "speed_mps": self.motion.speed_mps.copy(), "doppler_hz": np.asarray(self.doppler_hz).copy()}
+
+
+def static(**_) -> None:
+    """``mobility.model = "static"``: no moving channel (block fading)."""
+    return None
+
+
+def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
+           num_sinusoids: int, positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
+           path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+    """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
+    (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
+    with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
+    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, every device at one speed)."""
+    positions = np.asarray(positions_m, np.float64)
+    speeds = speeds_mps(speed_mps, positions.shape[0], rng)
+    motion = motion_of(positions, speeds, rng)
+    if getattr(channel, "tap_responses", None) is not None:  # a phy.channel.TDL
+        from phy.moving_tdl import MovingTdl  # Sionna's TDL: only a moving TDL run builds it
+
+        carrier_frequency_hz = channel.carrier_frequency_hz
+        seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
+        fading = MovingTdl(channel, positions.shape[0], float(speeds[0]), seed)
+    else:
+        fading = SumOfSinusoids(positions.shape[0], 1 if flat else int(num_subcarriers), int(num_sinusoids),
+                                carrier_frequency_hz, rng)
+    return MovingChannel(motion, fading, num_subcarriers, path_loss_exponent, carrier_frequency_hz,
+                         compute_seconds_per_round)
+
+
+def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
+             positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
+             path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+    """``mobility.model = "straight"``: K headings uniform in [0, 2 pi) after the speeds."""
+    def motion_of(positions, speeds, rng):
+        heading = rng.uniform(0.0, 2.0 * np.pi, size=positions.shape[0])
+        return StraightMotion(positions, speeds, heading, radius_m, inner_m)
+
+    return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)
+
+
+def random_waypoint(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
+                    num_sinusoids: int, *, positions_m, radius_m: float, inner_m: float, num_subcarriers: int,
+                    flat: bool, path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+    """``mobility.model = "random_waypoint"``: the waypoints' key drawn after the speeds."""
+    def motion_of(positions, speeds, rng):
+        return RandomWaypoint(positions, speeds, int(rng.integers(2 ** 62)), radius_m, inner_m)
+
+    return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)

@@ -1,0 +1,116 @@
+"""A round's uplink when the devices move: each phase's estimate, channel and clock.
+
+With a :class:`phy.moving_channel.MovingChannel` (``[mobility]`` with a moving model) the
+round link (:class:`phy.uplink.RoundLink`) no longer holds one channel for the round.
+Its timeline (:mod:`phy.moving_channel`): the round starts at ``T_t``, the devices compute
+for ``c`` seconds, and each phase p then starts at its offset ``tau_p`` (``c`` plus the
+earlier phases' symbols times ``T_sym``):
+
+* **Estimate at the phase's start.** ``h_hat_p = csi(h(tau_p))``, the scenario's CSI model
+  applied to the channel then (the round's first phase: the round's ``h_hat``, from the
+  ``"csi"`` stream, which also schedules the cohort; a later phase: the ``"csi/<phase>"``
+  stream).
+* **Reception.** A scheme that occupies a known number N of symbols (analog, one-bit,
+  non-coherent: ``nominal_symbols``) precodes all of them with ``h_hat_p`` and the BS
+  receives through the channel at the phase's middle, ``h(tau_p + N T_sym / 2)``: the
+  channel is taken constant over the phase at its middle value (one evaluation per phase;
+  docs/schemes.md gives the error of this against per-symbol channels: 2.7e-3 of the
+  channel's power over the quickstart's 4.1 ms phases at 3 km/h, 0.25 at 30 km/h).
+  A scheme with ``ages_per_block`` (digital OFDMA, whose slot is decided by the rates)
+  gets the channel at the phase's start and a :class:`SlotChannel` to evaluate its
+  senders' channels over their slots (:mod:`phy.uplink.digital_ofdma`).
+* **Aging.** Per sender, ``aging_correlation_<phase>`` = ``J0(2 pi f_D,k Delta_k)``, Jakes'
+  correlation between the channel at the estimate and at the phase's middle (``Delta_k``
+  half the phase, or half the device's own slot for a scheme with ``ages_per_block``).
+
+No TensorFlow beyond the tensors handed to the schemes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from native.streams import CSI, phase_csi_purpose, stream_seed
+from phy.doppler import jakes_correlation
+
+
+@dataclass(frozen=True)
+class SlotChannel:
+    """The senders' channels during their slot: :meth:`owned_at` at offsets from the
+    phase's start. ``devices`` [K_T] the senders' population ids, ``doppler_hz`` [K_T]."""
+
+    moving: object
+    start_s: float
+    devices: np.ndarray
+    doppler_hz: np.ndarray
+
+    @property
+    def num_sinusoids(self) -> int:
+        """M of the Jakes processes (the cost of one evaluation per subcarrier)."""
+        return int(self.moving.fading.shape[2])
+
+    def owned_at(self, offsets_s, rows, subcarriers) -> np.ndarray:
+        """``[T, P]`` complex64: sender ``rows`` [P]'s channel on ``subcarriers`` [P] at
+        ``offsets_s`` [T] (ascending) seconds after the phase's start."""
+        offsets = self.start_s + np.asarray(offsets_s, np.float64)
+        return self.moving.owned_at(offsets, self.devices[rows], subcarriers)
+
+
+def round_channel(block, t: int):
+    """Round t's channel ``h`` [K, F], estimate ``h_hat`` and path gain [K] at its first
+    phase's start (after the devices' computation), the clock moved to the round's start."""
+    moving = block.moving
+    moving.start_round(t)
+    h, gain = moving.at(moving.compute_seconds_per_round)
+    gain_t = tf.constant(gain, tf.float32)
+    h_t = tf.constant(h)
+    return h_t, block.csi(h_t, gain_t, stream_seed(block.seed, t, CSI)), gain_t
+
+
+def phase_channels(round_link, phase: str, first: bool):
+    """``(h, h_hat, path_gain, slot)`` of phase ``phase`` for every device (module docstring),
+    ``slot`` a :class:`SlotChannel` of all devices (rows picked by the caller) or None."""
+    block = round_link.block
+    moving, start = block.moving, round_link.offset_s
+    if first:
+        h_start, h_hat, gain = round_link.h, round_link.h_hat, round_link.path_gain
+    else:
+        h, g = moving.at(start)
+        h_start, gain = tf.constant(h), tf.constant(g, tf.float32)
+        h_hat = block.csi(h_start, gain, stream_seed(block.seed, round_link.t, phase_csi_purpose(phase)))
+    if getattr(block.scheme, "ages_per_block", False):
+        slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz)
+        return h_start, h_hat, gain, slot
+    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * block.symbol_duration_s
+    h_mid, _ = moving.at(start + half_s)
+    round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
+    return tf.constant(h_mid), h_hat, gain, None
+
+
+def phase_columns(round_link, phase: str, link, result) -> dict[str, np.ndarray]:
+    """Per device ``aging_correlation_<phase>`` (over the population, NaN for a device that
+    did not send) and the clock moved past the phase's symbols."""
+    block = round_link.block
+    round_link.offset_s += result.num_symbols * block.symbol_duration_s
+    round_link.phases_done += 1
+    correlation = round_link.aging.get(phase)
+    if correlation is None:  # a scheme that ages per block reports its senders' own
+        return {}
+    rows = slice(None) if link.devices is None else link.devices[0]
+    return {f"aging_correlation_{phase}": link.per_device(np.asarray(correlation)[rows])}
+
+
+def round_columns(round_link, uplink_symbols: float, downlink_symbols: float) -> tuple[dict, dict]:
+    """``(scalars, per_device)`` of a moving round: ``round_start_s``, ``round_seconds``
+    (computation, the phases' and the downlink's symbols) and per device the positions,
+    speed and Doppler at the round's start; the clock's next round set."""
+    block = round_link.block
+    moving = block.moving
+    start = moving.start_round(round_link.t)
+    per_device = moving.state_columns()
+    seconds = moving.compute_seconds_per_round + (uplink_symbols + downlink_symbols) * block.symbol_duration_s
+    moving.end_round(round_link.t, seconds)
+    return {"round_start_s": start, "round_seconds": seconds}, per_device

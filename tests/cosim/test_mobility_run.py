@@ -1,0 +1,123 @@
+"""``[mobility]`` through a scenario: a tiny run of moving devices (analog and digital
+OFDMA), its columns in the trace against the timeline, a resumed run, and what the
+scenario refuses."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from scipy.special import j0
+from test_trace_docs import DOC, _pattern, documented_tables
+from tiny_scenario import write_tiny
+
+from cosim.cli import main
+from cosim.run import run_scenario
+from cosim.scenario import load_scenario
+from cosim.scenario.errors import ScenarioError
+from cosim.world import _moving_of
+
+STRAIGHT = ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]", "trace.per_device=true"]
+C_MPS = 299_792_458.0
+
+
+def _columns(path):
+    with h5py.File(path, "r") as f:
+        return ({k: v[()] for k, v in f["rounds"].items() if isinstance(v, h5py.Dataset)},
+                {k: v[()] for k, v in f["rounds/per_device"].items()})
+
+
+def test_moving_devices_follow_the_round_timeline(tmp_path):
+    """The proposed method (two analog phases) with moving devices: round t + 1 starts
+    where round t ends (computation + uplink + downlink seconds), every device moves by at
+    most v times that and stays in the cell, the traced Doppler is v f_c / c, the aging
+    correlation of a phase is J0(2 pi f_D N T_sym / 2); every column is documented. The
+    same run stopped after round 0 and resumed gives the same trace."""
+    overrides = [*STRAIGHT, "mobility.compute_seconds_per_round=0.25"]
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=3, hidden=4), overrides)
+    rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
+    symbol_s = (64 + scenario.ofdm.cyclic_prefix_samples) / scenario.ofdm.bandwidth_hz
+    np.testing.assert_allclose(rounds["round_seconds"], 0.25 + rounds["uplink_seconds"]
+                               + rounds["downlink_symbols"] * symbol_s, rtol=1e-12)
+    np.testing.assert_array_equal(rounds["round_start_s"][1:],
+                                  rounds["round_start_s"][:-1] + rounds["round_seconds"][:-1])
+    speed = per_device["speed_mps"][0]
+    assert np.all((speed >= 1.0) & (speed <= 30.0))
+    np.testing.assert_allclose(per_device["doppler_hz"][0], speed * 3.5e9 / C_MPS, rtol=1e-12)
+    xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)  # [T, K, 2]
+    moved = np.linalg.norm(np.diff(xy, axis=0), axis=-1)
+    assert np.all(moved <= speed * rounds["round_seconds"][:-1, None] * (1 + 1e-9)) and np.all(moved > 0)
+    r = np.linalg.norm(xy, axis=-1)
+    assert np.all((r >= 10.0 - 1e-9) & (r <= 100.0 + 1e-9))
+    half_phase_s = 0.5 * rounds["uplink_symbols"][0] / 2 * symbol_s  # two phases of equal size
+    np.testing.assert_allclose(per_device["aging_correlation_rho"][0],
+                               j0(np.pi * 2 * per_device["doppler_hz"][0] * half_phase_s), rtol=1e-6)
+    tables = documented_tables(DOC.read_text())
+    for group, names in (("rounds", rounds), ("rounds/per_device", per_device)):
+        for name in names:
+            assert any(_pattern(row[0], ("rho", "nu")).fullmatch(name) for row in tables[group]), name
+
+    (tmp_path / "r").mkdir()
+    stopped = load_scenario(write_tiny(tmp_path / "r", rounds=1, every=3, hidden=4), overrides)
+    run_scenario(stopped, progress=False)
+    resumed = load_scenario(write_tiny(tmp_path / "r", rounds=2, every=3, hidden=4), overrides)
+    again, again_per_device = _columns(run_scenario(resumed, progress=False, resume=True).trace_path)
+    for name in ("round_start_s", "round_seconds", "aggregate_nmse_rho"):
+        np.testing.assert_array_equal(again[name], rounds[name])
+    np.testing.assert_array_equal(again_per_device["position_x_m"], per_device["position_x_m"])
+
+
+@pytest.mark.parametrize(("model", "channel", "speed"), [("straight", "iid_rayleigh", "[30.0, 40.0]"),
+                                                         ("random_waypoint", "iid_rayleigh", "[30.0, 40.0]"),
+                                                         ("straight", "tdl", "35.0")])
+def test_digital_devices_in_fast_motion_lose_updates_to_aging(tmp_path, model, channel, speed):
+    """FedAvg over digital OFDMA at 30-40 m/s (straight lines, random waypoints; Sionna's
+    TDL at one speed): outage by aging is counted within the outage, the aging correlation
+    traced per device is one of J0's values, and the devices move by at most v times the
+    round."""
+    overrides = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', f"mobility.speed_mps={speed}",
+                 f'mobility.model="{model}"', "mobility.compute_seconds_per_round=2.0",
+                 f'channel.model="{channel}"']
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4, algorithm="fedavg",
+                                        learning_rate=0.3), overrides)
+    rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
+    assert np.all(rounds["aging_outage_devices_delta"] <= rounds["outage_devices_delta"])
+    correlation = per_device["aging_correlation_delta"]
+    sent = np.isfinite(per_device["symbols_delta"])
+    assert np.all((correlation[sent] > -0.41) & (correlation[sent] <= 1.0))
+    xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)
+    moved = np.linalg.norm(xy[1] - xy[0], axis=-1)
+    assert np.all(moved <= per_device["speed_mps"][0] * rounds["round_seconds"][0] * (1 + 1e-9))
+    assert np.all(moved > 0) and np.all(np.linalg.norm(xy, axis=-1) <= 100.0 + 1e-9)
+
+
+def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_path):
+    """``[mobility] model = "static"`` draws nothing (no moving channel: the block fading of
+    a run without the table); a run without ``[mobility]`` writes no such table."""
+    path = write_tiny(tmp_path)
+    plain = load_scenario(path)
+    static = load_scenario(path, ['mobility.model="static"'])
+    assert plain.mobility is None and "[mobility]" not in plain.to_toml()
+    assert _moving_of(static, None) is None and _moving_of(plain, None) is None
+    assert static.model_copy(update={"mobility": None}) == plain
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    (['channel.model="umi"'], "channel.model"),
+    (['channel.model="tdl"'], "mobility.speed_mps"),  # a range of speeds with TDL
+    (['channel.model="tdl"', "mobility.speed_mps=3.0", "channel.carrier_frequency_hz=2.0e9"],
+     "mobility.carrier_frequency_hz"),
+    (['ofdm.domain="time"'], "ofdm.domain"),
+    (["bs.num_antennas=2"], "bs.num_antennas"),
+    (["cell.min_distance_m=0.0"], "cell.min_distance_m"),
+    (["mobility.speed_mps=[5.0, 1.0]"], "mobility.speed_mps"),
+    (["mobility.speed_mps=-1.0"], "mobility.speed_mps"),
+])
+def test_what_mobility_does_not_support_is_one_line_naming_the_key(tmp_path, capsys, overrides, key):
+    path = write_tiny(tmp_path)
+    with pytest.raises(ScenarioError, match=key.replace(".", r"\.")):
+        load_scenario(path, [*STRAIGHT, *overrides])
+    sets = [arg for item in (*STRAIGHT, *overrides) for arg in ("--set", item)]
+    assert main(["validate", str(path), *sets]) == 2
+    err = capsys.readouterr().err
+    assert key in err and "Traceback" not in err

@@ -1,0 +1,237 @@
+"""Devices that move: Jakes-correlated fading (phy.doppler), straight-line motion
+(phy.mobility), the moving channel's clock (phy.moving_channel) and digital OFDMA's
+outage over the coherence blocks of a slot (phy.uplink.digital_ofdma)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.special import j0
+
+from phy.doppler import (
+    SumOfSinusoids,
+    coherence_time_s,
+    doppler_hz,
+    jakes_correlation,
+    wavelength_m,
+)
+from phy.mobility import StraightMotion, advance
+from phy.moving_channel import straight
+from phy.uplink.digital_ofdma import DigitalOfdma, plan
+
+CARRIER_HZ = 3.5e9
+
+
+def test_doppler_and_coherence_time_at_walking_speed():
+    """3 km/h at 3.5 GHz: f_D = v f_c / c = 9.73 Hz, T_c = 0.423 / f_D = 43.5 ms."""
+    f_d = float(doppler_hz(3.0 / 3.6, CARRIER_HZ))
+    assert f_d == pytest.approx(3.0 / 3.6 * CARRIER_HZ / 299_792_458.0, rel=1e-12)
+    assert f_d == pytest.approx(9.729, abs=1e-3)
+    assert float(coherence_time_s(f_d)) == pytest.approx(0.04348, abs=1e-5)
+    assert float(coherence_time_s(0.0)) == np.inf
+
+
+def test_the_generated_fading_has_jakes_autocorrelation_at_three_lags():
+    """The sample correlation E[h(0) h(tau)^*] over N = 2e5 independent processes (M = 8
+    sinusoids each) matches J0(2 pi f_D tau) at 2 pi f_D tau = 0.8 (0.85), 2.405 (J0's first
+    zero) and 3.832 (its minimum, -0.40, which a first-order Gauss-Markov aging cannot give).
+    Each term h(0) h(tau)^* has E|.|^2 = E|h|^4 = 2 at most (a CN(0, 1) marginal), so the
+    mean's standard error is at most sqrt(2 / N) = 0.0032; the tolerance is 5 of them, 0.016.
+    The marginal power E|h|^2 = 1 within the same bound."""
+    num = 200_000
+    fading = SumOfSinusoids(1, num, 8, CARRIER_HZ, np.random.default_rng(58))
+    speed_mps = 30.0 / 3.6
+    f_d = float(doppler_hz(speed_mps, CARRIER_HZ))
+    tolerance = 5.0 * np.sqrt(2.0 / num)
+    h0 = fading.at(np.zeros(1)).astype(np.complex128)[0]
+    assert np.mean(np.abs(h0) ** 2) == pytest.approx(1.0, abs=tolerance)
+    for x in (0.8, 2.404825557695773, 3.8317059702075125):
+        tau = x / (2.0 * np.pi * f_d)
+        h_tau = fading.at(np.full(1, speed_mps * tau)).astype(np.complex128)[0]
+        measured = np.mean(h0 * np.conj(h_tau))
+        assert abs(measured - j0(x)) < tolerance, (x, measured, j0(x))
+        assert float(jakes_correlation(f_d, tau)) == pytest.approx(j0(x), abs=1e-12)
+
+
+def test_selected_pairs_equal_the_full_evaluation():
+    """``at_pairs`` evaluates the same processes as ``at``, one (device, subcarrier) pair each."""
+    fading = SumOfSinusoids(3, 5, 8, CARRIER_HZ, np.random.default_rng(1))
+    distance = np.array([[0.0, 1.0, 2.0], [0.3, 4.0, 7.5]])
+    full = fading.at(distance)  # [2, 3, 5]
+    devices, subcarriers = np.array([0, 2, 1, 2]), np.array([4, 0, 3, 3])
+    np.testing.assert_allclose(fading.at_pairs(distance[:, devices], devices, subcarriers),
+                               full[:, devices, subcarriers], rtol=1e-5, atol=1e-6)
+
+
+def test_a_moving_device_advances_by_v_dt_and_stays_in_the_cell():
+    """Away from the walls the position moves by v dt along the heading; over 10 minutes
+    at 120 km/h (many reflections) every device stays in [inner, R], keeps its speed, and
+    a run moved in two steps is where a run moved in one is."""
+    rng = np.random.default_rng(4)
+    radius_m, inner_m = 300.0, 10.0
+    motion = StraightMotion([[100.0, 0.0], [0.0, -50.0]], [1.5, 10.0], [np.pi / 2, 0.0], radius_m, inner_m)
+    after = motion.positions_at([2.0])[0]
+    np.testing.assert_allclose(after, [[100.0, 3.0], [20.0, -50.0]], atol=1e-12)
+
+    r0 = np.sqrt(rng.uniform(inner_m ** 2, radius_m ** 2, 50))
+    angle = rng.uniform(0, 2 * np.pi, 50)
+    start = np.stack([r0 * np.cos(angle), r0 * np.sin(angle)], 1)
+    velocity = (120 / 3.6) * np.stack([np.cos(angle + 1.0), np.sin(angle + 1.0)], 1)
+    p, u = advance(start, velocity, 600.0, radius_m, inner_m)
+    r = np.hypot(p[:, 0], p[:, 1])
+    assert np.all(r <= radius_m * (1 + 1e-12)) and np.all(r >= inner_m * (1 - 1e-12))
+    np.testing.assert_allclose(np.hypot(u[:, 0], u[:, 1]), 120 / 3.6, rtol=1e-12)
+    p1, _ = advance(*advance(start, velocity, 250.0, radius_m, inner_m), 350.0, radius_m, inner_m)
+    np.testing.assert_allclose(p1, p, atol=1e-6)
+
+
+def test_the_clock_places_rounds_and_a_resumed_clock_gives_the_same_channel():
+    """Round t + 1 starts where round t ended; a second channel told the start of round 2
+    (a resumed run) draws the same channel there as the one that ran rounds 0 and 1."""
+    def build():
+        return straight(12.0, 0.5, CARRIER_HZ, 8, positions_m=[[50.0, 0.0], [0.0, 80.0]], radius_m=100.0,
+                        inner_m=10.0, num_subcarriers=4, flat=False, path_loss_exponent=4.0,
+                        rng=np.random.default_rng(7))
+
+    ran, resumed = build(), build()
+    ran.start_round(0)
+    ran.end_round(0, 3.25)
+    ran.start_round(1)
+    ran.end_round(1, 1.5)
+    assert ran.start_round(2) == 4.75
+    with pytest.raises(ValueError, match="round 2"):
+        resumed.start_round(2)
+    resumed.resume([0.0, 3.25, 4.75])
+    resumed.start_round(2)
+    h_ran, g_ran = ran.at(0.5)
+    h_resumed, g_resumed = resumed.at(0.5)
+    np.testing.assert_array_equal(h_ran, h_resumed)
+    np.testing.assert_array_equal(g_ran, g_resumed)
+    moved = np.hypot(*(ran.motion.positions_m - np.array([[50.0, 0.0], [0.0, 80.0]])).T)
+    assert np.all(moved <= 12.0 * 4.75 + 1e-9)
+
+
+class _Slot:
+    """A slot whose channels are given: ``gain(device, offset_s)`` per owned subcarrier."""
+
+    def __init__(self, gain, doppler):
+        self.gain, self.doppler_hz, self.num_sinusoids = gain, np.asarray(doppler, float), 1
+
+    def owned_at(self, offsets_s, rows, subcarriers):
+        offsets = np.asarray(offsets_s, float)
+        return np.sqrt(np.array([[self.gain(int(k), t) for k in rows] for t in offsets])).astype(np.complex64)
+
+
+def test_a_digital_device_whose_channel_fades_below_its_rate_mid_slot_is_in_outage():
+    """Two devices, perfect CSI at the slot's start (gain 1 on each of their subcarriers):
+    device 0's channel holds, device 1's falls to 1e-3 half-way through its slot. Both
+    are decoded at the start; device 1 is lost to aging, device 0 is not."""
+    num_values, symbol_s, f_d = 50, 1e-3, 200.0  # T_c = 2.1 ms
+    h = np.ones((2, 8), np.complex64)
+    schedule = plan(h, h, num_values, bits_per_value=8, allocation="equal", tx_power_w=1.0,
+                    noise_power_w=1e-2)
+    assert schedule.decoded.all()
+    slot_s = schedule.symbols.max() * symbol_s
+    assert slot_s > 4 * float(coherence_time_s(f_d))  # several coherence blocks
+    slot = _Slot(lambda k, t: 1.0 if k == 0 or t < slot_s / 2 else 1e-3, [f_d, f_d])
+    link = SimpleNamespace(slot=slot)
+    block = SimpleNamespace(tx_power_w=1.0, noise_power_w=1e-2, symbol_duration_s=symbol_s)
+    aged, (lost, correlation) = DigitalOfdma(bits_per_value=8).aged(schedule, link, block)
+    np.testing.assert_array_equal(aged.decoded, [True, False])
+    np.testing.assert_array_equal(lost, [False, True])
+    np.testing.assert_allclose(correlation, j0(np.pi * f_d * schedule.symbols * symbol_s))
+    still = _Slot(lambda k, t: 1.0, [0.0, 0.0])  # nobody moves: nothing is evaluated, nothing lost
+    aged, (lost, _) = DigitalOfdma(bits_per_value=8).aged(schedule, SimpleNamespace(slot=still), block)
+    assert aged.decoded.all() and not lost.any()
+
+
+def test_wavelength():
+    assert wavelength_m(CARRIER_HZ) == pytest.approx(0.08565, abs=1e-5)
+
+
+def test_random_waypoints_walk_at_their_speed_to_points_of_the_cell_and_replay():
+    """A device walks v dt towards its waypoint (the straight line's length while it does
+    not reach it), every waypoint is in the annulus, and a motion advanced in two steps is
+    where one advanced in one step is, to 1e-9 m (the waypoints are a function of the
+    device and the leg, not of the steps; a resumed run steps as the run did, bit for bit)."""
+    from phy.mobility import RandomWaypoint
+
+    motion = RandomWaypoint([[50.0, 0.0], [0.0, -80.0], [20.0, 20.0]], [1.0, 5.0, 0.0], key=11, radius_m=100.0,
+                            inner_m=10.0)
+    target = motion.targets_m[0].copy()
+    after = motion.positions_at([0.5])[0]
+    step = after[0] - np.array([50.0, 0.0])
+    assert np.hypot(*step) == pytest.approx(0.5, rel=1e-12)
+    np.testing.assert_allclose(step / 0.5, (target - [50.0, 0.0]) / np.hypot(*(target - [50.0, 0.0])))
+    np.testing.assert_array_equal(after[2], [20.0, 20.0])  # at rest
+    waypoints = np.array([motion.waypoint(k, j) for k in range(3) for j in range(200)])
+    r = np.hypot(waypoints[:, 0], waypoints[:, 1])
+    assert np.all((r >= 10.0) & (r <= 100.0))
+    once, twice = (RandomWaypoint([[50.0, 0.0], [0.0, -80.0]], [12.0, 30.0], 3, 100.0, 10.0) for _ in range(2))
+    once.move_to(400.0)
+    twice.move_to(150.0)
+    twice.move_to(400.0)
+    assert once.legs.min() > 5  # many legs walked
+    np.testing.assert_allclose(twice.positions_m, once.positions_m, atol=1e-9)
+
+
+def test_a_digital_slots_memory_does_not_grow_with_its_length(monkeypatch):
+    """The coherence blocks of a slot are evaluated a chunk at a time: with chunks of 8
+    blocks, a slot of 4 chunks and one of 16 (K = 4 senders, F = 64, M = 8, 120 km/h) peak
+    at the same traced memory within 10 %, while the blocks quadruple (measured: 0.24 MiB
+    both; keeping every block's channel, 512 bytes each, raised the longer slot's by 20 %)."""
+    import tracemalloc
+    from dataclasses import replace
+
+    from phy.uplink import digital_ofdma
+    from phy.uplink.moving_link import SlotChannel
+
+    moving = straight(120 / 3.6, 0.0, CARRIER_HZ, 8, positions_m=[[50.0, 0.0], [0.0, 60.0], [-70.0, 0.0], [0.0, -80.0]],
+                      radius_m=100.0, inner_m=10.0, num_subcarriers=64, flat=False, path_loss_exponent=4.0,
+                      rng=np.random.default_rng(3))
+    moving.start_round(0)
+    h, _ = moving.at(0.0)
+    slot = SlotChannel(moving, 0.0, np.arange(4), moving.doppler_hz)
+    base = plan(h, h, 100, bits_per_value=8, allocation="equal", tx_power_w=0.1, noise_power_w=1e-11)
+    chunk = 8  # blocks per chunk
+    monkeypatch.setattr(digital_ofdma, "SLOT_CHUNK_VALUES", chunk * 64 * 8)
+    block_s = float(np.min(coherence_time_s(moving.doppler_hz)))
+    peaks = []
+    for chunks in (4, 16):
+        symbols = np.full(4, np.ceil(chunks * chunk * block_s / 1e-4))
+        schedule = replace(base, symbols=symbols, num_symbols=int(symbols.max()))
+        tracemalloc.start()
+        digital_ofdma.slot_capacity(slot, schedule, tx_power_w=0.1, noise_power_w=1e-11, symbol_duration_s=1e-4,
+                                    rate_model="shannon", gap=1.0, target_bler=0.1, num_sinusoids=8)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] <= 1.1 * peaks[0], peaks
+
+
+def test_a_moving_tdl_is_sionnas_own_tdl_at_the_same_seed():
+    """With channel.model = "tdl" a device's taps at time t are those of one call of Sionna's
+    TDL at the same speed and seed over a grid of times that holds t (Sionna's own Doppler
+    process, double precision), so its response is that times the tap responses; 0.1 ms
+    later the taps have moved, by little (correlated, not redrawn)."""
+    import tensorflow as tf
+    from sionna.phy.channel.tr38901 import TDL as SionnaTDL
+
+    from phy.channel import TDL, sionna_rng_seeded
+    from phy.moving_tdl import MovingTdl
+
+    channel = TDL("A", 100e-9, 30e3, 16, carrier_frequency_hz=CARRIER_HZ)
+    speed = 30 / 3.6
+    moving = MovingTdl(channel, 3, speed, np.array([5, 9], np.int32))
+    sionna = SionnaTDL(model="A", delay_spread=100e-9, carrier_frequency=CARRIER_HZ, min_speed=speed,
+                       max_speed=speed, precision="double")
+    with sionna_rng_seeded(tf.constant([5, 9], tf.int32)):
+        grid, _ = sionna(3, 4, 1.0 / 2e-3)  # t = 0, 2, 4, 6 ms
+    grid = np.reshape(grid.numpy(), (3, -1, 4))  # [K, L, T]
+    for step in (0, 1, 3):
+        np.testing.assert_allclose(moving.paths_at(2e-3 * step), grid[..., step], rtol=1e-9, atol=1e-12)
+    h = moving.at(np.full(3, speed * 4e-3))
+    np.testing.assert_allclose(h, grid[..., 2] @ channel.tap_responses.numpy(), rtol=1e-4, atol=1e-6)
+    start, soon = moving.paths_at(0.0), moving.paths_at(1e-4)  # J0(2 pi f_D 0.1 ms) = 0.9991
+    assert 0 < np.linalg.norm(soon - start) < 0.1 * np.linalg.norm(start)
