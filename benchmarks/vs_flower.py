@@ -29,12 +29,21 @@ For each K, three fresh processes, one after the other:
    ``FedAvg`` strategy weighted by ``num-examples`` (= |D_k|).
 
 Seconds per round exclude start-up on both sides: process start, imports (TensorFlow
-here, Flower and Ray there), building the world / starting Ray and the backend, and the
-first round (TF's tracing and Numba's kernels here, the Ray workers' first imports
-there). A round's time is the mean of rounds 2..N. The peak memory is the whole process
+here, Flower and Ray there), building the world, and the whole first round (here TF's
+tracing of the local step and Numba's first kernels; there Ray's start, which Flower runs
+in a thread beside the ServerApp so that round 1 waits for it, and the Ray workers'
+first imports). A round's time is the mean of rounds 2..N. No timed round evaluates:
+here the scenario is one round longer than the rounds run and the model is evaluated
+after the loop; there the strategy's ``evaluate_fn`` marks the round's end before it
+evaluates. The table also gives the seconds of local training in a round: here
+``local_update`` (all K devices' E steps at once), there the clients' SGD steps summed
+over the round's K calls; the rest of a round is the aggregation and the framework's
+own work (here the PHY round with ideal control, there Flower's messages and Ray's
+scheduling and object transfers). The peak memory is the whole process
 tree's, sampled from /proc every ``--sample-s`` seconds by this process: the sum of the
 processes' VmRSS (shared pages counted in every process that maps them) and of their
-Pss (shared pages split), Ray's GCS, raylet and workers included. Accuracy is the global
+Pss (shared pages split), Ray's GCS, raylet and workers included (the child leads its
+own session; every process of that session counts, in the tree or not). Accuracy is the global
 model's on the 10,000 MNIST test images after the last round, on both sides.
 
 Flower's environment is created on first use in ``--venv`` (default
@@ -49,6 +58,7 @@ anything is built or installed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import hashlib
 import itertools
@@ -74,10 +84,11 @@ MAX_DEVICES = 100_000
 
 
 def overrides(devices: int, rounds: int) -> dict:
-    """The job: the quickstart scenario's FedAvg on the ideal channel, K devices, evaluated
-    after the last round only."""
+    """The job: the quickstart scenario's FedAvg on the ideal channel, K devices. The
+    scenario is one round longer than the rounds run, so that no timed round evaluates
+    (the evaluation after the last round is called on its own, untimed)."""
     return {"algorithm.name": "fedavg", "power.control": "ideal", "cell.num_devices": devices,
-            "rounds": rounds, "eval.every": rounds, "trace.per_device": False}
+            "rounds": rounds + 1, "eval.every": rounds + 1, "trace.per_device": False}
 
 
 # ----------------------------------------------------------------------------- options
@@ -157,8 +168,10 @@ def rounds_for(args, devices: int) -> int:
 
 
 # ----------------------------------------------------------------------------- memory
-def _children_map() -> dict[int, list[int]]:
+def _process_table() -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """Parent -> children and session -> members, from /proc/*/stat."""
     children: dict[int, list[int]] = {}
+    sessions: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -168,17 +181,21 @@ def _children_map() -> dict[int, list[int]]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-    return children
+        sessions.setdefault(int(fields[3]), []).append(int(entry))
+    return children, sessions
 
 
 def process_tree(root: int) -> list[int]:
-    """``root`` and every process descended from it."""
-    children, tree, todo = _children_map(), [], [root]
+    """``root``, every process descended from it, and every process of its session
+    (``root`` leads one: a process that left the tree by a double fork still counts)."""
+    children, sessions = _process_table()
+    tree, todo = set(), [root]
     while todo:
         pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, ()))
-    return tree
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return sorted(tree | set(sessions.get(root, ())))
 
 
 def _kib(path: str, key: str) -> int:
@@ -323,13 +340,37 @@ def child_ours(spec: dict) -> dict:
     w0 = np.asarray(state.w, np.float32)
     same = {"partition": _partition_digest(engine.world.partition.indices) == spec["partition_sha256"],
             "w0": hashlib.sha256(w0.tobytes()).hexdigest() == spec["w0_sha256"]}
+    parts: dict[str, float] = {}
+
+    def timed(obj, name: str, key: str) -> None:
+        # measurement only: the method's seconds added to parts[key]
+        method = getattr(obj, name)
+
+        def wrapper(*a, **k):
+            begun = time.perf_counter()
+            try:
+                return method(*a, **k)
+            finally:
+                parts[key] = parts.get(key, 0.0) + time.perf_counter() - begun
+
+        setattr(obj, name, wrapper)
+
+    timed(engine.algorithm, "local_update", "local")
+    split = []
     marks = [time.perf_counter()]
     record = None
-    for t in range(scenario.rounds):
+    for t in range(spec["rounds"]):
+        parts.clear()
         state, record = engine.run_round(t, state)
         marks.append(time.perf_counter())
+        split.append(dict(parts))
+        if record.evaluated:
+            raise RuntimeError(f"round {t} evaluated inside the timed rounds")
+    evaluator = dataclasses.replace(engine.world.evaluator, every=1)
+    evaluated = evaluator.columns(engine.algorithm, state, spec["rounds"] - 1)
     return {"round_s": [b - a for a, b in itertools.pairwise(marks)], "startup_s": marks[0] - started,
-            "accuracy": float(record.scalars["test_accuracy"]), "same_as_export": same}
+            "local_s": [p.get("local", 0.0) for p in split],
+            "accuracy": float(evaluated.scalars["test_accuracy"]), "same_as_export": same}
 
 
 # ----------------------------------------------------------------------------- driver
@@ -358,9 +399,13 @@ def run_flower(interpreter: Path, job: Path, rounds: int, devices: int, args, wo
 
 
 def summarise(side: dict) -> dict:
+    """Means over rounds 2..N: seconds per round, and the seconds of local training in it
+    (ours: ``local_update``, all devices; Flower: the clients' SGD steps, summed)."""
     timed = side["round_s"][1:]
+    training = side.get("local_s") or side.get("client_compute_s") or []
     return {**side, "s_per_round": statistics.fmean(timed), "median_s": statistics.median(timed),
-            "first_round_s": side["round_s"][0]}
+            "first_round_s": side["round_s"][0],
+            "training_s": statistics.fmean(training[1:]) if len(training) > 1 else None}
 
 
 def _git_commit() -> str | None:
@@ -411,15 +456,17 @@ def main(argv: list[str] | None = None) -> None:
             entry["accuracy_difference"] = entry["flower"]["accuracy"] - entry["ours"]["accuracy"]
         results[devices] = entry
     print()
-    header = ("| K | rounds | side | s/round (mean of 2..N) | median | round 1 | start-up s | peak RSS GiB "
-              "| peak PSS GiB | processes | accuracy |")
+    header = ("| K | rounds | side | s/round (mean of 2..N) | median | of it local training | round 1 "
+              "| before round 1 | process wall s | peak RSS GiB | peak PSS GiB | processes | accuracy |")
     print(header)
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for devices, entry in results.items():
         for side in args.sides:
             s = entry[side]
+            before = s.get("startup_s", 0.0) + s.get("import_s", 0.0)
             print(f"| {devices:,} | {entry['rounds']} | {side} | {s['s_per_round']:.3f} | {s['median_s']:.3f} "
-                  f"| {s['first_round_s']:.2f} | {_fmt(s.get('startup_s'), '.1f')} | {s['peak_rss_gib']:.2f} "
+                  f"| {_fmt(s['training_s'], '.3f')} | {s['first_round_s']:.2f} | {before:.1f} | {s['wall_s']:.1f} "
+                  f"| {s['peak_rss_gib']:.2f} "
                   f"| {s['peak_pss_gib']:.2f} | {s['max_processes']} | {s['accuracy']:.4f} |")
     for devices, entry in results.items():
         if "ratio" in entry:
@@ -432,7 +479,8 @@ def main(argv: list[str] | None = None) -> None:
         "results": {str(k): {"rounds": e["rounds"], "ratio": e.get("ratio"),
                              "accuracy_difference": e.get("accuracy_difference"),
                              **{side: {key: e[side].get(key) for key in
-                                       ("s_per_round", "median_s", "first_round_s", "round_s", "startup_s",
+                                       ("s_per_round", "median_s", "training_s", "first_round_s", "round_s",
+                                        "startup_s", "import_s", "local_s", "client_compute_s",
                                         "accuracy", "peak_rss_gib", "peak_pss_gib", "max_processes",
                                         "wall_s", "flwr_version", "same_as_export")}
                                 for side in args.sides}}

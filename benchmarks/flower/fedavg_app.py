@@ -21,10 +21,13 @@ evaluation), which averages the replies weighted by ``num-examples``: pi_k = |D_
 the exact weighted sum of this project's ideal aggregation.
 
 Timing: ``evaluate_fn`` is called by the strategy before round 1 and after every
-round's aggregation; it records ``time.perf_counter()`` there, so the round times are
+round's aggregation; it records ``time.perf_counter()`` first, so the round times are
 the differences of consecutive calls (the model is evaluated on the test set only after
-the last round, inside the last round's time). Written to ``--out``: the round times,
-the final accuracy, the seconds before the first call (Ray and the backend starting).
+the last round, after its mark: no round's time holds the evaluation). Written to ``--out``: the round times,
+the final accuracy, the seconds of imports and before the first call, and per round the
+clients' seconds inside their SGD steps (``compute-s``, summed by the strategy's
+``train_metrics_aggr_fn``): the rest of a round is Flower's and Ray's. Ray and the
+backend start in a thread beside the ServerApp: round 1 waits for them.
 """
 
 from __future__ import annotations
@@ -114,14 +117,23 @@ def build_apps(data_path: str, rounds: int, num_nodes: int, record: dict):
         k = int(context.node_config["partition-id"])
         lo, hi = int(arrays["offsets"][k]), int(arrays["offsets"][k + 1])
         params = msg.content["arrays"].to_numpy_ndarrays()
+        started = time.perf_counter()
         if hi > lo:
             params = sgd_steps(params, arrays["x"][lo:hi], arrays["y"][lo:hi],
                                float(config["lr"]), int(config["steps"]))
+        compute_s = time.perf_counter() - started
         content = RecordDict({"arrays": ArrayRecord(params),
-                              "metrics": MetricRecord({"num-examples": hi - lo})})
+                              "metrics": MetricRecord({"num-examples": hi - lo, "compute-s": compute_s})})
         return Message(content=content, reply_to=msg)
 
     server_app = ServerApp()
+
+    def sum_compute(replies: list, weighting_key: str) -> MetricRecord:
+        """The clients' seconds in their SGD steps, summed over the round's replies."""
+        del weighting_key
+        total = sum(float(reply["metrics"]["compute-s"]) for reply in replies)
+        record["compute_s"].append(total)
+        return MetricRecord({"compute-s": total})
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         record["marks"].append(time.perf_counter())
@@ -139,7 +151,8 @@ def build_apps(data_path: str, rounds: int, num_nodes: int, record: dict):
         arrays = job(data_path)
         initial = unflatten(arrays["w0"], arrays["layer_sizes"])
         strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0,
-                          min_train_nodes=num_nodes, min_available_nodes=num_nodes)
+                          min_train_nodes=num_nodes, min_available_nodes=num_nodes,
+                          train_metrics_aggr_fn=sum_compute)
         record["server_started"] = time.perf_counter()
         strategy.start(grid=grid, initial_arrays=ArrayRecord(initial),
                        train_config=ConfigRecord({"lr": float(arrays["learning_rate"]),
@@ -166,7 +179,7 @@ def main() -> None:
 
     data_path = os.path.abspath(args.data)
     num_nodes = int(fedavg_app.job(data_path)["offsets"].size - 1)
-    record: dict = {"marks": [], "accuracy": None}
+    record: dict = {"marks": [], "accuracy": None, "compute_s": []}
     server_app, client_app = fedavg_app.build_apps(data_path, args.rounds, num_nodes, record)
     imported = time.perf_counter()
     run_simulation(server_app=server_app, client_app=client_app, num_supernodes=num_nodes,
@@ -179,6 +192,7 @@ def main() -> None:
         "numpy_version": np.__version__,
         "round_s": [b - a for a, b in itertools.pairwise(marks)],
         "accuracy": record["accuracy"],
+        "client_compute_s": record["compute_s"],
         "import_s": imported - started,
         "startup_s": (marks[0] - imported) if marks else None,
         "shutdown_s": (ended - marks[-1]) if marks else None,
