@@ -43,7 +43,7 @@ scheduling and object transfers). The peak memory is the whole process
 tree's, sampled from /proc every ``--sample-s`` seconds by this process: the sum of the
 processes' VmRSS (shared pages counted in every process that maps them) and of their
 Pss (shared pages split), Ray's GCS, raylet and workers included (the child leads its
-own session; every process of that session counts, in the tree or not). Accuracy is the global
+own process group (setsid); every process of that group counts, in the tree or not). Accuracy is the global
 model's on the 10,000 MNIST test images after the last round, on both sides.
 
 Flower's environment is created on first use in ``--venv`` (default
@@ -169,9 +169,9 @@ def rounds_for(args, devices: int) -> int:
 
 # ----------------------------------------------------------------------------- memory
 def _process_table() -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """Parent -> children and session -> members, from /proc/*/stat."""
+    """Parent -> children and setsid group (stat field 6) -> members, from /proc/*/stat."""
     children: dict[int, list[int]] = {}
-    sessions: dict[int, list[int]] = {}
+    groups: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -181,21 +181,21 @@ def _process_table() -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        sessions.setdefault(int(fields[3]), []).append(int(entry))
-    return children, sessions
+        groups.setdefault(int(fields[3]), []).append(int(entry))
+    return children, groups
 
 
 def process_tree(root: int) -> list[int]:
-    """``root``, every process descended from it, and every process of its session
+    """``root``, every process descended from it, and every process of its setsid group
     (``root`` leads one: a process that left the tree by a double fork still counts)."""
-    children, sessions = _process_table()
+    children, groups = _process_table()
     tree, todo = set(), [root]
     while todo:
         pid = todo.pop()
         if pid not in tree:
             tree.add(pid)
             todo.extend(children.get(pid, ()))
-    return sorted(tree | set(sessions.get(root, ())))
+    return sorted(tree | set(groups.get(root, ())))
 
 
 def _kib(path: str, key: str) -> int:
@@ -241,7 +241,7 @@ def run_measured(command: list[str], env: dict, period_s: float, timeout_s: floa
     started = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                   start_new_session=True)
+                                   preexec_fn=os.setsid)
         monitor = TreeMemory(process.pid, period_s)
         monitor.start()
         try:
