@@ -38,7 +38,7 @@ def rng() -> np.random.Generator:
 
 
 HEAVIEST_FIRST = (
-    "tests/cosim/test_engine.py",
+    "tests/test_trace_bits.py", "tests/cosim/test_engine.py",
     "tests/phy/test_cells.py", "tests/cosim/test_cli_startup.py",
     "tests/cosim/test_display_names.py",
     "tests/phy/test_phy_conformance.py", "tests/cosim/test_hostile_text.py",
@@ -53,7 +53,11 @@ HEAVIEST_FIRST = (
 """The order of the files that cost most. From a cold clone the kernels' first compile
 costs about 65 CPU seconds per process that finds no disk cache (measured 2026-11-28 with
 the kernels of commit f054b86: Numba's compile events summed per test). So one worker
-starts with ``test_engine.py``, which runs rounds in the worker and writes the cache,
+starts with the bits guard (``test_trace_bits.py``), whose subprocess compiles the
+learning kernels first, as the baseline's fresh compile did (a kernel compiled by another
+process, the suite's in-process rounds, can differ from it in the last bit: the guard
+then has to compile again into an empty cache, about two minutes), then ``test_engine.py``,
+which runs rounds in the worker,
 while the other runs files that compile none of the learning kernels, only the PHY's
 small ones (68 CPU seconds from a cold cache, 12 of them compiling: cells, start-up,
 names, PHY conformance, text, scenarios, costs), instead of compiling the same kernels
