@@ -569,7 +569,13 @@ def _new_trace(target: TraceTarget, scenario: Scenario, scenario_text: str, engi
                  "path_gain": world.path_gain, "num_samples": world.partition.num_samples,
                  "label_hist": world.label_histogram},
         name=scenario.name, num_params=engine.num_params, algorithm=scenario.algorithm.name,
-        **getattr(world.uplink.channel, "trace_attrs", {}))  # the ray-traced drop's cache entry
+        **_channel_trace_attrs(world))
+
+
+def _channel_trace_attrs(world) -> dict:
+    """The channel's ``trace_attrs`` (a ray-traced drop's cache entry); none without (or
+    without an uplink: the tests' stand-ins)."""
+    return dict(getattr(getattr(getattr(world, "uplink", None), "channel", None), "trace_attrs", {}))
 
 
 def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path):

@@ -36,8 +36,9 @@ def _ci_rows(values: np.ndarray) -> list[tuple[int, float, float, float, float]]
     mean = values.mean(axis=1)
     if n < 2:
         return [(n, float(m), np.nan, np.nan, np.nan) for m in mean]
-    std = values.std(axis=1, ddof=1)
-    half = _t_quantile(n - 1) * std / np.sqrt(n)
+    with np.errstate(over="ignore", invalid="ignore"):  # values near float64's limit: an inf std
+        std = values.std(axis=1, ddof=1)
+        half = _t_quantile(n - 1) * std / np.sqrt(n)
     return list(zip([n] * len(mean), mean.tolist(), std.tolist(), (mean - half).tolist(),
                     (mean + half).tolist(), strict=True))
 
