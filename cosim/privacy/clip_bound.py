@@ -41,18 +41,16 @@ def clip_sensitivity_bounds(scenario, phase_values: dict[str, int]) -> tuple[dic
     ``pi_max sqrt(gamma n)`` (``inf`` for a phase it does not bound: no clip norm, the
     reported ``delta_bar``, or Poisson subsampling, whose population bound is the run's),
     and what it assumes (one clause, empty when no phase is bounded)."""
+    from phy.privacy import UplinkPrivacy
+
     config = scenario.privacy
     unbounded = dict.fromkeys(phase_values, math.inf)
-    if config.clip_norm is None or config.delta_bar != "clip_norm" or config.subsampling == "poisson":
+    # the uplink's own rule for a phase's public delta_bar (a clip norm, delta_bar = "clip_norm")
+    public = UplinkPrivacy(clip_norm=config.clip_norm, delta_bar=config.delta_bar).public_delta_bar
+    if config.subsampling == "poisson" or not any(public(name) for name in phase_values):
         return unbounded, ""
-    share = largest_data_share(scenario)
-    gamma_w = scenario.power.gamma_w
-    bounds = {}
-    for name, values in phase_values.items():
-        clipped = (config.clip_norm.get(name) if isinstance(config.clip_norm, dict)
-                   else config.clip_norm) is not None
-        bounds[name] = share * math.sqrt(gamma_w * values) if clipped else math.inf
-    if all(math.isinf(value) for value in bounds.values()):
-        return unbounded, ""
+    share, gamma_w = largest_data_share(scenario), scenario.power.gamma_w
+    bounds = {name: share * math.sqrt(gamma_w * values) if public(name) else math.inf
+              for name, values in phase_values.items()}
     return bounds, (f"the clip norm's bound pi_max sqrt(gamma n) with pi_max = {share:.4g} (this "
                     "seed's dataset sizes) and perfect CSI")
