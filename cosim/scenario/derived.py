@@ -18,7 +18,7 @@ from cosim.scenario.mobility_rules import moving
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
-from phy.parameters import COMBINERS, SCHEDULING, moving_fading  # pydantic only
+from phy.parameters import CHANNEL_MODELS, COMBINERS, SCHEDULING, moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -304,6 +304,18 @@ def check_resources(
                            estimate_bytes=need, available_bytes=have)
 
 
+def _channel_words(scenario: Scenario) -> str:
+    """The channel model, with ``alpha`` where its mean gain is ``r^-alpha`` (its registry
+    entry says) and the scene where it is traced."""
+    channel = scenario.channel
+    facts = CHANNEL_MODELS[channel.model].parameters
+    if facts.distance_path_loss:
+        return f"{channel.model}, alpha = {channel.path_loss_exponent:g}"
+    if facts.scene_coordinates:
+        return f"{channel.model}, scene {channel.scene}"
+    return f"{channel.model}, its own path loss"
+
+
 def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None = None) -> str:
     """A summary of what a scenario implies (used by ``cosim validate``).
 
@@ -325,7 +337,7 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
     lines = [
         f"scenario {s.name!r}: {s.algorithm.name}, {s.rounds} rounds, seed {s.seed}",
         f"  cell      {s.cell.layout}, K = {s.cell.num_devices}, radius {s.cell.radius_m:g} m",
-        f"  channel   {s.channel.model}, alpha = {s.channel.path_loss_exponent:g}; csi {s.csi.model}; "
+        f"  channel   {_channel_words(s)}; csi {s.csi.model}; "
         f"power {s.power.control}, P = {s.power.tx_power_dbm:g} dBm, sigma_z^2 = {s.power.noise_power_dbm:g} dBm",
         f"  data      {s.data.dataset} (C = {s.data.num_classes}), {s.data.partition}, "
         f"mean {s.data.mean_samples_per_device:g} samples/device ({s.data.size_distribution})",
