@@ -6,7 +6,7 @@ run's first drop (built with the world, from the static geometry stream); drop d
 is made by the caller's ``drop_of(d)`` (:mod:`cosim.world`: the geometry stream of round
 ``dN``), so a drop is a function of the seed and the round index alone, and a run
 resumed at any round uses the drop the uninterrupted run used there. Only the current
-drop is kept (rounds run in order; an earlier drop asked for again is made again, the
+drop and the first are kept (rounds run in order; an earlier drop asked for again is made again, the
 same, from the cache).
 
 No TensorFlow.
