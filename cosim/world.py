@@ -4,7 +4,9 @@ The device drop, the path gains, the dataset and its partition (from the scenari
 STATIC_ROUND streams), the model, the FL algorithm, the uplink block
 (:class:`phy.uplink.Uplink`, its components built from the registries of
 :mod:`phy.parameters` with ``Variant.build``) and the evaluator. Everything a round
-changes is in the algorithm's state (:func:`cosim.round.run_round`).
+changes is in the algorithm's state (:func:`cosim.round.run_round`), but the drops after
+the first with ``channel.redrop_every_rounds`` (:func:`_drops_of`, made by the uplink
+when their first round comes).
 """
 
 from __future__ import annotations
