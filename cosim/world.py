@@ -4,7 +4,9 @@ The device drop, the path gains, the dataset and its partition (from the scenari
 STATIC_ROUND streams), the model, the FL algorithm, the uplink block
 (:class:`phy.uplink.Uplink`, its components built from the registries of
 :mod:`phy.parameters` with ``Variant.build``) and the evaluator. Everything a round
-changes is in the algorithm's state (:func:`cosim.round.run_round`).
+changes is in the algorithm's state (:func:`cosim.round.run_round`), but the drops after
+the first with ``channel.redrop_every_rounds`` (:func:`_drops_of`, made by the uplink
+when their first round comes).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def build_world(scenario: Scenario) -> World:
     """The static parts of ``scenario``'s run, built once (deterministic for its seed)."""
     static = _static_data(scenario)
     traced = static.pop("channel")  # the ray-traced channel, else None
+    place = static.pop("place")  # its scene, else None
     dataset = static["dataset"]
     model = build_model(scenario.model.architecture, dataset.input_shape, dataset.num_classes,
                         tuple(scenario.model.hidden_units))
@@ -86,7 +89,7 @@ def build_world(scenario: Scenario) -> World:
                                     runtime=scenario.runtime.runtime(), **scenario.hyper_parameters())
     return World(
         scenario=scenario, **static, model=model, algorithm=algorithm,
-        uplink=build_uplink(scenario, {**static, "channel": traced}, algorithm),
+        uplink=build_uplink(scenario, {**static, "channel": traced, "place": place}, algorithm),
         evaluator=Evaluator.from_scenario(scenario, dataset),
         local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
     )
@@ -164,7 +167,7 @@ def _static_data(scenario: Scenario) -> dict:
             f"cell.num_devices (now {cell.num_devices})"
         ) from error
     return dict(
-        deployment=deployment, channel=channel,
+        deployment=deployment, channel=channel, place=place,
         path_gain=np.asarray(path_gain, np.float64),
         dataset=dataset,
         partition=parts,
@@ -202,7 +205,29 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
         privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
         moving=_moving_of(scenario, world["deployment"], channel),
+        drops=_drops_of(scenario, world),
     )
+
+
+def _drops_of(scenario: Scenario, world: dict):
+    """The run's :class:`phy.redrop.Drops` with ``channel.redrop_every_rounds`` = N (None
+    unset, or without a traced scene): drop 0 the world's; drop d >= 1 placed by the cell's
+    layout from the geometry stream of round dN (the first drop's is the static one) in
+    the world's scene, traced or read from its cache."""
+    every = scenario.channel.redrop_every_rounds
+    if every is None or world.get("place") is None:
+        return None
+    from phy.redrop import Drops
+
+    place, cell = world["place"], scenario.cell
+
+    def drop_of(index: int):
+        rng = rngs.numpy_rng(scenario.seed, index * every, rngs.GEOMETRY)
+        deployment = CELL_LAYOUTS[cell.layout].build(cell.variant_values(), rng=rng, place=place)
+        return _channel_of(scenario, deployment, place), np.asarray(deployment.positions_m, np.float64)
+
+    first = (world["channel"], np.asarray(world["deployment"].positions_m, np.float64))
+    return Drops(every, first, drop_of)
 
 
 def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None):

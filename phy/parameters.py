@@ -319,6 +319,8 @@ class RayTracedChannel(_Carrier):
                                                   "(each path's phase redrawn) or 'static' (unset: 'phase')")
     cache_dir: str | None = Field(None, min_length=1, description="folder of the traced drops "
                                   "(unset: 'runs/ray_traced_cache')")
+    redrop_every_rounds: int | None = Field(None, ge=1, description="devices placed anew by the cell's "
+                                            "layout every N rounds (unset: one drop for the run)")
 
     DEFAULTS: ClassVar[dict] = {
         "bs_antenna_spacing_wavelengths": 0.5, "max_depth": 3, "samples_per_source": 10**6,

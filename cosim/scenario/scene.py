@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phy.parameters import BUILTIN_SCENES, CHANNEL_MODELS, SCENE_LAYOUTS
+from phy.parameters import BUILTIN_SCENES, CELL_LAYOUTS, CHANNEL_MODELS, SCENE_LAYOUTS
 
 
 def traces_scene(model: str) -> bool:
@@ -49,6 +49,22 @@ def check_cell_and_channel(scenario) -> None:
         _require(False, "cell.layout",
                  f"= {cell.layout!r} drops devices around the origin; channel.model = "
                  f"{channel.model!r} needs devices in the scene: set cell.layout = {scene_layouts}")
+    _check_redrop(scenario)
+
+
+def _check_redrop(scenario) -> None:
+    """``channel.redrop_every_rounds`` against a layout of given positions (a new drop would
+    be the same) and the eavesdropper of ``[privacy]`` (its gains are the first drop's)."""
+    every, layout = scenario.channel.redrop_every_rounds, scenario.cell.layout
+    if every is None or not traces_scene(scenario.channel.model):
+        return
+    _require("rng" in CELL_LAYOUTS[layout].extras, "channel.redrop_every_rounds",  # a layout that draws
+             f"= {every}: cell.layout = {layout!r} places the devices at given positions, so a new "
+             "drop is the same drop; unset it or set cell.layout = 'radio_map'")
+    privacy = scenario.privacy
+    _require(privacy is None or privacy.eavesdropper_distance_m is None, "channel.redrop_every_rounds",
+             f"= {every}: privacy.eavesdropper_distance_m places its eavesdropper against the first "
+             "drop's devices only; unset one of them")
 
 
 def is_scene_file(scene: str) -> bool:
@@ -89,6 +105,7 @@ def tracing_cost_line(scenario) -> str | None:
     wall time of a new drop (:data:`TRACING_FIXED_SECONDS` plus
     :data:`TRACING_SECONDS_PER_DEVICE` per device, scaled by the rays / 1e6 and the
     depth / 3; a rough scale, stated as such), none for a drop already in the cache;
+    with ``channel.redrop_every_rounds`` = N, times the run's ceil(rounds / N) drops;
     None for the other channel models."""
     channel = scenario.channel
     if not traces_scene(channel.model):
@@ -99,4 +116,14 @@ def tracing_cost_line(scenario) -> str | None:
     seconds = TRACING_FIXED_SECONDS + TRACING_SECONDS_PER_DEVICE * devices * rays / 1e6 * max(depth, 1) / 3
     return (f"  tracing   about {seconds:.0f} s wall per new drop ({devices} devices, {rays:,} rays, "
             f"depth {depth}; measured 2026-12-02 in 'munich' on 2 shared cores: 59 s for 100 devices "
-            f"at 1e6 rays, depth 3), none when {parameters.resolved('cache_dir')} holds the drop")
+            f"at 1e6 rays, depth 3), none when {parameters.resolved('cache_dir')} holds the drop"
+            + _drops_cost(scenario, seconds))
+
+
+def _drops_cost(scenario, seconds: float) -> str:
+    """``"; N drops: about S s"`` with ``channel.redrop_every_rounds``, else ``""``."""
+    every = scenario.channel.redrop_every_rounds
+    if every is None:
+        return ""
+    drops = -(-scenario.rounds // every)
+    return f"; {drops} drops (a new one every {every} rounds): about {drops * seconds:.0f} s"

@@ -158,6 +158,10 @@ class Uplink:
         phase estimated at its start and received at its middle
         (:mod:`phy.uplink.moving_link`), and the round ends on the moving channel's clock.
         None (the default): block fading from ``channel``, nothing of it is drawn.
+    drops : phy.redrop.Drops, optional
+        New drops every N rounds (``channel.redrop_every_rounds``): round t's ``channel``
+        and ``path_gain`` are its drop's (:meth:`round` sets them), and the round's columns
+        say which drop and where its devices stand. None: ``channel`` for the whole run.
     """
 
     def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
@@ -170,7 +174,7 @@ class Uplink:
                  num_antennas: int = 1, participation=None, population_weights=None,
                  local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
                  keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
-                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None, moving=None):
+                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None, moving=None, drops=None):
         self.channel, self.csi, self.power_control = channel, csi, power_control
         self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
         self.seed = int(seed)
@@ -201,11 +205,15 @@ class Uplink:
                              f"got {self.num_antennas} antennas")
         self.privacy = privacy
         self.moving = moving
+        self.drops = drops
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
         the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
-        and the cohort (:meth:`draw_cohort`)."""
+        and the cohort (:meth:`draw_cohort`); with ``drops``, the channel of round t's drop."""
+        if self.drops is not None:
+            self.channel = self.drops.at(t)[0]
+            self.path_gain = tf.constant(np.asarray(self.channel.path_gain, np.float64), tf.float32)
         if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
             h, h_hat, gain = moving_link.round_channel(self, t)
             return RoundLink(self, t, h, h_hat, None, None, self.draw_cohort(t, h_hat), path_gain=gain)
@@ -562,7 +570,8 @@ class RoundLink:
         a cohort ``devices_scheduled``, ``round_discarded``, ``devices_sent_<phase>``,
         ``participated`` (and ``local_steps`` with a deadline); with moving devices
         ``round_start_s``, ``round_seconds`` and per device ``position_x_m``,
-        ``position_y_m``, ``speed_mps``, ``doppler_hz`` (:mod:`phy.uplink.moving_link`); with the block's
+        ``position_y_m``, ``speed_mps``, ``doppler_hz`` (:mod:`phy.uplink.moving_link`); with ``drops``
+        ``drop_index`` and per device ``position_x_m``, ``position_y_m``, ``path_gain``; with the block's
         ``privacy`` ``privacy_joint_noise_multiplier`` (the round's phases as one Gaussian
         mechanism, :func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was
         sent); the signals ``H``, ``H_hat`` (when kept). Call it after the round's phases."""
@@ -596,6 +605,10 @@ class RoundLink:
         scalars["uplink_energy_j"] = float(self._energy_j.sum())
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
+        if block.drops is not None:  # the round's drop (phy.redrop)
+            drop_scalars, drop_columns = block.drops.columns(self.t)
+            scalars.update(drop_scalars)
+            per_device.update(drop_columns)
         if block.moving is not None:
             moving_scalars, moving_columns = moving_link.round_columns(self, uplink_symbols, scalars["downlink_symbols"])
             scalars.update(moving_scalars)
