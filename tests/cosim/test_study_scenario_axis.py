@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from tiny_scenario import write_tiny
 
@@ -142,7 +141,7 @@ def test_only_set_and_labels_with_a_scenario_axis(tmp_path):
         parse_options(study, overrides=["cell.min_distance_m=5"])
     assert len(error.value.problems) == 1
     assert error.value.problems[0].startswith('scenario = "places/umi.toml": cell.min_distance_m')
-    with pytest.raises(StudyError, match="--set scenario=disk.toml: scenario is an axis"):
+    with pytest.raises(StudyError, match=r"--set scenario=disk\.toml: scenario is an axis"):
         parse_options(study, overrides=["scenario=disk.toml"])
     labels = study.labels
     assert axis_label("scenario", labels) == "place"
