@@ -342,6 +342,10 @@ def _base_scenarios(data: dict[str, Any], axes: dict[str, Any], path: Path, prob
     when ``resolve`` is False. A line is appended to ``problems`` for both given, and
     for a value that resolves to no scenario or to another value's file."""
     values = axes.get(SCENARIO_AXIS)
+    if values is None and "scenario" not in data and resolve:
+        problems.append("scenario: missing; name the base scenario (a file or a shipped name), "
+                        "or sweep several: [axes] scenario = [...]")
+        return "", {}
     if values is None:
         return (_resolve_scenario(data.get("scenario"), path, problems) if resolve else ""), {}
     if "scenario" in data:

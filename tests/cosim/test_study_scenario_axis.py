@@ -86,7 +86,8 @@ def test_a_shipped_name_is_a_scenario_axis_value(tmp_path):
     ('scenario = []', "", "axes.scenario: must be a non-empty list of values (got [])"),
     ('scenario = ["disk.toml"]', 'scenario = "disk.toml"\n',
      "scenario: given beside the axis axes.scenario ['disk.toml']"),
-    ('"cell.radius_m" = [50.0]', "", "scenario: must be a scenario file or a shipped scenario"),
+    ('"cell.radius_m" = [50.0]', "", "scenario: missing; name the base scenario (a file or a "
+     "shipped name), or sweep several: [axes] scenario = [...]"),
 ])
 def test_a_bad_scenario_axis_is_one_line_naming_the_value(tmp_path, capsys, axes, top, expected):
     _places(tmp_path)
