@@ -1,5 +1,7 @@
 """The study file: its keys, its points (the axes' product x the seeds, less what
-``[only]`` leaves out) and their run names (every key in ``docs/studies.md``).
+``[only]`` leaves out) and their run names (every key in ``docs/studies.md``). A point
+starts from the study's ``scenario``, or from its value of a ``scenario`` axis
+(:data:`SCENARIO_AXIS`: several base scenarios, e.g. places to compare).
 
 :func:`load_study` validates the file and every point (each axis combination x each
 seed, loaded with :func:`cosim.scenario.load_scenario` and its overrides, and checked
@@ -300,7 +302,8 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
     StudyError
         Missing file, TOML syntax error, an unknown top-level or ``[resources]`` key,
         neither ``scenario`` nor a ``scenario`` axis or both, a ``scenario`` axis value
-        that is no scenario file or shipped name (or the same file as another), ``seeds`` not a non-empty list of distinct ints, an axis that is not a
+        that is no scenario file or shipped name (or the same file as another),
+        ``seeds`` not a non-empty list of distinct ints, an axis that is not a
         non-empty list, a key both in ``[set]`` and ``[axes]``, ``seed`` or
         ``trace.path`` set by the study (the study owns them), ``cpus_per_run`` not a
         positive number, and every invalid point (:meth:`Study.points`).
