@@ -104,8 +104,10 @@ KEYS: dict[str, tuple[str, str | None]] = {
     "privacy.target_epsilon": ("target epsilon", None),
     "privacy.clip_norm": ("clip norm", None),
     "seed": ("seed", None),
+    "scenario": ("scenario", None),
 }
-"""Scenario key -> (display name, unit or None)."""
+"""Scenario key -> (display name, unit or None); ``seed`` and ``scenario`` are a study's
+own axes (``scenario``: its base scenarios, :data:`cosim.study.file.SCENARIO_AXIS`)."""
 
 METRICS: dict[str, tuple[str, str | None]] = {
     "test_accuracy": ("test accuracy", None),
@@ -154,6 +156,15 @@ def _with_unit(name: str, unit: str | None) -> str:
 
 def _number(value: float) -> str:
     return f"{value:g}" if math.isfinite(value) else str(value)
+
+
+def _named(key: str, value: str) -> str:
+    """A string value's display name: a base scenario (a study's ``scenario`` axis) as
+    written less ``.toml`` (``"places/umi"``, ``"munich_quickstart"``), other keys' from
+    :data:`VALUES` (the value itself where it has none)."""
+    if key == "scenario":
+        return value.removesuffix(".toml")
+    return VALUES.get(key, {}).get(value, value)
 
 
 def value_key(key: str, value) -> str:
@@ -207,7 +218,7 @@ def value_text(key: str, value, overrides: Mapping[str, str] | None = None) -> s
     if overrides and raw in overrides:
         return overrides[raw]
     if isinstance(value, str):
-        return VALUES.get(key, {}).get(value, value)
+        return _named(key, value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     return _number(float(value))
@@ -231,7 +242,7 @@ def value_label(key: str, value, overrides: Mapping[str, str] | None = None) -> 
     if overrides and key in overrides:
         name = overrides[key]
     if isinstance(value, str):
-        return f"{name}: {VALUES.get(key, {}).get(value, value)}"
+        return f"{name}: {_named(key, value)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{name} = {value}"
     shown = _number(float(value))

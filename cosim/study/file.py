@@ -1,5 +1,7 @@
 """The study file: its keys, its points (the axes' product x the seeds, less what
-``[only]`` leaves out) and their run names (every key in ``docs/studies.md``).
+``[only]`` leaves out) and their run names (every key in ``docs/studies.md``). A point
+starts from the study's ``scenario``, or from its value of a ``scenario`` axis
+(:data:`SCENARIO_AXIS`: several base scenarios, e.g. places to compare).
 
 :func:`load_study` validates the file and every point (each axis combination x each
 seed, loaded with :func:`cosim.scenario.load_scenario` and its overrides, and checked
@@ -32,14 +34,19 @@ from cosim.scenario.load import (
     toml_value,
 )
 
-__all__ = ["RUNS_DIR", "STUDY_COPY", "RunPoint", "Study", "StudyError", "load_study", "run_name",
-           "unswept"]
+__all__ = ["RUNS_DIR", "SCENARIO_AXIS", "STUDY_COPY", "RunPoint", "Study", "StudyError", "load_study",
+           "run_name", "unswept"]
 
 
 STUDY_COPY = "study.toml"
 """The study file's copy in the output directory (what ``cosim study report`` reads)."""
 RUNS_DIR = "runs"
 """Traces go to ``DIR/runs/<run name>.h5``."""
+SCENARIO_AXIS = "scenario"
+"""The axis over base scenarios: ``[axes] scenario = ["quickstart", "places/umi.toml"]``.
+Its values are scenario files or shipped names (each resolved like the top-level
+``scenario``), not a scenario key: a point's base is its value, ``[set]`` and the other
+axes apply on top."""
 
 MAX_LABEL_CHARS = 200
 """The longest label a study's ``[labels]`` may give (a legend entry or an axis title:
@@ -70,8 +77,9 @@ class RunPoint:
     axis_values : dict[str, Any]
         The axis key -> value of this run.
     overrides : tuple[str, ...]
-        The ``--set`` items that make this run's scenario from the base (the study's
-        ``[set]``, then the axis values, then ``seed`` and ``trace.path``).
+        The ``--set`` items that make this run's scenario from its base (the study's
+        ``[set]``, then the axis values but a ``scenario`` axis's, then ``seed`` and
+        ``trace.path``).
     scenario : Scenario or None
         The validated scenario (None for points built without validation).
     """
@@ -92,7 +100,8 @@ class Study:
     source : Path
         The study file.
     scenario : str
-        The base scenario as resolved: an absolute path, or a shipped name.
+        The base scenario as resolved: an absolute path, or a shipped name; ``""`` with a
+        ``scenario`` axis (:data:`SCENARIO_AXIS`) or when read unresolved.
     seeds : tuple[int, ...]
     set : dict[str, Any]
         Overrides of every run (dotted key -> TOML value).
@@ -110,6 +119,9 @@ class Study:
         A filter of the points (``--only`` of the command line,
         :mod:`cosim.study.options`): an axis key -> the values kept; a point is run when
         every axis named is at one of them.
+    scenario_files : dict[str, str]
+        With a ``scenario`` axis: each of its values as written -> that base scenario
+        resolved (empty when read unresolved: ``load_study(resolve_scenario=False)``).
     """
 
     source: Path
@@ -122,6 +134,19 @@ class Study:
     only: dict[str, dict[str, list]] = field(default_factory=dict)
     text: str = field(default="", repr=False)
     keep: dict[str, list] = field(default_factory=dict)
+    scenario_files: dict[str, str] = field(default_factory=dict)
+
+    def base_scenario(self, values: dict[str, Any]) -> str:
+        """The resolved base scenario of the axis combination ``values``: its ``scenario``
+        axis value's file, else the study's ``scenario``."""
+        if SCENARIO_AXIS in values:
+            return self.scenario_files[values[SCENARIO_AXIS]]
+        return self.scenario
+
+    def base_scenarios(self) -> dict[str, str]:
+        """Every base scenario the study's points start from, as written -> resolved: the
+        ``scenario`` axis's values, or the top-level ``scenario`` alone (keyed ``""``)."""
+        return dict(self.scenario_files) if SCENARIO_AXIS in self.axes else {"": self.scenario}
 
     def points(self, out_dir: Path | None = None, *, validate: bool = True) -> list[RunPoint]:
         """Every run: the product of the axes (first axis slowest) x the seeds, less the
@@ -144,28 +169,41 @@ class Study:
                     problems.append(f"axes: the points {names[name]} and {values} seed {seed} "
                                     f"get the same run name {name!r}")
                 names[name] = f"{values} seed {seed}"
-                overrides = [f"{k}={toml_value(v)}" for k, v in self.set.items()]
-                overrides += [f"{k}={toml_value(v)}" for k, v in values.items()]
-                overrides.append(f"seed={seed}")
-                if out_dir is not None:
-                    trace = (Path(out_dir).resolve() / RUNS_DIR / f"{name}.h5").as_posix()
-                    overrides.append(f"trace.path={toml_value(trace)}")
-                scenario = None
-                if validate:
-                    try:
-                        scenario = load_scenario(self.scenario, overrides)
-                        check_resources(scenario, source=self.scenario)
-                    except ScenarioError as error:
-                        where = ", ".join(f"{k} = {toml_value(v)}" for k, v in values.items())
-                        where = f"point {where}, seed {seed}" if where else f"seed {seed}"
-                        # a fault of the scenario file itself names it (not the study's line)
-                        base = (f"scenario {self.scenario}: " if error.source == self.scenario
-                                else "")
-                        problems += [f"{where}: {base}{p}" for p in error.problems]
+                overrides = self._overrides(values, seed, name, out_dir)
+                scenario = self._validated(values, seed, overrides, problems) if validate else None
                 points.append(RunPoint(name, int(seed), values, tuple(overrides), scenario))
         if problems:
             raise StudyError(problems, str(self.source))
         return points
+
+    def _overrides(self, values: dict[str, Any], seed: int, name: str,
+                   out_dir: Path | None) -> list[str]:
+        """The ``--set`` items of one point (:attr:`RunPoint.overrides`)."""
+        overrides = [f"{k}={toml_value(v)}" for k, v in self.set.items()]
+        overrides += [f"{k}={toml_value(v)}" for k, v in values.items() if k != SCENARIO_AXIS]
+        overrides.append(f"seed={seed}")
+        if out_dir is not None:
+            trace = (Path(out_dir).resolve() / RUNS_DIR / f"{name}.h5").as_posix()
+            overrides.append(f"trace.path={toml_value(trace)}")
+        return overrides
+
+    def _validated(self, values: dict[str, Any], seed: int, overrides: list[str],
+                   problems: list[str]) -> Scenario | None:
+        """One point loaded from its base scenario and its size checked; None with its
+        problems appended to ``problems``, each naming the point (its axis values, a
+        ``scenario`` axis's among them) and its seed."""
+        base = self.base_scenario(values)
+        try:
+            scenario = load_scenario(base, overrides)
+            check_resources(scenario, source=base)
+            return scenario
+        except ScenarioError as error:
+            where = ", ".join(f"{k} = {toml_value(v)}" for k, v in values.items())
+            where = f"point {where}, seed {seed}" if where else f"seed {seed}"
+            # a fault of the scenario file itself names it (not the study's line)
+            named = f"scenario {base}: " if error.source == base else ""
+            problems += [f"{where}: {named}{p}" for p in error.problems]
+            return None
 
     def kept(self, values: dict[str, Any]) -> bool:
         """Whether the axis combination ``values`` passes ``keep`` (``--only``)."""
@@ -255,13 +293,16 @@ def _is_number(value: Any) -> bool:
 
 def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: bool = True) -> Study:
     """Read and check a study file (and, with ``validate``, every point of it; with
-    ``resolve_scenario`` False, its ``scenario`` is not looked for: a study's copy in
-    its output directory, read for its axes, seeds and labels).
+    ``resolve_scenario`` False, its ``scenario`` and a ``scenario`` axis's values are not
+    looked for: a study's copy in its output directory, read for its axes, seeds and
+    labels).
 
     Raises
     ------
     StudyError
         Missing file, TOML syntax error, an unknown top-level or ``[resources]`` key,
+        neither ``scenario`` nor a ``scenario`` axis or both, a ``scenario`` axis value
+        that is no scenario file or shipped name (or the same file as another),
         ``seeds`` not a non-empty list of distinct ints, an axis that is not a
         non-empty list, a key both in ``[set]`` and ``[axes]``, ``seed`` or
         ``trace.path`` set by the study (the study owns them), ``cpus_per_run`` not a
@@ -277,11 +318,10 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
     text = path.read_text(encoding="utf-8")
     problems = [f"{key}: unknown key (valid: {', '.join(_TOP_KEYS)})"
                 for key in data if key not in _TOP_KEYS]
-    resolved = ""
-    if resolve_scenario:
-        resolved = _resolve_scenario(data.get("scenario"), path, problems)
     seeds = _checked_seeds(data.get("seeds"), problems)
     overrides, axes = _checked_set_and_axes(data.get("set", {}), data.get("axes", {}), problems)
+    resolved, scenario_files = _base_scenarios(data, axes, path, problems,
+                                               resolve=resolve_scenario)
     only = data.get("only", {})
     problems += _only_problems(only, axes)
     labels = _checked_labels(data.get("labels", {}), axes, problems)
@@ -292,18 +332,52 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
                   set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
                   cpus_per_run=cpus, labels=dict(labels),
                   only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
-                  text=text)
+                  text=text, scenario_files=scenario_files)
     if validate:
         study.points()
     return study
 
 
-def _resolve_scenario(scenario: Any, path: Path, problems: list[str]) -> str:
-    """The study's ``scenario`` as a file path: relative to the study file's directory,
-    else a shipped scenario's name; ``""`` with a line appended to ``problems`` when it
-    is neither."""
+def _base_scenarios(data: dict[str, Any], axes: dict[str, Any], path: Path, problems: list[str],
+                    *, resolve: bool) -> tuple[str, dict[str, str]]:
+    """The study's base scenarios: ``(the top-level scenario resolved, {})``, or with a
+    ``scenario`` axis ``("", {value as written: resolved})``; unresolved (``""``, ``{}``)
+    when ``resolve`` is False. A line is appended to ``problems`` for both given, and
+    for a value that resolves to no scenario or to another value's file."""
+    values = axes.get(SCENARIO_AXIS)
+    if values is None and "scenario" not in data and resolve:
+        problems.append("scenario: missing; name the base scenario (a file or a shipped name), "
+                        "or sweep several: [axes] scenario = [...]")
+        return "", {}
+    if values is None:
+        return (_resolve_scenario(data.get("scenario"), path, problems) if resolve else ""), {}
+    if "scenario" in data:
+        problems.append(f"scenario: given beside the axis axes.scenario {values!r}; a study "
+                        "names its base scenario once (drop the top-level scenario)")
+        return "", {}
+    if not resolve or not isinstance(values, list):  # not a list: said by the axes' check
+        return "", {}
+    files: dict[str, str] = {}
+    for value in values:
+        if isinstance(value, str) and value in files:
+            continue  # a repeated value: said by the axes' check
+        resolved = _resolve_scenario(value, path, problems, key="axes.scenario")
+        if not resolved:
+            continue
+        if same := [v for v, f in files.items() if f == resolved]:
+            problems.append(f"axes.scenario: {value!r} is the same scenario as {same[0]!r} "
+                            f"({resolved})")
+        files[value] = resolved
+    return "", files
+
+
+def _resolve_scenario(scenario: Any, path: Path, problems: list[str],
+                      key: str = "scenario") -> str:
+    """A study's base scenario (the value of ``key``) as a file path: relative to the
+    study file's directory, else a shipped scenario's name; ``""`` with a line naming
+    ``key`` and the value appended to ``problems`` when it is neither."""
     if not isinstance(scenario, str) or not scenario:
-        problems.append(f"scenario: must be a scenario file or a shipped scenario name "
+        problems.append(f"{key}: must be a scenario file or a shipped scenario name "
                         f"(got {scenario!r})")
         return ""
     candidate = (path.parent / scenario).resolve()
@@ -312,10 +386,10 @@ def _resolve_scenario(scenario: Any, path: Path, problems: list[str]) -> str:
     if shipped_scenario_path(scenario) is not None:
         return str(shipped_scenario_path(scenario))  # not re-resolved against the cwd
     if candidate.exists() or "/" in scenario or scenario.endswith(".toml"):
-        problems.append(f"scenario: {scenario!r} is not a scenario file (it resolves to "
+        problems.append(f"{key}: {scenario!r} is not a scenario file (it resolves to "
                         f"{candidate}, which is {_what(candidate)})")
     else:
-        problems.append(f"scenario: {scenario!r} is neither a file (relative to {path.parent}) "
+        problems.append(f"{key}: {scenario!r} is neither a file (relative to {path.parent}) "
                         "nor a shipped scenario (`cosim scenarios`)")
     return ""
 
@@ -349,6 +423,9 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
             if isinstance(value, dict) and not (table == "set" and takes_a_table(key)):
                 problems.append(f'{table}.{key}: a nested table; write the dotted key quoted, '
                                 f'e.g. "{key}.{next(iter(value), "key")}" = ... (got {value!r})')
+            if table == "set" and key == SCENARIO_AXIS:
+                problems.append(f"set.scenario: the base scenario is the top-level scenario or "
+                                f"an axis ([axes] scenario = [...]), not a key to set (got {value!r})")
             if key in ("seed", "trace.path"):
                 problems.append(f"{table}.{key}: set by the study (seeds, DIR/runs/<run name>.h5), "
                                 f"not a key to {'sweep' if table == 'axes' else 'set'} (got {value!r})")

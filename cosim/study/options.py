@@ -176,16 +176,25 @@ def parse_options(study: Study, *, overrides: Sequence[str] = (), seeds: str | N
                            seeds=None if seeds is None else _seeds(seeds, study),
                            rounds=rounds, only=_only(only, study))
     if items or rounds is not None:  # a bad key or value: one line, as `cosim run --set`
-        extra = [*items, *([f"rounds={rounds}"] if rounds is not None else [])]
-        try:
-            load_scenario(study.scenario,
-                          [*(f"{k}={toml_value(v)}" for k, v in study.set.items()), *extra])
-        except ScenarioError as error:
-            raise StudyError(error.problems, str(study.source)) from None
+        _check_set(study, [*items, *([f"rounds={rounds}"] if rounds is not None else [])])
     if not options.apply(study).points(validate=False):
         raise StudyError([f"--only: no point of the study has {options.flags()}"],
                          str(study.source))
     return options
+
+
+def _check_set(study: Study, extra: list[str]) -> None:
+    """Each base scenario of ``study`` (:meth:`Study.base_scenarios`) loaded with the
+    study's ``[set]`` and the ``--set`` items ``extra``: the first bad key or value is a
+    :class:`StudyError` as ``cosim run --set`` words it (prefixed with the ``scenario``
+    axis value it fails on, when the study sweeps one)."""
+    items = [*(f"{k}={toml_value(v)}" for k, v in study.set.items()), *extra]
+    for written, base in study.base_scenarios().items():
+        try:
+            load_scenario(base, items)
+        except ScenarioError as error:
+            where = f"scenario = {toml_value(written)}: " if written else ""
+            raise StudyError([f"{where}{p}" for p in error.problems], str(study.source)) from None
 
 
 def read_options(out_dir: str | Path) -> StudyOptions | None:

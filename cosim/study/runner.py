@@ -200,7 +200,8 @@ def _committed_rounds(path: Path) -> tuple[int, float]:
 
 
 class _Status:
-    """``DIR/status.json``: the study and per run ``state`` (pending; queued: its task
+    """``DIR/status.json``: the study (its base ``scenario``, None with a ``scenario``
+    axis) and per run its base ``scenario`` (resolved), ``state`` (pending; queued: its task
     submitted; running: its trace written since; done; failed), ``error``, ``action`` of the last invocation (skipped: complete already, or
     its trace holds a diverged round; started; resumed), ``trace``, ``completed_rounds``,
     ``wall_s``, ``node`` (Ray node id), ``health_flags``; rewritten atomically."""
@@ -209,11 +210,12 @@ class _Status:
         self.path = path
         self.data: dict[str, Any] = {
             "study": str(study.source.resolve()),
-            "scenario": study.scenario,
+            "scenario": study.scenario or None,  # None: a scenario axis (each run's own)
             "axes": list(study.axes),
             "tasks_submitted": 0,
             "runs": {p.name: {"seed": p.seed, "axes": p.axis_values, "state": "pending",
                               "error": None, "action": None,
+                              "scenario": study.base_scenario(p.axis_values),
                               "trace": str(p.scenario.trace_path) if p.scenario else None}
                      for p in points},
         }
