@@ -258,3 +258,48 @@ def _inside_closed_mesh(scene, mi, position: list[float], max_crossings: int = 6
         crossings += 1
         origin[2] += float(hit.t[0]) + 1e-3
     return crossings % 2 == 1
+
+
+GROUND_NAMES = re.compile(r"ground|plane|floor|terrain", re.IGNORECASE)
+"""Names of a scene's ground meshes (Munich's ``ground``, the street canyon's ``floor``),
+left out of :func:`scene_footprints`."""
+
+GROUND_TOLERANCE_M = 0.5
+"""A face whose vertices all lie within this height of the scene's lowest point is ground."""
+
+
+def scene_footprints(scene: str, min_area_m2: float = 1e-4) -> np.ndarray:
+    """The scene seen from above: ``[T, 3, 2]`` float64, the x, y [m] of every triangle
+    of the scene's meshes projected onto the x-y plane, for drawing the buildings'
+    footprints. Left out: the objects named like ground (:data:`GROUND_NAMES`), the faces
+    at ground height (:data:`GROUND_TOLERANCE_M` of the lowest vertex) and the faces seen
+    edge-on from above (walls: projected area under ``min_area_m2``).
+
+    ``scene`` is ``channel.scene`` (a built-in scene or a Mitsuba XML file). Loads the
+    scene (about a second for Munich), traces nothing. ValueError when Sionna RT cannot
+    start (:func:`_import_rt`) or the scene file is missing or cannot be read.
+    """
+    path = scene_file(scene)
+    if not path.is_file():
+        raise ValueError(f"channel.scene = {scene!r}: no such file ({path})")
+    rt, _ = _import_rt()
+    try:
+        loaded = rt.load_scene(str(path))
+    except (RuntimeError, OSError, ValueError, KeyError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ValueError(f"channel.scene = {scene!r}: cannot load it ({first})") from None
+    meshes = []
+    for name, item in loaded.objects.items():
+        if GROUND_NAMES.search(name):
+            continue
+        vertices = np.asarray(item.mi_mesh.vertex_positions_buffer().numpy(), np.float64).reshape(-1, 3)
+        faces = np.asarray(item.mi_mesh.faces_buffer().numpy(), np.int64).reshape(-1, 3)
+        meshes.append(vertices[faces])  # [n, 3 corners, xyz]
+    if not meshes:
+        return np.zeros((0, 3, 2))
+    triangles = np.concatenate(meshes)
+    ground = triangles[..., 2].min(initial=np.inf)
+    raised = triangles[..., 2].max(axis=1) > ground + GROUND_TOLERANCE_M
+    a, b, c = (triangles[:, i, :2] for i in range(3))
+    area = 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+    return triangles[raised & (area >= min_area_m2)][..., :2].copy()

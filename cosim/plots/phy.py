@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -16,6 +17,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib
 
 matplotlib.use("Agg")
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -252,7 +254,10 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
     path gain (``/devices/path_gain`` in dB), row 2 by each device's mean local update
     distortion (value², summed over phases, mean over rounds; log colour scale; devices
     never attenuated hollow). A row no trace has data for is left out; each row has one
-    colour scale for all its panels.
+    colour scale for all its panels. A trace in a ray-traced scene is drawn in the
+    scene's coordinates, the BS at ``channel.bs_position_m``, over the scene's buildings
+    seen from above (grey; the scene loaded, no path traced; devices only, with one line
+    on standard error, where the scene cannot be loaded: :func:`_scene_footprints`).
 
     Raises
     ------
@@ -270,6 +275,7 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
         raise Skipped("no trace holds /devices/position_m with /devices/path_gain or "
                       "/rounds/per_device/local_distortion_<phase>")
     n = len(have)
+    footprints = _scene_footprints(t for t, _ in have)
     with style():
         fig, axes = panel_figure(options, len(rows), n, square=True, extra_width_in=COLORBAR_IN)
         for r, (quantity, values_of) in enumerate(rows):
@@ -286,7 +292,7 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             cmap = "viridis" if not log else "plasma"
             mappable = None
             for ax, (trace, label), v in zip(axes[r], have, values):
-                _map_panel(ax, trace)
+                _map_panel(ax, trace, footprints)
                 mappable = _device_dots(ax, trace.devices["position_m"], v, log, cmap, norm) \
                     or mappable
                 if r == 0:
@@ -298,7 +304,18 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             if mappable is not None:
                 fig.colorbar(mappable, ax=list(axes[r]), label=quantity, shrink=0.9,
                              pad=0.02, aspect=25)
+        _map_legend(fig)
     return fig
+
+
+def _map_legend(fig: Figure) -> None:
+    """One legend below the map panels of what their artists are labelled (the buildings,
+    devices without a value), each label once; none when nothing is labelled."""
+    handles: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    legend_below(fig, list(handles.values()))
 
 
 def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool, cmap: str,
@@ -316,7 +333,6 @@ def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool,
     if (~positive).any():
         ax.scatter(position[~positive, 0], position[~positive, 1], s=14, facecolors="none",
                    edgecolors="0.35", lw=0.6, label="never attenuated" if log else "no value")
-        ax.legend(loc="upper right", fontsize=5.5, handletextpad=0.2, borderpad=0.2)
     if positive.any() and norm is not None:
         return ax.scatter(position[positive, 0], position[positive, 1], c=values[positive], s=14,
                           cmap=cmap, norm=norm, edgecolors="black", linewidths=0.3, zorder=3)
@@ -346,14 +362,58 @@ def _bs_xy_m(trace: TraceData) -> tuple[float, float]:
     return float(position[0]), float(position[1])
 
 
-def _map_panel(ax, trace: TraceData) -> None:
-    """BS marker, cell edge, equal axes and limits of one map panel."""
+def _scene_of(trace: TraceData) -> str | None:
+    """``channel.scene`` of a trace whose devices stand in a traced scene, else None."""
+    channel = trace.scenario.get("channel")
+    channel = channel if isinstance(channel, dict) else {}
+    model = CHANNEL_MODELS.get(channel.get("model"))
+    scene = channel.get("scene")
+    if model is None or not model.parameters.scene_coordinates or not isinstance(scene, str):
+        return None
+    return scene
+
+
+def _scene_footprints(traces) -> dict[str, np.ndarray | None]:
+    """``{channel.scene: [T, 3, 2] triangles seen from above}`` of the traces in a traced
+    scene (:func:`phy.ray_tracing.scene_footprints`: the scene loaded, nothing traced),
+    None for a scene that cannot be loaded here (no Sionna RT, no LLVM, the file
+    elsewhere): its panels show the devices only, said in one line on standard error."""
+    out: dict[str, np.ndarray | None] = {}
+    for scene in filter(None, map(_scene_of, traces)):
+        if scene in out:
+            continue
+        from phy.ray_tracing import scene_footprints  # Sionna RT imported only here, on need
+
+        try:
+            out[scene] = scene_footprints(scene)
+        except ValueError as error:
+            out[scene] = None
+            print(f"cell_map: devices only, no buildings drawn: {error}", file=sys.stderr, flush=True)
+    return out
+
+
+def _draw_footprints(ax, triangles: np.ndarray) -> None:
+    """The buildings from above: the ``triangles`` [T, 3, 2] (m) inside the panel's
+    limits, filled grey, below the devices."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    xs, ys = triangles[..., 0], triangles[..., 1]
+    inside = ((xs.max(axis=1) >= x0) & (xs.min(axis=1) <= x1)
+              & (ys.max(axis=1) >= y0) & (ys.min(axis=1) <= y1))
+    ax.add_collection(PolyCollection(triangles[inside], facecolors="0.78", edgecolors="0.78",
+                                     linewidths=0.2, zorder=1, label="buildings (from above)"),
+                      autolim=False)
+
+
+def _map_panel(ax, trace: TraceData, footprints: dict[str, np.ndarray | None] | None = None) -> None:
+    """BS marker, cell edge, equal axes and limits of one map panel; in a traced scene
+    the buildings from above (``footprints``: :func:`_scene_footprints`)."""
     position = trace.devices["position_m"]
     x, y = _bs_xy_m(trace)
     radius = _cell_radius_m(trace) or float(np.max(np.hypot(position[:, 0] - x, position[:, 1] - y)))
     ax.add_patch(Circle((x, y), radius, fill=False, ls="--", lw=0.6, color="0.5"))
     ax.plot([x], [y], marker="^", color="black", ms=6, ls="none", zorder=4)
-    ax.annotate("BS", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
+    ax.annotate("BS", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6, zorder=5,
+                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.7))
     limit = 1.06 * radius
     ax.set_xlim(x - limit, x + limit)
     ax.set_ylim(y - limit, y + limit)
@@ -362,3 +422,6 @@ def _map_panel(ax, trace: TraceData) -> None:
     centred = (x, y) == (0.0, 0.0)  # symmetric ticks about the BS at the origin
     ax.xaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=centred))
     ax.yaxis.set_major_locator(MaxNLocator(5, integer=True, symmetric=centred))
+    triangles = (footprints or {}).get(_scene_of(trace))
+    if triangles is not None:
+        _draw_footprints(ax, triangles)

@@ -10,6 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from matplotlib.collections import PathCollection, PolyCollection
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
@@ -19,7 +20,7 @@ from cosim.trace import read_trace
 from cosim.trace.file_format import TIMING_COLUMNS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "phy"))
-from tiny_scene import write_scene
+from tiny_scene import BUILDING, write_scene
 
 SETS = ['channel.model="ray_traced"', 'channel.scene="scene.xml"', "channel.bs_position_m=[2.0, 3.0, 10.0]",
         "channel.samples_per_source=20000", 'cell.layout="radio_map"', "cell.path_gain_range_db=[-110.0, -40.0]",
@@ -37,10 +38,10 @@ def _rounds(path: Path) -> dict[str, np.ndarray]:
                 if isinstance(trace["rounds"][name], h5py.Dataset) and name not in TIMING_COLUMNS}
 
 
-def test_a_run_in_a_scene_replays_and_resumes_from_the_cache_bit_for_bit(tmp_path, capsys):
+def test_a_run_in_a_scene_replays_and_resumes_from_the_cache_bit_for_bit(tmp_path, capsys, monkeypatch):
     """Two rounds traced and run; then one round replayed from the cache into another
     trace and that trace resumed to two rounds: neither traces nor loads the scene, and
-    both end bit for bit as the first."""
+    both end bit for bit as the first; its cell map (:func:`_check_the_map`)."""
     write_scene(tmp_path)
     scenario = write_tiny(tmp_path, rounds=2, every=1)
     assert main(["run", *_args(scenario), "--no-plots"]) == 0
@@ -60,8 +61,34 @@ def test_a_run_in_a_scene_replays_and_resumes_from_the_cache_bit_for_bit(tmp_pat
     assert first_rounds.keys() == again.keys() and "test_accuracy" in first_rounds
     for name, values in first_rounds.items():
         np.testing.assert_array_equal(values, again[name], err_msg=name)
-    panel = cell_map_figure([read_trace(traces[0])], ["ray traced"]).axes[0]  # the BS where it stands
+    _check_the_map(read_trace(traces[0]), capsys, monkeypatch)
+
+
+def _check_the_map(trace, capsys, monkeypatch) -> None:
+    """The cell map of a traced drop: the BS where it stands, the building from above
+    (its roof inside the building's outline, the ground left out), the devices coloured
+    by path gain; without the ray tracer the devices only, said in one line."""
+    panel = cell_map_figure([trace], ["ray traced"]).axes[0]
     assert np.mean(panel.get_xlim()) == pytest.approx(2.0) and np.mean(panel.get_ylim()) == pytest.approx(3.0)
+    (roof,) = [c for c in panel.collections if isinstance(c, PolyCollection)]
+    corners = np.concatenate([path.vertices for path in roof.get_paths()])
+    x0, x1, y0, y1, _, _ = BUILDING
+    assert np.all((corners >= [x0, y0]) & (corners <= [x1, y1]))
+    bs = [line for line in panel.get_lines() if line.get_marker() == "^"]
+    assert len(bs) == 1 and tuple(bs[0].get_xydata()[0]) == (2.0, 3.0)
+    (dots,) = [c for c in panel.collections if isinstance(c, PathCollection) and c.get_array() is not None]
+    np.testing.assert_allclose(dots.get_array(), 10 * np.log10(trace.devices["path_gain"]))
+    assert "buildings (from above)" in [t.get_text() for t in panel.figure.legends[0].get_texts()]
+    capsys.readouterr()
+
+    def no_llvm():
+        raise ValueError('channel.model = "ray_traced": Sionna RT cannot start (no LLVM)')
+
+    monkeypatch.setattr("phy.ray_tracing._import_rt", no_llvm)
+    panel = cell_map_figure([trace], ["ray traced"]).axes[0]
+    assert not [c for c in panel.collections if isinstance(c, PolyCollection)]
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cell_map: devices only") and "no LLVM" in lines[0]
 
 
 def _refused(capsys, *args: str) -> str:

@@ -2,7 +2,7 @@
 write (a ground and one building, ``tiny_scene.py``): free space where the tracer sees
 only the line of sight, the frequency response as the sum over the traced paths, the
 time-domain taps against it, the cache of traced drops, devices only where a path
-arrives, and the refusal without LLVM (the scenario's refusals and a run:
+arrives, the scene seen from above, and the refusal without LLVM (the scenario's refusals and a run:
 ``tests/cosim/test_ray_traced_run.py``). Each place is traced once per module."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from phy.ofdm_time import TimeDomainUplink
 from phy.parameters import BUILTIN_SCENES, RayTracedChannel
 from phy.path_cache import CacheEntryDamaged, cache_key
 from phy.ray_traced import RayTracedCell
-from phy.ray_tracing import RayTracedPlace, scene_file
+from phy.ray_tracing import RayTracedPlace, scene_file, scene_footprints
 from phy.scene_layouts import radio_map, scene_explicit
 
 SPEED_OF_LIGHT = 299_792_458.0
@@ -164,6 +164,29 @@ def test_an_explicit_device_without_a_path_is_refused_naming_its_row(cell, scene
     with pytest.raises(ValueError, match=r"^cell\.positions_m: 1 device\(s\) have no traced path to the BS "
                                          r"\(row 1 \[25\.0, 0\.0\]\)"):
         scene_explicit(2, 300.0, inside, place)
+
+
+def _area(triangles: np.ndarray) -> np.ndarray:
+    a, b, c = (triangles[:, i] for i in range(3))
+    return 0.5 * np.abs((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+
+
+def test_the_footprints_are_the_buildings_from_above_without_the_ground(scene_dir):
+    """The tiny scene's building, seen from above: its roof (the walls edge-on, its
+    floor and the 200 m ground at ground height left out); a built-in scene's footprints
+    lie in its buildings' extent and leave out its object named ``floor``."""
+    triangles = scene_footprints(str(scene_dir / "scene.xml"))
+    x0, x1, y0, y1, _, _ = BUILDING
+    assert triangles.shape[1:] == (3, 2) and len(triangles) == 2
+    assert np.all((triangles[..., 0] >= x0) & (triangles[..., 0] <= x1))
+    assert np.all((triangles[..., 1] >= y0) & (triangles[..., 1] <= y1))
+    assert np.sum(_area(triangles)) == pytest.approx((x1 - x0) * (y1 - y0))
+    canyon = scene_footprints("simple_street_canyon")  # buildings along a street, a 'floor' under them
+    extent = np.ptp(canyon.reshape(-1, 2), axis=0)
+    assert len(canyon) > 0 and np.all(extent < 130.0)
+    assert np.sum(_area(canyon)) < 0.8 * np.prod(extent), "the floor covers the whole extent"
+    with pytest.raises(ValueError, match=r"^channel\.scene = .*: no such file"):
+        scene_footprints(str(scene_dir / "missing.xml"))
 
 
 def test_without_llvm_the_import_says_what_to_install_in_one_line():
