@@ -416,43 +416,74 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     the band stops at the values the metric can take
     (:func:`cosim.display_names.metric_range`; ``summary.csv`` keeps the interval whole).
     A combination of fewer than :data:`BAND_MIN_SEEDS` seeds has no band: its seeds' own
-    curves from ``table`` (the tidy table) are drawn thin in its colour instead."""
+    curves from ``table`` (the tidy table) are drawn thin in its colour instead. So is a
+    combination whose seeds share no stretch of x (no mean exists there: the transmit
+    energy of drops whose path gains differ by decades), said in its legend entry."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
-    if data.empty:
-        return None
-    low, high = metric_range(metric)
     x_column = "round" if x_kind == "round" else X_COLUMNS[x_kind]
+    runs_of = ({_comparable(k): rows for k, rows in _groups(table, axes)}
+               if table is not None and x_column in table else {})
+    curves = {_comparable(k): rows for k, rows in _groups(data, axes)} if not data.empty else {}
+    original = {_comparable(k): k for k, _ in [*_groups(data, axes), *(_groups(table, axes) if runs_of else [])]}
+    order = list(dict.fromkeys([*runs_of, *curves]))
+    if not curves:
+        return None
     seeds_drawn = False
-    runs_of = dict(_groups(table, axes)) if table is not None else {}
     with _saved_figure(path) as (fig, panels):
         ax = panels[0, 0]
-        for index, (key, curve) in enumerate(_groups(data, axes)):
-            curve = curve.sort_values("x")
-            n = int(curve["n"].max()) if "n" in curve else 0
-            few = 0 < n < BAND_MIN_SEEDS and table is not None and x_column in table
-            label = _combination_label(axes, key, labels, only)
-            label += f" (n = {n}{': seeds' if few else ''})" if n else ""
-            (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index), label=label)
-            if few:
+        for index, key in enumerate(order):
+            label = _combination_label(axes, original[key], labels, only)
+            if key in curves:
+                seeds_drawn |= _draw_curve(ax, curves[key], runs_of.get(key), x_column, metric, index, label)
+            elif key in runs_of and metric in runs_of[key]:
+                n = runs_of[key]["seed"].nunique()
+                line = _draw_seeds(ax, runs_of[key], x_column, metric, curve_style(index))
+                line.set_label(f"{label} (n = {n}: seeds, no common x)")
                 seeds_drawn = True
-                for _, run in runs_of.get(key, table.iloc[:0]).groupby("seed", sort=True):
-                    ok = np.isfinite(run[x_column].astype(float)) & np.isfinite(
-                        run[metric].astype(float))
-                    ax.plot(run[x_column][ok], run[metric][ok], color=line.get_color(),
-                            linestyle=line.get_linestyle(), linewidth=0.5, alpha=0.6,
-                            gid="seed")
-            else:
-                ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
-                                curve["ci95_high"].clip(low, high), alpha=0.2,
-                                color=line.get_color(), linewidth=0)
-        if spans_decades(data["x"]):
+        if spans_decades(pd.concat([data["x"], *(r[x_column] for r in runs_of.values())])):
             ax.set_xscale("log")
         ax.set_xlabel(X_LABELS[x_kind])
         ax.set_ylabel(metric_label(metric))
         ax.set_title(f"{metric_label(metric)}: mean over seeds, 95 % CI"
-                     + (f"\n(thin: each seed where n < {BAND_MIN_SEEDS})" if seeds_drawn else ""))
+                     + (f"\n(thin: each seed, where n < {BAND_MIN_SEEDS} or no common x)"
+                        if seeds_drawn else ""))
         legend_outside(fig, ax.get_legend_handles_labels()[0])
     return path
+
+
+def _comparable(key: tuple) -> tuple:
+    """``key`` with a NaN axis value (an unset key) made equal to another NaN."""
+    return tuple("nan" if isinstance(v, float) and v != v else v for v in key)
+
+
+def _draw_curve(ax, curve: pd.DataFrame, runs: pd.DataFrame | None, x_column: str, metric: str,
+                index: int, label: str) -> bool:
+    """One combination's mean and band (or its seeds, with fewer than
+    :data:`BAND_MIN_SEEDS`); whether its seeds were drawn."""
+    curve = curve.sort_values("x")
+    n = int(curve["n"].max()) if "n" in curve else 0
+    few = 0 < n < BAND_MIN_SEEDS and runs is not None
+    label += f" (n = {n}{': seeds' if few else ''})" if n else ""
+    (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index), label=label)
+    if few:
+        _draw_seeds(ax, runs, x_column, metric, {"color": line.get_color(),
+                                                 "linestyle": line.get_linestyle()})
+    else:
+        low, high = metric_range(metric)
+        ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
+                        curve["ci95_high"].clip(low, high), alpha=0.2,
+                        color=line.get_color(), linewidth=0)
+    return few
+
+
+def _draw_seeds(ax, runs: pd.DataFrame, x_column: str, metric: str, style: dict):
+    """Each seed's curve of ``metric`` against ``x_column``, thin in ``style``; the last line."""
+    line = None
+    for _, run in runs.groupby("seed", sort=True):
+        ok = np.isfinite(run[x_column].astype(float)) & np.isfinite(run[metric].astype(float))
+        (line,) = ax.plot(run[x_column][ok], run[metric][ok], **style, linewidth=0.5, alpha=0.6,
+                          gid="seed")
+    return line
 
 
 BAND_MIN_SEEDS = 3

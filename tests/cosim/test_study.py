@@ -894,6 +894,34 @@ def test_curves_of_fewer_than_three_seeds_are_drawn_as_the_seeds(tmp_path, monke
     assert curve_style(1)["linestyle"] != curve_style(4)["linestyle"]  # vermillion, orange
 
 
+def test_seeds_whose_x_ranges_do_not_meet_are_drawn_apart_not_dropped(tmp_path, monkeypatch):
+    """Against the transmit energy, seeds of drops whose gains differ by decades share no
+    stretch of x, so no mean over them exists: the combination is drawn as its seeds, said
+    so in its legend, not left out of the figure."""
+    import matplotlib.pyplot as plt
+
+    from cosim.study.report import _plot, summarize_over_seeds
+
+    rows = [{"run": f"{p}-{s}", "seed": s, AXIS: p, "round": r, "test_accuracy": 0.1 * r,
+             "cumulative_uplink_energy_j": (r + 1) * (1.0 if p == 0.0 else 1000.0 ** s)}
+            for p in (0.0, 10.0) for s in (1, 2, 3) for r in range(4)]
+    table = pd.DataFrame(rows)
+    summary = summarize_over_seeds(table, [AXIS])
+    assert set(summary[summary["x_kind"] == "uplink_energy"][AXIS]) == {0.0}  # no mean at 10 dBm
+    figures = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)
+    assert _plot(summary, [AXIS], "test_accuracy", "uplink_energy", tmp_path / "e.png", table=table)
+    (fig,) = figures
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["P = 0 dBm (n = 3)", "P = 10 dBm (n = 3: seeds, no common x)"]
+    seeds = [line for line in ax.get_lines() if line.get_gid() == "seed"]
+    assert len(seeds) == 3 and ax.get_xscale() == "log"
+    np.testing.assert_allclose(seeds[2].get_xdata(), [1e9, 2e9, 3e9, 4e9])
+    real_close(fig)
+
+
 def test_recorded_options_naming_an_axis_the_study_lost_are_one_line(tmp_path):
     """A study file edited after its directory recorded `--only` on an axis it no longer
     has: the recorded options are refused as a StudyError naming the axis (one line at the
