@@ -40,6 +40,7 @@ from phy.parameters import (
 )
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
+from phy.uplink.private import Private
 from phy.uplink.settings import AirInterface, ChannelOverTime, Cohort, DownlinkLoad, TraceOptions
 
 
@@ -180,8 +181,9 @@ def _static_data(scenario: Scenario) -> dict:
 def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm) -> Uplink:
     """The scenario's :class:`phy.uplink.Uplink`: its components built from the registries
     of :mod:`phy.parameters` (``Variant.build``; a scheme takes the ``[power]`` control and
-    gamma when its registry entry names them), its groups of :mod:`phy.uplink.settings`
-    and the run seed."""
+    gamma when its registry entry names them; under ``[privacy]`` wrapped in
+    :class:`phy.uplink.private.Private`), its groups of :mod:`phy.uplink.settings` and the
+    run seed."""
     power = scenario.power
     phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
     channel = world["channel"] if world.get("channel") is not None else _channel_of(scenario, world["deployment"])
@@ -189,6 +191,8 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
     scheme = UPLINK_SCHEMES[scenario.uplink.scheme].build(
         scenario.uplink.variant_values(), gamma_w=power.gamma_w, joint_gamma=power.joint_gamma,
         power_control=POWER_CONTROLS[power.control].build(power.variant_values()))
+    if scenario.privacy is not None:
+        scheme = Private(scheme, _privacy_of(scenario, world, phases))
     return Uplink(
         channel=channel, csi=csi,
         air=_air_of(scenario), cohort=Cohort(
@@ -201,7 +205,6 @@ def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm)
         downlink=DownlinkLoad(algorithm.downlink_values(), scenario.downlink.bits_per_value,
                               scenario.downlink.bs_tx_power_w),
         trace=TraceOptions(scenario.trace.per_device, scenario.trace.records_signals),
-        privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
         over_time=ChannelOverTime(moving=_moving_of(scenario, world["deployment"], channel),
                                   drops=_drops_of(scenario, world)),
     )

@@ -59,7 +59,7 @@ class Scheme(Protocol):
     server update takes a majority vote, ``learning.catalog.Entry.sends == "signs"``).
     ``accounts_privacy`` is True where the block's ``[privacy]`` mechanism (the analog
     receiver noise against each sender's sensitivity, :mod:`phy.privacy`) describes what
-    the BS sees; the block refuses ``privacy`` with any other scheme.
+    the BS sees: only such a scheme can be wrapped in :class:`phy.uplink.private.Private`.
     """
 
     carries: str
