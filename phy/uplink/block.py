@@ -259,6 +259,12 @@ class RoundLink:
         self._energy_j = np.zeros(block.num_devices, np.float64)
         self.private = None if block.privacy is None else block.scheme.private_round(self)
 
+    def charge_energy(self, rows, energy_j) -> None:
+        """Add ``energy_j`` [len(rows)] (J) to the transmit energy of the devices ``rows``
+        this round (``tx_energy_j``, ``uplink_energy_j``): what a wrapper such as
+        :class:`phy.uplink.private.PrivateRound` has the devices send beyond the scheme."""
+        self._energy_j[rows] += energy_j
+
     @property
     def discarded(self) -> bool:
         """True when some phase of this round reaches the BS from no device: nothing is sent."""

@@ -310,7 +310,7 @@ class PrivateRound:
         block = self.block
         rows = slice(None) if link.devices is None else link.devices[0]
         power_w = device_noise_tx_power_w(self.observed_gain[rows], noise_w)
-        self.link._energy_j[rows] += power_w * block.grids[phase].num_symbols * block.air.symbol_duration_s
+        self.link.charge_energy(rows, power_w * block.grids[phase].num_symbols * block.air.symbol_duration_s)
         columns.scalars[f"artificial_noise_tx_power_max_w_{phase}"] = float(np.max(power_w, initial=0.0))
         columns.scalars[f"artificial_noise_over_budget_{phase}"] = float(np.sum(power_w > block.air.tx_power_w))
         if block.trace.per_device:
