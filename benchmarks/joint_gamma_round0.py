@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +38,9 @@ def measure(seed: int, antennas, combiners, scenario: str = "quickstart"):
     caught = {}
     send = uplink.scheme.send
 
-    def keep(link, block, *, phase, seed, keep_signals):
+    def keep(link, air, *, phase, seed, keep_signals, per_device):
         caught.setdefault(phase, (link.updates, link.weights))
-        return send(link, block, phase=phase, seed=seed, keep_signals=keep_signals)
+        return send(link, air, phase=phase, seed=seed, keep_signals=keep_signals, per_device=per_device)
 
     uplink.scheme.send = keep
     engine.run_round(0, engine.initial_state())
@@ -48,16 +49,16 @@ def measure(seed: int, antennas, combiners, scenario: str = "quickstart"):
     rows = []
     for n in antennas:
         for combiner in (combiners if n > 1 else combiners[:1]):
-            uplink.num_antennas, uplink.combiner = n, ReceiveCombiner(combiner)
+            uplink.air = dataclasses.replace(uplink.air, num_antennas=n, combiner=ReceiveCombiner(combiner))
             link = uplink.round(0)  # the channel and the combiner, once for both gammas
             for joint in (False, True):
-                uplink.joint_gamma = joint
+                uplink.scheme.joint_gamma = joint
                 scalars = link.send("rho", updates, weights).columns().scalars
                 rows.append({"seed": seed, "num_antennas": n,
                              "combiner": combiner if n > 1 else "-",
                              "gamma": "joint" if joint else "noise_power",
                              "nmse_rho": scalars["aggregate_nmse_rho"],
-                             "gamma_w_rho": scalars.get("gamma_w_rho", uplink.gamma_w),
+                             "gamma_w_rho": scalars.get("gamma_w_rho", uplink.scheme.gamma_w),
                              "distortion_rho": scalars["distortion_rho"],
                              "noise_power_rho": scalars["noise_power_rho"]})
                 print(",".join(str(v) for v in rows[-1].values()), flush=True)

@@ -40,6 +40,8 @@ from phy.parameters import (
 )
 from phy.sync import UniformOffsets
 from phy.uplink import Uplink
+from phy.uplink.private import Private
+from phy.uplink.settings import AirInterface, ChannelOverTime, Cohort, DownlinkLoad, TraceOptions
 
 
 @dataclass(frozen=True)
@@ -178,35 +180,46 @@ def _static_data(scenario: Scenario) -> dict:
 
 def build_uplink(scenario: Scenario, world: dict, algorithm: FederatedAlgorithm) -> Uplink:
     """The scenario's :class:`phy.uplink.Uplink`: its components built from the registries
-    of :mod:`phy.parameters` (``Variant.build``), its integers and the run seed."""
-    ofdm, power, participation = scenario.ofdm, scenario.power, scenario.participation
+    of :mod:`phy.parameters` (``Variant.build``; a scheme takes the ``[power]`` control and
+    gamma when its registry entry names them; under ``[privacy]`` wrapped in
+    :class:`phy.uplink.private.Private`), its groups of :mod:`phy.uplink.settings` and the
+    run seed."""
+    power = scenario.power
     phases = [(phase.name, phase.num_values) for phase in algorithm.phases()]
     channel = world["channel"] if world.get("channel") is not None else _channel_of(scenario, world["deployment"])
+    csi = CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values())
+    scheme = UPLINK_SCHEMES[scenario.uplink.scheme].build(
+        scenario.uplink.variant_values(), gamma_w=power.gamma_w, joint_gamma=power.joint_gamma,
+        power_control=POWER_CONTROLS[power.control].build(power.variant_values()))
+    if scenario.privacy is not None:
+        scheme = Private(scheme, _privacy_of(scenario, world, phases))
     return Uplink(
-        channel=channel,
-        csi=CSI_MODELS[scenario.csi.model].build(scenario.csi.variant_values()),
-        power_control=POWER_CONTROLS[power.control].build(power.variant_values()),
-        path_gain=world["path_gain"], seed=scenario.seed,
-        phases=phases,
-        num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w,
-        noise_power_w=power.noise_power_w, gamma_w=power.gamma_w, joint_gamma=power.joint_gamma,
-        downlink_values=algorithm.downlink_values(), bits_per_value=scenario.downlink.bits_per_value,
-        bs_tx_power_w=scenario.downlink.bs_tx_power_w, domain=ofdm.domain,
-        bandwidth_hz=ofdm.bandwidth_hz, cyclic_prefix_length=ofdm.cyclic_prefix_samples,
-        sync=UniformOffsets(scenario.sync.timing_offset_max_samples, scenario.sync.cfo_max_subcarriers,
-                            scenario.sync.precompensate),
-        combiner=ReceiveCombiner(scenario.bs.combiner), num_antennas=scenario.bs.num_antennas,
-        participation=participation,
-        population_weights=np.asarray(world["device_data"].weights, np.float64),
-        local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
-        training_phases=CATALOG[scenario.algorithm.name].training_phases,
-        per_device=scenario.trace.per_device, keep_signals=scenario.trace.records_signals,
-        scheme=UPLINK_SCHEMES[scenario.uplink.scheme].build(scenario.uplink.variant_values()),
-        symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
-        privacy=None if scenario.privacy is None else _privacy_of(scenario, world, phases),
-        moving=_moving_of(scenario, world["deployment"], channel),
-        drops=_drops_of(scenario, world),
+        channel=channel, csi=csi,
+        air=_air_of(scenario), cohort=Cohort(
+            path_gain=world["path_gain"], phases=phases,
+            population_weights=np.asarray(world["device_data"].weights, np.float64),
+            participation=scenario.participation,
+            local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
+            training_phases=CATALOG[scenario.algorithm.name].training_phases),
+        scheme=scheme, seed=scenario.seed,
+        downlink=DownlinkLoad(algorithm.downlink_values(), scenario.downlink.bits_per_value,
+                              scenario.downlink.bs_tx_power_w),
+        trace=TraceOptions(scenario.trace.per_device, scenario.trace.records_signals),
+        over_time=ChannelOverTime(moving=_moving_of(scenario, world["deployment"], channel),
+                                  drops=_drops_of(scenario, world)),
     )
+
+
+def _air_of(scenario: Scenario) -> AirInterface:
+    """The scenario's :class:`phy.uplink.settings.AirInterface` (``[ofdm]``, ``[power]``,
+    ``[sync]``, ``[bs]``)."""
+    ofdm, power, sync = scenario.ofdm, scenario.power, scenario.sync
+    return AirInterface(
+        num_subcarriers=ofdm.num_subcarriers, tx_power_w=power.tx_power_w, noise_power_w=power.noise_power_w,
+        symbol_duration_s=(ofdm.num_subcarriers + ofdm.cyclic_prefix_samples) / ofdm.bandwidth_hz,
+        domain=ofdm.domain, bandwidth_hz=ofdm.bandwidth_hz, cyclic_prefix_length=ofdm.cyclic_prefix_samples,
+        num_antennas=scenario.bs.num_antennas, combiner=ReceiveCombiner(scenario.bs.combiner),
+        sync=UniformOffsets(sync.timing_offset_max_samples, sync.cfo_max_subcarriers, sync.precompensate))
 
 
 def _drops_of(scenario: Scenario, world: dict):

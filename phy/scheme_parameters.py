@@ -208,7 +208,8 @@ class NoncoherentMvScheme(SchemeParameters):
 
 
 UPLINK_SCHEMES = {
-    "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog"),
+    "analog": Variant(AnalogScheme, "phy.uplink.analog:Analog",
+                      extras=("power_control", "gamma_w", "joint_gamma")),
     "digital_ofdma": Variant(DigitalOfdmaScheme, "phy.uplink.digital_ofdma:DigitalOfdma"),
     "one_bit": Variant(OneBitScheme, "phy.uplink.one_bit:OneBit",
                        {"one_bit_modulation": "modulation", "one_bit_gain_threshold": "gain_threshold"}),
@@ -220,4 +221,6 @@ parameters (a :class:`SchemeParameters`) declare what it ``carries`` (``"values"
 ``"signs"``), whether ``[privacy]`` ``accounts_privacy`` for it (absent: False), whether
 it has the ``receiver_scaling`` of ``power.gamma = "joint"``, its symbols per phase, its
 memory and cost terms and its checks against the scenario; the scenario's checks, its
-estimates and the scheme classes read them from here."""
+estimates and the scheme classes read them from here. A scheme's ``extras`` are the
+``[power]`` settings it owns (the analog scheme: the built ``power_control``,
+``gamma_w``, ``joint_gamma``), which ``cosim.world.build_uplink`` offers every scheme."""

@@ -1,11 +1,17 @@
 """The uplink as one block (:class:`Uplink`, one :class:`RoundLink` per round, one
-:class:`PhaseResult` per phase), the schemes a phase goes over the air by
-(:mod:`.scheme`, :mod:`.analog`) and who takes part in a round (:mod:`.participation`)."""
+:class:`PhaseResult` per phase), what it is built from (:mod:`.settings`: the
+:class:`AirInterface`, the :class:`Cohort`, the :class:`DownlinkLoad`, the
+:class:`TraceOptions`, the :class:`ChannelOverTime`), the schemes a phase goes over the air
+by (:mod:`.scheme`, :mod:`.analog`; under ``[privacy]`` wrapped in :class:`Private`,
+:mod:`.private`) and who takes part in a round (:mod:`.participation`)."""
 
 from native.columns import Columns
 from phy.uplink.analog import BUDGET_TOLERANCE, Analog
 from phy.uplink.block import PhaseResult, RoundLink, Uplink
+from phy.uplink.private import Private, PrivateRound
 from phy.uplink.scheme import Scheme, SchemeResult
+from phy.uplink.settings import AirInterface, ChannelOverTime, Cohort, DownlinkLoad, TraceOptions
 
-__all__ = ["BUDGET_TOLERANCE", "Analog", "Columns", "PhaseResult", "RoundLink", "Scheme", "SchemeResult",
-           "Uplink"]
+__all__ = ["BUDGET_TOLERANCE", "AirInterface", "Analog", "ChannelOverTime", "Cohort", "Columns",
+           "DownlinkLoad", "PhaseResult", "Private", "PrivateRound", "RoundLink", "Scheme", "SchemeResult",
+           "TraceOptions", "Uplink"]

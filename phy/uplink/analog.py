@@ -9,6 +9,7 @@ import tensorflow as tf
 from native.columns import Columns
 from phy import aircomp
 from phy.parameters import AnalogScheme
+from phy.power import PowerControl
 from phy.receiver_scaling import joint_gamma
 from phy.uplink.scheme import SchemeResult, energy_j
 
@@ -27,7 +28,21 @@ class Analog:
     target met by :class:`phy.power.PrivacyScaling`) runs the chain at ``s^2 gamma`` and
     ``s^2 P``.
 
-    With the block's ``joint_gamma`` (``power.gamma = "joint"``) gamma is chosen per
+    Parameters
+    ----------
+    power_control : phy.power.PowerControl
+        ``power.control``, how each sender scales its update to the budget P.
+    gamma_w : float
+        gamma (W), the receiver's scaling; with ``joint_gamma`` the value used when no
+        device sends.
+    joint_gamma : bool
+        Choose gamma per phase instead (``power.gamma = "joint"``).
+
+    These are the scheme's own: the block holds none of them, and no other scheme reads
+    them; the block's ``[privacy]`` derivation, which is this scheme's
+    (``accounts_privacy``), reads ``power_control`` and ``gamma_w`` from it.
+
+    With ``joint_gamma`` gamma is chosen per
     phase from what the BS knows, the weights, the senders' reported ``||Delta_k||^2 / d``
     and their effective channels ``h_hat`` after its combiner
     (:func:`phy.receiver_scaling.joint_gamma`), and traced as ``gamma_w_<phase>``.
@@ -42,36 +57,39 @@ class Analog:
     carries = AnalogScheme.carries
     accounts_privacy = getattr(AnalogScheme, "accounts_privacy", False)
 
+    def __init__(self, power_control: PowerControl, gamma_w: float, joint_gamma: bool = False):
+        self.power_control, self.gamma_w, self.joint_gamma = power_control, gamma_w, bool(joint_gamma)
+
     def nominal_symbols(self, grid) -> int:
         """N = ceil(n / F): one real value per resource element."""
         return grid.num_symbols
 
-    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
-        noise_power_w = block.noise_power_w  # plus the artificial noise of a privacy target
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
+        noise_power_w = air.noise_power_w  # plus the artificial noise of a privacy target
         if link.artificial_noise_power_w > 0.0:
             noise_power_w = noise_power_w + link.artificial_noise_power_w
-        gamma_w = block.gamma_w
-        if block.joint_gamma:
-            gamma_w = joint_gamma_of(link, block)
-        tx_power_w = block.tx_power_w
+        gamma_w = self.gamma_w
+        if self.joint_gamma:
+            gamma_w = joint_gamma_of(link, air, self.gamma_w)
+        tx_power_w = air.tx_power_w
         if link.signal_scale != 1.0:  # a privacy target met by sending less (phy.power.PrivacyScaling)
             gamma_w, tx_power_w = gamma_w * link.signal_scale ** 2, tx_power_w * link.signal_scale ** 2
         result = aircomp.aggregate(
-            link.updates, link.weights, link.h, link.h_hat, power_control=block.power_control,
+            link.updates, link.weights, link.h, link.h_hat, power_control=self.power_control,
             tx_power_w=tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
             seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink,
             public_delta_bar=link.delta_bar)
         columns = Columns()
         scalars = columns.scalars
-        if block.joint_gamma:
+        if self.joint_gamma:
             scalars[f"gamma_w_{phase}"] = float(gamma_w)
         scalars[f"delta_bar_{phase}"] = float(result.delta_bar)
         scalars[f"distortion_{phase}"] = float(result.aggregated_distortion)
         scalars[f"noise_power_{phase}"] = float(result.noise_power)
-        if block.power_control.budgeted:
-            over = result.tx_power_max_w > block.tx_power_w * (1.0 + BUDGET_TOLERANCE)
+        if self.power_control.budgeted:
+            over = result.tx_power_max_w > air.tx_power_w * (1.0 + BUDGET_TOLERANCE)
             scalars[f"power_over_budget_{phase}"] = float(tf.reduce_sum(tf.cast(over, tf.int32)))
-        if block.per_device:
+        if per_device:
             columns.per_device.update({
                 f"local_distortion_{phase}": result.local_distortion.numpy(),
                 f"tx_power_w_{phase}": result.tx_power_mean_w.numpy(),
@@ -80,19 +98,20 @@ class Analog:
         if result.y is not None:
             columns.signals[f"y_{phase}"] = result.y.numpy()
             columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
-        energy = energy_j(result.tx_power_mean_w.numpy(), result.num_symbols, block.symbol_duration_s)
+        energy = energy_j(result.tx_power_mean_w.numpy(), result.num_symbols, air.symbol_duration_s)
         return SchemeResult(result.estimate, result.num_symbols, energy, columns)
 
 
-def joint_gamma_of(link, block) -> float:
+def joint_gamma_of(link, air, fallback_w: float) -> float:
     """The phase's joint gamma (W) from what the BS knows: the weights pi_k [K_T], the
     senders' reported update powers ``||Delta_k||^2 / n`` (eq. ``rho_avg``'s terms) and
     ``|h_hat|^2`` [K_T, F], the effective channels after the combiner
-    (:func:`phy.receiver_scaling.joint_gamma`; ``block.gamma_w`` when no device sends)."""
+    (:func:`phy.receiver_scaling.joint_gamma`) at ``air``'s P and sigma_z^2;
+    ``fallback_w`` when no device sends."""
     updates = tf.convert_to_tensor(link.updates, tf.float32)
     energy = tf.reduce_sum(tf.square(updates), axis=1).numpy().astype(np.float64)
     energy /= max(int(updates.shape[1]), 1)
     gain = np.abs(np.asarray(link.h_hat).astype(np.complex128)) ** 2
     return joint_gamma(np.asarray(link.weights, np.float64), energy, gain,
-                       tx_power_w=block.tx_power_w, noise_power_w=block.noise_power_w,
-                       fallback_w=block.gamma_w)
+                       tx_power_w=air.tx_power_w, noise_power_w=air.noise_power_w,
+                       fallback_w=fallback_w)

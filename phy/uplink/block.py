@@ -1,8 +1,9 @@
 """The uplink of a run as one block: built once, then one :class:`RoundLink` per round.
 
-:class:`Uplink` holds the static parts (the channel model, the CSI model, the power
-control, the devices' path gains, the timing/CFO model, the receive combiner, the
-grouping rule of every phase, the cohort policy) and the run's integer seed, from which it
+:class:`Uplink` holds the static parts (the channel model, the CSI model, the scheme with
+its own settings, the air interface with its timing/CFO model and receive combiner, the
+devices' path gains and cohort policy, the grouping rule of every phase: the frozen groups
+of :mod:`phy.uplink.settings`) and the run's integer seed, from which it
 draws its own streams (:mod:`native.streams`: ``"channel"``, ``"sync"``, ``"csi"``,
 ``"participation"``, ``"noise/<phase>"`` of each round; with moving devices
 ``"csi/<phase>"`` for each phase after the first, and no ``"channel"``). It knows nothing of a scenario
@@ -17,7 +18,8 @@ Per round::
     link.columns()                         # the round's own columns (after the phases)
 
 :meth:`RoundLink.send` hands each phase to the block's scheme (:mod:`phy.uplink.scheme`:
-the analog chain of the paper, :class:`phy.uplink.analog.Analog`, or a sibling); what a phase and a round add to
+the analog chain of the paper, :class:`phy.uplink.analog.Analog`, or a sibling) with the
+block's :class:`phy.uplink.settings.AirInterface`; what a phase and a round add to
 the trace is named by :meth:`PhaseResult.columns` and :meth:`RoundLink.columns`
 (:class:`native.columns.Columns`: ``/rounds`` scalars, ``/rounds/per_device`` ``[K]``
 arrays and raw ``/signals``).
@@ -26,7 +28,6 @@ arrays and raw ``/signals``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,28 +38,25 @@ from native import streams
 from native.columns import Columns
 from native.streams import numpy_rng, stream_seed
 from phy.aggregate_error import aggregate_error, normalised_error
-from phy.aircomp_parts import mean_power
-from phy.combiner import CombinedUplink, ReceiveCombiner, effective_channel
+from phy.combiner import CombinedUplink, effective_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
-from phy.power import PowerControl
-from phy.privacy import (
-    PhaseMechanism,
-    UplinkPrivacy,
-    artificial_noise_power_w,
-    device_noise_tx_power_w,
-    joint_noise_multiplier,
-    phase_mechanism,
-    public_delta_bar,
-    transmit_scaling,
-)
-from phy.sync import UniformOffsets
+from phy.privacy import UplinkPrivacy
 from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
-from phy.uplink.analog import Analog
 from phy.uplink.participation import RoundCohort
 from phy.uplink.scheme import Scheme
+from phy.uplink.settings import (
+    BLOCK_FADING,
+    DEFAULT_TRACE,
+    NO_DOWNLINK,
+    AirInterface,
+    ChannelOverTime,
+    Cohort,
+    DownlinkLoad,
+    TraceOptions,
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ class PhaseResult:
 
 
 class Uplink:
-    """The air interface of a run (channel, CSI, sync, combiner, power control, cohort).
+    """The air interface of a run (channel, CSI, sync, combiner, scheme, cohort).
 
     Parameters
     ----------
@@ -103,109 +101,65 @@ class Uplink:
         ``channel(path_gain, seed)`` / ``.cir`` / ``.antennas`` / ``.cir_antennas``.
     csi
         A CSI model of :data:`phy.parameters.CSI_MODELS` (built).
-    power_control : phy.power.PowerControl
-    path_gain : [K], float
-        The devices' large-scale gains.
+    air : phy.uplink.settings.AirInterface
+        F, P, sigma_z^2, the symbol duration, the domain and waveform, N_r, the combiner
+        and the sync (what a scheme's ``send`` reads).
+    cohort : phy.uplink.settings.Cohort
+        The devices' path gains, the phases, the data shares, the participation policy,
+        E and the training phases.
+    scheme : phy.uplink.scheme.Scheme
+        How a phase goes over the air, with its own settings (the analog scheme,
+        :class:`phy.uplink.analog.Analog`, holds the power control and gamma). Under
+        ``[privacy]`` the analog scheme wrapped in :class:`phy.uplink.private.Private`
+        (frequency domain only; the devices' own noise with one BS antenna only): each
+        phase's Gaussian mechanism as the BS sees it is traced and the artificial noise
+        of its floor added (:mod:`phy.uplink.private`).
     seed : int
         The run seed the round streams derive from.
-    phases : sequence of (name, num_values)
-        The uplink phases in order.
-    num_subcarriers : int
-        F.
-    tx_power_w, noise_power_w, gamma_w : float
-        P, sigma_z^2, gamma.
-    joint_gamma : bool
-        Choose gamma per phase with the combiner instead (``power.gamma = "joint"``,
-        :func:`phy.receiver_scaling.joint_gamma`; the analog scheme); ``gamma_w`` is then
-        the value used when no device sends.
-    downlink_values, bits_per_value : int
-        What the BS multicasts each round (values) and bits per value.
-    bs_tx_power_w : float
-        The BS's downlink power.
-    domain : "frequency" or "time"
-        Eq. ``ReceivedSignal`` per subcarrier, or the waveform (:mod:`phy.ofdm_time`).
-    bandwidth_hz, cyclic_prefix_length : float, int
-        The time-domain waveform's sampling rate and prefix (``domain = "time"``).
-    sync : phy.sync.UniformOffsets
-        The devices' timing offsets and CFOs (time domain).
-    combiner : phy.combiner.ReceiveCombiner
-        The BS's receive combiner (``num_antennas > 1``).
-    num_antennas : int
-        N_r.
-    participation : the ``[participation]`` table or None
-        The cohort policy (:mod:`phy.uplink.participation`); None or at its defaults:
-        every device trains and sends.
-    population_weights : [K], float64
-        pi_k, the devices' data shares (the BS's weights in a partial round).
-    local_steps, training_phases : int
-        E and the phases in which a device trains (the stragglers' deadline).
-    per_device : bool
-        Write the per-device power and distortion columns of every phase.
-    keep_signals : callable int -> bool
-        The rounds whose raw signals go to the trace.
-    scheme : phy.uplink.scheme.Scheme
-        How a phase goes over the air (default: :class:`phy.uplink.analog.Analog`).
-    symbol_duration_s : float
-        An OFDM symbol with its cyclic prefix, ``(F + C) / B`` seconds (NaN: unknown;
-        the round's seconds and joules are then NaN).
-    privacy : phy.privacy.UplinkPrivacy, optional
-        Trace each phase's Gaussian mechanism as the BS sees it (:mod:`phy.privacy`: every
-        sender's sensitivity on the received signal, the worst device's noise multiplier)
-        and add the artificial noise of its ``noise_floor``; the analog scheme only (the
-        derivation is its own), in the frequency domain. None: nothing of it is computed.
-    moving : phy.moving_channel.MovingChannel, optional
-        Devices that move (``[mobility]``): the channel is then a function of time, each
-        phase estimated at its start and received at its middle
-        (:mod:`phy.uplink.moving_link`), and the round ends on the moving channel's clock.
-        None (the default): block fading from ``channel``, nothing of it is drawn.
-    drops : phy.redrop.Drops, optional
-        New drops every N rounds (``channel.redrop_every_rounds``): round t's ``channel``
-        and ``path_gain`` are its drop's (:meth:`round` sets them), and the round's columns
-        say which drop and where its devices stand. None: ``channel`` for the whole run.
+    downlink : phy.uplink.settings.DownlinkLoad
+        What the BS multicasts each round (default: nothing).
+    trace : phy.uplink.settings.TraceOptions
+        ``per_device`` columns and the rounds whose signals are kept.
+    over_time : phy.uplink.settings.ChannelOverTime
+        Moving devices (``moving``) and new drops every N rounds (``drops``); by default
+        neither: block fading from ``channel`` for the whole run.
+
+    The block keeps ``air``, ``cohort``, ``downlink``, ``trace``, ``scheme``, ``moving``
+    and ``drops``, ``privacy`` (the wrapper's :class:`phy.privacy.UplinkPrivacy`, or
+    None), and what it derives: ``path_gain`` [K] tf.float32 (round t's
+    drop's with ``drops``), ``grids`` (a :class:`phy.grid.GroupingRule` per phase),
+    ``phase_index``, ``num_devices``, ``participation`` (None when every device takes
+    part) and ``population_weights``.
     """
 
-    def __init__(self, *, channel, csi, power_control: PowerControl, path_gain, seed: int,
-                 phases: Sequence[tuple[str, int]], num_subcarriers: int, tx_power_w: float,
-                 noise_power_w: float, gamma_w: float, joint_gamma: bool = False,
-                 downlink_values: int = 0,
-                 bits_per_value: int = 32, bs_tx_power_w: float = 1.0, domain: str = "frequency",
-                 bandwidth_hz: float | None = None, cyclic_prefix_length: int | None = None,
-                 sync: UniformOffsets | None = None, combiner: ReceiveCombiner | None = None,
-                 num_antennas: int = 1, participation=None, population_weights=None,
-                 local_steps: int = 1, training_phases: int = 1, per_device: bool = True,
-                 keep_signals: Callable[[int], bool] = lambda t: False, scheme: Scheme | None = None,
-                 symbol_duration_s: float = float("nan"), privacy: UplinkPrivacy | None = None, moving=None, drops=None):
-        self.channel, self.csi, self.power_control = channel, csi, power_control
-        self.path_gain = tf.constant(np.asarray(path_gain, np.float64), tf.float32)
+    def __init__(self, *, channel, csi, air: AirInterface, cohort: Cohort, scheme: Scheme, seed: int,
+                 downlink: DownlinkLoad = NO_DOWNLINK, trace: TraceOptions = DEFAULT_TRACE,
+                 over_time: ChannelOverTime = BLOCK_FADING):
+        self.channel, self.csi, self.air, self.cohort, self.scheme = channel, csi, air, cohort, scheme
         self.seed = int(seed)
-        self.grids = {name: GroupingRule(int(n), int(num_subcarriers)) for name, n in phases}
-        self.phase_index = {name: i for i, (name, _) in enumerate(phases)}
+        self.downlink, self.trace = downlink, trace
+        self.path_gain = tf.constant(np.asarray(cohort.path_gain, np.float64), tf.float32)
+        self.grids = {name: GroupingRule(n, air.num_subcarriers) for name, n in cohort.phases}
+        self.phase_index = {name: i for i, (name, _) in enumerate(cohort.phases)}
         self.num_devices = int(self.path_gain.shape[0])
-        self.tx_power_w, self.noise_power_w, self.gamma_w = tx_power_w, noise_power_w, gamma_w
-        self.joint_gamma = bool(joint_gamma)
-        self.downlink = (int(downlink_values), int(bits_per_value), float(bs_tx_power_w))
-        self.domain, self.num_antennas = domain, int(num_antennas)
-        self.waveform = {"bandwidth_hz": bandwidth_hz, "num_subcarriers": int(num_subcarriers),
-                         "cyclic_prefix_length": cyclic_prefix_length}
-        self.sync = sync if sync is not None else UniformOffsets(0.0, 0.0, "none")
-        self.combiner = combiner if combiner is not None else ReceiveCombiner("centroid")
+        participation = cohort.participation
         self.participation = None if participation is None or cohorts.full(participation) else participation
-        self.population_weights = (None if population_weights is None
-                                   else np.asarray(population_weights, np.float64))
-        self.local_steps, self.training_phases = int(local_steps), int(training_phases)
-        self.per_device, self.keep_signals = bool(per_device), keep_signals
-        self.scheme = scheme if scheme is not None else Analog()
-        self.symbol_duration_s = float(symbol_duration_s)
-        self.num_subcarriers = int(num_subcarriers)
-        if privacy is not None and (not self.scheme.accounts_privacy or domain != "frequency"):
+        self.population_weights = (None if cohort.population_weights is None
+                                   else np.asarray(cohort.population_weights, np.float64))
+        privacy = self.privacy
+        if privacy is not None and air.domain != "frequency":
             raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
-                             f"got {type(self.scheme).__name__} in the {domain!r} domain")
-        if privacy is not None and privacy.noise_source == "devices" and self.num_antennas > 1:
+                             f"got {type(scheme.scheme).__name__} in the {air.domain!r} domain")
+        if privacy is not None and privacy.noise_source == "devices" and air.num_antennas > 1:
             raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
-                             f"got {self.num_antennas} antennas")
-        self.privacy = privacy
-        self.moving = moving
-        self.drops = drops
+                             f"got {air.num_antennas} antennas")
+        self.moving, self.drops = over_time.moving, over_time.drops
+
+    @property
+    def privacy(self) -> UplinkPrivacy | None:
+        """The ``[privacy]`` of the scheme's :class:`phy.uplink.private.Private` wrapper
+        (None: the scheme is not wrapped, nothing of it is computed)."""
+        return getattr(self.scheme, "privacy", None)
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
@@ -237,35 +191,35 @@ class Uplink:
         effective channel ``m_f^H h_kf``; the time-domain uplink is then a
         :class:`phy.combiner.CombinedUplink`.
         """
-        if self.num_antennas > 1:
-            return self.draw_antennas(t, self.num_antennas)
+        if self.air.num_antennas > 1:
+            return self.draw_antennas(t, self.air.num_antennas)
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
-        if self.domain == "frequency":
+        if self.air.domain == "frequency":
             return self.channel(self.path_gain, channel_seed), None, None
         a, tau = self.channel.cir(self.path_gain, channel_seed)
-        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
-        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **self.waveform,
+        timing, cfo = self.air.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
+        uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **self.air.waveform,
                                              timing_offset_samples=timing, cfo_subcarriers=cfo)
-        known = uplink if self.sync.precodes_timing else TimeDomainUplink.from_paths(
-            a.numpy(), tau.numpy(), **self.waveform)
+        known = uplink if self.air.sync.precodes_timing else TimeDomainUplink.from_paths(
+            a.numpy(), tau.numpy(), **self.air.waveform)
         return tf.constant(known.frequency_response()), uplink, (timing, cfo)
 
     def draw_antennas(self, t: int, num_antennas: int):
         """:meth:`draw_channel` through the multi-antenna draw (``num_antennas`` = 1 gives
         the single-antenna channel exactly, with a one-antenna combined uplink)."""
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
-        if self.domain == "frequency":
+        if self.air.domain == "frequency":
             h = self.channel.antennas(self.path_gain, channel_seed, num_antennas).numpy()
-            return tf.constant(effective_channel(h, self.combiner(h))), None, None
+            return tf.constant(effective_channel(h, self.air.combiner(h))), None, None
         a, tau = self.channel.cir_antennas(self.path_gain, channel_seed, num_antennas)
         a, tau = a.numpy(), tau.numpy()
-        timing, cfo = self.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
-        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **self.waveform, timing_offset_samples=timing,
+        timing, cfo = self.air.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
+        uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **self.air.waveform, timing_offset_samples=timing,
                                                cfo_subcarriers=cfo) for r in range(num_antennas)]
-        known = uplinks if self.sync.precodes_timing else [
-            TimeDomainUplink.from_paths(a[:, r], tau, **self.waveform) for r in range(num_antennas)]
+        known = uplinks if self.air.sync.precodes_timing else [
+            TimeDomainUplink.from_paths(a[:, r], tau, **self.air.waveform) for r in range(num_antennas)]
         responses = np.stack([u.frequency_response() for u in known], axis=1)  # [K, N_r, F]
-        combiner = self.combiner(responses)
+        combiner = self.air.combiner(responses)
         return tf.constant(effective_channel(responses, combiner)), CombinedUplink(uplinks, combiner), (timing, cfo)
 
     def draw_cohort(self, t: int, h_hat) -> RoundCohort | None:
@@ -276,26 +230,8 @@ class Uplink:
             return None
         gain = np.mean(np.abs(np.asarray(h_hat)) ** 2, axis=-1)
         return cohorts.draw_cohort(
-            self.participation, gain, len(self.grids), self.local_steps, self.training_phases,
+            self.participation, gain, len(self.grids), self.cohort.local_steps, self.cohort.training_phases,
             numpy_rng(self.seed, t, streams.PARTICIPATION))
-
-
-def _joint(mechanisms) -> float:
-    """:func:`phy.privacy.joint_noise_multiplier` of ``mechanisms`` (``inf`` for none)."""
-    mechanisms = list(mechanisms)
-    return joint_noise_multiplier(mechanisms)[0] if mechanisms else float("inf")
-
-
-def clip_rows(updates, clip_norm: float):
-    """Every row of ``updates`` [K, n] tf.float32 scaled to L2 norm at most ``clip_norm``
-    (``Delta_k min(1, C / ||Delta_k||)``, the norm in float64; float32 rounding may leave
-    it ~1e-7 relative above C), and how many rows were scaled."""
-    norms = tf.norm(tf.cast(updates, tf.float64), axis=1)
-    scale = tf.where(norms > clip_norm, clip_norm / tf.maximum(norms, 1e-300), tf.ones_like(norms))
-    clipped = int(tf.reduce_sum(tf.cast(norms > clip_norm, tf.int32)))
-    if not clipped:
-        return updates, 0
-    return updates * tf.cast(scale, tf.float32)[:, None], clipped
 
 
 class RoundLink:
@@ -306,7 +242,9 @@ class RoundLink:
     ``uplink`` (the time-domain uplink or None), ``offsets`` ((timing, CFO) [K] or None),
     ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device),
     ``path_gain`` [K] (the block's, or with moving devices theirs at the first phase's
-    start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's).
+    start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's),
+    ``private`` (:class:`phy.uplink.private.PrivateRound` with the block's ``privacy``:
+    the round's mechanisms, ``.observed_gain``, ``.mechanisms()``; else None).
     """
 
     def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):
@@ -316,198 +254,16 @@ class RoundLink:
         self.aging: dict[str, np.ndarray] = {}
         self.phases_done = 0
         self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
-        self.keep_signals = block.keep_signals(t)
+        self.keep_signals = block.trace.keep_signals(t)
         self._sent_symbols = 0
         self._energy_j = np.zeros(block.num_devices, np.float64)
-        self._mechanisms: dict[str, PhaseMechanism] = {}
-        self._eavesdropper_mechanisms: dict[str, PhaseMechanism] = {}
-        self._population_mechanisms: dict[str, PhaseMechanism] = {}
-        self._eavesdropper_population: dict[str, PhaseMechanism] = {}
-        self._observed_gain = None
-        self._eavesdropper_gain = None
+        self.private = None if block.privacy is None else block.scheme.private_round(self)
 
-    @property
-    def observed_gain(self) -> np.ndarray:
-        """``[K, F]`` float64: the BS's power gain ``|h_kf|^2`` of every device, summed
-        over its antennas before the combiner (N_r > 1: the round's antenna channel drawn
-        again from its stateless seed, the same draw), as :mod:`phy.privacy` takes it."""
-        if self._observed_gain is None:
-            block = self.block
-            if block.num_antennas > 1:
-                h = block.channel.antennas(block.path_gain, stream_seed(block.seed, self.t, streams.CHANNEL),
-                                           block.num_antennas).numpy()
-                self._observed_gain = np.sum(np.abs(h.astype(np.complex128)) ** 2, axis=1)
-            else:
-                self._observed_gain = np.abs(np.asarray(self.h, np.complex128)) ** 2
-        return self._observed_gain
-
-    @property
-    def eavesdropper_gain(self) -> np.ndarray:
-        """``[K, F]`` float64: the eavesdropper's power gain ``|h_e,kf|^2`` of every device
-        this round (:meth:`phy.privacy.Eavesdropper.channel_gain`, from the round's
-        ``"eavesdropper"`` stream)."""
-        if self._eavesdropper_gain is None:
-            block = self.block
-            self._eavesdropper_gain = block.privacy.eavesdropper.channel_gain(
-                block.num_subcarriers, numpy_rng(block.seed, self.t, streams.EAVESDROPPER))
-        return self._eavesdropper_gain
-
-    def mechanisms(self) -> dict[str, PhaseMechanism]:
-        """The phases sent so far with ``privacy``: each one's
-        :class:`phy.privacy.PhaseMechanism` over the population (the devices that did not
-        send: sensitivity 0)."""
-        return dict(self._mechanisms)
-
-    def _population(self, link) -> tuple[np.ndarray, np.ndarray]:
-        """The phase's weights pi_k / share [K] float64 of every device as the BS would
-        have weighted it had it sent (the senders' own; a device that did not send at the
-        senders' share, which only overstates its weight), and who sent [K] bool."""
-        block = self.block
-        if link.devices is None:
-            return np.asarray(link.weights, np.float64), np.ones(block.num_devices, bool)
-        senders, num_devices = link.devices
-        weights = np.asarray(block.population_weights, np.float64) / float(link.received[2])
-        weights[senders] = np.asarray(link.weights, np.float64)
-        sent = np.zeros(num_devices, bool)
-        sent[senders] = True
-        return weights, sent
-
-    def _mechanism(self, phase: str, weights, delta_bar: float | None, eavesdropper: bool = False
-                   ) -> PhaseMechanism:
-        """The phase's mechanism at the receiver noise alone for *every* device of the
-        population as if it sent (``weights`` [K]; restrict it to the senders with
-        :meth:`PhaseMechanism.restricted`): each device's sensitivity from the observer's
-        gains, its transmit scaling (eq. ``PowerAlloc_1`` at ``delta_bar``, under the
-        control's transmit mask, as :func:`phy.aircomp.aggregate` forms it) and the phase's
-        N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`); ``delta_bar`` None: not
-        known (a discarded round's phase under reported norms), so the clip bound is not
-        used. With ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
-        block = self.block
-        gain, noise_w = self.observed_gain, block.noise_power_w
-        if eavesdropper:
-            gain, noise_w = self.eavesdropper_gain, block.privacy.eavesdropper.noise_power_w
-        clip_norm = block.privacy.clip_norm_of(phase) if delta_bar is not None else None
-        delta_bar = delta_bar if delta_bar is not None and delta_bar > 0.0 else 1.0  # nothing is sent at 0
-        estimated = tf.square(tf.abs(self.h_hat))
-        mask = block.power_control.transmit_mask(estimated, block.path_gain[:, None]).numpy()
-        scaling = transmit_scaling(weights, estimated.numpy(), block.gamma_w, delta_bar, mask)
-        return phase_mechanism(
-            channel_gain=gain, tx_scaling=scaling, sent=np.ones(scaling.shape[0], bool),
-            num_symbols=block.grids[phase].num_symbols, tx_power_w=block.tx_power_w,
-            noise_power_w=noise_w, budgeted=block.power_control.budgeted, clip_norm=clip_norm)
-
-    def _private(self, phase: str, link, on_air: bool = True):
-        """``link`` with its updates clipped to the clip norm (if any), the public
-        ``delta_bar`` of the clip norm (``privacy.delta_bar = "clip_norm"``) and the
-        artificial noise (or transmit scaling) of the phase's floor (if any), and the
-        phase's columns of its mechanism (kept for :meth:`columns`). The noise is set
-        against the senders' worst device, or under Poisson subsampling against the
-        population's (every device as if it had been sampled). ``on_air`` False: the phase
-        of a discarded round, whose updates the simulator did not form (``link.updates``
-        has no values): its mechanism from what does not need them."""
-        block, privacy = self.block, self.block.privacy
-        columns = Columns()
-        num_values = block.grids[phase].num_values
-        clip_norm = privacy.clip_norm_of(phase)
-        delta_bar = 1.0  # the budget bound does not see delta_bar; the clip bound does
-        if clip_norm is not None and on_air:
-            updates, clipped = clip_rows(link.updates, clip_norm)
-            link = dataclasses.replace(link, updates=updates)
-            columns.scalars[f"privacy_clipped_devices_{phase}"] = float(clipped)
-            delta_bar = float(mean_power(tf.cast(link.weights, tf.float32), updates,
-                                         int(updates.shape[1])))
-        elif clip_norm is not None:
-            delta_bar = None  # the reported norms of updates not formed: no clip bound
-        if privacy.public_delta_bar(phase):
-            delta_bar = public_delta_bar(clip_norm, np.asarray(link.weights, np.float64), num_values)
-            link = dataclasses.replace(link, delta_bar=delta_bar)
-        columns.scalars[f"privacy_delta_bar_public_{phase}"] = float(privacy.public_delta_bar(phase))
-        weights, sent = self._population(link)
-        population = self._mechanism(phase, weights, delta_bar)
-        bare = population.restricted(sent)
-        decider = population if privacy.subsampled else bare
-        noise_w = artificial_noise_power_w(decider, privacy.noise_floor.get(phase), block.noise_power_w)
-        scale = 1.0
-        if block.power_control.scales_for_privacy:
-            # the floor met by sending less: every sensitivity scales with s (phy.power.PrivacyScaling)
-            if noise_w > 0.0:
-                scale = decider.worst_noise_multiplier / float(privacy.noise_floor[phase])
-                link = dataclasses.replace(link, signal_scale=scale)
-            columns.scalars[f"privacy_signal_scale_{phase}"] = scale
-            noise_w = 0.0
-        elif noise_w > 0.0:
-            link = dataclasses.replace(link, artificial_noise_power_w=noise_w)
-        std = float(np.sqrt((block.noise_power_w + noise_w) / 2.0))
-        population = population.scaled(scale) if noise_w == 0.0 else population.with_noise_std(std)
-        mechanism = population.restricted(sent)
-        if privacy.noise_source == "devices" and not block.power_control.scales_for_privacy and on_air:
-            self._device_noise(phase, link, noise_w, columns)
-        if block.per_device:
-            columns.per_device[f"device_noise_multiplier_{phase}"] = np.where(
-                sent, mechanism.noise_multiplier, np.nan)
-        self._mechanisms[phase] = mechanism
-        self._population_mechanisms[phase] = population
-        columns.scalars[f"privacy_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
-        columns.scalars[f"privacy_worst_device_{phase}"] = float(mechanism.worst_device)
-        if privacy.subsampled:
-            columns.scalars[f"privacy_population_noise_multiplier_{phase}"] = \
-                population.worst_noise_multiplier
-        columns.scalars[f"artificial_noise_power_w_{phase}"] = float(noise_w)
-        if privacy.eavesdropper is not None:
-            self._eavesdropper(phase, weights, sent, delta_bar, scale, columns)
-        return link, columns
-
-    def _eavesdropper(self, phase: str, weights, sent, delta_bar: float | None, scale: float,
-                      columns: Columns) -> None:
-        """The phase's mechanism at the eavesdropper (its gains, its noise; the artificial
-        noise, planned for the BS, not counted; a privacy scaling s applies to what the
-        devices send, so to it too): ``eavesdropper_noise_multiplier_<phase>``,
-        ``eavesdropper_worst_device_<phase>``."""
-        population = self._mechanism(phase, weights, delta_bar, eavesdropper=True).scaled(scale)
-        mechanism = population.restricted(sent)
-        self._eavesdropper_mechanisms[phase] = mechanism
-        self._eavesdropper_population[phase] = population
-        columns.scalars[f"eavesdropper_noise_multiplier_{phase}"] = mechanism.worst_noise_multiplier
-        columns.scalars[f"eavesdropper_worst_device_{phase}"] = float(mechanism.worst_device)
-
-    def _charge_discarded(self) -> Columns:
-        """The privacy columns of the phases some device sent in a round the BS then
-        discarded (:attr:`discarded`): the signals went over the air, so their mechanism
-        is charged like any phase's (:meth:`_private` without the updates, which the round
-        did not form: the power budget's bound, and the clip bound where ``delta_bar`` is
-        public; the artificial noise of the phase's floor is added as in any phase)."""
-        block, cohort = self.block, self.cohort
-        columns = Columns()
-        for index, phase in enumerate(block.grids):
-            if phase in self._mechanisms or not cohort.sent[index].any():
-                continue
-            link = cohorts.phase_link(
-                cohort, index, None, tf.zeros([cohort.scheduled.size, 0], tf.float32), self.h,
-                self.h_hat, self.uplink, path_gain=block.path_gain,
-                population_weights=block.population_weights,
-                bs_knows_dropouts=block.participation.bs_knows_dropouts)
-            _, phase_columns = self._private(phase, link, on_air=False)
-            columns.scalars.update(phase_columns.scalars)
-            columns.per_device.update(phase_columns.per_device)
-        return columns
-
-    def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
-        """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
-        sender's transmit power of its share (:func:`phy.privacy.device_noise_tx_power_w`,
-        on top of its signal's budget), its energy added to the round's
-        (``tx_energy_j``), and the columns ``artificial_noise_tx_power_max_w_<phase>`` (the
-        largest over the senders), ``artificial_noise_over_budget_<phase>`` (the senders whose
-        noise alone is above P) and per device ``artificial_noise_tx_power_w_<phase>``.
-        At the BS the noise is the designated source's (one Gaussian of
-        ``sigma_z^2 + sigma_a^2`` per subcarrier, drawn by the scheme)."""
-        block = self.block
-        rows = slice(None) if link.devices is None else link.devices[0]
-        power_w = device_noise_tx_power_w(self.observed_gain[rows], noise_w)
-        self._energy_j[rows] += power_w * block.grids[phase].num_symbols * block.symbol_duration_s
-        columns.scalars[f"artificial_noise_tx_power_max_w_{phase}"] = float(np.max(power_w, initial=0.0))
-        columns.scalars[f"artificial_noise_over_budget_{phase}"] = float(np.sum(power_w > block.tx_power_w))
-        if block.per_device:
-            columns.per_device[f"artificial_noise_tx_power_w_{phase}"] = link.per_device(power_w)
+    def charge_energy(self, rows, energy_j) -> None:
+        """Add ``energy_j`` [len(rows)] (J) to the transmit energy of the devices ``rows``
+        this round (``tx_energy_j``, ``uplink_energy_j``): what a wrapper such as
+        :class:`phy.uplink.private.PrivateRound` has the devices send beyond the scheme."""
+        self._energy_j[rows] += energy_j
 
     @property
     def discarded(self) -> bool:
@@ -520,7 +276,8 @@ class RoundLink:
         block's scheme (:mod:`phy.uplink.scheme`; noise from the round's
         ``"noise/<phase>"`` stream), and the estimate's error against the error-free
         weighted sum (:func:`phy.aggregate_error.aggregate_error`). With the block's
-        ``privacy``: the phase's mechanism and the artificial noise of its floor first."""
+        ``privacy``: the phase's mechanism and the artificial noise of its floor first
+        (:meth:`phy.uplink.private.PrivateRound.protect`)."""
         block, h, h_hat, gain, slot = self.block, self.h, self.h_hat, self.path_gain, None
         if block.moving is not None:  # each phase's estimate and channel (phy.uplink.moving_link)
             h, h_hat, gain, slot = moving_link.phase_channels(self, phase, first=self.phases_done == 0)
@@ -533,10 +290,11 @@ class RoundLink:
             link = dataclasses.replace(link, slot=dataclasses.replace(
                 slot, devices=senders, doppler_hz=slot.doppler_hz[senders]))
         columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
-        if block.privacy is not None:
-            link, columns = self._private(phase, link)
-        result = block.scheme.send(link, block, phase=phase, seed=stream_seed(block.seed, self.t, streams.noise_purpose(phase)),
-                                   keep_signals=self.keep_signals)
+        if self.private is not None:
+            link, columns = self.private.protect(phase, link)
+        result = block.scheme.send(link, block.air, phase=phase,
+                                   seed=stream_seed(block.seed, self.t, streams.noise_purpose(phase)),
+                                   keep_signals=self.keep_signals, per_device=block.trace.per_device)
         error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
         self._sent_symbols += result.num_symbols
         rows = slice(None) if link.devices is None else link.devices[0]
@@ -601,7 +359,7 @@ class RoundLink:
                 if cohort.discarded and sent:  # sent, then discarded by the BS
                     uplink_symbols += block.scheme.nominal_symbols(grid)
         scalars["uplink_symbols"] = float(uplink_symbols)
-        scalars["uplink_seconds"] = uplink_symbols * block.symbol_duration_s
+        scalars["uplink_seconds"] = uplink_symbols * block.air.symbol_duration_s
         scalars["uplink_energy_j"] = float(self._energy_j.sum())
         per_device["tx_energy_j"] = self._energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
@@ -613,39 +371,21 @@ class RoundLink:
             moving_scalars, moving_columns = moving_link.round_columns(self, uplink_symbols, scalars["downlink_symbols"])
             scalars.update(moving_scalars)
             per_device.update(moving_columns)
-        if block.privacy is not None:
-            if self.discarded and cohort.scheduled.size:
-                charged = self._charge_discarded()
-                scalars.update(charged.scalars)
-                per_device.update(charged.per_device)
-            scalars.update(self._joint_columns())
+        if self.private is not None:
+            private = self.private.columns()
+            scalars.update(private.scalars)
+            per_device.update(private.per_device)
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()
         return columns
 
-    def _joint_columns(self) -> dict[str, float]:
-        """``privacy_joint_noise_multiplier``: the round's phases as one Gaussian mechanism
-        (:func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was sent), over
-        the senders, or under Poisson subsampling over the population as if sampled; with
-        an eavesdropper ``eavesdropper_joint_noise_multiplier``, of its own phases and,
-        when the downlink carries the model in the clear, the BS's too (it learns at least
-        what the BS does)."""
-        privacy = self.block.privacy
-        bs = self._population_mechanisms if privacy.subsampled else self._mechanisms
-        out = {"privacy_joint_noise_multiplier": _joint(bs.values())}
-        if privacy.eavesdropper is not None:
-            own = (self._eavesdropper_population if privacy.subsampled
-                   else self._eavesdropper_mechanisms)
-            seen = [*own.values(), *(bs.values() if privacy.downlink_in_clear else ())]
-            out["eavesdropper_joint_noise_multiplier"] = _joint(seen)
-        return out
-
     def _downlink_symbols(self) -> int:
         """OFDM symbols to multicast the global model to the devices that train (all
         without a cohort) at the worst one's rate (:func:`phy.downlink.multicast_symbols`)."""
-        values, bits, power_w = self.block.downlink
+        load = self.block.downlink
+        values, bits, power_w = load.values, load.bits_per_value, load.bs_tx_power_w
         listeners = self.h if self.cohort is None else tf.gather(self.h, self.cohort.scheduled)
         if not int(listeners.shape[0]):
             return 0
-        return multicast_symbols(values, bits, listeners, power_w, self.block.noise_power_w)
+        return multicast_symbols(values, bits, listeners, power_w, self.block.air.noise_power_w)

@@ -405,15 +405,15 @@ class DigitalOfdma:
         phase the BS discards does not get)."""
         return self.slot_symbols or 0
 
-    def plan(self, link, block, num_values: int) -> Plan:
-        """:func:`plan` for the senders of ``link`` over ``block``'s air."""
+    def plan(self, link, air, num_values: int) -> Plan:
+        """:func:`plan` for the senders of ``link`` over ``air`` (:class:`phy.uplink.settings.AirInterface`)."""
         return plan(link.h_hat.numpy(), link.h.numpy(), num_values, bits_per_value=self.bits_per_value,
-                    allocation=self.allocation, tx_power_w=block.tx_power_w,
-                    noise_power_w=block.noise_power_w, rate_model=self.rate_model,
+                    allocation=self.allocation, tx_power_w=air.tx_power_w,
+                    noise_power_w=air.noise_power_w, rate_model=self.rate_model,
                     snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
                     rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
 
-    def aged(self, schedule: Plan, link, block) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
+    def aged(self, schedule: Plan, link, air) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
         """``schedule`` with the senders whose channel falls below their rate in some
         coherence block of their slot no longer decoded (:func:`slot_capacity`), and
         ``(aging_outage [K_T] bool, aging_correlation [K_T])``: the devices lost that way,
@@ -422,23 +422,23 @@ class DigitalOfdma:
         from phy.doppler import jakes_correlation
 
         gap = 10.0 ** (self.snr_gap_db / 10.0) if self.rate_model == "shannon" else 1.0
-        lowest = slot_capacity(link.slot, schedule, tx_power_w=block.tx_power_w,
-                               noise_power_w=block.noise_power_w, symbol_duration_s=block.symbol_duration_s,
+        lowest = slot_capacity(link.slot, schedule, tx_power_w=air.tx_power_w,
+                               noise_power_w=air.noise_power_w, symbol_duration_s=air.symbol_duration_s,
                                rate_model=self.rate_model, gap=gap, target_bler=self.target_bler,
                                num_sinusoids=link.slot.num_sinusoids)
         holds = schedule.rate <= lowest * (1.0 + DECODE_TOLERANCE)
         decoded = schedule.decoded & holds
-        half_slot_s = 0.5 * np.where(schedule.transmits, schedule.symbols, np.nan) * block.symbol_duration_s
+        half_slot_s = 0.5 * np.where(schedule.transmits, schedule.symbols, np.nan) * air.symbol_duration_s
         correlation = jakes_correlation(link.slot.doppler_hz, half_slot_s)
         return dataclasses.replace(schedule, decoded=decoded), (schedule.decoded & ~holds, correlation)
 
-    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
         updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
         num_senders, num_values = updates.shape
-        schedule = self.plan(link, block, num_values)
+        schedule = self.plan(link, air, num_values)
         aged = None
         if getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
-            schedule, aged = self.aged(schedule, link, block)
+            schedule, aged = self.aged(schedule, link, air)
         weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
         rng = _generator(seed)
         total = np.zeros(num_values, np.float64)
@@ -459,9 +459,9 @@ class DigitalOfdma:
                                               if link_weights.sum() > 0.0 else 0.0)
         if aged is not None:
             scalars[f"aging_outage_devices_{phase}"] = float(np.sum(aged[0]))
-            if block.per_device:
+            if per_device:
                 columns.per_device[f"aging_correlation_{phase}"] = aged[1]
-        if block.per_device:
+        if per_device:
             columns.per_device.update({
                 f"bits_per_symbol_{phase}": schedule.rate,
                 f"symbols_{phase}": schedule.symbols,
@@ -470,5 +470,5 @@ class DigitalOfdma:
         if keep_signals:
             columns.signals[f"estimate_{phase}"] = estimate.numpy()
         used = np.where(schedule.transmits, schedule.symbols, 0.0)
-        energy = block.tx_power_w * used * block.symbol_duration_s
+        energy = air.tx_power_w * used * air.symbol_duration_s
         return SchemeResult(estimate, schedule.num_symbols, energy, columns)

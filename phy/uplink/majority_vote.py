@@ -90,17 +90,17 @@ def superpose(c_re, c_im, precoder, h, uplink=None) -> tf.Tensor:
     return tf.complex(total(c_re * a_re - c_im * a_im), total(c_re * a_im + c_im * a_re))
 
 
-def vote_result(vote, signs, weights, *, phase: str, power_w, num_symbols: int, y, block,
-                keep_signals: bool, scalars: dict[str, float] | None = None):
+def vote_result(vote, signs, weights, *, phase: str, power_w, num_symbols: int, y, air,
+                per_device: bool, keep_signals: bool, scalars: dict[str, float] | None = None):
     """A sign-carrying phase's :class:`phy.uplink.scheme.SchemeResult`: the ``vote`` [n]
     as the estimate, :func:`vote_columns` and the scheme's own ``scalars``, per sender
     ``tx_power_w_<phase>`` (``power_w`` [K], the mean per-symbol power, with
-    ``block.per_device``), the signals ``y_<phase>`` and ``estimate_<phase>`` (when kept),
+    ``per_device``), the signals ``y_<phase>`` and ``estimate_<phase>`` (when kept),
     and the senders' energies over ``num_symbols`` symbols."""
     columns = Columns(scalars={**vote_columns(vote, signs, weights, phase), **(scalars or {})})
-    if block.per_device:
+    if per_device:
         columns.per_device[f"tx_power_w_{phase}"] = power_w
     if keep_signals:
         columns.signals[f"y_{phase}"] = y.numpy()
         columns.signals[f"estimate_{phase}"] = vote.numpy()
-    return SchemeResult(vote, num_symbols, energy_j(power_w, num_symbols, block.symbol_duration_s), columns)
+    return SchemeResult(vote, num_symbols, energy_j(power_w, num_symbols, air.symbol_duration_s), columns)

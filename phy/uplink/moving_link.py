@@ -84,7 +84,7 @@ def phase_channels(round_link, phase: str, first: bool):
     if getattr(block.scheme, "ages_per_block", False):
         slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz)
         return h_start, h_hat, gain, slot
-    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * block.symbol_duration_s
+    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * block.air.symbol_duration_s
     h_mid, _ = moving.at(start + half_s)
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
     return tf.constant(h_mid), h_hat, gain, None
@@ -94,7 +94,7 @@ def phase_columns(round_link, phase: str, link, result) -> dict[str, np.ndarray]
     """Per device ``aging_correlation_<phase>`` (over the population, NaN for a device that
     did not send) and the clock moved past the phase's symbols."""
     block = round_link.block
-    round_link.offset_s += result.num_symbols * block.symbol_duration_s
+    round_link.offset_s += result.num_symbols * block.air.symbol_duration_s
     round_link.phases_done += 1
     correlation = round_link.aging.get(phase)
     if correlation is None:  # a scheme that ages per block reports its senders' own
@@ -111,6 +111,6 @@ def round_columns(round_link, uplink_symbols: float, downlink_symbols: float) ->
     moving = block.moving
     start = moving.start_round(round_link.t)
     per_device = moving.state_columns()
-    seconds = moving.compute_seconds_per_round + (uplink_symbols + downlink_symbols) * block.symbol_duration_s
+    seconds = moving.compute_seconds_per_round + (uplink_symbols + downlink_symbols) * block.air.symbol_duration_s
     moving.end_round(round_link.t, seconds)
     return {"round_start_s": start, "round_seconds": seconds}, per_device

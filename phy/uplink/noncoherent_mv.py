@@ -84,16 +84,16 @@ class NoncoherentMajorityVote:
         """``ceil(n / floor(F / 2))``: two resource elements per sign."""
         return self.parameters.symbols(grid.num_values, grid.num_subcarriers)
 
-    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
         signs = signs_of(link.updates)
         num_devices, n = (int(d) for d in signs.shape)
-        f = block.num_subcarriers
+        f = air.num_subcarriers
         m = self.pairs(f)
         num_symbols = self.parameters.symbols(n, f)
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * m - n]]), [num_devices, num_symbols, m])
         noise_seed, phase_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
         theta = tf.random.stateless_uniform([num_devices, num_symbols, m], phase_seed, maxval=2.0 * math.pi)
-        p = tone_powers(self.power, link.path_gain, link.weights, block.tx_power_w / m)
+        p = tone_powers(self.power, link.path_gain, link.weights, air.tx_power_w / m)
         cos, sin = tf.cos(theta), tf.sin(theta)
         plus, minus = tf.cast(grid > 0, tf.float32), tf.cast(grid < 0, tf.float32)
         if link.uplink is None:  # each tone of the pairs on its own: [N, M] each
@@ -109,11 +109,12 @@ class NoncoherentMajorityVote:
             pad = [[0, 0], [0, 0], [0, f - 2 * m]]
             amplitude = np.broadcast_to(np.sqrt(p)[:, None], (num_devices, f))
             y = superpose(tf.pad(c_re, pad), tf.pad(c_im, pad), amplitude, link.h, link.uplink)
-        y = y + complex_noise(noise_seed, [num_symbols, f], block.noise_power_w)
+        y = y + complex_noise(noise_seed, [num_symbols, f], air.noise_power_w)
         energy_tone = tf.abs(y[:, : 2 * m]) ** 2
         vote = tf.reshape(tf.sign(energy_tone[:, 0::2] - energy_tone[:, 1::2]), [-1])[:n]
 
         active = tf.reduce_sum(tf.abs(signs), axis=1).numpy().astype(np.float64)  # [K]: tones sent
         power = p * active  # [K], over the N symbols
         return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
-                           num_symbols=num_symbols, y=y, block=block, keep_signals=keep_signals)
+                           num_symbols=num_symbols, y=y, air=air, per_device=per_device,
+                           keep_signals=keep_signals)

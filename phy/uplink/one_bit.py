@@ -94,23 +94,23 @@ class OneBit:
         """``ceil(n / F)`` (BPSK) or ``ceil(n / (2 F))`` (QPSK)."""
         return self.parameters.symbols(grid.num_values, grid.num_subcarriers)
 
-    def send(self, link, block, *, phase: str, seed, keep_signals: bool) -> SchemeResult:
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
         signs = signs_of(link.updates)
         num_devices, n = (int(d) for d in signs.shape)
-        f, per = block.num_subcarriers, self.signs_per_element
+        f, per = air.num_subcarriers, self.signs_per_element
         elements = -(-n // per)
         num_symbols = -(-elements // f)
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * f * per - n]]),
                           [num_devices, num_symbols, f, per])
         eta, on = inversion_scale(link.h_hat, link.path_gain, link.weights, gain_threshold=self.gain_threshold,
                                   used_subcarriers=min(f, elements), symbol_energy=float(per),
-                                  tx_power_w=block.tx_power_w)
+                                  tx_power_w=air.tx_power_w)
         h_hat = np.asarray(link.h_hat, np.complex128)
         w = np.asarray(link.weights, np.float64)[:, None]
         precoder = np.where(on, math.sqrt(eta) * w / np.where(on, h_hat, 1.0), 0.0)  # [K, F]
         c_re, c_im = grid[..., 0], (grid[..., 1] if per == 2 else None)
         y = superpose(c_re, c_im, precoder, link.h, link.uplink) + complex_noise(
-            seed, [num_symbols, f], block.noise_power_w)
+            seed, [num_symbols, f], air.noise_power_w)
         parts = [tf.sign(tf.math.real(y))] + ([tf.sign(tf.math.imag(y))] if per == 2 else [])
         vote = tf.reshape(tf.stack(parts, axis=-1), [-1])[:n]
 
@@ -119,4 +119,5 @@ class OneBit:
         own = {f"silent_fraction_{phase}": float(1.0 - on.mean()) if on.size else math.nan,
                f"inversion_amplitude_{phase}": math.sqrt(eta)}
         return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
-                           num_symbols=num_symbols, y=y, block=block, keep_signals=keep_signals, scalars=own)
+                           num_symbols=num_symbols, y=y, air=air, per_device=per_device,
+                           keep_signals=keep_signals, scalars=own)

@@ -4,9 +4,11 @@ estimate, the channel uses, the transmit energy and the scheme's own columns out
 A scheme (``uplink.scheme``: :data:`phy.parameters.UPLINK_SCHEMES`) is a sibling behind
 :meth:`phy.uplink.RoundLink.send`. The round link hands it the phase's
 :class:`phy.uplink.participation.PhaseLink` (the senders' updates ``[K_T, n]``, the BS's
-weights, the channel and CSI of the senders) and the block it belongs to (the power
-budget, the noise, the receiver scaling, the OFDM numerology); it returns a
-:class:`SchemeResult`. What every scheme shares (the estimate's error against the
+weights, the channel and CSI of the senders) and the block's frozen
+:class:`phy.uplink.settings.AirInterface` (the power budget, the noise, the OFDM
+numerology); it returns a :class:`SchemeResult`. A scheme holds its own settings (the
+analog scheme its power control and receiver scaling gamma): the block holds none of
+them. What every scheme shares (the estimate's error against the
 error-free weighted sum, the received weight of a partial round, the round's symbols,
 seconds and joules) is written once by the round link.
 """
@@ -57,16 +59,19 @@ class Scheme(Protocol):
     server update takes a majority vote, ``learning.catalog.Entry.sends == "signs"``).
     ``accounts_privacy`` is True where the block's ``[privacy]`` mechanism (the analog
     receiver noise against each sender's sensitivity, :mod:`phy.privacy`) describes what
-    the BS sees; the block refuses ``privacy`` with any other scheme.
+    the BS sees: only such a scheme can be wrapped in :class:`phy.uplink.private.Private`.
     """
 
     carries: str
     accounts_privacy: bool
 
-    def send(self, link: Any, block: Any, *, phase: str, seed: Any, keep_signals: bool) -> SchemeResult:
+    def send(self, link: Any, air: Any, *, phase: str, seed: Any, keep_signals: bool,
+             per_device: bool) -> SchemeResult:
         """Phase ``phase`` of ``link`` (:class:`phy.uplink.participation.PhaseLink`) over
-        the air of ``block`` (:class:`phy.uplink.Uplink`), the receiver noise drawn from
-        the stateless ``seed`` ([2] int32)."""
+        ``air`` (:class:`phy.uplink.settings.AirInterface`: F, P, sigma_z^2, the symbol
+        duration), the receiver noise drawn from the stateless ``seed`` ([2] int32);
+        ``keep_signals``: this round's raw signals go to the columns; ``per_device``: the
+        scheme's per-device columns are written."""
         ...
 
     def nominal_symbols(self, grid: Any) -> int:

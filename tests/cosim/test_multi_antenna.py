@@ -107,7 +107,7 @@ def test_effective_channel_keeps_the_noise_power(tmp_path):
     """A unit-norm combiner leaves the noise m^H z at sigma_z^2 per subcarrier."""
     engine = Engine(load_scenario(write_tiny(tmp_path, rounds=1), ["bs.num_antennas=3"]))
     h = engine.uplink.channel.antennas(engine.uplink.path_gain, tf.constant([1, 2], tf.int32), 3).numpy()
-    m = engine.uplink.combiner(h)
+    m = engine.uplink.air.combiner(h)
     z = (np.random.default_rng(2).normal(size=(20000, 3, 64, 2)) @ [1, 1j]) / np.sqrt(2)
     combined = np.einsum("rf,nrf->nf", np.conj(m), z)
     assert abs(np.mean(np.abs(combined) ** 2) - 1.0) < 0.01

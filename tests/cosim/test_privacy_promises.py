@@ -49,7 +49,7 @@ def test_poisson_subsampling_accounts_the_populations_worst_device(tmp_path):
     for t in range(3):
         link = uplink.round(t)
         gain = np.abs(link.h.numpy().astype(np.complex128)) ** 2
-        whitened = sum(n * uplink.tx_power_w * gain.max(axis=1) for n in symbols) / (uplink.noise_power_w / 2)
+        whitened = sum(n * uplink.air.tx_power_w * gain.max(axis=1) for n in symbols) / (uplink.air.noise_power_w / 2)
         z = 1.0 / np.sqrt(whitened.max())
         assert rounds["privacy_joint_noise_multiplier"][t] == pytest.approx(z, rel=1e-12)
         population.compose(dp_accounting.PoissonSampledDpEvent(0.25, dp_accounting.GaussianDpEvent(z)))

@@ -63,7 +63,7 @@ class _ToyExactScheme:
     def nominal_symbols(self, grid):
         return -(-grid.num_values // (2 * grid.num_subcarriers))
 
-    def send(self, link, block, *, phase, seed, keep_signals):
+    def send(self, link, air, *, phase, seed, keep_signals, per_device):
         import tensorflow as tf
 
         from native.columns import Columns
@@ -71,7 +71,7 @@ class _ToyExactScheme:
         from phy.uplink import SchemeResult
 
         estimate = tf.linalg.matvec(link.updates, link.weights, transpose_a=True)
-        grid = GroupingRule(int(link.updates.shape[1]), block.num_subcarriers)
+        grid = GroupingRule(int(link.updates.shape[1]), air.num_subcarriers)
         symbols = self.nominal_symbols(grid)
         columns = Columns(scalars={f"toy_symbols_{phase}": float(symbols)})
         return SchemeResult(estimate, symbols, np.zeros(int(link.updates.shape[0])), columns)

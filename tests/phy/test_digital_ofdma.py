@@ -118,7 +118,8 @@ def test_with_rates_below_capacity_the_estimate_is_the_weighted_sum_of_the_quant
     weights = rng.dirichlet(np.ones(num_devices))
     link, block = _link_and_block(rng, h, h, n, weights)
     scheme = DigitalOfdma(bits_per_value=4, rate_margin_db=3.0)
-    result = scheme.send(link, block, phase="delta", seed=SEED, keep_signals=False)
+    result = scheme.send(link, block, phase="delta", seed=SEED, keep_signals=False,
+                         per_device=block.per_device)
     schedule = scheme.plan(link, block, n)
     assert np.all(schedule.rate < schedule.capacity) and schedule.decoded.all()
     q, _ = stochastic_quantize(link.updates, 4, SEED)
@@ -152,7 +153,8 @@ def test_outage_drops_exactly_the_devices_whose_rate_is_short(rng):
     budget = int(free.symbols[5]) - 1
     assert budget >= free.symbols[[0, 1, 2, 3, 4]].max()  # device 5 alone is over it
     scheme = DigitalOfdma(bits_per_value=2, slot_symbols=budget)
-    result = scheme.send(link, block, phase="rho", seed=SEED, keep_signals=False)
+    result = scheme.send(link, block, phase="rho", seed=SEED, keep_signals=False,
+                         per_device=block.per_device)
     schedule = scheme.plan(link, block, n)
     np.testing.assert_array_equal(np.flatnonzero(schedule.outage), [1, 4, 5])
     np.testing.assert_array_equal(schedule.transmits, [True, True, True, True, True, False])
@@ -177,7 +179,8 @@ def test_outage_drops_exactly_the_devices_whose_rate_is_short(rng):
 def test_no_device_decoded_gives_a_zero_estimate(rng):
     h = _channel(rng, 3, 6, [0.0, 0.0, 0.0])
     link, block = _link_and_block(rng, h, 3.0 * h, 40, [0.2, 0.3, 0.5])
-    result = DigitalOfdma(bits_per_value=8).send(link, block, phase="delta", seed=SEED, keep_signals=True)
+    result = DigitalOfdma(bits_per_value=8).send(link, block, phase="delta", seed=SEED, keep_signals=True,
+                         per_device=block.per_device)
     np.testing.assert_array_equal(result.estimate.numpy(), 0.0)
     assert result.columns.scalars["outage_devices_delta"] == 3.0
     assert result.columns.scalars["decoded_weight_delta"] == 0.0
@@ -265,7 +268,8 @@ def test_a_sender_at_rate_zero_is_in_outage_and_the_phase_columns_stay_finite(rn
     h = _channel(rng, 3, 12, [10.0, 10.0, 10.0])
     h[1] = 0.0
     link, block = _link_and_block(rng, h, h, 50, [0.3, 0.3, 0.4])
-    result = DigitalOfdma(bits_per_value=4).send(link, block, phase="delta", seed=SEED, keep_signals=False)
+    result = DigitalOfdma(bits_per_value=4).send(link, block, phase="delta", seed=SEED, keep_signals=False,
+                         per_device=block.per_device)
     columns = result.columns
     assert columns.per_device["symbols_delta"][1] == np.inf
     np.testing.assert_array_equal(columns.per_device["outage_delta"], [0.0, 1.0, 0.0])

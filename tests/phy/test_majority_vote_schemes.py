@@ -74,7 +74,7 @@ def test_one_bit_vote_is_the_weighted_majority_at_high_snr_with_perfect_csi(rng,
     h = _rayleigh(rng, path_gain, f)
     scheme = OneBit(modulation, gain_threshold=0.0)
     result = scheme.send(_link(signs, weights, h, path_gain=path_gain), _block(f, 1e-30),
-                         phase="delta", seed=_seed(0), keep_signals=False)
+                         phase="delta", seed=_seed(0), keep_signals=False, per_device=True)
     majority, tie = true_majority(signs, weights)
     assert not tie.any()
     assert np.any(majority != np.sign(signs.sum(0)))  # the weights matter on some entries
@@ -121,7 +121,7 @@ def test_one_bit_vote_error_rate_matches_the_closed_form_at_three_snrs(rng, modu
         noise_power_w = 2 * scale**2 / snr
         result = OneBit(modulation, threshold).send(
             _link(signs, weights, h, path_gain=path_gain), _block(f, noise_power_w, tx_power_w),
-            phase="delta", seed=_seed(i), keep_signals=False)
+            phase="delta", seed=_seed(i), keep_signals=False, per_device=True)
         sigma = math.sqrt(noise_power_w / 2)
         q = _q(np.abs(margin) / sigma)
         p = np.where(margin == 0, 0.5, np.where(np.sign(margin) == majority, q, 1 - q))
@@ -141,7 +141,7 @@ def test_one_bit_budget_binds_for_the_neediest_device_and_energy_counts_the_symb
     signs = rng.choice([-1.0, 1.0], size=(k, n))
     block = _block(f, 1e-15, tx_power_w=2e-3)
     result = OneBit("bpsk", 0.1).send(_link(signs, weights, _rayleigh(rng, path_gain, f), path_gain=path_gain),
-                                      block, phase="delta", seed=_seed(0), keep_signals=True)
+                                      block, phase="delta", seed=_seed(0), keep_signals=True, per_device=True)
     power = result.columns.per_device["tx_power_w_delta"]
     np.testing.assert_allclose(power.max(), 2e-3, rtol=1e-5)
     assert np.all(power <= 2e-3 * (1 + 1e-5))
@@ -166,7 +166,7 @@ def test_noncoherent_vote_is_the_majority_without_noise_when_the_senders_agree(r
     path_gain = np.geomspace(1e-6, 1e-9, k)
     scheme = NoncoherentMajorityVote("path_gain_inversion")
     result = scheme.send(_link(signs, weights, _rayleigh(rng, path_gain, f), path_gain=path_gain),
-                         _block(f, 0.0), phase="delta", seed=_seed(0), keep_signals=False)
+                         _block(f, 0.0), phase="delta", seed=_seed(0), keep_signals=False, per_device=True)
     majority, _ = true_majority(signs, weights)
     np.testing.assert_array_equal(result.estimate.numpy(), majority)
     assert result.num_symbols == math.ceil(n / (f // 2)) == scheme.nominal_symbols(GroupingRule(n, f))
@@ -197,7 +197,7 @@ def test_noncoherent_vote_error_rate_matches_the_closed_form_at_three_snrs(rng, 
             signs = rng.choice([-1.0, 1.0], size=(k, m))
             link = _link(signs, weights, _rayleigh(rng, path_gain, f), path_gain=path_gain)
             result = NoncoherentMajorityVote(power).send(link, _block(f, noise_power_w), phase="delta",
-                                                         seed=_seed(100 * i + draw), keep_signals=False)
+                                                         seed=_seed(100 * i + draw), keep_signals=False, per_device=True)
             majority, tie = true_majority(signs, weights)
             mu_plus = received @ (signs > 0) + noise_power_w
             mu_minus = received @ (signs < 0) + noise_power_w
@@ -215,7 +215,7 @@ def test_noncoherent_energy_is_the_tone_power_times_the_active_tones(rng):
     path_gain = np.full(k, 1e-7)
     result = NoncoherentMajorityVote("full_power").send(
         _link(signs, np.full(k, 1 / 3), _rayleigh(rng, path_gain, f), path_gain=path_gain),
-        _block(f, 1e-15, tx_power_w=8e-3), phase="delta", seed=_seed(0), keep_signals=False)
+        _block(f, 1e-15, tx_power_w=8e-3), phase="delta", seed=_seed(0), keep_signals=False, per_device=True)
     expected = 8e-3 / (f // 2) * np.count_nonzero(signs, axis=1) * 1e-3
     np.testing.assert_allclose(result.tx_energy_j, expected, rtol=1e-5)
 
@@ -238,8 +238,8 @@ def test_the_time_domain_waveform_without_offsets_gives_the_frequency_domain_vot
     frequency = _link(signs, weights, h, path_gain=path_gain)
     time = dataclasses.replace(frequency, uplink=uplink)
     block = _block(f, 1e-16)
-    a = scheme.send(frequency, block, phase="delta", seed=_seed(3), keep_signals=True)
-    b = scheme.send(time, block, phase="delta", seed=_seed(3), keep_signals=True)
+    a = scheme.send(frequency, block, phase="delta", seed=_seed(3), keep_signals=True, per_device=True)
+    b = scheme.send(time, block, phase="delta", seed=_seed(3), keep_signals=True, per_device=True)
     np.testing.assert_allclose(b.columns.signals["y_delta"], a.columns.signals["y_delta"],
                                rtol=0, atol=1e-5 * np.abs(a.columns.signals["y_delta"]).max())
     np.testing.assert_array_equal(b.estimate.numpy(), a.estimate.numpy())

@@ -7,7 +7,8 @@ import tensorflow as tf
 from phy.channel import IidRayleigh
 from phy.csi import PerfectCSI
 from phy.power import FullInversion, OptimalPower, PowerControl
-from phy.uplink import Uplink
+from phy.uplink import Analog, Uplink
+from phy.uplink.settings import AirInterface, Cohort, DownlinkLoad, TraceOptions
 
 K, D, F = 6, 300, 32
 NOISE_W = 10 ** (-7.4) / 1e3
@@ -35,11 +36,14 @@ class Unbudgeted(ScaledInversion):
     budgeted = False
 
 
-def _uplink(control, **kw):
+def _uplink(control, *, scheme=None, symbol_duration_s=float("nan"), keep_signals=None):
     path_gain = np.linspace(40.0, 250.0, K) ** -4.0
-    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=control, path_gain=path_gain,
-                  seed=5, phases=[("delta", D)], num_subcarriers=F, tx_power_w=kw.pop("tx_power_w", 1e-3),
-                  noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D, **kw)
+    trace = TraceOptions() if keep_signals is None else TraceOptions(keep_signals=keep_signals)
+    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(),
+                  air=AirInterface(F, tx_power_w=1e-3, noise_power_w=NOISE_W, symbol_duration_s=symbol_duration_s),
+                  cohort=Cohort(path_gain, phases=[("delta", D)]), seed=5,
+                  scheme=scheme if scheme is not None else Analog(control, gamma_w=NOISE_W),
+                  downlink=DownlinkLoad(D), trace=trace)
 
 
 def _updates(seed=0):
@@ -117,14 +121,15 @@ def test_kept_signals_come_from_the_reference_chain(keep):
 def test_a_scheme_column_the_uplink_writes_itself_is_refused():
     """A scheme that names one of the columns the round link writes for every scheme
     (here ``aggregate_error_<phase>``) is refused, not silently overwritten."""
-    from phy.uplink import Analog, SchemeResult
+    from phy.uplink import SchemeResult
 
     class Clashing(Analog):
-        def send(self, link, block, *, phase, seed, keep_signals):
-            result = super().send(link, block, phase=phase, seed=seed, keep_signals=keep_signals)
+        def send(self, link, air, *, phase, seed, keep_signals, per_device):
+            result = super().send(link, air, phase=phase, seed=seed, keep_signals=keep_signals,
+                                  per_device=per_device)
             result.columns.scalars[f"aggregate_error_{phase}"] = 0.0
             return SchemeResult(result.estimate, result.num_symbols, result.tx_energy_j, result.columns)
 
     updates, weights = _updates()
     with pytest.raises(ValueError, match=r"Clashing writes \['aggregate_error_delta'\]"):
-        _uplink(OptimalPower(), scheme=Clashing()).round(0).send("delta", updates, weights)
+        _uplink(OptimalPower(), scheme=Clashing(OptimalPower(), gamma_w=NOISE_W)).round(0).send("delta", updates, weights)

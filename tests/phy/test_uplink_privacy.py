@@ -10,19 +10,24 @@ from phy.channel import IidRayleigh
 from phy.csi import PerfectCSI
 from phy.power import OptimalPower
 from phy.privacy import UplinkPrivacy
-from phy.uplink import Uplink
+from phy.uplink import Analog, Uplink
+from phy.uplink.private import Private
+from phy.uplink.settings import AirInterface, Cohort, DownlinkLoad
 
 K, D, F = 6, 300, 32
 N = -(-D // F)
 NOISE_W, POWER_W = 10 ** (-7.4) / 1e3, 1e-3
 
 
+def _private(scheme, privacy):
+    return scheme if privacy is None else Private(scheme, privacy)
+
+
 def _uplink(privacy=None):
     path_gain = np.linspace(40.0, 250.0, K) ** -4.0
-    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
-                  path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
-                  tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
-                  privacy=privacy)
+    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), air=AirInterface(F, POWER_W, NOISE_W),
+                  cohort=Cohort(path_gain, [("delta", D)]), scheme=_private(Analog(OptimalPower(), NOISE_W), privacy),
+                  seed=5, downlink=DownlinkLoad(D))
 
 
 def _send(block, t=2):
@@ -82,15 +87,15 @@ def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
     from phy.combiner import ReceiveCombiner
 
     path_gain = np.linspace(40.0, 250.0, K) ** -4.0
-    block = Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
-                   path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
-                   tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
-                   combiner=ReceiveCombiner("centroid"), num_antennas=2, privacy=UplinkPrivacy())
+    block = Uplink(channel=IidRayleigh(F), csi=PerfectCSI(),
+                   air=AirInterface(F, POWER_W, NOISE_W, combiner=ReceiveCombiner("centroid"), num_antennas=2),
+                   cohort=Cohort(path_gain, [("delta", D)]), scheme=Private(Analog(OptimalPower(), NOISE_W), UplinkPrivacy()),
+                   seed=5, downlink=DownlinkLoad(D))
     link, sent = _send(block)
     from native.streams import CHANNEL, stream_seed
 
     drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, CHANNEL), 2).numpy()
-    antennas = link.observed_gain
+    antennas = link.private.observed_gain
     np.testing.assert_array_equal(antennas, np.sum(np.abs(drawn.astype(np.complex128)) ** 2, 1))
     combined = np.abs(link.h.numpy().astype(np.complex128)) ** 2
     assert np.all(antennas >= combined * (1 - 1e-5))
@@ -116,10 +121,9 @@ def test_a_clip_norm_bounds_an_adversarial_device():
     gamma_w = 1e7 * NOISE_W
 
     def block(privacy):
-        return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=FullInversion(),
-                      path_gain=path_gain, seed=5, phases=[("delta", D)], num_subcarriers=F,
-                      tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=gamma_w,
-                      downlink_values=D, privacy=privacy)
+        return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), air=AirInterface(F, POWER_W, NOISE_W),
+                      cohort=Cohort(path_gain, [("delta", D)]), scheme=Private(Analog(FullInversion(), gamma_w), privacy),
+                      seed=5, downlink=DownlinkLoad(D))
 
     weights = tf.fill([K], 1.0 / K)
     sent = block(UplinkPrivacy(clip_norm=clip)).round(2).send(
@@ -157,11 +161,12 @@ def _cohort_uplink(privacy, num_devices=12, **participation):
     from cosim.scenario.tables import ParticipationConfig
 
     path_gain = np.linspace(40.0, 250.0, num_devices) ** -4.0
-    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), power_control=OptimalPower(),
-                  path_gain=path_gain, seed=5, phases=[("rho", D), ("nu", D)], num_subcarriers=F,
-                  tx_power_w=POWER_W, noise_power_w=NOISE_W, gamma_w=NOISE_W, downlink_values=D,
-                  participation=ParticipationConfig(**participation),
-                  population_weights=np.full(num_devices, 1.0 / num_devices), privacy=privacy)
+    return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), air=AirInterface(F, POWER_W, NOISE_W),
+                  cohort=Cohort(path_gain, [("rho", D), ("nu", D)],
+                                population_weights=np.full(num_devices, 1.0 / num_devices),
+                                participation=ParticipationConfig(**participation)),
+                  scheme=_private(Analog(OptimalPower(), NOISE_W), privacy), seed=5,
+                  downlink=DownlinkLoad(D))
 
 
 def _send_phases(link, phases=("rho", "nu")):
