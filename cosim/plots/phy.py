@@ -17,6 +17,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib
 
 matplotlib.use("Agg")
+from matplotlib.cm import ScalarMappable
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
@@ -301,9 +302,9 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
                     ax.set_ylabel("y (m)")
                 if r == len(rows) - 1:
                     ax.set_xlabel("x (m)")
-            if mappable is not None:
-                fig.colorbar(mappable, ax=list(axes[r]), label=quantity, shrink=0.9,
-                             pad=0.02, aspect=25)
+            bar = fig.colorbar(mappable or ScalarMappable(Normalize(0.0, 1.0), cmap), ax=list(axes[r]),
+                               label=quantity, shrink=0.9, pad=0.02, aspect=25)
+            bar.ax.set_visible(mappable is not None)  # a row without values keeps the rows' widths
         _map_legend(fig)
     return fig
 
