@@ -43,11 +43,12 @@ import numpy as np
 import pandas as pd
 
 from cosim.atomic_write import atomic_output, check_output_path
-from cosim.display_names import axis_label, metric_label, metric_range, value_label, value_text
+from cosim.display_names import axis_label, metric_label, value_label, value_text
 from cosim.plots.style import RINGS, legend_below, legend_outside, spans_decades
 from cosim.printable import printable
 from cosim.scenario import ScenarioError, migrate_table, parse_scenario
 from cosim.study.cost import format_core_hours, run_cost
+from cosim.study.curves import BAND_MIN_SEEDS, comparable, curve_style, draw_curve, draw_seeds
 from cosim.study.file import RUNS_DIR, STUDY_COPY, Study, StudyError, load_study, unswept
 from cosim.study.options import read_options
 from cosim.study.results import results, results_markdown
@@ -421,10 +422,10 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     energy of drops whose path gains differ by decades), said in its legend entry."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
     x_column = "round" if x_kind == "round" else X_COLUMNS[x_kind]
-    runs_of = ({_comparable(k): rows for k, rows in _groups(table, axes)}
+    runs_of = ({comparable(k): rows for k, rows in _groups(table, axes)}
                if table is not None and x_column in table else {})
-    curves = {_comparable(k): rows for k, rows in _groups(data, axes)} if not data.empty else {}
-    original = {_comparable(k): k for k, _ in [*_groups(data, axes), *(_groups(table, axes) if runs_of else [])]}
+    curves = {comparable(k): rows for k, rows in _groups(data, axes)} if not data.empty else {}
+    original = {comparable(k): k for k, _ in [*_groups(data, axes), *(_groups(table, axes) if runs_of else [])]}
     order = list(dict.fromkeys([*runs_of, *curves]))
     if not curves:
         return None
@@ -434,10 +435,10 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
         for index, key in enumerate(order):
             label = _combination_label(axes, original[key], labels, only)
             if key in curves:
-                seeds_drawn |= _draw_curve(ax, curves[key], runs_of.get(key), x_column, metric, index, label)
+                seeds_drawn |= draw_curve(ax, curves[key], runs_of.get(key), x_column, metric, index, label)
             elif key in runs_of and metric in runs_of[key]:
                 n = runs_of[key]["seed"].nunique()
-                line = _draw_seeds(ax, runs_of[key], x_column, metric, curve_style(index))
+                line = draw_seeds(ax, runs_of[key], x_column, metric, curve_style(index))
                 line.set_label(f"{label} (n = {n}: seeds, no common x)")
                 seeds_drawn = True
         if spans_decades(pd.concat([data["x"], *(r[x_column] for r in runs_of.values())])):
@@ -449,57 +450,6 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
                         if seeds_drawn else ""))
         legend_outside(fig, ax.get_legend_handles_labels()[0])
     return path
-
-
-def _comparable(key: tuple) -> tuple:
-    """``key`` with a NaN axis value (an unset key) made equal to another NaN."""
-    return tuple("nan" if isinstance(v, float) and v != v else v for v in key)
-
-
-def _draw_curve(ax, curve: pd.DataFrame, runs: pd.DataFrame | None, x_column: str, metric: str,
-                index: int, label: str) -> bool:
-    """One combination's mean and band (or its seeds, with fewer than
-    :data:`BAND_MIN_SEEDS`); whether its seeds were drawn."""
-    curve = curve.sort_values("x")
-    n = int(curve["n"].max()) if "n" in curve else 0
-    few = 0 < n < BAND_MIN_SEEDS and runs is not None
-    label += f" (n = {n}{': seeds' if few else ''})" if n else ""
-    (line,) = ax.plot(curve["x"], curve["mean"], **curve_style(index), label=label)
-    if few:
-        _draw_seeds(ax, runs, x_column, metric, {"color": line.get_color(),
-                                                 "linestyle": line.get_linestyle()})
-    else:
-        low, high = metric_range(metric)
-        ax.fill_between(curve["x"], curve["ci95_low"].clip(low, high),
-                        curve["ci95_high"].clip(low, high), alpha=0.2,
-                        color=line.get_color(), linewidth=0)
-    return few
-
-
-def _draw_seeds(ax, runs: pd.DataFrame, x_column: str, metric: str, style: dict):
-    """Each seed's curve of ``metric`` against ``x_column``, thin in ``style``; the last line."""
-    line = None
-    for _, run in runs.groupby("seed", sort=True):
-        ok = np.isfinite(run[x_column].astype(float)) & np.isfinite(run[metric].astype(float))
-        (line,) = ax.plot(run[x_column][ok], run[metric][ok], **style, linewidth=0.5, alpha=0.6,
-                          gid="seed")
-    return line
-
-
-BAND_MIN_SEEDS = 3
-"""The fewest seeds whose 95 % interval a curve figure draws as a band; with fewer (the
-interval of 2 seeds reaches 12.7 standard errors either side) the seeds themselves are drawn."""
-
-
-def curve_style(index: int) -> dict[str, str]:
-    """Colour and line style of the ``index``-th curve: the palette's 8 colours, each time
-    round with the line styles shifted by one (solid, dashed, dotted, dash-dotted), so
-    that no two of up to 32 curves look alike and neighbours in the palette of similar
-    hue (blue and sky blue, vermillion and orange) differ in line style too."""
-    from cosim.plots.style import LINESTYLES, PALETTE
-
-    return {"color": PALETTE[index % len(PALETTE)],
-            "linestyle": LINESTYLES[(index + index // len(PALETTE)) % len(LINESTYLES)]}
 
 
 def final_values(table: pd.DataFrame, axes: Sequence[str], metric: str) -> pd.DataFrame:
