@@ -33,11 +33,12 @@ from cosim.scenario.mobility_rules import check_mobility
 from cosim.scenario.scene import check_cell_and_channel
 from cosim.scenario.sections import (
     _bool_or_keyword,
+    _registered,
     _require,
     _Section,
     variant_table,
 )
-from learning.catalog import CATALOG, NAMES  # no TensorFlow
+from learning.catalog import CATALOG  # no TensorFlow
 from learning.hyperparameters import AlgorithmParameters, check_init
 from learning.models.shapes import ARCHITECTURE_NAMES, CONVOLUTIONAL, image_shape
 from learning.runtime import (  # stdlib
@@ -410,7 +411,7 @@ AlgorithmConfig = create_model(
     "AlgorithmConfig",
     __base__=_AlgorithmTable,
     __doc__=_AlgorithmTable.__doc__,
-    name=(Literal[NAMES], "bayes_aircomp"),
+    name=(Annotated[str, BeforeValidator(_registered(CATALOG))], "bayes_aircomp"),  # CATALOG as it is now
     **_fields(AlgorithmParameters, list(AlgorithmParameters.model_fields)),
     **{key: value for parameters in _FLAT for key, value in
        _fields(parameters, parameters.own_keys()).items()},

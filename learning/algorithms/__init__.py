@@ -27,11 +27,11 @@ def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = N
     Unknown names and unknown hyper-parameters raise ``ValueError`` naming them, as does
     a ``runtime`` a baseline cannot run (the Numba backend, Philox noise).
     """
-    if name not in ALGORITHMS:
-        close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
+    if name not in CATALOG:  # as it is now: an entry registered after import is built
+        close = difflib.get_close_matches(name, list(CATALOG), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown algorithm {name!r}{hint}; known: {sorted(ALGORITHMS)}")
-    cls = ALGORITHMS[name]
+        raise ValueError(f"unknown algorithm {name!r}{hint}; known: {sorted(CATALOG)}")
+    cls = ALGORITHMS[name] if name in ALGORITHMS else load(CATALOG[name].implementation)
     accepted = set(CATALOG[name].parameters.model_fields)  # learning.hyperparameters
     unknown = sorted(set(hyper) - accepted)
     if unknown:
