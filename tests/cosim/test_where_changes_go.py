@@ -5,6 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
+from test_toy_of_every_kind import ExactScheme, UnfadedChannel  # the toys, defined once
 from tiny_scenario import write_tiny
 
 from cosim.engine import Engine
@@ -53,30 +54,6 @@ def test_a_toy_algorithm_metric_is_one_line_in_the_algorithm(tmp_path):
         engine.run_round(0, engine.initial_state())
 
 
-class _ToyExactScheme:
-    """A toy scheme (the exact weighted sum, one symbol per 2F values, no energy): the
-    scheme seam as a newcomer meets it."""
-
-    carries = "values"
-    accounts_privacy = False
-
-    def nominal_symbols(self, grid):
-        return -(-grid.num_values // (2 * grid.num_subcarriers))
-
-    def send(self, link, air, *, phase, seed, keep_signals, per_device):
-        import tensorflow as tf
-
-        from native.columns import Columns
-        from phy.grid import GroupingRule
-        from phy.uplink import SchemeResult
-
-        estimate = tf.linalg.matvec(link.updates, link.weights, transpose_a=True)
-        grid = GroupingRule(int(link.updates.shape[1]), air.num_subcarriers)
-        symbols = self.nominal_symbols(grid)
-        columns = Columns(scalars={f"toy_symbols_{phase}": float(symbols)})
-        return SchemeResult(estimate, symbols, np.zeros(int(link.updates.shape[0])), columns)
-
-
 def test_a_toy_scheme_is_one_class_and_one_registry_entry(tmp_path, monkeypatch):
     """A new over-the-air scheme is a class behind :class:`phy.uplink.scheme.Scheme` and
     one entry of :data:`phy.parameters.UPLINK_SCHEMES` (its parameters a
@@ -96,7 +73,7 @@ def test_a_toy_scheme_is_one_class_and_one_registry_entry(tmp_path, monkeypatch)
         def uplink_bytes_per_sender(self, num_values, num_subcarriers):
             return 4 * num_values
 
-    monkeypatch.setitem(UPLINK_SCHEMES, "toy", Variant(ToyParameters, _ToyExactScheme))
+    monkeypatch.setitem(UPLINK_SCHEMES, "toy", Variant(ToyParameters, ExactScheme))
     summary = run_scenario(load_scenario(path, overrides=['uplink.scheme="toy"']), progress=False)
     with h5py.File(summary.trace_path, "r") as f:
         rounds = f["rounds"]
@@ -105,21 +82,6 @@ def test_a_toy_scheme_is_one_class_and_one_registry_entry(tmp_path, monkeypatch)
         np.testing.assert_array_equal(rounds["uplink_energy_j"][()], 0.0)
         np.testing.assert_array_equal(rounds["uplink_symbols"][()],
                                       rounds["toy_symbols_rho"][()] + rounds["toy_symbols_nu"][()])
-
-
-class _UnfadedChannel:
-    """A toy channel model: every device's channel is ``sqrt(path_gain_k)`` on every
-    subcarrier (no fading). Input ``path_gain`` [K] float32, ``seed`` [2]; output [K, F]
-    complex64."""
-
-    def __init__(self, num_subcarriers: int):
-        self.num_subcarriers = int(num_subcarriers)
-
-    def __call__(self, path_gain, seed):
-        import tensorflow as tf
-
-        amplitude = tf.cast(tf.sqrt(tf.convert_to_tensor(path_gain, tf.float32)), tf.complex64)
-        return tf.broadcast_to(amplitude[:, None], [amplitude.shape[0], self.num_subcarriers])
 
 
 def test_a_toy_channel_model_is_one_class_and_one_registry_entry(tmp_path, monkeypatch):
@@ -139,7 +101,7 @@ def test_a_toy_channel_model_is_one_class_and_one_registry_entry(tmp_path, monke
         """The toy's keys: the path loss exponent only."""
 
     monkeypatch.setitem(CHANNEL_MODELS, "unfaded", Variant(
-        UnfadedParameters, _UnfadedChannel, {"path_loss_exponent": None},
+        UnfadedParameters, UnfadedChannel, {"path_loss_exponent": None},
         extras=("num_subcarriers",), label="unfaded"))
     scenario = load_scenario(path, overrides=['channel.model="unfaded"', "trace.per_device=true"])
     summary = run_scenario(scenario, progress=False)
@@ -230,8 +192,8 @@ def test_a_scheme_s_checks_memory_and_cost_are_its_registry_entry_s(tmp_path, mo
     class Silent(Parameters):
         """A scheme's parameters that declare nothing."""
 
-    monkeypatch.setitem(UPLINK_SCHEMES, "declared", Variant(Declared, _ToyExactScheme))
-    monkeypatch.setitem(UPLINK_SCHEMES, "silent", Variant(Silent, _ToyExactScheme))
+    monkeypatch.setitem(UPLINK_SCHEMES, "declared", Variant(Declared, ExactScheme))
+    monkeypatch.setitem(UPLINK_SCHEMES, "silent", Variant(Silent, ExactScheme))
     path = write_tiny(tmp_path, rounds=2, every=2, hidden=4)
     with pytest.raises(ScenarioError, match=r"cell\.num_devices: the toy scheme takes at most 4"):
         load_scenario(path, overrides=['uplink.scheme="declared"'])
