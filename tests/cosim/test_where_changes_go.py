@@ -5,7 +5,11 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from test_toy_of_every_kind import ExactScheme, UnfadedChannel  # the toys, defined once
+from test_toy_of_every_kind import (  # the toys, defined once
+    ExactScheme,
+    UnfadedChannel,
+    scaled_inversion,
+)
 from tiny_scenario import write_tiny
 
 from cosim.engine import Engine
@@ -111,28 +115,6 @@ def test_a_toy_channel_model_is_one_class_and_one_registry_entry(tmp_path, monke
     np.testing.assert_allclose(gain, np.broadcast_to(path_gain, gain.shape), rtol=1e-6)
 
 
-def _scaled_inversion():
-    """A toy power control (built lazily: it imports TensorFlow): channel inversion scaled
-    down per OFDM symbol to the budget, ``budgeted`` as its parameters say."""
-    import tensorflow as tf
-
-    from phy.power import PowerControl
-
-    class ScaledInversion(PowerControl):
-        name = "scaled_inversion"
-
-        def __call__(self, delta_abs, u, power_budget_w=None, channel_gain=None, reference_gain=None):
-            u = tf.broadcast_to(u, tf.shape(delta_abs))
-            live = ~tf.math.is_inf(u)
-            power = tf.reduce_sum(tf.where(live, u * tf.cast(delta_abs, tf.float64) ** 2, tf.zeros_like(u)),
-                                  -1, keepdims=True)
-            scale = tf.sqrt(tf.minimum(tf.ones_like(power),
-                                       tf.math.divide_no_nan(tf.cast(power_budget_w, tf.float64), power)))
-            return tf.where(live, delta_abs * tf.cast(scale, tf.float32), tf.zeros_like(delta_abs))
-
-    return ScaledInversion()
-
-
 @pytest.mark.parametrize("budgeted", [True, False])
 def test_a_toy_power_control_runs_with_privacy_from_its_registry_entry(tmp_path, monkeypatch, budgeted):
     """A new power control is a class and one entry of :data:`phy.parameters.POWER_CONTROLS`
@@ -146,7 +128,7 @@ def test_a_toy_power_control_runs_with_privacy_from_its_registry_entry(tmp_path,
         """The toy's parameters: none; ``budgeted`` as the case says."""
 
     ToyControl.budgeted = budgeted
-    monkeypatch.setitem(POWER_CONTROLS, "toy", Variant(ToyControl, _scaled_inversion, label="toy"))
+    monkeypatch.setitem(POWER_CONTROLS, "toy", Variant(ToyControl, scaled_inversion, label="toy"))
     path = write_tiny(tmp_path, rounds=2, every=2, algorithm="fedavg", hidden=4)
     sets = ['power.control="toy"', "power.tx_power_dbm=-60", "privacy.delta=1e-5"]
     scenario = load_scenario(path, overrides=sets)
