@@ -18,27 +18,6 @@ from cosim.scenario import load_scenario
 from cosim.scenario.derived import memory_parts, scenario_num_params
 from cosim.scenario.errors import ScenarioError
 from cosim.study.cost import SCHEME_PHASE_VALUES, run_cost, study_cost_lines
-from phy.uplink import RoundLink
-
-
-def test_a_toy_round_column_is_one_line_in_the_block_that_computes_it(tmp_path, monkeypatch):
-    """A column the uplink computes (here the round's strongest device gain) is added
-    where it is computed, :meth:`phy.uplink.RoundLink.columns`, and reaches the trace with
-    no other change."""
-    original = RoundLink.columns
-
-    def columns(self):
-        out = original(self)
-        out.scalars["toy_max_channel_gain"] = float(np.max(out.per_device["mean_channel_gain"]))
-        return out
-
-    monkeypatch.setattr(RoundLink, "columns", columns)
-    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4))
-    summary = run_scenario(scenario, progress=False)
-    with h5py.File(summary.trace_path, "r") as f:
-        toy = f["rounds/toy_max_channel_gain"][()]
-        gains = f["rounds/per_device/mean_channel_gain"][()]
-    np.testing.assert_array_equal(toy, gains.max(axis=1))
 
 
 def test_a_toy_algorithm_metric_is_one_line_in_the_algorithm(tmp_path):
