@@ -422,12 +422,15 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
     energy of drops whose path gains differ by decades), said in its legend entry."""
     data = summary[(summary["metric"] == metric) & (summary["x_kind"] == x_kind)]
     x_column = "round" if x_kind == "round" else X_COLUMNS[x_kind]
-    runs_of = ({comparable(k): rows for k, rows in _groups(table, axes)}
-               if table is not None and x_column in table else {})
-    curves = {comparable(k): rows for k, rows in _groups(data, axes)} if not data.empty else {}
-    original = {comparable(k): k for k, _ in [*_groups(data, axes), *(_groups(table, axes) if runs_of else [])]}
+    original, runs_of, curves = {}, {}, {}
+    if table is not None and x_column in table and metric in table:
+        for key, rows in _groups(table, axes):  # the combinations with a finite point
+            if (np.isfinite(rows[x_column].astype(float)) & np.isfinite(rows[metric].astype(float))).any():
+                original[comparable(key)], runs_of[comparable(key)] = key, rows
+    for key, rows in _groups(data, axes):
+        original[comparable(key)], curves[comparable(key)] = key, rows
     order = list(dict.fromkeys([*runs_of, *curves]))
-    if not curves:
+    if not order:
         return None
     seeds_drawn = False
     with _saved_figure(path) as (fig, panels):
@@ -436,7 +439,7 @@ def _plot(summary: pd.DataFrame, axes: Sequence[str], metric: str, x_kind: str,
             label = _combination_label(axes, original[key], labels, only)
             if key in curves:
                 seeds_drawn |= draw_curve(ax, curves[key], runs_of.get(key), x_column, metric, index, label)
-            elif key in runs_of and metric in runs_of[key]:
+            else:  # its seeds share no stretch of x: no mean exists
                 n = runs_of[key]["seed"].nunique()
                 line = draw_seeds(ax, runs_of[key], x_column, metric, curve_style(index))
                 line.set_label(f"{label} (n = {n}: seeds, no common x)")

@@ -920,6 +920,13 @@ def test_seeds_whose_x_ranges_do_not_meet_are_drawn_apart_not_dropped(tmp_path, 
     assert len(seeds) == 3 and ax.get_xscale() == "log"
     np.testing.assert_allclose(seeds[2].get_xdata(), [1e9, 2e9, 3e9, 4e9])
     real_close(fig)
+    # a combination without the metric at all (FedAvg's posterior) is no curve, not "seeds"
+    table["posterior_mean_accuracy"] = np.where(table[AXIS] == 0.0, 0.5, np.nan)
+    summary = summarize_over_seeds(table, [AXIS])
+    assert _plot(summary, [AXIS], "posterior_mean_accuracy", "uplink_energy", tmp_path / "p.png", table=table)
+    labels = [t.get_text() for t in figures[-1].legends[0].get_texts()]
+    assert labels == ["P = 0 dBm (n = 3)"]
+    real_close(figures[-1])
 
 
 def test_recorded_options_naming_an_axis_the_study_lost_are_one_line(tmp_path):
