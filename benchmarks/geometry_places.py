@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from cosim import rng as rngs
 from cosim.scenario import load_scenario
+from cosim.scenario.scene import traces_scene
 from cosim.world import _channel_of, _static_data
 from native.streams import CHANNEL
 
@@ -62,7 +63,7 @@ def place_facts(name: str, seed: int, rounds: int, overrides: list[str]) -> dict
         "freq_corr": {lag: float(np.median([_frequency_correlation(h, lag) for h in responses])) for lag in LAGS},
         "round_corr": float(np.median(_round_correlation(responses[0], responses[1]))),
     }
-    if hasattr(channel, "cir") and scenario.channel.model == "ray_traced":
+    if traces_scene(scenario.channel.model):
         a, _ = channel.cir(None, rngs.stream_seed(seed, 1, CHANNEL))
         power = np.abs(a.numpy()) ** 2
         facts["strongest_share"] = float(np.median(power.max(axis=1) / np.maximum(power.sum(axis=1), 1e-300)))
@@ -77,6 +78,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--set", dest="overrides", action="append", default=["cell.radius_m=200.0"])
     args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error(f"--rounds: at least 2, for the round-to-round correlation (got {args.rounds})")
     for name in args.places:
         rows = [place_facts(name, seed, args.rounds, args.overrides) for seed in args.seeds]
         gains = np.mean([r["gain_db"] for r in rows], axis=0)
