@@ -349,15 +349,20 @@ def _device_distortion(trace: TraceData) -> np.ndarray | None:
     return np.sum([np.mean(trace.per_device[f"local_distortion_{p}"], axis=0) for p in phases], axis=0)
 
 
+def _scene_channel(trace: TraceData) -> dict:
+    """The ``[channel]`` table of a trace whose devices stand in a traced scene (its
+    registry entry says: scene coordinates), else ``{}``."""
+    channel = trace.scenario.get("channel")
+    channel = channel if isinstance(channel, dict) else {}
+    model = CHANNEL_MODELS.get(channel.get("model"))
+    return channel if model is not None and model.parameters.scene_coordinates else {}
+
+
 def _bs_xy_m(trace: TraceData) -> tuple[float, float]:
     """The BS's x, y [m]: ``channel.bs_position_m`` of a ray-traced scenario (the devices'
     positions are scene coordinates), else the origin."""
-    channel = trace.scenario.get("channel")
-    channel = channel if isinstance(channel, dict) else {}
-    position = channel.get("bs_position_m")
-    model = CHANNEL_MODELS.get(channel.get("model"))  # its registry entry says
-    if (model is None or not model.parameters.scene_coordinates
-            or not isinstance(position, list) or len(position) != 3
+    position = _scene_channel(trace).get("bs_position_m")
+    if (not isinstance(position, list) or len(position) != 3
             or not all(isinstance(v, int | float) and math.isfinite(v) for v in position)):
         return 0.0, 0.0
     return float(position[0]), float(position[1])
@@ -365,13 +370,8 @@ def _bs_xy_m(trace: TraceData) -> tuple[float, float]:
 
 def _scene_of(trace: TraceData) -> str | None:
     """``channel.scene`` of a trace whose devices stand in a traced scene, else None."""
-    channel = trace.scenario.get("channel")
-    channel = channel if isinstance(channel, dict) else {}
-    model = CHANNEL_MODELS.get(channel.get("model"))
-    scene = channel.get("scene")
-    if model is None or not model.parameters.scene_coordinates or not isinstance(scene, str):
-        return None
-    return scene
+    scene = _scene_channel(trace).get("scene")
+    return scene if isinstance(scene, str) else None
 
 
 def _scene_footprints(traces) -> dict[str, np.ndarray | None]:
