@@ -39,8 +39,8 @@ class Analog:
         Choose gamma per phase instead (``power.gamma = "joint"``).
 
     These are the scheme's own: the block holds none of them, and no other scheme reads
-    them; the block's ``[privacy]`` derivation, which is this scheme's
-    (``accounts_privacy``), reads ``power_control`` and ``gamma_w`` from it.
+    them; the ``[privacy]`` wrapper (:class:`phy.uplink.private.Private`, for a scheme that
+    ``accounts_privacy``) reads ``power_control`` and ``gamma_w`` from it.
 
     With ``joint_gamma`` gamma is chosen per
     phase from what the BS knows, the weights, the senders' reported ``||Delta_k||^2 / d``

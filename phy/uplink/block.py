@@ -244,7 +244,7 @@ class RoundLink:
     ``path_gain`` [K] (the block's, or with moving devices theirs at the first phase's
     start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's),
     ``private`` (:class:`phy.uplink.private.PrivateRound` with the block's ``privacy``:
-    the round's mechanisms, ``.observed_gain``, ``.mechanisms()``; else None).
+    the round's mechanisms and ``.observed_gain``; else None).
     """
 
     def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):

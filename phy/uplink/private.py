@@ -159,12 +159,6 @@ class PrivateRound:
                 block.air.num_subcarriers, numpy_rng(block.seed, self.link.t, streams.EAVESDROPPER))
         return self._eavesdropper_gain
 
-    def mechanisms(self) -> dict[str, PhaseMechanism]:
-        """The phases sent so far with ``privacy``: each one's
-        :class:`phy.privacy.PhaseMechanism` over the population (the devices that did not
-        send: sensitivity 0)."""
-        return dict(self._mechanisms)
-
     def _population(self, link) -> tuple[np.ndarray, np.ndarray]:
         """The phase's weights pi_k / share [K] float64 of every device as the BS would
         have weighted it had it sent (the senders' own; a device that did not send at the

@@ -57,7 +57,7 @@ class Scheme(Protocol):
     ``carries`` is ``"values"`` (the estimate approximates the weighted sum: any
     algorithm) or ``"signs"`` (the estimate is a sign per entry: an algorithm whose
     server update takes a majority vote, ``learning.catalog.Entry.sends == "signs"``).
-    ``accounts_privacy`` is True where the block's ``[privacy]`` mechanism (the analog
+    ``accounts_privacy`` is True where the ``[privacy]`` mechanism (the analog
     receiver noise against each sender's sensitivity, :mod:`phy.privacy`) describes what
     the BS sees: only such a scheme can be wrapped in :class:`phy.uplink.private.Private`.
     """

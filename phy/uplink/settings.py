@@ -181,6 +181,10 @@ class ChannelOverTime:
     moving: Any = None
     drops: Any = None
 
+    def __post_init__(self):
+        if self.moving is not None and self.drops is not None:  # both would write the positions
+            raise ValueError("moving devices and new drops every N rounds cannot be combined")
+
 
 NO_DOWNLINK = DownlinkLoad()
 """Nothing multicast (the block's default)."""
