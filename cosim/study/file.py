@@ -1,7 +1,9 @@
 """The study file: its keys, its points (the axes' product x the seeds, less what
 ``[only]`` leaves out) and their run names (every key in ``docs/studies.md``). A point
 starts from the study's ``scenario``, or from its value of a ``scenario`` axis
-(:data:`SCENARIO_AXIS`: several base scenarios, e.g. places to compare).
+(:data:`SCENARIO_AXIS`: several base scenarios, e.g. places to compare); ``[where]`` sets
+keys at the points where an axis takes one value (a variant that needs another key with
+it: the one-bit scheme and signSGD).
 
 :func:`load_study` validates the file and every point (each axis combination x each
 seed, loaded with :func:`cosim.scenario.load_scenario` and its overrides, and checked
@@ -52,7 +54,7 @@ MAX_LABEL_CHARS = 200
 """The longest label a study's ``[labels]`` may give (a legend entry or an axis title:
 longer ones cannot be laid out, and matplotlib's layout of a 200,000-character label
 did not finish)."""
-_TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "labels", "resources")
+_TOP_KEYS = ("scenario", "seeds", "set", "axes", "only", "where", "labels", "resources")
 _RESOURCE_KEYS = ("cpus_per_run",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
 
@@ -78,8 +80,8 @@ class RunPoint:
         The axis key -> value of this run.
     overrides : tuple[str, ...]
         The ``--set`` items that make this run's scenario from its base (the study's
-        ``[set]``, then the axis values but a ``scenario`` axis's, then ``seed`` and
-        ``trace.path``).
+        ``[set]``, then its ``[where]`` settings that hold at this point, then the axis
+        values but a ``scenario`` axis's, then ``seed`` and ``trace.path``).
     scenario : Scenario or None
         The validated scenario (None for points built without validation).
     """
@@ -122,6 +124,10 @@ class Study:
     scenario_files : dict[str, str]
         With a ``scenario`` axis: each of its values as written -> that base scenario
         resolved (empty when read unresolved: ``load_study(resolve_scenario=False)``).
+    where : dict[str, dict[str, Any]]
+        Settings of some points: ``"key=value"`` of an axis (as in the run names) -> the
+        dotted keys set where that axis takes that value, after ``[set]`` and before the
+        axis values.
     """
 
     source: Path
@@ -135,6 +141,7 @@ class Study:
     text: str = field(default="", repr=False)
     keep: dict[str, list] = field(default_factory=dict)
     scenario_files: dict[str, str] = field(default_factory=dict)
+    where: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def base_scenario(self, values: dict[str, Any]) -> str:
         """The resolved base scenario of the axis combination ``values``: its ``scenario``
@@ -180,6 +187,7 @@ class Study:
                    out_dir: Path | None) -> list[str]:
         """The ``--set`` items of one point (:attr:`RunPoint.overrides`)."""
         overrides = [f"{k}={toml_value(v)}" for k, v in self.set.items()]
+        overrides += [f"{k}={toml_value(v)}" for k, v in self.settings_where(values).items()]
         overrides += [f"{k}={toml_value(v)}" for k, v in values.items() if k != SCENARIO_AXIS]
         overrides.append(f"seed={seed}")
         if out_dir is not None:
@@ -204,6 +212,13 @@ class Study:
             named = f"scenario {base}: " if error.source == base else ""
             problems += [f"{where}: {named}{p}" for p in error.problems]
             return None
+
+    def settings_where(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The ``[where]`` settings that hold at the axis combination ``values``, in file
+        order (two that set one key differently at one point are refused at load)."""
+        named = {value_key(k, v) for k, v in values.items()}
+        return {key: value for condition, settings in self.where.items() if condition in named
+                for key, value in settings.items()}
 
     def kept(self, values: dict[str, Any]) -> bool:
         """Whether the axis combination ``values`` passes ``keep`` (``--only``)."""
@@ -305,8 +320,9 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
         that is no scenario file or shipped name (or the same file as another),
         ``seeds`` not a non-empty list of distinct ints, an axis that is not a
         non-empty list, a key both in ``[set]`` and ``[axes]``, ``seed`` or
-        ``trace.path`` set by the study (the study owns them), ``cpus_per_run`` not a
-        positive number, and every invalid point (:meth:`Study.points`).
+        ``trace.path`` set by the study (the study owns them), a bad ``[where]``
+        (:func:`_checked_where`), ``cpus_per_run`` not a positive number, and every
+        invalid point (:meth:`Study.points`).
     """
     path = Path(path)
     # a bare name that is not a file here (a missing one, or a directory such as the
@@ -324,6 +340,7 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
                                                resolve=resolve_scenario)
     only = data.get("only", {})
     problems += _only_problems(only, axes)
+    where = _checked_where(data.get("where", {}), axes, problems)
     labels = _checked_labels(data.get("labels", {}), axes, problems)
     cpus = _checked_resources(data.get("resources", {}), problems)
     if problems:
@@ -332,7 +349,7 @@ def load_study(path: str | Path, *, validate: bool = True, resolve_scenario: boo
                   set=dict(overrides), axes={k: list(v) for k, v in axes.items()},
                   cpus_per_run=cpus, labels=dict(labels),
                   only={k: dict(v) for k, v in only.items()} if isinstance(only, dict) else {},
-                  text=text, scenario_files=scenario_files)
+                  text=text, scenario_files=scenario_files, where=where)
     if validate:
         study.points()
     return study
@@ -439,6 +456,51 @@ def _checked_set_and_axes(overrides: Any, axes: Any,
     return overrides, axes
 
 
+def _axis_values_named(axes: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Every ``"key=value"`` of the axes (:func:`cosim.display_names.value_key`, as in the
+    run names) -> ``(key, value)``."""
+    return {value_key(k, v): (k, v) for k, values in axes.items() if isinstance(values, list)
+            for v in values}
+
+
+def _checked_where(where: Any, axes: dict[str, Any], problems: list[str]) -> dict[str, dict[str, Any]]:
+    """``[where]`` as a dict (``{}`` when it is not a table); a line appended to
+    ``problems`` for a condition that names no axis value, settings that are not a table,
+    a key the study owns or sweeps (``seed``, ``trace.path``, ``scenario``, an axis), a
+    nested table where the key takes none, and two conditions that can hold at one point
+    (on different axes) setting one key to different values."""
+    if not isinstance(where, dict):
+        problems.append(f'where: must be a table of "key=value" -> {{dotted key = value}} (got {where!r})')
+        return {}
+    named = _axis_values_named(axes)
+    checked: dict[str, dict[str, Any]] = {}
+    for condition, settings in where.items():
+        if condition not in named:
+            problems.append(f"where.{condition}: names no axis value (\"key=value\" as in the run "
+                            f"names, e.g. \"uplink.scheme=one_bit\"; got {condition!r})")
+            continue
+        if not isinstance(settings, dict) or not settings:
+            problems.append(f"where.{condition}: must be a table of dotted keys -> values "
+                            f"(got {settings!r})")
+            continue
+        for key, value in settings.items():
+            if key in ("seed", "trace.path", SCENARIO_AXIS) or key in axes:
+                problems.append(f"where.{condition}.{key}: {'an axis' if key in axes else 'set by the study'}"
+                                f", not a key to set at some points (got {value!r})")
+            elif isinstance(value, dict) and not takes_a_table(key):
+                problems.append(f"where.{condition}.{key}: a nested table; write its dotted keys "
+                                f"(got {value!r})")
+        checked[condition] = settings
+    for (first, a), (second, b) in itertools.combinations(checked.items(), 2):
+        if named[first][0] == named[second][0]:
+            continue  # one axis: never both at one point
+        for key in sorted(set(a) & set(b)):
+            if not _same(a[key], b[key]):
+                problems.append(f"where.{second}.{key}: {b[key]!r}, and where.{first}.{key}: "
+                                f"{a[key]!r} at the points where both hold; set it once")
+    return checked
+
+
 def _checked_labels(labels: Any, axes: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     """``[labels]`` as a dict (``{}`` when it is not a table); a line appended to
     ``problems`` for a label that is empty, longer than :data:`MAX_LABEL_CHARS` or
@@ -447,8 +509,7 @@ def _checked_labels(labels: Any, axes: dict[str, Any], problems: list[str]) -> d
         problems.append(f"labels: must be a table of axis keys or \"key=value\" -> labels "
                         f"(got {labels!r})")
         return {}
-    named = {*axes, *(value_key(k, v) for k, values in axes.items() if isinstance(values, list)
-                      for v in values)}
+    named = {*axes, *_axis_values_named(axes)}
     for key, label in labels.items():
         if not isinstance(label, str) or not label.strip():
             problems.append(f"labels.{key}: must be a non-empty string (got {label!r})")
