@@ -35,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 MAX_REFLECTIONS = 1_000_000
-"""Hang guard of :func:`advance`: reflections summed over the devices of one call."""
+"""Hang guard of :func:`advance`: its passes that reflect some device (at most one
+reflection per device and pass) in one call."""
 
 
 def speeds_mps(speed_mps, num_devices: int, rng: np.random.Generator) -> np.ndarray:
@@ -66,18 +67,20 @@ def _hit_times(p: np.ndarray, u: np.ndarray, radius_m: float, inner_m: float) ->
     return t_out
 
 
-def advance(positions_m: np.ndarray, velocities_mps: np.ndarray, dt_s: float, radius_m: float,
+def advance(positions_m: np.ndarray, velocities_mps: np.ndarray, dt_s, radius_m: float,
             inner_m: float) -> tuple[np.ndarray, np.ndarray]:
     """The devices ``dt_s`` seconds later, reflected at ``|p| = radius_m`` and ``|p| = inner_m``.
 
-    Input: ``positions_m`` [K, 2], ``velocities_mps`` [K, 2] (float64), ``dt_s`` >= 0, the
-    walls [m]. Output: new ``(positions [K, 2], velocities [K, 2])`` (the inputs are not
-    changed).
+    Input: ``positions_m`` [K, 2], ``velocities_mps`` [K, 2] (float64), ``dt_s`` >= 0 (one
+    for all, or [K] one per row), the walls [m]. Output: new ``(positions [K, 2],
+    velocities [K, 2])`` (the inputs are not changed). Each row is computed on its own, so
+    a row's result does not depend on the others.
     """
-    if not dt_s >= 0.0:
+    dt = np.asarray(dt_s, np.float64)
+    if not np.all(dt >= 0.0):
         raise ValueError(f"dt_s must be >= 0, got {dt_s!r}")
     p, u = np.array(positions_m, np.float64), np.array(velocities_mps, np.float64)
-    remaining = np.full(p.shape[0], float(dt_s))
+    remaining = np.broadcast_to(dt, (p.shape[0],)).copy()
     remaining[np.sum(u * u, axis=1) == 0.0] = 0.0
     reflections = 0
     while np.any(remaining > 0.0):
@@ -94,9 +97,9 @@ def advance(positions_m: np.ndarray, velocities_mps: np.ndarray, dt_s: float, ra
             u[hit] -= 2.0 * np.sum(u[hit] * n, axis=1)[:, None] * n
             outer = np.abs(r - radius_m) <= np.abs(r - inner_m)  # back onto the wall it hit
             p[hit] = n * np.where(outer, radius_m, inner_m)[:, None]
-            reflections += hit.size
+            reflections += 1
         if reflections > MAX_REFLECTIONS:
-            raise RuntimeError(f"more than {MAX_REFLECTIONS} reflections in {dt_s} s")
+            raise RuntimeError(f"more than {MAX_REFLECTIONS} passes with reflections in {float(np.max(dt))} s")
     return p, u
 
 
@@ -139,16 +142,15 @@ class StraightMotion:
 
     def positions_at(self, offsets_s) -> np.ndarray:
         """``[T, K, 2]`` positions at ``offsets_s`` [T] seconds after the state's time
-        (ascending, each >= 0; advanced one from the other; the state is not changed)."""
+        (ascending, each >= 0; each advanced from the state, all T in one :func:`advance`
+        of T K rows; the state is not changed)."""
         offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
         if np.any(np.diff(offsets) < 0.0) or (offsets.size and offsets[0] < 0.0):
             raise ValueError(f"offsets_s must be ascending and >= 0, got {offsets}")
-        p, u, now, out = self.positions_m, self.velocities_mps, 0.0, []
-        for offset in offsets:
-            p, u = advance(p, u, float(offset) - now, self.radius_m, self.inner_m)
-            now = float(offset)
-            out.append(p)
-        return np.stack(out) if out else np.zeros((0, *p.shape))
+        size = self.positions_m.shape[0]
+        p, _ = advance(np.tile(self.positions_m, (offsets.size, 1)), np.tile(self.velocities_mps, (offsets.size, 1)),
+                       np.repeat(offsets, size), self.radius_m, self.inner_m)
+        return p.reshape(offsets.size, size, 2)
 
     def travelled_m(self, time_s) -> np.ndarray:
         """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""

@@ -56,6 +56,7 @@ import tensorflow as tf
 from native.columns import Columns
 from phy.parameters import DigitalOfdmaScheme
 from phy.uplink.scheme import SchemeResult
+from phy.uplink.slot_blocks import BlockRate, slot_holds
 
 SCALE_BITS = 32
 """Side information per device and phase: the scale s_k as a 32-bit float."""
@@ -312,59 +313,6 @@ def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_
                 symbols, transmits, decoded, num_symbols)
 
 
-SLOT_CHUNK_VALUES = 1 << 19
-"""The coherence blocks of a slot are evaluated a chunk at a time, at most this many
-sinusoid terms (blocks x subcarriers x M, 32 bytes of temporaries each: 16 MiB) each: the memory
-does not grow with the slot."""
-
-
-def coherence_blocks(slot, plan_: Plan, symbol_duration_s: float) -> tuple[float, int]:
-    """``(T_b, B)``: the block length [s], the fastest transmitting sender's coherence time
-    ``0.423 / f_D`` (:func:`phy.doppler.coherence_time_s`), and the blocks that cover the
-    longest slot (0 when nobody moves or transmits)."""
-    from phy.doppler import coherence_time_s
-
-    moving = plan_.transmits & (slot.doppler_hz > 0.0)
-    if not moving.any():
-        return math.inf, 0
-    block_s = float(np.min(coherence_time_s(slot.doppler_hz[moving])))
-    longest_s = float(np.max(plan_.symbols[plan_.transmits])) * symbol_duration_s
-    return block_s, max(1, math.ceil(longest_s / block_s))
-
-
-def slot_capacity(slot, plan_: Plan, *, tx_power_w: float, noise_power_w: float, symbol_duration_s: float,
-                  rate_model: str, gap: float, target_bler: float, num_sinusoids: int) -> np.ndarray:
-    """``[K_T]`` float64: each transmitting sender's smallest rate over the coherence blocks
-    of its slot (inf for one that does not transmit, or nobody moving).
-
-    The slot ``[0, N_k T_sym)`` is cut into blocks of length ``T_b`` (:func:`coherence_blocks`);
-    in block b the channel is taken constant at its value at the block's middle
-    ``(b + 1/2) T_b`` (the devices' positions then too) and carries the rate of
-    :func:`shannon_bits_per_symbol` (or :func:`mcs_bits_per_symbol`) on the device's
-    subcarriers; block b counts for device k when it starts within its slot, ``b T_b < N_k T_sym``.
-    """
-    block_s, num_blocks = coherence_blocks(slot, plan_, symbol_duration_s)
-    lowest = np.full(plan_.rate.shape[0], np.inf)
-    if num_blocks == 0:
-        return lowest
-    subcarriers = np.arange(plan_.owner.shape[0])
-    slot_s = np.where(plan_.transmits, plan_.symbols, 0.0) * symbol_duration_s
-    chunk = max(1, SLOT_CHUNK_VALUES // (subcarriers.size * num_sinusoids))
-    for first in range(0, num_blocks, chunk):
-        index = np.arange(first, min(first + chunk, num_blocks))
-        h = slot.owned_at((index + 0.5) * block_s, plan_.owner, subcarriers)  # [b, F]
-        for b, row in zip(index, h, strict=True):
-            gain = np.zeros((plan_.rate.shape[0], subcarriers.size))
-            gain[plan_.owner, subcarriers] = np.abs(row.astype(np.complex128)) ** 2
-            if rate_model == "shannon":
-                rate = shannon_bits_per_symbol(gain, plan_.owner, tx_power_w, noise_power_w, gap)
-            else:
-                rate, _ = mcs_bits_per_symbol(gain, plan_.owner, tx_power_w, noise_power_w, 1.0, target_bler)
-            inside = b * block_s < slot_s
-            lowest[inside] = np.minimum(lowest[inside], rate[inside])
-    return lowest
-
-
 def decoded_weights(weights: np.ndarray, decoded: np.ndarray) -> np.ndarray:
     """The BS's weights over the decoded devices, renormalised to the senders' total
     (``w_k sum w / sum_decoded w``; 0 for the others; all 0 when none is decoded)."""
@@ -413,24 +361,38 @@ class DigitalOfdma:
                     snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
                     rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
 
+    def block_rate(self, schedule: Plan, air, margin_db: float = 0.0) -> BlockRate:
+        """The rate rule over coherence blocks (:class:`phy.uplink.slot_blocks.BlockRate`):
+        the scheme's rate model with the code's gap and a back-off of ``margin_db``."""
+        margin = 10.0 ** (margin_db / 10.0)
+        if self.rate_model == "shannon":
+            return BlockRate(schedule.owner, air.tx_power_w, air.noise_power_w,
+                             10.0 ** (self.snr_gap_db / 10.0) * margin)
+        _, efficiency, threshold = nr_mcs_table(self.target_bler)
+        return BlockRate(schedule.owner, air.tx_power_w, air.noise_power_w, margin, (efficiency, threshold),
+                         DECODE_TOLERANCE)
+
     def aged(self, schedule: Plan, link, air) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
         """``schedule`` with the senders whose channel falls below their rate in some
-        coherence block of their slot no longer decoded (:func:`slot_capacity`), and
-        ``(aging_outage [K_T] bool, aging_correlation [K_T])``: the devices lost that way,
+        coherence block of their slot no longer decoded (:func:`phy.uplink.slot_blocks.slot_holds`),
+        and ``(aging_outage [K_T] bool, aging_correlation [K_T])``: the devices lost that way,
         and Jakes' correlation between the channel at the slot's start (the estimate's) and
         at its middle, ``J0(pi f_D N_k T_sym)`` (NaN for one that does not transmit)."""
+        rate = dataclasses.replace(self.block_rate(schedule, air), tolerance=DECODE_TOLERANCE)
+        holds = slot_holds(link.slot, rate, schedule.rate, schedule.transmits, schedule.decoded,
+                           schedule.symbols, air.symbol_duration_s)
+        decoded = schedule.decoded & holds
+        return dataclasses.replace(schedule, decoded=decoded), (schedule.decoded & ~holds,
+                                                                self.correlation(link, schedule, air))
+
+    @staticmethod
+    def correlation(link, schedule: Plan, air) -> np.ndarray:
+        """``[K_T]`` ``J0(pi f_D N_k T_sym)`` over the symbols each sender occupies (NaN for
+        one that does not transmit)."""
         from phy.doppler import jakes_correlation
 
-        gap = 10.0 ** (self.snr_gap_db / 10.0) if self.rate_model == "shannon" else 1.0
-        lowest = slot_capacity(link.slot, schedule, tx_power_w=air.tx_power_w,
-                               noise_power_w=air.noise_power_w, symbol_duration_s=air.symbol_duration_s,
-                               rate_model=self.rate_model, gap=gap, target_bler=self.target_bler,
-                               num_sinusoids=link.slot.num_sinusoids)
-        holds = schedule.rate <= lowest * (1.0 + DECODE_TOLERANCE)
-        decoded = schedule.decoded & holds
         half_slot_s = 0.5 * np.where(schedule.transmits, schedule.symbols, np.nan) * air.symbol_duration_s
-        correlation = jakes_correlation(link.slot.doppler_hz, half_slot_s)
-        return dataclasses.replace(schedule, decoded=decoded), (schedule.decoded & ~holds, correlation)
+        return jakes_correlation(link.slot.doppler_hz, half_slot_s)
 
     def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
         updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)

@@ -85,6 +85,12 @@ def test_a_moving_device_advances_by_v_dt_and_stays_in_the_cell():
     np.testing.assert_allclose(np.hypot(u[:, 0], u[:, 1]), 120 / 3.6, rtol=1e-12)
     p1, _ = advance(*advance(start, velocity, 250.0, radius_m, inner_m), 350.0, radius_m, inner_m)
     np.testing.assert_allclose(p1, p, atol=1e-6)
+    # positions at many offsets (one advance of T K rows) are each offset's own advance, bit for bit
+    moving = StraightMotion(start, np.full(50, 120 / 3.6), angle + 1.0, radius_m, inner_m)
+    offsets = np.array([0.0, 0.5, 7.0, 30.0, 250.0])  # walls crossed on the way
+    at = moving.positions_at(offsets)
+    for t, row in zip(offsets, at, strict=True):
+        np.testing.assert_array_equal(row, advance(moving.positions_m, moving.velocities_mps, t, radius_m, inner_m)[0])
 
 
 def test_the_clock_places_rounds_and_a_resumed_clock_gives_the_same_channel():
@@ -179,13 +185,14 @@ def test_random_waypoints_walk_at_their_speed_to_points_of_the_cell_and_replay()
 
 def test_a_digital_slots_memory_does_not_grow_with_its_length(monkeypatch):
     """The coherence blocks of a slot are evaluated a chunk at a time: with chunks of 8
-    blocks, a slot of 4 chunks and one of 16 (K = 4 senders, F = 64, M = 8, 120 km/h) peak
-    at the same traced memory within 10 %, while the blocks quadruple (measured: 0.24 MiB
-    both; keeping every block's channel, 512 bytes each, raised the longer slot's by 20 %)."""
+    blocks, a slot of 4 chunks and one of 16 (K = 4 senders, F = 64, M = 8, 120 km/h, rates
+    a hundredth of capacity, so every block is evaluated) peak at the same traced memory
+    within 10 %, while the blocks quadruple (measured: 0.24 MiB both; keeping every
+    block's channel, 512 bytes each, raised the longer slot's by 20 %)."""
     import tracemalloc
     from dataclasses import replace
 
-    from phy.uplink import digital_ofdma
+    from phy.uplink import slot_blocks
     from phy.uplink.moving_link import SlotChannel
 
     moving = straight(120 / 3.6, 0.0, CARRIER_HZ, 8, positions_m=[[50.0, 0.0], [0.0, 60.0], [-70.0, 0.0], [0.0, -80.0]],
@@ -196,17 +203,19 @@ def test_a_digital_slots_memory_does_not_grow_with_its_length(monkeypatch):
     slot = SlotChannel(moving, 0.0, np.arange(4), moving.doppler_hz)
     base = plan(h, h, 100, bits_per_value=8, allocation="equal", tx_power_w=0.1, noise_power_w=1e-11)
     chunk = 8  # blocks per chunk
-    monkeypatch.setattr(digital_ofdma, "SLOT_CHUNK_VALUES", chunk * 64 * 8)
+    monkeypatch.setattr(slot_blocks, "SLOT_CHUNK_VALUES", chunk * 64 * 8)
     block_s = float(np.min(coherence_time_s(moving.doppler_hz)))
+    rate = slot_blocks.BlockRate(base.owner, 0.1, 1e-11, 1.0)
     peaks = []
     for chunks in (4, 16):
         symbols = np.full(4, np.ceil(chunks * chunk * block_s / 1e-4))
-        schedule = replace(base, symbols=symbols, num_symbols=int(symbols.max()))
+        schedule = replace(base, symbols=symbols, num_symbols=int(symbols.max()), rate=base.rate / 100.0)
         tracemalloc.start()
-        digital_ofdma.slot_capacity(slot, schedule, tx_power_w=0.1, noise_power_w=1e-11, symbol_duration_s=1e-4,
-                                    rate_model="shannon", gap=1.0, target_bler=0.1, num_sinusoids=8)
+        holds = slot_blocks.slot_holds(slot, rate, schedule.rate, schedule.transmits, schedule.decoded,
+                                       schedule.symbols, 1e-4)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
+        assert holds.all()
     assert peaks[1] <= 1.1 * peaks[0], peaks
 
 
