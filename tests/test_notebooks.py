@@ -1,7 +1,9 @@
 """The notebooks in notebooks/ are stored without outputs and run top to bottom, in order,
 in a fresh Jupyter kernel each (nbclient + ipykernel, the ``test`` extra): a notebook that
 no longer runs fails here. They share one working directory (``COSIM_NOTEBOOK_DIR``), so
-04 reads the study 02 ran."""
+04 reads the study 02 ran; that study runs 2 of its 3 seeds on one worker process
+(``COSIM_NOTEBOOK_SEEDS``, ``COSIM_NOTEBOOK_CPUS``: 8 runs, every cell and figure as with
+3 seeds on 2 CPUs, one TensorFlow start of the study's instead of two)."""
 
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ def work(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_runs_top_to_bottom(path, work, monkeypatch):
     monkeypatch.setenv("COSIM_NOTEBOOK_DIR", str(work))
+    monkeypatch.setenv("COSIM_NOTEBOOK_SEEDS", "2")
+    monkeypatch.setenv("COSIM_NOTEBOOK_CPUS", "1")
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})

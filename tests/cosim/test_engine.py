@@ -35,9 +35,18 @@ def _arrays(path):
     return out
 
 
-def test_run_writes_documented_trace(tmp_path):
-    scenario = load_scenario(write_tiny(tmp_path, rounds=4, every=2))
-    summary = run_scenario(scenario, progress=False)
+@pytest.fixture(scope="module")
+def four_rounds(tmp_path_factory):
+    """The tiny scenario run once, uninterrupted, over 4 rounds evaluated every 2:
+    ``(scenario, summary)``; its trace is read (never written) by the tests of the
+    documented trace, of determinism, of resume and of overwriting."""
+    directory = tmp_path_factory.mktemp("four_rounds")
+    scenario = load_scenario(write_tiny(directory, rounds=4, every=2))
+    return scenario, run_scenario(scenario, progress=False)
+
+
+def test_run_writes_documented_trace(four_rounds):
+    scenario, summary = four_rounds
     assert summary.completed_rounds == 4
     with h5py.File(summary.trace_path, "r") as f:
         assert f.attrs["completed_rounds"] == 4
@@ -75,20 +84,20 @@ def test_run_writes_documented_trace(tmp_path):
     assert np.all(tx <= scenario.power.tx_power_w * (1 + 1e-4))
 
 
-def test_same_seed_gives_identical_traces(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    run_scenario(load_scenario(write_tiny(a, rounds=3)), progress=False)
-    run_scenario(load_scenario(write_tiny(b, rounds=3)), progress=False)
-    first, second = _arrays(a / "tiny-seed3.h5"), _arrays(b / "tiny-seed3.h5")
+def test_same_seed_gives_identical_traces(tmp_path, four_rounds):
+    """The same scenario run again (in another directory, after other tests ran in this
+    process) writes `four_rounds`'s trace bit for bit."""
+    _, summary = four_rounds
+    run_scenario(load_scenario(write_tiny(tmp_path, rounds=4, every=2)), progress=False)
+    first, second = _arrays(summary.trace_path), _arrays(tmp_path / "tiny-seed3.h5")
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
 
 
-def test_resume_in_process_equals_uninterrupted(tmp_path):
-    """An interrupted run (Ctrl-C after two rounds), resumed, equals an uninterrupted one."""
+def test_resume_in_process_equals_uninterrupted(tmp_path, four_rounds):
+    """An interrupted run (Ctrl-C after two rounds), resumed, equals an uninterrupted one
+    (`four_rounds`)."""
 
     class InterruptedEngine(Engine):
         def run_round(self, t, state):
@@ -96,17 +105,13 @@ def test_resume_in_process_equals_uninterrupted(tmp_path):
                 raise KeyboardInterrupt
             return super().run_round(t, state)
 
-    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
-    full_dir.mkdir()
-    cut_dir.mkdir()
-    run_scenario(load_scenario(write_tiny(full_dir, rounds=4)), progress=False)
-    cut = load_scenario(write_tiny(cut_dir, rounds=4))
+    cut = load_scenario(write_tiny(tmp_path, rounds=4, every=2))
     with pytest.raises(KeyboardInterrupt):
         run_scenario(cut, progress=False, engine=InterruptedEngine(cut))
-    with h5py.File(cut_dir / "tiny-seed3.h5", "r") as f:
+    with h5py.File(tmp_path / "tiny-seed3.h5", "r") as f:
         assert f.attrs["completed_rounds"] == 2
     run_scenario(cut, resume=True, progress=False)
-    first, second = _arrays(full_dir / "tiny-seed3.h5"), _arrays(cut_dir / "tiny-seed3.h5")
+    first, second = _arrays(four_rounds[1].trace_path), _arrays(tmp_path / "tiny-seed3.h5")
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_array_equal(first[name], second[name], err_msg=name)
@@ -126,9 +131,11 @@ def test_resume_in_process_equals_uninterrupted(tmp_path):
     assert set(attrs) == set(totals)
 
 
-def test_existing_trace_is_not_overwritten(tmp_path):
-    scenario = load_scenario(write_tiny(tmp_path, rounds=1))
-    run_scenario(scenario, progress=False)
+def test_existing_trace_is_not_overwritten(tmp_path, four_rounds):
+    import shutil
+
+    shutil.copy(four_rounds[1].trace_path, tmp_path)  # a finished trace where the run writes
+    scenario = load_scenario(write_tiny(tmp_path, rounds=4, every=2))
     before = (tmp_path / "tiny-seed3.h5").read_bytes()
     with pytest.raises(Exception, match="exists"):
         run_scenario(scenario, progress=False)
@@ -152,9 +159,9 @@ def test_error_free_air_interface_learns(tmp_path, algorithm, learning_rate):
 def test_every_baseline_runs_over_the_air_and_resumes(tmp_path, algorithm):
     """Each baseline goes through the same AirComp chain; its payload sets the uplink symbols."""
     scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, algorithm=algorithm))
-    summary = run_scenario(scenario, progress=False)
-    assert summary.completed_rounds == 2
     engine = Engine(scenario)
+    summary = run_scenario(scenario, progress=False, engine=engine)
+    assert summary.completed_rounds == 2
     phases = engine.algorithm.phases()
     with h5py.File(summary.trace_path, "r") as f:
         uplink = f["rounds/uplink_symbols"][()]
@@ -314,14 +321,18 @@ def test_a_round_makes_no_host_copy_of_the_updates(tmp_path, estimator):
     copy, on the host (NumPy's allocations, which tracemalloc sees) or in TensorFlow
     (its CPU allocator's statistics, kept with the BFC allocator that conftest.py
     and the `cosim` command select). 64 devices, so that the [d] vectors of the
-    state and metrics stay small beside [K, d]."""
+    state and metrics stay small beside [K, d]; one local step of 2 Monte-Carlo samples
+    per phase (the updates cross the boundary once per phase however many steps made
+    them; the default 3 steps of 5 samples made the exact estimator's three rounds cost
+    about 70 CPU seconds)."""
     import tracemalloc
 
     num_devices = 64
     scenario = load_scenario(
         write_tiny(tmp_path, rounds=5, every=100, hidden=512),
         [f"cell.num_devices={num_devices}", "data.synthetic_train_size=3000",
-         f'algorithm.estimator="{estimator}"'],
+         f'algorithm.estimator="{estimator}"', "algorithm.local_steps=1",
+         "algorithm.mc_samples=2"],
     )
     engine = Engine(scenario)
     assert engine.algorithm.trainer.backend.name == "numba"

@@ -4,6 +4,8 @@ and the rest of the trace as without [privacy]."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dp_accounting
 import h5py
 import numpy as np
@@ -71,6 +73,21 @@ def traces(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def targeted(tmp_path_factory):
+    """The tiny scenario with target 4 (``TARGET``; every phase needs noise at its 20 dBm)
+    run straight over 2 and over 3 rounds, each once for the tests below that read such a
+    run: ``{rounds: (scenario, its arrays)}``."""
+    root = tmp_path_factory.mktemp("privacy_target")
+    out = {}
+    for rounds in (2, 3):
+        (root / str(rounds)).mkdir()
+        scenario = load_scenario(write_tiny(root / str(rounds), rounds=rounds), TARGET)
+        run_scenario(scenario, progress=False, stop_on_divergence=False)
+        out[rounds] = (scenario, _arrays(scenario.trace_path))
+    return out
+
+
 def test_a_resumed_run_writes_the_straight_runs_privacy_columns(traces):
     """Interrupted after two rounds and resumed (the ledger replayed from the trace's
     committed rows), the trace equals the straight run's, privacy columns included."""
@@ -124,17 +141,15 @@ def test_without_noise_privacy_only_adds_columns(traces):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_planned_noise_meets_the_target_in_the_accountants_own_figure(tmp_path):
+def test_planned_noise_meets_the_target_in_the_accountants_own_figure(targeted):
     """At the tiny cell's 20 dBm the channel gives no privacy (multipliers ~1e-4), so every
     phase of every round gets the planned artificial noise: its worst device sits at its
     floor, and the run's own privacy_epsilon after its 3 rounds is at most the target and
     within 1 % of it. (The noise that buys epsilon = 4 in 3 rounds swamps the tiny model's
     updates: the run diverges, and goes on.)"""
     target = 4.0
-    scenario = load_scenario(write_tiny(tmp_path, rounds=3),
-                             ["privacy.delta=1e-5", f"privacy.target_epsilon={target}"])
-    run_scenario(scenario, progress=False, stop_on_divergence=False)
-    rounds = _arrays(scenario.trace_path)
+    scenario, rounds = targeted[3]
+    assert scenario.privacy.target_epsilon == target and scenario.rounds == 3
     floor = privacy.plan_noise_floor(
         scenario, uplink_phase_values(scenario, scenario_num_params(scenario)))
     for phase in ("rho", "nu"):
@@ -192,38 +207,35 @@ def test_a_stopped_run_extended_ends_at_or_below_its_target(tmp_path, capsys):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_a_run_with_a_target_resumed_with_the_same_rounds_is_the_straight_run(tmp_path):
+def test_a_run_with_a_target_resumed_with_the_same_rounds_is_the_straight_run(tmp_path,
+                                                                               targeted):
     """Stopped after two rounds and resumed with the same rounds, a run with a target keeps
-    the floor of its last committed round: its trace equals the straight run's bit for bit."""
-    traces = {}
-    for name in ("straight", "resumed"):
-        (tmp_path / name).mkdir()
-        scenario = load_scenario(write_tiny(tmp_path / name, rounds=3), TARGET)
-        if name == "resumed":
-            with pytest.raises(KeyboardInterrupt):
-                run_scenario(scenario, progress=False, engine=_Interrupted(scenario),
-                             stop_on_divergence=False)
-            run_scenario(scenario, resume=True, progress=False, stop_on_divergence=False)
-        else:
-            run_scenario(scenario, progress=False, stop_on_divergence=False)
-        traces[name] = _arrays(scenario.trace_path)
+    the floor of its last committed round: its trace equals the straight run's bit for bit
+    (the `targeted` fixture's run of 3 rounds)."""
+    scenario = load_scenario(write_tiny(tmp_path, rounds=3), TARGET)
+    with pytest.raises(KeyboardInterrupt):
+        run_scenario(scenario, progress=False, engine=_Interrupted(scenario),
+                     stop_on_divergence=False)
+    run_scenario(scenario, resume=True, progress=False, stop_on_divergence=False)
+    traces = {"straight": targeted[3][1], "resumed": _arrays(scenario.trace_path)}
     assert traces["straight"].keys() == traces["resumed"].keys()
     for name, values in traces["straight"].items():
         np.testing.assert_array_equal(values, traces["resumed"][name], err_msg=name)
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_extending_a_run_that_spent_its_target_is_refused(tmp_path, capsys):
+def test_extending_a_run_that_spent_its_target_is_refused(tmp_path, capsys, targeted):
     """A trace whose two committed rounds spent more than the target (their multipliers
     rewritten to 0.05, as rounds without the noise floor would have them), extended to 4
     rounds: no finite noise in the remaining rounds meets the target, so cosim run
     --resume refuses with one line naming privacy.target_epsilon, exit status 2, and the
     trace is left as it was, byte for byte."""
+    import shutil
+
     from cosim.cli import main
 
-    run_scenario(load_scenario(write_tiny(tmp_path, rounds=2), TARGET), progress=False,
-                 stop_on_divergence=False)
-    trace = next(tmp_path.glob("*.h5"))
+    straight, _ = targeted[2]  # a copy of the run of 2 rounds (where it lies is not compared)
+    trace = Path(shutil.copy(straight.trace_path, tmp_path))
     with h5py.File(trace, "r+") as f:
         for phase in ("rho", "nu"):
             f[f"rounds/privacy_noise_multiplier_{phase}"][:] = 0.05
@@ -238,7 +250,7 @@ def test_extending_a_run_that_spent_its_target_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
+def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path, targeted):
     """privacy.noise_source = "devices" at the tiny cell's 20 dBm, target 4 over 3 rounds:
     each sender adds its share of the artificial noise, so the BS receives what the
     designated source would send: every phase sits at its floor (to 1e-9) and the run
@@ -248,8 +260,8 @@ def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
     phase's N OFDM symbols of (F + C) / B seconds."""
     from cosim.scenario.derived import symbols_per_phase
 
-    runs, scenario = _tiny_runs_by(tmp_path, "privacy.noise_source", ("designated", "devices"), 3)
-    designated, devices = runs["designated"], runs["devices"]
+    runs, scenario = _tiny_runs_by(tmp_path, "privacy.noise_source", ("devices",), 3)
+    designated, devices = targeted[3][1], runs["devices"]  # "designated" is the default
     for phase in ("rho", "nu"):
         np.testing.assert_allclose(devices[f"rounds/privacy_noise_multiplier_{phase}"],
                                    devices[f"rounds/privacy_noise_floor_{phase}"], rtol=1e-9)
@@ -278,7 +290,7 @@ def test_the_devices_noise_meets_the_floor_and_costs_their_power(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the diverged model
-def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path):
+def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path, targeted):
     """power.control = "privacy_scaling" (Liu and Simeone's adaptive power scaling) at the
     tiny cell's 20 dBm, target 4 over 2 rounds: no artificial noise anywhere; each phase's
     common transmit scaling s < 1 (traced, privacy_signal_scale_<phase>) puts its worst
@@ -286,8 +298,8 @@ def test_privacy_scaling_meets_the_target_by_sending_less(tmp_path):
     accuracy cost is the designated source's: in round 0 the estimate's noise power
     equals that of the KKT control with the planned artificial noise (to float32 rounding) and every
     device sends s^2 times that run's power (to float32 rounding)."""
-    runs, _ = _tiny_runs_by(tmp_path, "power.control", ("optimal", "privacy_scaling"), 2)
-    noise, scaled = runs["optimal"], runs["privacy_scaling"]
+    runs, _ = _tiny_runs_by(tmp_path, "power.control", ("privacy_scaling",), 2)
+    noise, scaled = targeted[2][1], runs["privacy_scaling"]  # "optimal" is the default
     for phase in ("rho", "nu"):
         assert np.all(scaled[f"rounds/artificial_noise_power_w_{phase}"] == 0.0)
         scale = scaled[f"rounds/privacy_signal_scale_{phase}"]
@@ -345,20 +357,18 @@ def test_an_eavesdroppers_mechanism_and_epsilon_are_traced(tmp_path):
     assert rounds["rounds/eavesdropper_epsilon"][2] > rounds["rounds/eavesdropper_epsilon"][0] > 0.0
 
 
-def test_a_clip_norm_per_phase_clips_each_phase_to_its_own(tmp_path):
+def test_a_clip_norm_per_phase_clips_each_phase_to_its_own(tmp_path, traces):
     """``privacy.clip_norm = {rho = 1e9, nu = 1e-3}`` with the reported ``delta_bar``: no rho update is clipped and every
     sender's nu update is, in every round (``privacy_clipped_devices_<phase>``). Round 0's
     multipliers are the run's without clipping: rho's (the same updates, a clip bound of
     1e9 above the budget's) and nu's too (every nu update clipped, the clip bound
     ``C pi_k sqrt(gamma / delta_bar)`` no longer depends on C, and at -60 dBm the
-    budget's bound is the smaller; docs/privacy.md)."""
-    clipped = {}
-    for name, clip in (("per_phase", "{rho = 1e9, nu = 1e-3}"), ("none", None)):
-        (tmp_path / name).mkdir()
-        extra = [] if clip is None else [f"privacy.clip_norm={clip}", 'privacy.delta_bar="reported"']
-        scenario = load_scenario(write_tiny(tmp_path / name, rounds=2), [*PRIVATE, *extra])
-        run_scenario(scenario, progress=False, stop_on_divergence=False)
-        clipped[name] = _arrays(scenario.trace_path)
+    budget's bound is the smaller; docs/privacy.md; the run without clipping is the
+    `traces` fixture's straight one, of 3 rounds)."""
+    extra = ["privacy.clip_norm={rho = 1e9, nu = 1e-3}", 'privacy.delta_bar="reported"']
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2), [*PRIVATE, *extra])
+    run_scenario(scenario, progress=False, stop_on_divergence=False)
+    clipped = {"per_phase": _arrays(scenario.trace_path), "none": traces["straight"][1]}
     rounds = clipped["per_phase"]
     np.testing.assert_array_equal(rounds["rounds/privacy_clipped_devices_rho"], [0, 0])
     np.testing.assert_array_equal(rounds["rounds/privacy_clipped_devices_nu"], [8, 8])

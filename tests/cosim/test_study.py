@@ -66,10 +66,20 @@ def finished(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reported(finished):
-    """`finished`'s directory after `cosim study report` (the default x, rounds)."""
+def report_command(finished, tmp_path_factory):
+    """`cosim study report` (the default x, rounds) of `finished`'s directory, run once in
+    a fresh interpreter (:func:`test_cli_startup._probe`), so that the report read by
+    the tests below is also the one whose imports are checked: ``(out, exit status,
+    printed, the heavy modules it imported)``."""
     _, out, _, _ = finished
-    assert main(["study", "report", str(out)]) == 0
+    return (out, *_probe("study", "report", str(out), cwd=tmp_path_factory.mktemp("report")))
+
+
+@pytest.fixture(scope="module")
+def reported(report_command):
+    """`finished`'s directory after `cosim study report` (the default x, rounds)."""
+    out, status, printed, _ = report_command
+    assert status == 0, printed
     return out
 
 
@@ -250,9 +260,8 @@ def test_the_report_pools_reliability_and_groups_distortion_by_distance(reported
         assert (out / "figures" / f"distortion_by_distance_{phase}.png").stat().st_size > 1000
 
 
-def test_report_imports_neither_tensorflow_nor_ray(finished, tmp_path):
-    _, out, _, _ = finished
-    status, text, heavy = _probe("study", "report", str(out), cwd=tmp_path)
+def test_report_imports_neither_tensorflow_nor_ray(report_command):
+    _, status, text, heavy = report_command
     assert status == 0, text
     assert heavy == [], heavy
     probe = "import sys, cosim.study.report; print(sorted(m for m in sys.modules if m.startswith('ray')))"
@@ -288,8 +297,8 @@ def test_a_rerun_runs_only_what_is_missing_and_ends_with_the_same_table(finished
                 assert f"{path.name}: " in printed
     assert not list((out / "runs").glob(".*"))
 
-    capsys.readouterr()
-    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    capsys.readouterr()  # one worker runs both (a second would import TensorFlow again)
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "1"]) == 0
     printed = capsys.readouterr().out
     assert "4 runs, 2 complete already, 0 diverged already, 2 to run" in printed
     state = _status(out)
@@ -368,8 +377,8 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(uninterrupted, tm
     a tiny study's runs take 0.1 s: it may complete every run. With the local executor
     the driver alone is killed: its workers see it gone and end by themselves (no
     process of the study's session is left). Nothing of the study survives the kill. Run
-    again (by the local executor: what runs again is the driver's decision, made from the
-    traces before any executor starts), the study submits exactly the runs whose traces were not complete (resuming
+    again (by the local executor, one worker: what runs again is the driver's decision, made
+    from the traces before any executor starts), the study submits exactly the runs whose traces were not complete (resuming
     the partial ones) and ends with the table of the uninterrupted study (the
     `finished` fixture: the same study run once)."""
     import os
@@ -434,7 +443,7 @@ def test_a_study_killed_with_sigkill_runs_only_what_is_missing(uninterrupted, tm
     assert 1 <= len(complete) < len(names)
 
     capsys.readouterr()
-    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "2"]) == 0
+    assert main(["study", "run", str(study), "--out", str(out), "--num-cpus", "1"]) == 0
     state = _status(out)
     assert state["tasks_submitted"] == len(names) - len(complete)
     for name, run in state["runs"].items():
