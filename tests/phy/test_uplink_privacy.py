@@ -1,6 +1,7 @@
-"""The uplink's privacy (phy/uplink/block.py with phy.privacy.UplinkPrivacy): each phase's
-Gaussian mechanism as the BS sees it, from the round's own channel, and the artificial
-noise of a noise floor; nothing of it perturbs the phase when no noise is added."""
+"""The uplink's privacy (phy/uplink/private.py, the wrapper whose round hooks the block
+calls, with phy.privacy.UplinkPrivacy): each phase's Gaussian mechanism as the BS sees
+it, from the round's own channel, and the artificial noise of a noise floor; nothing of it
+perturbs the phase when no noise is added; the air it refuses."""
 
 import numpy as np
 import pytest
