@@ -49,7 +49,7 @@ class Engine:
         from cosim.privacy import PrivacyAccount
 
         return PrivacyAccount.of(self.scenario, list(self.uplink.grids), self.num_params,
-                                 self.uplink.privacy.noise_floor)
+                                 self.uplink.scheme.privacy.noise_floor)
 
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
         """Round ``t`` from ``state`` (:func:`cosim.round.run_round`)."""

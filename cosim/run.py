@@ -522,7 +522,7 @@ def _privacy_account(scenario: Scenario, engine: Engine, writer: TraceWriter, st
                                          stored_rounds(writer.stored_scenario),
                                          list(engine.uplink.grids), engine.num_params,
                                          str(scenario.trace_path))
-        privacy = dataclasses.replace(engine.uplink.privacy, noise_floor=account.noise_floor)
+        privacy = dataclasses.replace(engine.uplink.scheme.privacy, noise_floor=account.noise_floor)
         engine.uplink.scheme = dataclasses.replace(engine.uplink.scheme, privacy=privacy)
         return {"privacy": account}
     account = engine.privacy_account()

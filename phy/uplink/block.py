@@ -12,17 +12,21 @@ file or of the learning side: phases are names with a number of values, updates 
 
 Per round::
 
-    link = uplink.round(t)                 # channel, CSI, offsets, combiner, cohort
+    link = uplink.round(t)                 # channel, CSI, offsets, combiner, cohort, the scheme's round
     result = link.send("rho", updates, weights)   # one phase over the air
     result.estimate, result.received, result.columns()
     link.columns()                         # the round's own columns (after the phases)
 
 :meth:`RoundLink.send` hands each phase to the block's scheme (:mod:`phy.uplink.scheme`:
 the analog chain of the paper, :class:`phy.uplink.analog.Analog`, or a sibling) with the
-block's :class:`phy.uplink.settings.AirInterface`; what a phase and a round add to
-the trace is named by :meth:`PhaseResult.columns` and :meth:`RoundLink.columns`
-(:class:`native.columns.Columns`: ``/rounds`` scalars, ``/rounds/per_device`` ``[K]``
-arrays and raw ``/signals``).
+block's :class:`phy.uplink.settings.AirInterface`, after the scheme's round hook
+(:class:`phy.uplink.scheme.SchemeRound`; the privacy wrapper's clips and adds noise there);
+the round's symbols and energy go to its :class:`phy.uplink.ledger.RoundLedger`. What a
+phase and a round add to the trace is named by :meth:`PhaseResult.columns` and
+:meth:`RoundLink.columns` (:class:`native.columns.Columns`: ``/rounds`` scalars,
+``/rounds/per_device`` ``[K]`` arrays and raw ``/signals``). The block does not change
+across rounds: a round's channel model and path gains (a new drop's) travel with its
+:class:`RoundLink`.
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ from phy.combiner import CombinedUplink, effective_channel
 from phy.downlink import multicast_symbols
 from phy.grid import GroupingRule
 from phy.ofdm_time import TimeDomainUplink
-from phy.privacy import UplinkPrivacy
 from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
+from phy.uplink.ledger import RoundLedger
 from phy.uplink.participation import RoundCohort
-from phy.uplink.scheme import Scheme
+from phy.uplink.scheme import Scheme, check_air, start_round
 from phy.uplink.settings import (
     BLOCK_FADING,
     DEFAULT_TRACE,
@@ -83,11 +87,9 @@ class PhaseResult:
         ``power_over_budget_<phase>`` (a control that is ``budgeted``),
         ``received_weight_<phase>`` (a partial round); per device ``local_distortion_``,
         ``tx_power_w_``, ``tx_power_max_w_``, ``clipped_fraction_<phase>`` (with
-        ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept); with
-        the block's ``privacy`` also ``privacy_noise_multiplier_<phase>``,
-        ``privacy_worst_device_<phase>``, ``artificial_noise_power_w_<phase>``,
-        ``privacy_clipped_devices_<phase>`` (with a clip norm) and per device
-        ``device_noise_multiplier_<phase>``."""
+        ``per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept); first
+        those of the scheme's round hook (the privacy wrapper's
+        ``privacy_noise_multiplier_<phase>``, ... :mod:`phy.uplink.private`)."""
         return self._columns
 
 
@@ -109,11 +111,12 @@ class Uplink:
         E and the training phases.
     scheme : phy.uplink.scheme.Scheme
         How a phase goes over the air, with its own settings (the analog scheme,
-        :class:`phy.uplink.analog.Analog`, holds the power control and gamma). Under
-        ``[privacy]`` the analog scheme wrapped in :class:`phy.uplink.private.Private`
-        (frequency domain only; the devices' own noise with one BS antenna only): each
-        phase's Gaussian mechanism as the BS sees it is traced and the artificial noise
-        of its floor added (:mod:`phy.uplink.private`).
+        :class:`phy.uplink.analog.Analog`, holds the power control and gamma) and its
+        optional round hooks (:mod:`phy.uplink.scheme`: ``check_air``, called here, and
+        ``start_round``, called by :meth:`round`). Under ``[privacy]`` the analog scheme
+        wrapped in :class:`phy.uplink.private.Private`, whose hooks refuse what its
+        mechanism does not describe, trace each phase's Gaussian mechanism as the BS sees
+        it and add the artificial noise of its floor.
     seed : int
         The run seed the round streams derive from.
     downlink : phy.uplink.settings.DownlinkLoad
@@ -124,12 +127,12 @@ class Uplink:
         Moving devices (``moving``) and new drops every N rounds (``drops``); by default
         neither: block fading from ``channel`` for the whole run.
 
-    The block keeps ``air``, ``cohort``, ``downlink``, ``trace``, ``scheme``, ``moving``
-    and ``drops``, ``privacy`` (the wrapper's :class:`phy.privacy.UplinkPrivacy`, or
-    None), and what it derives: ``path_gain`` [K] tf.float32 (round t's
-    drop's with ``drops``), ``grids`` (a :class:`phy.grid.GroupingRule` per phase),
-    ``phase_index``, ``num_devices``, ``participation`` (None when every device takes
-    part) and ``population_weights``.
+    The block keeps ``channel``, ``air``, ``cohort``, ``downlink``, ``trace``, ``scheme``,
+    ``moving`` and ``drops``, and what it derives: ``path_gain`` [K] tf.float32 (the
+    cohort's; with ``drops`` drop 0's), ``grids`` (a :class:`phy.grid.GroupingRule` per
+    phase), ``phase_index``, ``num_devices``, ``participation`` (None when every device
+    takes part) and ``population_weights``. None of it changes across rounds: round t's
+    channel model and path gains (its drop's) are its :class:`RoundLink`'s.
     """
 
     def __init__(self, *, channel, csi, air: AirInterface, cohort: Cohort, scheme: Scheme, seed: int,
@@ -146,39 +149,30 @@ class Uplink:
         self.participation = None if participation is None or cohorts.full(participation) else participation
         self.population_weights = (None if cohort.population_weights is None
                                    else np.asarray(cohort.population_weights, np.float64))
-        privacy = self.privacy
-        if privacy is not None and air.domain != "frequency":
-            raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
-                             f"got {type(scheme.scheme).__name__} in the {air.domain!r} domain")
-        if privacy is not None and privacy.noise_source == "devices" and air.num_antennas > 1:
-            raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
-                             f"got {air.num_antennas} antennas")
+        check_air(scheme, air)  # the scheme refuses an air it does not describe
         self.moving, self.drops = over_time.moving, over_time.drops
-
-    @property
-    def privacy(self) -> UplinkPrivacy | None:
-        """The ``[privacy]`` of the scheme's :class:`phy.uplink.private.Private` wrapper
-        (None: the scheme is not wrapped, nothing of it is computed)."""
-        return getattr(self.scheme, "privacy", None)
 
     def round(self, t: int) -> RoundLink:
         """Round ``t``'s link: the channel and, in the time domain, the waveform uplink and
         the offsets (:meth:`draw_channel`), the devices' estimates from the ``"csi"`` stream
-        and the cohort (:meth:`draw_cohort`); with ``drops``, the channel of round t's drop."""
+        and the cohort (:meth:`draw_cohort`); with ``drops``, from the channel model and
+        path gains of round t's drop (the link's ``channel`` and ``path_gain``)."""
+        channel, path_gain = self.channel, self.path_gain
         if self.drops is not None:
-            self.channel = self.drops.at(t)[0]
-            self.path_gain = tf.constant(np.asarray(self.channel.path_gain, np.float64), tf.float32)
+            channel = self.drops.at(t)[0]
+            path_gain = tf.constant(np.asarray(channel.path_gain, np.float64), tf.float32)
         if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
-            h, h_hat, gain = moving_link.round_channel(self, t)
-            return RoundLink(self, t, h, h_hat, None, None, self.draw_cohort(t, h_hat), path_gain=gain)
-        h, uplink, offsets = self.draw_channel(t)
-        h_hat = self.csi(h, self.path_gain, stream_seed(self.seed, t, streams.CSI))
-        return RoundLink(self, t, h, h_hat, uplink, offsets, self.draw_cohort(t, h_hat))
+            h, h_hat, gain = moving_link.round_channel(self.moving, self.csi, self.seed, t)
+            return RoundLink(self, t, (channel, gain), (h, h_hat), None, None, self.draw_cohort(t, h_hat))
+        h, uplink, offsets = self.draw_channel(t, channel, path_gain)
+        h_hat = self.csi(h, path_gain, stream_seed(self.seed, t, streams.CSI))
+        return RoundLink(self, t, (channel, path_gain), (h, h_hat), uplink, offsets, self.draw_cohort(t, h_hat))
 
-    def draw_channel(self, t: int):
-        """The round's channel ``h`` [K, F] and, in the time domain, its
-        :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing offset [samples],
-        CFO [subcarrier spacings]) [K] each (else None and None).
+    def draw_channel(self, t: int, channel, path_gain):
+        """The round's channel ``h`` [K, F] from the channel model ``channel`` at the path
+        gains ``path_gain`` [K] tf.float32 (the block's, or a drop's) and, in the time
+        domain, its :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing
+        offset [samples], CFO [subcarrier spacings]) [K] each (else None and None).
 
         In the time domain the channel is the one the waveform meets: the discrete-time
         taps of the model's paths (``cir``) delayed by the devices' timing offsets, and
@@ -192,11 +186,11 @@ class Uplink:
         :class:`phy.combiner.CombinedUplink`.
         """
         if self.air.num_antennas > 1:
-            return self.draw_antennas(t, self.air.num_antennas)
+            return self.draw_antennas(t, channel, path_gain, self.air.num_antennas)
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.air.domain == "frequency":
-            return self.channel(self.path_gain, channel_seed), None, None
-        a, tau = self.channel.cir(self.path_gain, channel_seed)
+            return channel(path_gain, channel_seed), None, None
+        a, tau = channel.cir(path_gain, channel_seed)
         timing, cfo = self.air.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
         uplink = TimeDomainUplink.from_paths(a.numpy(), tau.numpy(), **self.air.waveform,
                                              timing_offset_samples=timing, cfo_subcarriers=cfo)
@@ -204,14 +198,14 @@ class Uplink:
             a.numpy(), tau.numpy(), **self.air.waveform)
         return tf.constant(known.frequency_response()), uplink, (timing, cfo)
 
-    def draw_antennas(self, t: int, num_antennas: int):
+    def draw_antennas(self, t: int, channel, path_gain, num_antennas: int):
         """:meth:`draw_channel` through the multi-antenna draw (``num_antennas`` = 1 gives
         the single-antenna channel exactly, with a one-antenna combined uplink)."""
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.air.domain == "frequency":
-            h = self.channel.antennas(self.path_gain, channel_seed, num_antennas).numpy()
+            h = channel.antennas(path_gain, channel_seed, num_antennas).numpy()
             return tf.constant(effective_channel(h, self.air.combiner(h))), None, None
-        a, tau = self.channel.cir_antennas(self.path_gain, channel_seed, num_antennas)
+        a, tau = channel.cir_antennas(path_gain, channel_seed, num_antennas)
         a, tau = a.numpy(), tau.numpy()
         timing, cfo = self.air.sync(self.num_devices, stream_seed(self.seed, t, streams.SYNC))
         uplinks = [TimeDomainUplink.from_paths(a[:, r], tau, **self.air.waveform, timing_offset_samples=timing,
@@ -235,35 +229,33 @@ class Uplink:
 
 
 class RoundLink:
-    """One round's uplink (made by :meth:`Uplink.round`).
+    """One round's uplink (made by :meth:`Uplink.round` from ``channels`` = (the round's
+    channel model, its path gains) and ``estimates`` = (h, h_hat)).
 
-    Attributes: ``h``, ``h_hat`` [K, F] tf.complex64 (the effective channel with N_r > 1;
-    with moving devices the channel and estimate at the first phase's start),
-    ``uplink`` (the time-domain uplink or None), ``offsets`` ((timing, CFO) [K] or None),
-    ``cohort`` (:class:`~phy.uplink.participation.RoundCohort` or None: every device),
-    ``path_gain`` [K] (the block's, or with moving devices theirs at the first phase's
-    start), ``offset_s`` (moving devices: the next phase's start, seconds after the round's),
-    ``private`` (:class:`phy.uplink.private.PrivateRound` with the block's ``privacy``:
-    the round's mechanisms and ``.observed_gain``; else None).
+    Attributes: ``t``, ``air`` (the block's :class:`phy.uplink.settings.AirInterface`),
+    ``channel`` (the round's channel model: the block's, or with new drops its drop's),
+    ``path_gain`` [K] tf.float32 (the gains it was drawn at, or with moving devices
+    theirs at the first phase's start), ``h``, ``h_hat`` [K, F] tf.complex64 (the
+    effective channel with N_r > 1; with moving devices the channel and estimate at the
+    first phase's start), ``uplink`` (the time-domain uplink or None), ``offsets``
+    ((timing, CFO) [K] or None), ``cohort`` (:class:`~phy.uplink.participation.RoundCohort`
+    or None: every device), ``moving`` and ``offset_s`` (moving devices: the next phase's
+    start, seconds after the round's), ``ledger`` (the round's
+    :class:`phy.uplink.ledger.RoundLedger`) and ``scheme_round`` (the scheme's
+    :class:`phy.uplink.scheme.SchemeRound`, made last: it may read all of the above).
     """
 
-    def __init__(self, block: Uplink, t: int, h, h_hat, uplink, offsets, cohort, path_gain=None):
-        self.block, self.t = block, t
-        self.path_gain = block.path_gain if path_gain is None else path_gain
+    def __init__(self, block: Uplink, t: int, channels, estimates, uplink, offsets, cohort):
+        self.block, self.t, self.air, self.moving = block, t, block.air, block.moving
+        self.channel, self.path_gain = channels
         self.offset_s = 0.0 if block.moving is None else block.moving.compute_seconds_per_round
         self.aging: dict[str, np.ndarray] = {}
         self.phases_done = 0
-        self.h, self.h_hat, self.uplink, self.offsets, self.cohort = h, h_hat, uplink, offsets, cohort
+        self.h, self.h_hat = estimates
+        self.uplink, self.offsets, self.cohort = uplink, offsets, cohort
         self.keep_signals = block.trace.keep_signals(t)
-        self._sent_symbols = 0
-        self._energy_j = np.zeros(block.num_devices, np.float64)
-        self.private = None if block.privacy is None else block.scheme.private_round(self)
-
-    def charge_energy(self, rows, energy_j) -> None:
-        """Add ``energy_j`` [len(rows)] (J) to the transmit energy of the devices ``rows``
-        this round (``tx_energy_j``, ``uplink_energy_j``): what a wrapper such as
-        :class:`phy.uplink.private.PrivateRound` has the devices send beyond the scheme."""
-        self._energy_j[rows] += energy_j
+        self.ledger = RoundLedger(block.num_devices)
+        self.scheme_round = start_round(block.scheme, self)
 
     @property
     def discarded(self) -> bool:
@@ -275,9 +267,10 @@ class RoundLink:
         cohort's rows; all K without a cohort) with the data ``weights`` [K_S] through the
         block's scheme (:mod:`phy.uplink.scheme`; noise from the round's
         ``"noise/<phase>"`` stream), and the estimate's error against the error-free
-        weighted sum (:func:`phy.aggregate_error.aggregate_error`). With the block's
-        ``privacy``: the phase's mechanism and the artificial noise of its floor first
-        (:meth:`phy.uplink.private.PrivateRound.protect`)."""
+        weighted sum (:func:`phy.aggregate_error.aggregate_error`). The scheme's round hook
+        (:meth:`phy.uplink.scheme.SchemeRound.before_phase`) sees the phase's link first:
+        it may replace it (the privacy wrapper clips and adds the artificial noise of the
+        phase's floor), charge the round's ledger and add columns."""
         block, h, h_hat, gain, slot = self.block, self.h, self.h_hat, self.path_gain, None
         if block.moving is not None:  # each phase's estimate and channel (phy.uplink.moving_link)
             h, h_hat, gain, slot = moving_link.phase_channels(self, phase, first=self.phases_done == 0)
@@ -289,16 +282,15 @@ class RoundLink:
             senders = slot.devices if link.devices is None else link.devices[0]
             link = dataclasses.replace(link, slot=dataclasses.replace(
                 slot, devices=senders, doppler_hz=slot.doppler_hz[senders]))
-        columns, wanted = Columns(), link.updates  # the error is against the unclipped sum
-        if self.private is not None:
-            link, columns = self.private.protect(phase, link)
+        wanted = link.updates  # the error is against the sum the hook did not change (unclipped)
+        link, columns = self.scheme_round.before_phase(phase, link, self.ledger)
         result = block.scheme.send(link, block.air, phase=phase,
                                    seed=stream_seed(block.seed, self.t, streams.noise_purpose(phase)),
                                    keep_signals=self.keep_signals, per_device=block.trace.per_device)
         error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
-        self._sent_symbols += result.num_symbols
+        self.ledger.charge_symbols(result.num_symbols)
         rows = slice(None) if link.devices is None else link.devices[0]
-        self._energy_j[rows] += np.asarray(result.tx_energy_j, np.float64)
+        self.ledger.charge_energy(rows, np.asarray(result.tx_energy_j, np.float64))
         scalars = columns.scalars
         if link.received is not None:
             scalars[f"received_weight_{phase}"] = link.received_weight
@@ -329,10 +321,10 @@ class RoundLink:
         ``participated`` (and ``local_steps`` with a deadline); with moving devices
         ``round_start_s``, ``round_seconds`` and per device ``position_x_m``,
         ``position_y_m``, ``speed_mps``, ``doppler_hz`` (:mod:`phy.uplink.moving_link`); with ``drops``
-        ``drop_index`` and per device ``position_x_m``, ``position_y_m``, ``path_gain``; with the block's
-        ``privacy`` ``privacy_joint_noise_multiplier`` (the round's phases as one Gaussian
-        mechanism, :func:`phy.privacy.joint_noise_multiplier`; ``inf`` when nothing was
-        sent); the signals ``H``, ``H_hat`` (when kept). Call it after the round's phases."""
+        ``drop_index`` and per device ``position_x_m``, ``position_y_m``, ``path_gain``; those
+        of the scheme's round (:meth:`phy.uplink.scheme.SchemeRound.columns`: the privacy
+        wrapper's ``privacy_joint_noise_multiplier``, ...); the signals ``H``, ``H_hat``
+        (when kept). Call it after the round's phases."""
         block, cohort, h, h_hat = self.block, self.cohort, self.h, self.h_hat
         columns = Columns()
         scalars, per_device = columns.scalars, columns.per_device
@@ -344,7 +336,7 @@ class RoundLink:
             per_device["timing_offset_samples"] = self.offsets[0]
             per_device["cfo_subcarriers"] = self.offsets[1]
             per_device["cut_path_power_fraction"] = self.uplink.cut_power_fraction
-        uplink_symbols = self._sent_symbols
+        uplink_symbols = self.ledger.symbols
         if cohort is not None:
             per_device["participated"] = cohort.status
             if block.participation.deadline_s is not None:
@@ -360,8 +352,8 @@ class RoundLink:
                     uplink_symbols += block.scheme.nominal_symbols(grid)
         scalars["uplink_symbols"] = float(uplink_symbols)
         scalars["uplink_seconds"] = uplink_symbols * block.air.symbol_duration_s
-        scalars["uplink_energy_j"] = float(self._energy_j.sum())
-        per_device["tx_energy_j"] = self._energy_j.copy()
+        scalars["uplink_energy_j"] = float(self.ledger.energy_j.sum())
+        per_device["tx_energy_j"] = self.ledger.energy_j.copy()
         scalars["downlink_symbols"] = float(self._downlink_symbols())
         if block.drops is not None:  # the round's drop (phy.redrop)
             drop_scalars, drop_columns = block.drops.columns(self.t)
@@ -371,10 +363,9 @@ class RoundLink:
             moving_scalars, moving_columns = moving_link.round_columns(self, uplink_symbols, scalars["downlink_symbols"])
             scalars.update(moving_scalars)
             per_device.update(moving_columns)
-        if self.private is not None:
-            private = self.private.columns()
-            scalars.update(private.scalars)
-            per_device.update(private.per_device)
+        own = self.scheme_round.columns()
+        scalars.update(own.scalars)
+        per_device.update(own.per_device)
         if self.keep_signals:
             columns.signals["H"] = h.numpy()
             columns.signals["H_hat"] = h_hat.numpy()

@@ -59,22 +59,24 @@ class SlotChannel:
         return self.moving.owned_at(offsets, self.devices[rows], subcarriers)
 
 
-def round_channel(block, t: int):
-    """Round t's channel ``h`` [K, F], estimate ``h_hat`` and path gain [K] at its first
-    phase's start (after the devices' computation), the clock moved to the round's start."""
-    moving = block.moving
+def round_channel(moving, csi, seed: int, t: int):
+    """Round t's channel ``h`` [K, F], estimate ``h_hat`` (the CSI model ``csi`` from the
+    run ``seed``'s ``"csi"`` stream) and path gain [K] at its first phase's start (after the
+    devices' computation), the clock of ``moving`` moved to the round's start."""
     moving.start_round(t)
     h, gain = moving.at(moving.compute_seconds_per_round)
     gain_t = tf.constant(gain, tf.float32)
     h_t = tf.constant(h)
-    return h_t, block.csi(h_t, gain_t, stream_seed(block.seed, t, CSI)), gain_t
+    return h_t, csi(h_t, gain_t, stream_seed(seed, t, CSI)), gain_t
 
 
 def phase_channels(round_link, phase: str, first: bool):
     """``(h, h_hat, path_gain, slot)`` of phase ``phase`` for every device (module docstring),
-    ``slot`` a :class:`SlotChannel` of all devices (rows picked by the caller) or None."""
-    block = round_link.block
-    moving, start = block.moving, round_link.offset_s
+    ``slot`` a :class:`SlotChannel` of all devices (rows picked by the caller) or None.
+    The round link's ``moving``, ``air`` and clock; of its block the CSI model, the seed,
+    the scheme and the phase's grid."""
+    block, air = round_link.block, round_link.air
+    moving, start = round_link.moving, round_link.offset_s
     if first:
         h_start, h_hat, gain = round_link.h, round_link.h_hat, round_link.path_gain
     else:
@@ -84,7 +86,7 @@ def phase_channels(round_link, phase: str, first: bool):
     if getattr(block.scheme, "ages_per_block", False):
         slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz)
         return h_start, h_hat, gain, slot
-    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * block.air.symbol_duration_s
+    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * air.symbol_duration_s
     h_mid, _ = moving.at(start + half_s)
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
     return tf.constant(h_mid), h_hat, gain, None
@@ -93,8 +95,7 @@ def phase_channels(round_link, phase: str, first: bool):
 def phase_columns(round_link, phase: str, link, result) -> dict[str, np.ndarray]:
     """Per device ``aging_correlation_<phase>`` (over the population, NaN for a device that
     did not send) and the clock moved past the phase's symbols."""
-    block = round_link.block
-    round_link.offset_s += result.num_symbols * block.air.symbol_duration_s
+    round_link.offset_s += result.num_symbols * round_link.air.symbol_duration_s
     round_link.phases_done += 1
     correlation = round_link.aging.get(phase)
     if correlation is None:  # a scheme that ages per block reports its senders' own
@@ -107,10 +108,9 @@ def round_columns(round_link, uplink_symbols: float, downlink_symbols: float) ->
     """``(scalars, per_device)`` of a moving round: ``round_start_s``, ``round_seconds``
     (computation, the phases' and the downlink's symbols) and per device the positions,
     speed and Doppler at the round's start; the clock's next round set."""
-    block = round_link.block
-    moving = block.moving
+    moving = round_link.moving
     start = moving.start_round(round_link.t)
     per_device = moving.state_columns()
-    seconds = moving.compute_seconds_per_round + (uplink_symbols + downlink_symbols) * block.air.symbol_duration_s
+    seconds = moving.compute_seconds_per_round + (uplink_symbols + downlink_symbols) * round_link.air.symbol_duration_s
     moving.end_round(round_link.t, seconds)
     return {"round_start_s": start, "round_seconds": seconds}, per_device

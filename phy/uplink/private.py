@@ -1,12 +1,18 @@
 """``[privacy]`` as a wrapper around a scheme that accounts for it (:class:`Private`), and
-its per-round part (:class:`PrivateRound`, made by :meth:`Private.private_round` for each
-:class:`phy.uplink.RoundLink`).
+its per-round part (:class:`PrivateRound`, made by the wrapper's round hook
+:meth:`Private.start_round` for each :class:`phy.uplink.RoundLink`).
 
-The mechanism is the analog scheme's (:mod:`phy.privacy`: the receiver noise against each
-sender's sensitivity on the shared subcarriers): it reads that scheme's power control and
-gamma. Each phase, before the wrapped scheme sends, :meth:`PrivateRound.protect` clips the
+The wrapper is a scheme like any other (:mod:`phy.uplink.scheme`): the block and the
+round link call its round hooks and name no privacy. :meth:`Private.check_air` refuses,
+when the block is built, an air the mechanism does not describe (the time domain; the
+devices' own noise with more than one BS antenna). The mechanism is the analog scheme's
+(:mod:`phy.privacy`: the receiver noise against each sender's sensitivity on the shared
+subcarriers): it reads that scheme's power control and gamma, and the round link's
+channel, estimate and path gains (a new drop's with ``channel.redrop_every_rounds``).
+Each phase, before the wrapped scheme sends, :meth:`PrivateRound.before_phase` clips the
 updates to the clip norm (if any), sets the public ``delta_bar`` of the clip norm, the
-artificial noise (or the transmit scaling) of the phase's floor, and names the phase's
+artificial noise (or the transmit scaling) of the phase's floor, charges the devices' own
+noise to the round's :class:`phy.uplink.ledger.RoundLedger`, and names the phase's
 mechanism in its columns; after the round's phases :meth:`PrivateRound.columns` charges
 the phases of a discarded round and joins the round's phases into one mechanism.
 """
@@ -35,13 +41,15 @@ from phy.privacy import (
     transmit_scaling,
 )
 from phy.uplink import participation as cohorts
+from phy.uplink.scheme import SchemeRound
 
 
 @dataclass(frozen=True, eq=False)
 class Private:
     """A scheme that ``accounts_privacy`` (the analog one) under ``privacy``
     (:class:`phy.privacy.UplinkPrivacy`): it sends as the wrapped ``scheme`` does, on the
-    phase link :meth:`PrivateRound.protect` prepared.
+    phase link :meth:`PrivateRound.before_phase` prepared. A wrapped scheme that does not
+    ``accounts_privacy`` is refused here.
 
     Attributes
     ----------
@@ -71,13 +79,25 @@ class Private:
         return self.scheme.nominal_symbols(grid)
 
     def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool):
-        """The wrapped scheme's send of ``link`` (already protected by the round's
-        :meth:`PrivateRound.protect`)."""
+        """The wrapped scheme's send of ``link`` (already prepared by the round's
+        :meth:`PrivateRound.before_phase`)."""
         return self.scheme.send(link, air, phase=phase, seed=seed, keep_signals=keep_signals,
                                 per_device=per_device)
 
-    def private_round(self, round_link) -> PrivateRound:
-        """The privacy part of ``round_link`` (a :class:`phy.uplink.RoundLink`)."""
+    def check_air(self, air) -> None:
+        """Refuse (ValueError) an ``air`` (:class:`phy.uplink.settings.AirInterface`) the
+        mechanism is not derived for: the time domain, and the devices' own noise with
+        more than one BS antenna (the block's round hook, when it is built)."""
+        if air.domain != "frequency":
+            raise ValueError("privacy is derived for the analog scheme in the frequency domain, "
+                             f"got {type(self.scheme).__name__} in the {air.domain!r} domain")
+        if self.privacy.noise_source == "devices" and air.num_antennas > 1:
+            raise ValueError("the devices' artificial noise is derived for a single-antenna BS, "
+                             f"got {air.num_antennas} antennas")
+
+    def start_round(self, round_link) -> PrivateRound:
+        """The privacy part of ``round_link`` (a :class:`phy.uplink.RoundLink`; the
+        scheme's round hook)."""
         return PrivateRound(self, round_link)
 
 
@@ -99,11 +119,12 @@ def clip_rows(updates, clip_norm: float):
     return updates * tf.cast(scale, tf.float32)[:, None], clipped
 
 
-class PrivateRound:
-    """One round's mechanisms (made by :meth:`Private.private_round`): the BS's (and an
-    eavesdropper's) view of every phase sent, from the round's channel ``link.h``, its
-    estimate ``link.h_hat`` and the block's path gains, seed and air. The senders' own
-    artificial noise is added to ``link``'s transmit energy."""
+class PrivateRound(SchemeRound):
+    """One round's mechanisms (made by :meth:`Private.start_round`): the BS's (and an
+    eavesdropper's) view of every phase sent, from the round link's channel model and
+    path gains (``link.channel``, ``link.path_gain``: its drop's), its channel ``link.h``
+    and estimate ``link.h_hat``, and the block's seed, grids and air. The senders' own
+    artificial noise is charged to the round's ledger."""
 
     def __init__(self, wrapper: Private, link):
         self.link, self.block = link, link.block
@@ -114,12 +135,14 @@ class PrivateRound:
         self._eavesdropper_population: dict[str, PhaseMechanism] = {}
         self._observed_gain = None
         self._eavesdropper_gain = None
+        self._transmit = None
 
-    def protect(self, phase: str, link):
+    def before_phase(self, phase: str, link, ledger):
         """``link`` (the phase's :class:`phy.uplink.participation.PhaseLink`) clipped,
         with the public ``delta_bar`` and the artificial noise or transmit scaling of the
-        phase's floor, and the phase's privacy columns (:meth:`_private`)."""
-        return self._private(phase, link)
+        phase's floor, and the phase's privacy columns (:meth:`_private`); the devices' own
+        noise charged to ``ledger`` (:class:`phy.uplink.ledger.RoundLedger`)."""
+        return self._private(phase, link, ledger)
 
     def columns(self) -> Columns:
         """The round's privacy columns (after its phases): those of the phases some
@@ -137,12 +160,13 @@ class PrivateRound:
     def observed_gain(self) -> np.ndarray:
         """``[K, F]`` float64: the BS's power gain ``|h_kf|^2`` of every device, summed
         over its antennas before the combiner (N_r > 1: the round's antenna channel drawn
-        again from its stateless seed, the same draw), as :mod:`phy.privacy` takes it."""
+        again from its stateless seed with the round's channel model and path gains, the
+        same draw), as :mod:`phy.privacy` takes it."""
         if self._observed_gain is None:
-            block = self.block
-            if block.air.num_antennas > 1:
-                h = block.channel.antennas(block.path_gain, stream_seed(block.seed, self.link.t, streams.CHANNEL),
-                                           block.air.num_antennas).numpy()
+            block, link = self.block, self.link
+            if link.air.num_antennas > 1:
+                h = link.channel.antennas(link.path_gain, stream_seed(block.seed, link.t, streams.CHANNEL),
+                                          link.air.num_antennas).numpy()
                 self._observed_gain = np.sum(np.abs(h.astype(np.complex128)) ** 2, axis=1)
             else:
                 self._observed_gain = np.abs(np.asarray(self.link.h, np.complex128)) ** 2
@@ -156,8 +180,20 @@ class PrivateRound:
         if self._eavesdropper_gain is None:
             block = self.block
             self._eavesdropper_gain = self.privacy.eavesdropper.channel_gain(
-                block.air.num_subcarriers, numpy_rng(block.seed, self.link.t, streams.EAVESDROPPER))
+                self.link.air.num_subcarriers, numpy_rng(block.seed, self.link.t, streams.EAVESDROPPER))
         return self._eavesdropper_gain
+
+    @property
+    def transmit(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(|h_hat_kf|^2, mask)`` [K, F] each of the round: the devices' estimated gains
+        (float32, as the power control reads them) and the control's transmit mask at the
+        round link's path gains (:meth:`phy.power.PowerControl.transmit_mask`), computed
+        once per round."""
+        if self._transmit is None:
+            estimated = tf.square(tf.abs(self.link.h_hat))
+            mask = self.scheme.power_control.transmit_mask(estimated, self.link.path_gain[:, None]).numpy()
+            self._transmit = (estimated.numpy(), mask)
+        return self._transmit
 
     def _population(self, link) -> tuple[np.ndarray, np.ndarray]:
         """The phase's weights pi_k / share [K] float64 of every device as the BS would
@@ -182,22 +218,22 @@ class PrivateRound:
         control's transmit mask, as :func:`phy.aircomp.aggregate` forms it) and the phase's
         N, P, sigma_z^2 (:func:`phy.privacy.phase_mechanism`); ``delta_bar`` None: not
         known (a discarded round's phase under reported norms), so the clip bound is not
-        used. With ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's."""
+        used. With ``eavesdropper`` the eavesdropper's gains and noise instead of the BS's.
+        The estimates and mask are the round's (:attr:`transmit`)."""
         block = self.block
         gain, noise_w = self.observed_gain, block.air.noise_power_w
         if eavesdropper:
             gain, noise_w = self.eavesdropper_gain, self.privacy.eavesdropper.noise_power_w
         clip_norm = self.privacy.clip_norm_of(phase) if delta_bar is not None else None
         delta_bar = delta_bar if delta_bar is not None and delta_bar > 0.0 else 1.0  # nothing is sent at 0
-        estimated = tf.square(tf.abs(self.link.h_hat))
-        mask = self.scheme.power_control.transmit_mask(estimated, block.path_gain[:, None]).numpy()
-        scaling = transmit_scaling(weights, estimated.numpy(), self.scheme.gamma_w, delta_bar, mask)
+        estimated, mask = self.transmit
+        scaling = transmit_scaling(weights, estimated, self.scheme.gamma_w, delta_bar, mask)
         return phase_mechanism(
             channel_gain=gain, tx_scaling=scaling, sent=np.ones(scaling.shape[0], bool),
             num_symbols=block.grids[phase].num_symbols, tx_power_w=block.air.tx_power_w,
             noise_power_w=noise_w, budgeted=self.scheme.power_control.budgeted, clip_norm=clip_norm)
 
-    def _private(self, phase: str, link, on_air: bool = True):
+    def _private(self, phase: str, link, ledger, on_air: bool = True):
         """``link`` with its updates clipped to the clip norm (if any), the public
         ``delta_bar`` of the clip norm (``privacy.delta_bar = "clip_norm"``) and the
         artificial noise (or transmit scaling) of the phase's floor (if any), and the
@@ -205,7 +241,8 @@ class PrivateRound:
         against the senders' worst device, or under Poisson subsampling against the
         population's (every device as if it had been sampled). ``on_air`` False: the phase
         of a discarded round, whose updates the simulator did not form (``link.updates``
-        has no values): its mechanism from what does not need them."""
+        has no values): its mechanism from what does not need them, nothing charged to
+        ``ledger`` (None then)."""
         block, privacy = self.block, self.privacy
         columns = Columns()
         num_values = block.grids[phase].num_values
@@ -242,7 +279,7 @@ class PrivateRound:
         population = population.scaled(scale) if noise_w == 0.0 else population.with_noise_std(std)
         mechanism = population.restricted(sent)
         if privacy.noise_source == "devices" and not self.scheme.power_control.scales_for_privacy and on_air:
-            self._device_noise(phase, link, noise_w, columns)
+            self._device_noise(phase, link, noise_w, ledger, columns)
         if block.trace.per_device:
             columns.per_device[f"device_noise_multiplier_{phase}"] = np.where(
                 sent, mechanism.noise_multiplier, np.nan)
@@ -284,19 +321,19 @@ class PrivateRound:
                 continue
             link = cohorts.phase_link(
                 cohort, index, None, tf.zeros([cohort.scheduled.size, 0], tf.float32), self.link.h,
-                self.link.h_hat, self.link.uplink, path_gain=block.path_gain,
+                self.link.h_hat, self.link.uplink, path_gain=self.link.path_gain,
                 population_weights=block.population_weights,
                 bs_knows_dropouts=block.participation.bs_knows_dropouts)
-            _, phase_columns = self._private(phase, link, on_air=False)
+            _, phase_columns = self._private(phase, link, None, on_air=False)
             columns.scalars.update(phase_columns.scalars)
             columns.per_device.update(phase_columns.per_device)
         return columns
 
-    def _device_noise(self, phase: str, link, noise_w: float, columns: Columns) -> None:
+    def _device_noise(self, phase: str, link, noise_w: float, ledger, columns: Columns) -> None:
         """The senders' own artificial noise (``privacy.noise_source = "devices"``): each
         sender's transmit power of its share (:func:`phy.privacy.device_noise_tx_power_w`,
-        on top of its signal's budget), its energy added to the round's
-        (``tx_energy_j``), and the columns ``artificial_noise_tx_power_max_w_<phase>`` (the
+        on top of its signal's budget), its energy charged to ``ledger`` (the round's
+        ``tx_energy_j``), and the columns ``artificial_noise_tx_power_max_w_<phase>`` (the
         largest over the senders), ``artificial_noise_over_budget_<phase>`` (the senders whose
         noise alone is above P) and per device ``artificial_noise_tx_power_w_<phase>``.
         At the BS the noise is the designated source's (one Gaussian of
@@ -304,7 +341,7 @@ class PrivateRound:
         block = self.block
         rows = slice(None) if link.devices is None else link.devices[0]
         power_w = device_noise_tx_power_w(self.observed_gain[rows], noise_w)
-        self.link.charge_energy(rows, power_w * block.grids[phase].num_symbols * block.air.symbol_duration_s)
+        ledger.charge_energy(rows, power_w * block.grids[phase].num_symbols * block.air.symbol_duration_s)
         columns.scalars[f"artificial_noise_tx_power_max_w_{phase}"] = float(np.max(power_w, initial=0.0))
         columns.scalars[f"artificial_noise_over_budget_{phase}"] = float(np.sum(power_w > block.air.tx_power_w))
         if block.trace.per_device:

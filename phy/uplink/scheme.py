@@ -1,5 +1,6 @@
 """What an over-the-air scheme is: one phase of the senders' updates in, the BS's
-estimate, the channel uses, the transmit energy and the scheme's own columns out.
+estimate, the channel uses, the transmit energy and the scheme's own columns out; and
+the round hooks through which a scheme may act on a whole round.
 
 A scheme (``uplink.scheme``: :data:`phy.parameters.UPLINK_SCHEMES`) is a sibling behind
 :meth:`phy.uplink.RoundLink.send`. The round link hands it the phase's
@@ -11,6 +12,19 @@ analog scheme its power control and receiver scaling gamma): the block holds non
 them. What every scheme shares (the estimate's error against the
 error-free weighted sum, the received weight of a partial round, the round's symbols,
 seconds and joules) is written once by the round link.
+
+Round hooks (optional; a plain scheme defines none and gets the neutral ones):
+
+- ``check_air(air)``: refuse an air interface the scheme cannot describe (ValueError),
+  called once when the block is built (:func:`check_air`);
+- ``start_round(round_link) -> SchemeRound``: the scheme's state of one round, made with
+  each :class:`phy.uplink.RoundLink` (:func:`start_round`; default :data:`PLAIN_ROUND`).
+  Its :meth:`SchemeRound.before_phase` may transform each phase's link, charge the
+  round's :class:`phy.uplink.ledger.RoundLedger` and add columns before the scheme sends;
+  its :meth:`SchemeRound.columns` adds the round's columns after the phases.
+
+The privacy wrapper (:class:`phy.uplink.private.Private`) is such a scheme: the block and
+the round link call the hooks and name no wrapper.
 """
 
 from __future__ import annotations
@@ -60,6 +74,10 @@ class Scheme(Protocol):
     ``accounts_privacy`` is True where the ``[privacy]`` mechanism (the analog
     receiver noise against each sender's sensitivity, :mod:`phy.privacy`) describes what
     the BS sees: only such a scheme can be wrapped in :class:`phy.uplink.private.Private`.
+
+    A scheme may also define the round hooks ``check_air(air)`` and
+    ``start_round(round_link) -> SchemeRound`` (module docstring); the block reaches
+    them through :func:`check_air` and :func:`start_round`, neutral when absent.
     """
 
     carries: str
@@ -85,3 +103,38 @@ def energy_j(power_w, num_symbols: int, symbol_duration_s: float) -> np.ndarray:
     ``num_symbols`` OFDM symbols of ``symbol_duration_s`` seconds each (NaN when the
     duration is unknown)."""
     return np.asarray(power_w, np.float64) * float(num_symbols) * float(symbol_duration_s)
+
+
+class SchemeRound:
+    """A scheme's part of one round (made by its ``start_round``); this base is the
+    neutral one of a plain scheme: it changes no link and adds no column."""
+
+    def before_phase(self, phase: str, link: Any, ledger: Any) -> tuple[Any, Columns]:
+        """``(link, columns)``: the phase's :class:`phy.uplink.participation.PhaseLink`
+        the scheme sends (``link`` itself here) and the columns the hook adds (first among
+        the phase's); ``ledger`` (:class:`phy.uplink.ledger.RoundLedger`) takes what the
+        devices send beyond the scheme."""
+        return link, Columns()
+
+    def columns(self) -> Columns:
+        """The round's columns of the scheme, after its phases (none here)."""
+        return Columns()
+
+
+PLAIN_ROUND = SchemeRound()
+"""The round state of a scheme without ``start_round`` (it holds nothing)."""
+
+
+def start_round(scheme: Any, round_link: Any) -> SchemeRound:
+    """``scheme.start_round(round_link)`` (:class:`phy.uplink.RoundLink`), or
+    :data:`PLAIN_ROUND` for a scheme that defines no round hooks."""
+    hook = getattr(scheme, "start_round", None)
+    return PLAIN_ROUND if hook is None else hook(round_link)
+
+
+def check_air(scheme: Any, air: Any) -> None:
+    """``scheme.check_air(air)`` (:class:`phy.uplink.settings.AirInterface`): raises
+    ValueError for an air interface the scheme refuses; nothing for a scheme without it."""
+    hook = getattr(scheme, "check_air", None)
+    if hook is not None:
+        hook(air)

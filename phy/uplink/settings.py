@@ -89,7 +89,8 @@ class Cohort:
     Attributes
     ----------
     path_gain : [K], float
-        The devices' large-scale gains (linear; K is its length).
+        The devices' large-scale gains (linear; K is its length); with new drops every N
+        rounds drop 0's (a round's own travel with its :class:`phy.uplink.RoundLink`).
     phases : sequence of (name, num_values)
         The uplink phases of a round in order.
     population_weights : [K], float64, optional
@@ -173,8 +174,9 @@ class ChannelOverTime:
         phase estimated at its start and received at its middle
         (:mod:`phy.uplink.moving_link`), and the round ends on the moving channel's clock.
     drops : phy.redrop.Drops, optional
-        New drops every N rounds (``channel.redrop_every_rounds``): round t's channel and
-        path gains are its drop's, and the round's columns say which drop and where its
+        New drops every N rounds (``channel.redrop_every_rounds``): round t's channel model
+        and path gains are its drop's (its round link's ``channel`` and ``path_gain``; the
+        block keeps drop 0's), and the round's columns say which drop and where its
         devices stand.
     """
 

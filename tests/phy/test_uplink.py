@@ -1,9 +1,12 @@
 """The uplink as one block (phy/uplink/): built once, one link per round, one result per phase."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from native.streams import CHANNEL, stream_seed
 from phy.channel import IidRayleigh
 from phy.csi import PerfectCSI
 from phy.power import FullInversion, OptimalPower, PowerControl
@@ -133,3 +136,74 @@ def test_a_scheme_column_the_uplink_writes_itself_is_refused():
     updates, weights = _updates()
     with pytest.raises(ValueError, match=r"Clashing writes \['aggregate_error_delta'\]"):
         _uplink(OptimalPower(), scheme=Clashing(OptimalPower(), gamma_w=NOISE_W)).round(0).send("delta", updates, weights)
+
+
+def test_a_schemes_round_hooks_see_every_phase_charge_the_ledger_and_add_columns():
+    """A scheme with round hooks (``start_round`` -> a :class:`phy.uplink.SchemeRound`):
+    the round link hands it each phase's link before the scheme sends (here it halves the
+    updates, so the estimate is half the plain one's, and charges 1 J per phase to device
+    0 in the round's ledger) and adds its round columns; a scheme without hooks gets the
+    neutral round, and the block holds no state of a round."""
+    from native.columns import Columns
+    from phy.uplink import SchemeRound
+    from phy.uplink.scheme import PLAIN_ROUND
+
+    class Halving(SchemeRound):
+        def __init__(self):
+            self.phases = []
+
+        def before_phase(self, phase, link, ledger):
+            self.phases.append(phase)
+            ledger.charge_energy([0], np.array([1.0]))
+            return dataclasses.replace(link, updates=link.updates * 0.5), Columns(
+                scalars={f"halved_{phase}": 1.0})
+
+        def columns(self):
+            return Columns(scalars={"halved_phases": float(len(self.phases))})
+
+    class Hooked(Analog):
+        def start_round(self, round_link):
+            return Halving()
+
+    updates, weights = _updates()
+    plain_link = _uplink(OptimalPower(), symbol_duration_s=1e-4).round(0)
+    assert plain_link.scheme_round is PLAIN_ROUND
+    plain = plain_link.send("delta", updates * 0.5, weights)
+    block = _uplink(OptimalPower(), symbol_duration_s=1e-4, scheme=Hooked(OptimalPower(), gamma_w=NOISE_W))
+    link = block.round(0)
+    result = link.send("delta", updates, weights)
+    np.testing.assert_array_equal(result.estimate.numpy(), plain.estimate.numpy())
+    assert result.columns().scalars["halved_delta"] == 1.0
+    columns, plain_columns = link.columns(), plain_link.columns()
+    assert columns.scalars["halved_phases"] == 1.0 and "halved_phases" not in plain_columns.scalars
+    expected = plain_columns.per_device["tx_energy_j"].copy()
+    expected[0] += 1.0
+    np.testing.assert_array_equal(columns.per_device["tx_energy_j"], expected)
+    assert link.ledger.symbols == plain_link.ledger.symbols > 0
+
+
+def test_a_new_drops_channel_travels_with_the_round_link_not_the_block():
+    """With new drops every 2 rounds the round link of round 2 holds drop 1's channel
+    model and path gains and draws its channel at them; the block keeps drop 0's (the
+    cohort's) across the rounds."""
+    from phy.redrop import Drops
+    from phy.uplink.settings import ChannelOverTime
+
+    class Placed(IidRayleigh):
+        def __init__(self, path_gain):
+            super().__init__(F)
+            self.path_gain = np.asarray(path_gain, np.float64)
+
+    first_gain = np.linspace(40.0, 250.0, K) ** -4.0
+    first = Placed(first_gain)
+    drops = Drops(2, (first, np.zeros((K, 2))), lambda d: (Placed(first_gain * 10.0 ** d), np.ones((K, 2))))
+    block = Uplink(channel=first, csi=PerfectCSI(), air=AirInterface(F, 1e-3, NOISE_W),
+                   cohort=Cohort(first_gain, [("delta", D)]), scheme=Analog(OptimalPower(), gamma_w=NOISE_W),
+                   seed=5, over_time=ChannelOverTime(drops=drops))
+    before = block.path_gain
+    link = block.round(2)
+    assert link.channel is drops.at(2)[0] and block.channel is first and block.path_gain is before
+    np.testing.assert_array_equal(link.path_gain.numpy(), np.float32(first_gain * 10.0))
+    expected = drops.at(2)[0](link.path_gain, stream_seed(5, 2, CHANNEL))
+    np.testing.assert_array_equal(link.h.numpy(), expected.numpy())
+    assert block.round(0).channel is first

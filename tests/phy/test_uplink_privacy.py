@@ -1,6 +1,7 @@
-"""The uplink's privacy (phy/uplink/block.py with phy.privacy.UplinkPrivacy): each phase's
-Gaussian mechanism as the BS sees it, from the round's own channel, and the artificial
-noise of a noise floor; nothing of it perturbs the phase when no noise is added."""
+"""The uplink's privacy (phy/uplink/private.py, the wrapper whose round hooks the block
+calls, with phy.privacy.UplinkPrivacy): each phase's Gaussian mechanism as the BS sees
+it, from the round's own channel, and the artificial noise of a noise floor; nothing of it
+perturbs the phase when no noise is added; the air it refuses."""
 
 import numpy as np
 import pytest
@@ -95,7 +96,7 @@ def test_with_antennas_the_bs_sees_every_antenna_before_its_combiner():
     from native.streams import CHANNEL, stream_seed
 
     drawn = block.channel.antennas(block.path_gain, stream_seed(5, 2, CHANNEL), 2).numpy()
-    antennas = link.private.observed_gain
+    antennas = link.scheme_round.observed_gain
     np.testing.assert_array_equal(antennas, np.sum(np.abs(drawn.astype(np.complex128)) ** 2, 1))
     combined = np.abs(link.h.numpy().astype(np.complex128)) ** 2
     assert np.all(antennas >= combined * (1 - 1e-5))
@@ -292,3 +293,23 @@ def test_a_public_delta_bar_keeps_a_neighbours_change_within_its_sensitivity():
     BS forms from the clip norm (privacy.delta_bar = "clip_norm")."""
     assert _received_difference(public=False) == pytest.approx(1.477, rel=1e-3)
     assert _received_difference(public=True) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_wrapper_refuses_an_air_its_mechanism_does_not_describe_when_the_block_is_built():
+    """The wrapper's ``check_air`` hook, called when the block is built: the time domain,
+    and the devices' own noise with more than one BS antenna, each refused in one line."""
+    from phy.combiner import ReceiveCombiner
+
+    def build(air, privacy):
+        return Uplink(channel=IidRayleigh(F), csi=PerfectCSI(), air=air, cohort=Cohort(np.ones(K), [("delta", D)]),
+                      scheme=Private(Analog(OptimalPower(), NOISE_W), privacy), seed=5)
+
+    time_air = AirInterface(F, POWER_W, NOISE_W, domain="time", bandwidth_hz=1e6, cyclic_prefix_length=4)
+    with pytest.raises(ValueError, match=r"^privacy is derived for the analog scheme in the frequency domain, "
+                                         r"got Analog in the 'time' domain$"):
+        build(time_air, UplinkPrivacy())
+    antennas = AirInterface(F, POWER_W, NOISE_W, num_antennas=2, combiner=ReceiveCombiner("centroid"))
+    with pytest.raises(ValueError, match=r"^the devices' artificial noise is derived for a single-antenna BS, "
+                                         r"got 2 antennas$"):
+        build(antennas, UplinkPrivacy(noise_source="devices"))
+    assert build(antennas, UplinkPrivacy()).num_devices == K  # the designated source with two antennas
