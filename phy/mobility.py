@@ -140,17 +140,19 @@ class StraightMotion:
                                                         time_s - self.time_s, self.radius_m, self.inner_m)
         self.time_s = float(time_s)
 
-    def positions_at(self, offsets_s) -> np.ndarray:
+    def positions_at(self, offsets_s, devices=None) -> np.ndarray:
         """``[T, K, 2]`` positions at ``offsets_s`` [T] seconds after the state's time
         (ascending, each >= 0; each advanced from the state, all T in one :func:`advance`
-        of T K rows; the state is not changed)."""
+        of T K rows; the state is not changed); with ``devices`` [P] only theirs, ``[T, P, 2]``
+        (the same values: each row is advanced on its own)."""
         offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
         if np.any(np.diff(offsets) < 0.0) or (offsets.size and offsets[0] < 0.0):
             raise ValueError(f"offsets_s must be ascending and >= 0, got {offsets}")
-        size = self.positions_m.shape[0]
-        p, _ = advance(np.tile(self.positions_m, (offsets.size, 1)), np.tile(self.velocities_mps, (offsets.size, 1)),
-                       np.repeat(offsets, size), self.radius_m, self.inner_m)
-        return p.reshape(offsets.size, size, 2)
+        rows = slice(None) if devices is None else np.asarray(devices)
+        p, u = self.positions_m[rows], self.velocities_mps[rows]
+        p, _ = advance(np.tile(p, (offsets.size, 1)), np.tile(u, (offsets.size, 1)),
+                       np.repeat(offsets, p.shape[0]), self.radius_m, self.inner_m)
+        return p.reshape(offsets.size, -1, 2)
 
     def travelled_m(self, time_s) -> np.ndarray:
         """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""
@@ -226,9 +228,10 @@ class RandomWaypoint:
             self.positions_m, self.legs, self.targets_m, time_s - self.time_s)
         self.time_s = float(time_s)
 
-    def positions_at(self, offsets_s) -> np.ndarray:
+    def positions_at(self, offsets_s, devices=None) -> np.ndarray:
         """``[T, K, 2]`` positions at ``offsets_s`` [T] (ascending, >= 0) seconds after the
-        state's time (the state is not changed)."""
+        state's time (the state is not changed); with ``devices`` [P] only theirs, ``[T, P, 2]``
+        (all are advanced: a waypoint's device index is its own)."""
         offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
         if np.any(np.diff(offsets) < 0.0) or (offsets.size and offsets[0] < 0.0):
             raise ValueError(f"offsets_s must be ascending and >= 0, got {offsets}")
@@ -237,7 +240,8 @@ class RandomWaypoint:
             p, legs, targets = self._advance(p, legs, targets, float(offset) - now)
             now = float(offset)
             out.append(p)
-        return np.stack(out) if out else np.zeros((0, *p.shape))
+        positions = np.stack(out) if out else np.zeros((0, *p.shape))
+        return positions if devices is None else positions[:, np.asarray(devices)]
 
     def travelled_m(self, time_s) -> np.ndarray:
         """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""

@@ -87,11 +87,12 @@ class MovingChannel:
             self.motion.move_to(float(start))
 
     # ------------------------------------------------------------------ the channel
-    def path_gain_at(self, offsets_s) -> np.ndarray:
+    def path_gain_at(self, offsets_s, devices=None) -> np.ndarray:
         """``[T, K]`` float64 path gains ``max(|p_k|, r_min)^-alpha`` at ``offsets_s`` [T]
         (ascending) after the round's start (:meth:`start_round`); r_min the exclusion radius,
-        which a random waypoint's leg may cut (a straight path never does)."""
-        positions = self.motion.positions_at(offsets_s)
+        which a random waypoint's leg may cut (a straight path never does). With
+        ``devices`` [P]: theirs only, ``[T, P]``."""
+        positions = self.motion.positions_at(offsets_s, devices)
         distance = np.maximum(np.hypot(positions[..., 0], positions[..., 1]), self.motion.inner_m)
         return path_gain(distance, self.path_loss_exponent)
 
@@ -110,7 +111,8 @@ class MovingChannel:
         position then (what a digital slot's coherence blocks need: one pair per subcarrier,
         its owner)."""
         offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
-        gain = self.path_gain_at(offsets)[:, devices]  # [T, P]
+        needed, index = np.unique(devices, return_inverse=True)  # each device's position once
+        gain = self.path_gain_at(offsets, needed)[:, index]  # [T, P]
         distance = self.motion.travelled_m(self.motion.time_s + offsets)[:, devices]
         coefficient = np.zeros_like(subcarriers) if self.fading.shape[1] == 1 else subcarriers
         z = self.fading.at_pairs(distance, devices, coefficient)

@@ -107,6 +107,11 @@ class DigitalOfdmaScheme(SchemeParameters):
     slot_symbols: int | None = Field(
         None, ge=1, description="the phase's slot budget in OFDM symbols: a device whose "
         "bits need more is in outage (None: no budget)")
+    rate_adaptation: Literal["slot", "coherence_block"] = Field(
+        "slot", description="with devices that move: 'slot', one rate per device from its "
+        "estimate at the slot's start (lost when a coherence block's channel falls below it); "
+        "'coherence_block', a pilot OFDM symbol at each coherence block's start and the rate "
+        "of that block's channel (docs/schemes.md, devices that move)")
 
     def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
         """``14 n``: the updates, their NumPy copy, the quantizer's float64 rows."""

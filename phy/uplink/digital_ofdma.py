@@ -56,7 +56,7 @@ import tensorflow as tf
 from native.columns import Columns
 from phy.parameters import DigitalOfdmaScheme
 from phy.uplink.scheme import SchemeResult
-from phy.uplink.slot_blocks import BlockRate, slot_holds
+from phy.uplink.slot_blocks import BlockRate, adapted_slot, slot_holds
 
 SCALE_BITS = 32
 """Side information per device and phase: the scale s_k as a 32-bit float."""
@@ -259,6 +259,10 @@ class Plan:
         Transmits and R_k <= C_k.
     num_symbols : int
         The slot: max N_k over the devices that transmit (0: none).
+    sent : [K_T] float64 or None
+        The symbols each sender occupies, when that is not N_k for the senders that
+        transmit (with the rate adapted per coherence block: also a sender lost at the
+        budget or at a block that carries nothing); None: N_k.
     """
 
     owner: np.ndarray
@@ -270,6 +274,7 @@ class Plan:
     transmits: np.ndarray
     decoded: np.ndarray
     num_symbols: int
+    sent: np.ndarray | None = None
 
     @property
     def outage(self) -> np.ndarray:
@@ -339,10 +344,12 @@ class DigitalOfdma:
 
     def __init__(self, bits_per_value: int = 8, allocation: str = "equal", rate_model: str = "shannon",
                  snr_gap_db: float = 0.0, target_bler: float = 0.1, rate_margin_db: float = 0.0,
-                 slot_symbols: int | None = None):
+                 slot_symbols: int | None = None, rate_adaptation: str = "slot"):
         DigitalOfdmaScheme.check(bits_per_value=bits_per_value, allocation=allocation, rate_model=rate_model,
                                  snr_gap_db=snr_gap_db, target_bler=target_bler,
-                                 rate_margin_db=rate_margin_db, slot_symbols=slot_symbols)
+                                 rate_margin_db=rate_margin_db, slot_symbols=slot_symbols,
+                                 rate_adaptation=rate_adaptation)
+        self.rate_adaptation = rate_adaptation
         self.bits_per_value, self.allocation, self.rate_model = int(bits_per_value), allocation, rate_model
         self.snr_gap_db, self.target_bler = float(snr_gap_db), float(target_bler)
         self.rate_margin_db = float(rate_margin_db)
@@ -359,7 +366,8 @@ class DigitalOfdma:
                     allocation=self.allocation, tx_power_w=air.tx_power_w,
                     noise_power_w=air.noise_power_w, rate_model=self.rate_model,
                     snr_gap_db=self.snr_gap_db, target_bler=self.target_bler,
-                    rate_margin_db=self.rate_margin_db, slot_symbols=self.slot_symbols)
+                    rate_margin_db=self.rate_margin_db,
+                    slot_symbols=None if self.rate_adaptation == "coherence_block" else self.slot_symbols)
 
     def block_rate(self, schedule: Plan, air, margin_db: float = 0.0) -> BlockRate:
         """The rate rule over coherence blocks (:class:`phy.uplink.slot_blocks.BlockRate`):
@@ -391,15 +399,33 @@ class DigitalOfdma:
         one that does not transmit)."""
         from phy.doppler import jakes_correlation
 
-        half_slot_s = 0.5 * np.where(schedule.transmits, schedule.symbols, np.nan) * air.symbol_duration_s
+        used = schedule.symbols if schedule.sent is None else np.where(schedule.sent > 0, schedule.sent, np.nan)
+        half_slot_s = 0.5 * np.where(schedule.transmits, used, np.nan) * air.symbol_duration_s
         return jakes_correlation(link.slot.doppler_hz, half_slot_s)
+
+    def adapted(self, schedule: Plan, link, air) -> Plan:
+        """``schedule`` (planned without the budget) with the rate adapted per coherence
+        block (:func:`phy.uplink.slot_blocks.adapted_slot`): its symbols, the symbols each
+        sender occupies, who is decoded and the slot."""
+        rate = self.block_rate(schedule, air, self.rate_margin_db)
+        still = rate(link.h.numpy()[schedule.owner, np.arange(schedule.owner.shape[0])][None],
+                     np.arange(schedule.owner.shape[0]), schedule.rate.shape[0])[0]
+        outcome = adapted_slot(getattr(link, "slot", None), rate, still, schedule.bits.astype(np.float64),
+                               schedule.transmits, air.symbol_duration_s, self.slot_symbols)
+        finite = outcome.sent[outcome.sent > 0]
+        return dataclasses.replace(schedule, symbols=outcome.symbols, decoded=outcome.decoded, sent=outcome.sent,
+                                   num_symbols=int(finite.max()) if finite.size else 0)
 
     def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
         updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
         num_senders, num_values = updates.shape
         schedule = self.plan(link, air, num_values)
         aged = None
-        if getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
+        if self.rate_adaptation == "coherence_block":
+            schedule = self.adapted(schedule, link, air)
+            if getattr(link, "slot", None) is not None:  # nobody is lost to aging: the rate follows the channel
+                aged = (np.zeros(num_senders, bool), self.correlation(link, schedule, air))
+        elif getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
             schedule, aged = self.aged(schedule, link, air)
         weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
         rng = _generator(seed)
@@ -431,6 +457,6 @@ class DigitalOfdma:
                 f"outage_{phase}": schedule.outage.astype(np.float64)})
         if keep_signals:
             columns.signals[f"estimate_{phase}"] = estimate.numpy()
-        used = np.where(schedule.transmits, schedule.symbols, 0.0)
+        used = np.where(schedule.transmits, schedule.symbols, 0.0) if schedule.sent is None else schedule.sent
         energy = air.tx_power_w * used * air.symbol_duration_s
         return SchemeResult(estimate, schedule.num_symbols, energy, columns)

@@ -4,13 +4,17 @@ Digital OFDMA (:mod:`phy.uplink.digital_ofdma`) decides each sender's slot from 
 so with devices that move the channel over the slot is evaluated per coherence block:
 in block b, of length ``T_b``, the channel is taken constant at its value at the block's
 middle ``(b + 1/2) T_b`` (the devices there too), each subcarrier's owner's process only
-(:meth:`phy.uplink.moving_link.SlotChannel.owned_at`).
+(:meth:`phy.uplink.moving_link.SlotChannel.owned_at`). Two uses:
 
 * :func:`slot_holds` (a rate fixed at the slot's start): whether each sender's rate
   fits the channel in every block of its slot. A sender's outcome is decided at its first
   failing block, so the blocks are evaluated only while some sender is undecided (not
   failed and its slot not over): the cost is the blocks up to the last decision, not the
   slot's.
+* :func:`adapted_slot` (``uplink.rate_adaptation = "coherence_block"``): the sender
+  learns each block's channel with one pilot OFDM symbol at the block's start and sends
+  the block's remaining symbols at the rate that channel carries; its slot ends when its
+  bits are delivered.
 
 The blocks are evaluated a chunk at a time (:data:`SLOT_CHUNK_VALUES`), only the
 subcarriers of the senders still undecided: memory does not grow with the slot. The
@@ -145,3 +149,85 @@ def slot_holds(slot, rate: BlockRate, chosen: np.ndarray, transmits: np.ndarray,
         fits = chosen[None, :] <= rates * (1.0 + rate.tolerance)
         np.logical_and(holds, ~np.any(inside & ~fits, axis=0), out=holds)  # in place: read by the chunks
     return holds
+
+
+@dataclass(frozen=True)
+class AdaptedSlot:
+    """The outcome of :func:`adapted_slot` over the K senders.
+
+    Attributes
+    ----------
+    symbols : [K] float64
+        N_k, the symbols until the sender's bits are delivered, pilots included (inf: not
+        delivered within the budget, or a block carried nothing).
+    sent : [K] float64
+        The symbols it occupied: N_k when delivered, else up to the budget or to the pilot
+        of the block that carried nothing (0 when it does not start).
+    decoded : [K] bool
+        Its bits delivered within the budget.
+    block_symbols : float
+        S, symbols per block (inf: nobody moves, one block).
+    """
+
+    symbols: np.ndarray
+    sent: np.ndarray
+    decoded: np.ndarray
+    block_symbols: float
+
+
+def block_symbols(slot, starts: np.ndarray, symbol_duration_s: float) -> float:
+    """S = max(2, floor(T_b / T_sym)) symbols per block (a pilot and at least one data
+    symbol), T_b the fastest starting sender's coherence time; inf when none moves."""
+    if slot is None or not (starts & (slot.doppler_hz > 0.0)).any():
+        return math.inf
+    block_s = float(np.min(coherence_time_s(slot.doppler_hz[starts & (slot.doppler_hz > 0.0)])))
+    return float(max(2, math.floor(block_s / symbol_duration_s)))
+
+
+def adapted_slot(slot, rate: BlockRate, still_rate: np.ndarray, bits: np.ndarray, starts: np.ndarray,
+                 symbol_duration_s: float, budget: int | None) -> AdaptedSlot:
+    """Rate adaptation per coherence block (module docstring; docs/schemes.md).
+
+    Input: ``slot`` (a :class:`phy.uplink.moving_link.SlotChannel`, or None: nobody moves),
+    ``rate`` (with the gap and the margin), ``still_rate`` [K] the rates of the channel at
+    the slot's start (used when nobody moves: one block), ``bits`` [K] B_k, ``starts`` [K]
+    bool (the senders that transmit: a nonzero rate at the start), the budget (symbols or
+    None). Block b is S symbols (:func:`block_symbols`): a pilot, then ``S - 1`` data
+    symbols at ``r_kb``, the rate of the channel at the block's middle ``(b + 1/2) S T_sym``;
+    the sender stops in the first block ``b*`` where its delivered bits reach B_k, after
+    ``N_k = b* S + 1 + ceil((B_k - D_k) / r_kb*)`` symbols (D_k its bits before the block).
+    A block that carries nothing (rate 0) ends its transmission after the pilot, in outage.
+    """
+    size = bits.shape[0]
+    s = block_symbols(slot, starts, symbol_duration_s)
+    symbols, sent = np.full(size, np.inf), np.zeros(size)
+    if math.isinf(s):  # one block: a pilot, then the data at the start's rate
+        with np.errstate(divide="ignore"):
+            symbols = np.where(starts & (still_rate > 0.0),
+                               1.0 + np.ceil(bits / np.where(still_rate > 0.0, still_rate, 1.0)), np.inf)
+        sent = np.where(starts, np.where(np.isfinite(symbols), symbols, 1.0), 0.0)
+    else:
+        delivered, active = np.zeros(size), starts.copy()
+        num_blocks = None if budget is None else math.ceil(budget / s)
+        for index, rates in block_chunks(slot, rate, s * symbol_duration_s, lambda first: active, size, num_blocks):
+            data = (s - 1.0) * rates
+            total = delivered[None, :] + np.cumsum(data, axis=0)  # [b, K] bits after each block
+            event = (total >= bits[None, :]) | ~(rates > 0.0)
+            hit = active & event.any(axis=0)
+            for k in np.flatnonzero(hit):
+                j = int(np.argmax(event[:, k]))
+                start = float(index[j]) * s
+                if rates[j, k] > 0.0:
+                    before = delivered[k] if j == 0 else total[j - 1, k]
+                    symbols[k] = start + 1.0 + math.ceil((bits[k] - before) / rates[j, k])
+                    sent[k] = symbols[k]
+                else:
+                    sent[k] = start + 1.0
+            delivered = np.where(active & ~hit, total[-1], delivered)
+            np.logical_and(active, ~hit, out=active)  # in place: read by the chunks
+        if budget is not None:
+            sent = np.where(active, float(budget), sent)  # still sending when the budget ends
+    if budget is not None:
+        over = symbols > budget
+        symbols, sent = np.where(over, np.inf, symbols), np.where(over, np.minimum(sent, budget), sent)
+    return AdaptedSlot(symbols, sent, np.isfinite(symbols) & starts, s)

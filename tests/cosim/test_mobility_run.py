@@ -121,3 +121,28 @@ def test_what_mobility_does_not_support_is_one_line_naming_the_key(tmp_path, cap
     assert main(["validate", str(path), *sets]) == 2
     err = capsys.readouterr().err
     assert key in err and "Traceback" not in err
+
+
+def test_rate_adaptation_at_zero_speed_is_the_fixed_rate_plus_one_pilot(tmp_path):
+    """Digital OFDMA with ``mobility.speed_mps = 0``: adapting the rate per coherence block
+    (one block: nobody moves) gives every sender the fixed rate's slot plus its one pilot
+    symbol, the same outage, and no device lost to aging."""
+    common = [*STRAIGHT, 'uplink.scheme="digital_ofdma"', "mobility.speed_mps=0.0"]
+    runs = {}
+    for adaptation in ("slot", "coherence_block"):
+        (tmp_path / adaptation).mkdir()
+        path = write_tiny(tmp_path / adaptation, rounds=1, every=1, hidden=4, algorithm="fedavg")
+        scenario = load_scenario(path, [*common, f'uplink.rate_adaptation="{adaptation}"'])
+        runs[adaptation] = _columns(run_scenario(scenario, progress=False).trace_path)
+    (fixed, fixed_per_device), (adapted, adapted_per_device) = runs["slot"], runs["coherence_block"]
+    sent = np.isfinite(fixed_per_device["symbols_delta"])
+    assert sent.any()
+    np.testing.assert_array_equal(adapted_per_device["symbols_delta"][sent], fixed_per_device["symbols_delta"][sent] + 1)
+    np.testing.assert_array_equal(adapted_per_device["outage_delta"], fixed_per_device["outage_delta"])
+    assert adapted["uplink_symbols"][0] == fixed["uplink_symbols"][0] + 1
+    assert adapted["aging_outage_devices_delta"][0] == 0
+
+
+def test_a_bad_rate_adaptation_is_refused_naming_the_key_and_the_value(tmp_path):
+    with pytest.raises(ScenarioError, match=r"uplink\.rate_adaptation.*per_symbol"):
+        load_scenario(write_tiny(tmp_path), ['uplink.scheme="digital_ofdma"', 'uplink.rate_adaptation="per_symbol"'])

@@ -91,6 +91,7 @@ def test_a_moving_device_advances_by_v_dt_and_stays_in_the_cell():
     at = moving.positions_at(offsets)
     for t, row in zip(offsets, at, strict=True):
         np.testing.assert_array_equal(row, advance(moving.positions_m, moving.velocities_mps, t, radius_m, inner_m)[0])
+    np.testing.assert_array_equal(moving.positions_at(offsets, [7, 2, 7]), at[:, [7, 2, 7]])  # some devices only
 
 
 def test_the_clock_places_rounds_and_a_resumed_clock_gives_the_same_channel():

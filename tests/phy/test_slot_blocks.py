@@ -135,3 +135,69 @@ def test_the_early_stop_decides_as_the_full_evaluation(monkeypatch, rate_model):
     np.testing.assert_array_equal(aged.decoded, reference)
     np.testing.assert_array_equal(lost, ~reference)
     assert sum(slot.blocks) == num_blocks  # sender 4 holds to its slot's end, sender 3 to a tenth of it
+
+
+class _Given:
+    """A slot whose channels are given: ``gain(device, offset_s)`` on every owned subcarrier."""
+
+    num_sinusoids = 1
+
+    def __init__(self, gain, doppler):
+        self.gain, self.doppler_hz, self.blocks = gain, np.asarray(doppler, float), []
+
+    def owned_at(self, offsets_s, rows, subcarriers):
+        self.blocks.append(len(offsets_s))
+        return np.sqrt(np.array([[self.gain(int(k), t) for k in rows] for t in offsets_s])).astype(np.complex64)
+
+
+def test_a_device_whose_channel_fades_mid_slot_is_decoded_with_the_rate_adapted_per_block():
+    """Two devices, gain 1 on their subcarriers at the start; device 1's falls to 0.1 half-way
+    through its fixed-rate slot. With one rate per slot device 1 is lost to aging; with
+    the rate adapted per coherence block (S = 21 symbols: a pilot and 20 data symbols) both
+    are decoded: device 0 after N = b* S + 1 + ceil((B - 20 b* R) / R) symbols (R its
+    constant rate), device 1 later, on the faded rate; each sender's energy is P N T_sym.
+    With a budget below device 1's N it sends the whole budget and is in outage."""
+    num_values, f_d = 500, 200.0  # T_c = 2.115 ms: 21 symbols of 0.1 ms
+    h = np.ones((2, 8), np.complex64)
+    schedule = plan(h, h, num_values, bits_per_value=8, allocation="equal", tx_power_w=1.0, noise_power_w=1e-2)
+    slot_s = schedule.symbols.max() * SYMBOL_S
+    slot = _Given(lambda k, t: 1.0 if k == 0 or t < slot_s / 2 else 0.1, [f_d, f_d])
+    air = SimpleNamespace(tx_power_w=1.0, noise_power_w=1e-2, symbol_duration_s=SYMBOL_S)
+    fixed, (lost, _) = DigitalOfdma().aged(schedule, SimpleNamespace(slot=slot), air)
+    np.testing.assert_array_equal(fixed.decoded, [True, False])
+    np.testing.assert_array_equal(lost, [False, True])
+
+    link = SimpleNamespace(slot=slot, h=SimpleNamespace(numpy=lambda: h))
+    adapted = DigitalOfdma(rate_adaptation="coherence_block").adapted(schedule, link, air)
+    assert adapted.decoded.all()
+    rate, bits, s = schedule.rate[0], float(schedule.bits[0]), 21
+    last = int(np.argmax((np.arange(1, 100) * (s - 1) * rate) >= bits))  # b*: the block that completes
+    expected = last * s + 1 + np.ceil((bits - last * (s - 1) * rate) / rate)
+    assert adapted.symbols[0] == expected and adapted.symbols[1] > expected
+    np.testing.assert_array_equal(adapted.sent, adapted.symbols)
+    assert adapted.num_symbols == adapted.symbols[1]
+
+    budget = int(adapted.symbols[1]) - 1
+    tight = DigitalOfdma(rate_adaptation="coherence_block", slot_symbols=budget).adapted(schedule, link, air)
+    np.testing.assert_array_equal(tight.decoded, [True, False])
+    assert tight.sent[1] == budget and np.isinf(tight.symbols[1]) and tight.num_symbols == budget
+
+
+def test_the_adapted_evaluation_stops_when_every_sender_is_done(monkeypatch):
+    """Chunks of 2 blocks while both senders send, 4 once device 0 (the slower) is alone:
+    the blocks evaluated are those up to its last block, within one chunk."""
+    monkeypatch.setattr(slot_blocks, "SLOT_CHUNK_VALUES", 4 * 8)
+    h = np.ones((2, 8), np.complex64)
+    schedule = plan(h, h, 500, bits_per_value=8, allocation="equal", tx_power_w=1.0, noise_power_w=1e-2)
+    slot = _Given(lambda k, t: 1.0 if k == 1 else 0.3, [200.0, 200.0])
+    link = SimpleNamespace(slot=slot, h=SimpleNamespace(numpy=lambda: h))
+    air = SimpleNamespace(tx_power_w=1.0, noise_power_w=1e-2, symbol_duration_s=SYMBOL_S)
+    adapted = DigitalOfdma(rate_adaptation="coherence_block").adapted(schedule, link, air)
+    assert adapted.decoded.all() and adapted.symbols[0] > adapted.symbols[1]
+    last_block = int((adapted.symbols[0] - 1) // 21)
+    assert last_block + 1 <= sum(slot.blocks) < last_block + 1 + 4
+
+
+def test_a_bad_rate_adaptation_names_the_key_and_the_value():
+    with pytest.raises(ValueError, match=r"rate_adaptation.*per_symbol"):
+        DigitalOfdma(rate_adaptation="per_symbol")
