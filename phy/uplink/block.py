@@ -168,9 +168,10 @@ class Uplink:
         h_hat = self.csi(h, path_gain, stream_seed(self.seed, t, streams.CSI))
         return RoundLink(self, t, (channel, path_gain), (h, h_hat), uplink, offsets, self.draw_cohort(t, h_hat))
 
-    def draw_channel(self, t: int, channel, path_gain):
+    def draw_channel(self, t: int, channel=None, path_gain=None):
         """The round's channel ``h`` [K, F] from the channel model ``channel`` at the path
-        gains ``path_gain`` [K] tf.float32 (the block's, or a drop's) and, in the time
+        gains ``path_gain`` [K] tf.float32 (a drop's; by default the block's own, drop 0's)
+        and, in the time
         domain, its :class:`phy.ofdm_time.TimeDomainUplink` and the devices' (timing
         offset [samples], CFO [subcarrier spacings]) [K] each (else None and None).
 
@@ -185,8 +186,10 @@ class Uplink:
         effective channel ``m_f^H h_kf``; the time-domain uplink is then a
         :class:`phy.combiner.CombinedUplink`.
         """
+        channel = self.channel if channel is None else channel
+        path_gain = self.path_gain if path_gain is None else path_gain
         if self.air.num_antennas > 1:
-            return self.draw_antennas(t, channel, path_gain, self.air.num_antennas)
+            return self.draw_antennas(t, self.air.num_antennas, channel, path_gain)
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.air.domain == "frequency":
             return channel(path_gain, channel_seed), None, None
@@ -198,9 +201,11 @@ class Uplink:
             a.numpy(), tau.numpy(), **self.air.waveform)
         return tf.constant(known.frequency_response()), uplink, (timing, cfo)
 
-    def draw_antennas(self, t: int, channel, path_gain, num_antennas: int):
+    def draw_antennas(self, t: int, num_antennas: int, channel=None, path_gain=None):
         """:meth:`draw_channel` through the multi-antenna draw (``num_antennas`` = 1 gives
         the single-antenna channel exactly, with a one-antenna combined uplink)."""
+        channel = self.channel if channel is None else channel
+        path_gain = self.path_gain if path_gain is None else path_gain
         channel_seed = stream_seed(self.seed, t, streams.CHANNEL)
         if self.air.domain == "frequency":
             h = channel.antennas(path_gain, channel_seed, num_antennas).numpy()

@@ -292,7 +292,7 @@ def test_a_3gpp_cell_sets_the_path_gain_and_the_time_domain_matches_the_frequenc
 
         frequency = Engine(scenario)  # the same channel, the frequency-domain uplink
         draw = frequency.uplink.draw_channel
-        frequency.uplink.draw_channel = lambda t: (draw(t)[0], None, None)
+        frequency.uplink.draw_channel = lambda t, *drop: (draw(t, *drop)[0], None, None)
         frequency_state, frequency_record = frequency.run_round(0, state)
         for key in ("distortion_rho", "delta_bar_rho", "train_loss"):
             assert time_record.scalars[key] == frequency_record.scalars[key], key
