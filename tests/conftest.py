@@ -38,11 +38,14 @@ def rng() -> np.random.Generator:
 
 
 HEAVIEST_FIRST = (
-    "tests/test_trace_bits.py", "tests/cosim/test_engine.py",
-    "tests/phy/test_cells.py", "tests/cosim/test_cli_startup.py",
-    "tests/cosim/test_display_names.py",
-    "tests/phy/test_phy_conformance.py", "tests/cosim/test_hostile_text.py",
-    "tests/cosim/test_scenario.py", "tests/cosim/test_study_cost.py",
+    "tests/test_trace_bits.py", "tests/phy/test_cells.py",
+    "tests/cosim/test_engine.py", "tests/cosim/test_cli_startup.py",
+    "tests/phy/test_phy_conformance.py", "tests/cosim/test_display_names.py",
+    "tests/cosim/test_hostile_text.py", "tests/cosim/test_scenario.py",
+    "tests/cosim/test_study_cost.py", "tests/phy/test_aircomp.py", "tests/phy/test_ofdm_time.py",
+    "tests/phy/test_combiner.py", "tests/phy/test_ray_traced.py", "tests/phy/test_doppler_ici.py",
+    "tests/phy/test_grid_sums.py", "tests/phy/test_channel.py", "tests/phy/test_uplink.py",
+    "tests/phy/test_csi.py",
     "tests/learning/test_local.py",
     "tests/cosim/test_study.py", "tests/cosim/test_study_executor.py", "tests/test_notebooks.py",
     "tests/cosim/test_privacy_trace.py", "tests/cosim/test_memory_estimate.py",
@@ -52,23 +55,27 @@ HEAVIEST_FIRST = (
 )
 """The order of the files that cost most. From a cold clone the kernels' first compile
 costs about 65 CPU seconds per process that finds no disk cache (measured 2026-11-28 with
-the kernels of commit f054b86: Numba's compile events summed per test). So one worker
-starts with the bits guard (``test_trace_bits.py``), whose subprocess compiles the
-learning kernels first, as the baseline's fresh compile did (a kernel compiled by another
-process, the suite's in-process rounds, can differ from it in the last bit: the guard
-then has to compile again into an empty cache, about two minutes), then ``test_engine.py``,
-which runs rounds in the worker,
-while the other runs files that compile none of the learning kernels, only the PHY's
-small ones (68 CPU seconds from a cold cache, 12 of them compiling: cells, start-up,
-names, PHY conformance, text, scenarios, costs), instead of compiling the same kernels
-side by side; then ``test_local.py``, and the study tests, whose worker processes would
-each compile every kernel without the cache (a study test's setup took 100 s so). Then
-the heaviest first (CPU seconds with their subprocesses, measured 2026-11-28 at commit
-9d0691b: 109, 78, 73, 56, 56, 50, 47, 35, 35, 32, 24, 22 of the suite's 912). Each
-worker takes a file at a time (``--dist loadfile``) in collection order
-(``--no-loadscope-reorder``), so the cheap files fill in at the end, instead of the
-default order by number of tests, which left the heaviest files, with few tests each,
-to the end of one worker's queue."""
+the kernels of commit f054b86: Numba's compile events summed per test). The bits guard
+(``test_trace_bits.py``) must compile the learning kernels first, as the baseline's fresh
+compile did: a kernel compiled by another process, the suite's in-process rounds, can
+differ from it in the last bit (docs/faults.md), and the guard then has to compile again
+into an empty cache, about two minutes more.
+
+pytest-xdist's ``--dist loadfile`` hands the first file to one worker and the second to
+the other, then the third and fourth the same way, and each worker takes the next file
+whenever fewer than two of its own are left. So the first worker runs the guard and then
+``test_engine.py`` (third), whose rounds in the worker load the kernels the guard's
+subprocess has just compiled; the other worker runs, from the second file on, files that
+compile none of the learning kernels, only the PHY's small ones: cells, start-up, PHY
+conformance, names, text, scenarios, costs and the PHY's heavier files, about 85 CPU
+seconds from a cold cache (2026-12-02), longer than the guard's first pass (78 s). Then
+``test_local.py``, and the study tests, whose worker processes would each compile every
+kernel without the cache (a study test's setup took 100 s so). Then the heaviest first
+(CPU seconds with their subprocesses, measured 2026-11-28 at commit 9d0691b: 109, 78, 73,
+56, 56, 50, 47, 35, 35, 32, 24, 22 of the suite's 912). Each worker takes a file at a time
+in collection order (``--no-loadscope-reorder``), so the cheap files fill in at the end,
+instead of the default order by number of tests, which left the heaviest files, with few
+tests each, to the end of one worker's queue."""
 
 
 def pytest_collection_modifyitems(config, items):

@@ -34,6 +34,7 @@ from typing import Any
 
 from cosim.scenario import Scenario
 from cosim.study.file import StudyError
+from cosim.trace.exit_point import exit_when_consistent
 
 __all__ = ["EXECUTORS", "ExecutorError", "LocalExecutor", "RayExecutor", "make_executor"]
 
@@ -146,14 +147,15 @@ def end_processes(processes: list[tuple[int, int]], grace_s: float = STOP_GRACE_
 
 
 def _watch_parent(parent_pid: int) -> None:
-    """End this worker process at once when its driver is gone (killed with SIGKILL, or
-    it crashed): checked every 0.5 s from a daemon thread."""
+    """End this worker process when its driver is gone (killed with SIGKILL, or it
+    crashed): checked every 0.5 s from a daemon thread. It ends at once when no trace is
+    open, else at the trace's next completed flush (:mod:`cosim.trace.exit_point`), so
+    the run it leaves is resumable."""
 
     def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(1)
+        while os.getppid() == parent_pid:
             time.sleep(0.5)
+        exit_when_consistent(1)
 
     threading.Thread(target=watch, name="cosim-driver-watch", daemon=True).start()
 

@@ -76,6 +76,7 @@ from cosim.disk_space import (
     write_failure,
 )
 from cosim.printable import utf8_text
+from cosim.trace import exit_point
 from cosim.trace.compare import _check_resumable, _comparable
 from cosim.trace.file_format import (
     _SLOTS,
@@ -273,6 +274,7 @@ class TraceWriter:
                 abandon(self._file, self._lock_fd)
                 self._open.clear()
             self._lock_fd = -1
+            exit_point.closed()
             held = f"rounds 0-{t - 1}" if t > 0 else "no round yet"
             if self._checkpoint_round:
                 again = f"--resume continues it from round {self._checkpoint_round}"
@@ -339,6 +341,7 @@ class TraceWriter:
         check_trace_target(path, overwrite=overwrite)
         partial = cls._fresh_partial(path)
         file, lock_fd, ours = None, None, True
+        exit_point.opened()  # from here a process asked to end waits for a flush or close
         try:
             file = h5py.File(partial, "w", libver=LIBVER, locking=False)
             # HDF5 opens and closes the file while creating it, which drops lockf locks:
@@ -360,6 +363,7 @@ class TraceWriter:
                 partial.unlink(missing_ok=True)
             if lock_fd is not None:
                 os.close(lock_fd)
+            exit_point.closed()
             if isinstance(exc, (OSError, RuntimeError)):
                 raise TraceError(f"cannot create trace {path}: {write_failure(exc)}") from None
             raise
@@ -405,10 +409,12 @@ class TraceWriter:
         if not path.exists():
             raise TraceError(f"cannot resume: trace {path} does not exist (run without --resume)")
         fd = cls._lock(path)
+        exit_point.opened()  # from here a process asked to end waits for a flush or close
         try:
             file = h5py.File(path, "r+", libver=LIBVER, locking=False)
         except OSError as exc:
             os.close(fd)
+            exit_point.closed()
             raise TraceError(f"cannot open trace {path}: {_unopenable(path, exc)}") from None
         writing = False  # until the checks pass, the file is only read
         try:
@@ -424,6 +430,7 @@ class TraceWriter:
             else:  # refused: closed as it was opened (HDF5 restores its header's flags)
                 file.close()
                 os.close(fd)
+            exit_point.closed()
             failure = _resume_failure(path, exc)
             if failure is not None:
                 raise failure from None
@@ -643,6 +650,7 @@ class TraceWriter:
         self._completed = t + 1
         if self._checkpoint_written:
             self._checkpoint_round, self._checkpoint_written = t + 1, False
+        exit_point.flushed()  # the round is on disk: a process asked to end ends here
         return self._completed
 
     def column(self, name: str) -> np.ndarray | None:
@@ -662,6 +670,7 @@ class TraceWriter:
     def flush(self) -> None:
         with self._writing():
             self._flush()
+        exit_point.flushed()
 
     def close(self) -> None:
         """Flush and close (uncommitted rows stay beyond ``completed_rounds`` and are
@@ -677,6 +686,7 @@ class TraceWriter:
         release(self._lock_fd)
         os.close(self._lock_fd)
         self._lock_fd = -1
+        exit_point.closed()
 
     def __enter__(self) -> TraceWriter:
         return self

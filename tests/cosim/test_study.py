@@ -350,7 +350,9 @@ def _processes_naming(*marks: str, also: str = "") -> list[int]:
 
 
 def _in_session(session: int) -> list[str]:
-    """The live (not zombie) processes of ``session``, each as ``"PID: command line"``."""
+    """The live processes of ``session``, each as ``"PID: command line"``: not a zombie,
+    and not one whose command line reads empty (it has released its memory on the way
+    out: multiprocessing's resource tracker read a moment after the driver exited)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -360,7 +362,7 @@ def _in_session(session: int) -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(fields[3]) == session and fields[0] != "Z":
+        if int(fields[3]) == session and fields[0] != "Z" and cmdline:
             found.append(f"{entry.name}: {cmdline[:120]}")
     return found
 
