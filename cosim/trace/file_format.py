@@ -405,19 +405,22 @@ def _shown_attr(value: Any) -> str:
 
 def stored_number_problems(file: h5py.File) -> list[str]:
     """:func:`cosim.trace.values.stored_problems` of the committed rows of every
-    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back)."""
+    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back), in
+    that order; one dataset in memory at a time (a wide trace's [T, K] columns)."""
     done = int(file.attrs.get("completed_rounds", 0))  # checked by closed_file_problems
-    rounds: dict = {}
+    problems: list[str] = []
 
     def visit(name: str, obj) -> None:
         if isinstance(obj, h5py.Dataset):
-            rounds[name] = obj[:done] if obj.ndim else obj[()]
+            problems.extend(stored_problems({name: obj[:done] if obj.ndim else obj[()]}, {}))
 
     if isinstance(file.get("rounds"), h5py.Group):
         file["rounds"].visititems(visit)
-    devices = {name: ds[()] for name, ds in file["devices"].items()
-               if isinstance(ds, h5py.Dataset)} if isinstance(file.get("devices"), h5py.Group) else {}
-    return stored_problems(rounds, devices)
+    if isinstance(file.get("devices"), h5py.Group):
+        for name, ds in file["devices"].items():
+            if isinstance(ds, h5py.Dataset):
+                problems.extend(stored_problems({}, {name: ds[()]}))
+    return problems
 
 
 def check_closed(file: h5py.File, path: Path) -> None:
