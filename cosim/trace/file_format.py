@@ -586,6 +586,28 @@ def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
         raise TraceError(f"cannot create trace {path}: {parent} is not writable")
 
 
+MAX_CHUNK_BYTES = 2**17
+"""The most bytes a chunk of a round dataset holds: a row wider than this (a
+``/rounds/per_device`` row of more than 16,384 devices in float64) is split into equal
+chunks of one row each (100,000 devices: 7 chunks of 14,286), so that no chunk outgrows
+HDF5's 1 MiB chunk cache however many devices a cell has, and a read of some devices'
+columns reads their chunks only."""
+
+
+def row_chunks(row_shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
+    """The chunk shape of a round dataset of rows ``row_shape`` and ``dtype``: rows of
+    ~16 KiB together (up to 512 rows, at least one), a row of one axis wider than
+    :data:`MAX_CHUNK_BYTES` in equal pieces of one row. Rows up to 16,384 float64 values
+    keep the chunks traces were written with before the split."""
+    size = int(np.prod(row_shape, dtype=np.int64))
+    chunk_rows = max(1, min(512, 2**14 // max(1, size * 8)))  # ~16 KiB chunks
+    row_bytes = size * np.dtype(dtype).itemsize
+    if len(row_shape) == 1 and row_bytes > MAX_CHUNK_BYTES:
+        pieces = -(-row_bytes // MAX_CHUNK_BYTES)
+        return (1, -(-size // pieces))
+    return (chunk_rows, *row_shape)
+
+
 def write_header(file: h5py.File, scenario_text: str, seed: int, attrs: Mapping[str, Any],
                   devices: Mapping[str, np.ndarray] | None) -> None:
     """A new trace's root attributes (schema, checksums, scenario, seed, start time,
