@@ -160,3 +160,12 @@ def test_the_long_form_of_a_wide_trace_is_sorted_and_keeps_the_text_dtype(traces
     expected = expected.sort_values(["quantity", "phase", "round", "device"], kind="stable", ignore_index=True)
     pd.testing.assert_frame_equal(long, expected, check_exact=True)
     assert long["quantity"].dtype == pd.Series([""]).dtype
+
+
+def test_the_room_reserved_for_a_wide_row_counts_every_chunk_it_touches(tmp_path):
+    """A full disk stops the writer at the reservation before a flush: for a row split
+    into chunks, that reservation holds all of them, not the first one only."""
+    with TraceWriter.create(tmp_path / "t.h5", _scenario(WIDE), seed=3) as writer:
+        writer.flush()
+        writer.append_per_device("csi_nmse", np.zeros(WIDE))
+        assert writer._pending >= 8 * WIDE
