@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -175,7 +176,7 @@ def write_wide(path: Path, template: dict, k: int, rounds: int, fraction: float,
     scenario = _set_key(scenario, "cell", "num_devices", str(k))
     scenario = _set_key(scenario, "participation", "fraction", repr(float(fraction)))
     scenario = _set_key(scenario, "trace", "path", json.dumps(str(path)))
-    cell = __import__("tomllib").loads(scenario)["cell"]
+    cell = tomllib.loads(scenario)["cell"]
     devices = _devices(k, template, cell["radius_m"], cell["min_distance_m"], rng)
     attrs = {key: template["attrs"][key] for key in ("name", "algorithm", "num_params") if key in template["attrs"]}
     phases = _phases(template["series"]["per_device"])
