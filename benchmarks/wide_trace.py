@@ -32,7 +32,7 @@ Usage::
 
     PYTHONPATH=$PWD nice -n 19 .venv/bin/python benchmarks/wide_trace.py --devices 100000
     PYTHONPATH=$PWD .venv/bin/python benchmarks/wide_trace.py --devices 1000 --rounds 200 --keep /tmp/w
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/wide_trace.py --write-only --devices 20000 --out x.h5
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/wide_trace.py --write-only --template T.h5 --devices 20000 --out x.h5
 
 ``--only inspect,verify`` times those commands only; ``--memory-limit-gib`` caps every
 timed subprocess's address space (default 12 GiB: a command that needs more fails with
@@ -246,20 +246,22 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="directory to keep the trace and figures in")
     parser.add_argument("--only", default=",".join(COMMANDS))
     parser.add_argument("--memory-limit-gib", type=float, default=12.0)
-    parser.add_argument("--write-only", action="store_true", help="write the trace at --out and stop")
+    parser.add_argument("--write-only", action="store_true",
+                        help="write the trace at --out from --template and stop")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--json", action="store_true", help="a JSON line per command")
     args = parser.parse_args()
 
+    if args.write_only:  # the timed child: the template given
+        template = read_template(args.template)
+        per_round = write_wide(args.out, template, args.devices, args.rounds, args.fraction)
+        print(json.dumps({"seconds_per_round": per_round, "vmhwm_mib": _vmhwm_mib()}))
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="wide-trace-"))
     work.mkdir(parents=True, exist_ok=True)
     template_path = args.template or (work / "tiny-seed3.h5")
     if not template_path.exists():
         template_path = template_trace(work)
-    if args.write_only:
-        per_round = write_wide(args.out, read_template(template_path), args.devices, args.rounds, args.fraction)
-        print(json.dumps({"seconds_per_round": per_round, "vmhwm_mib": _vmhwm_mib()}))
-        return
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
