@@ -339,26 +339,45 @@ def _split_phase(name: str, phases: list[str]) -> tuple[str, str]:
 
 
 def _per_device_frame(data: TraceData) -> pd.DataFrame:
+    """The long form of ``data.per_device``, sorted by (quantity, phase, round, device).
+    Each series' rows are in (round, device) order already, so the series are put in
+    (quantity, phase) order and written into the frame's columns one after the other,
+    never sorted row by row nor joined (240 million rows for 100,000 devices, 200
+    rounds and 12 series); the text columns are built from codes."""
     phases = _phases(data)
-    pieces = []
-    for name, values in data.per_device.items():
+    keyed = sorted(((_split_phase(name, phases), values) for name, values in data.per_device.items()),
+                   key=lambda item: item[0])
+    total = sum(int(values.size) for _, values in keyed)
+    columns = {"round": np.empty(total, np.int64), "device": np.empty(total, np.int64),
+               "value": np.empty(total, np.float64)}
+    names = {"quantity": sorted({q for (q, _), _ in keyed}), "phase": sorted({p for (_, p), _ in keyed})}
+    codes = {key: np.empty(total, np.int32) for key in names}
+    start = 0
+    for (quantity, phase), values in keyed:
         rounds, devices = values.shape
-        quantity, phase = _split_phase(name, phases)
-        pieces.append(pd.DataFrame({
-            "round": np.repeat(np.arange(rounds, dtype=np.int64), devices),
-            "device": np.tile(np.arange(devices, dtype=np.int64), rounds),
-            "quantity": quantity,
-            "phase": phase,
-            "value": np.asarray(values, np.float64).reshape(-1),
-        }))
-    if not pieces:
-        return pd.DataFrame({
-            "round": np.empty(0, np.int64), "device": np.empty(0, np.int64),
-            "quantity": pd.Series([], dtype=str), "phase": pd.Series([], dtype=str),
-            "value": np.empty(0, np.float64),
-        })
-    frame = pd.concat(pieces, ignore_index=True)
-    return frame.sort_values(["quantity", "phase", "round", "device"], kind="stable", ignore_index=True)
+        part = slice(start, start + values.size)
+        columns["round"][part] = np.repeat(np.arange(rounds, dtype=np.int64), devices)
+        columns["device"][part] = np.tile(np.arange(devices, dtype=np.int64), rounds)
+        columns["value"][part] = np.asarray(values, np.float64).reshape(-1)
+        codes["quantity"][part] = names["quantity"].index(quantity)
+        codes["phase"][part] = names["phase"].index(phase)
+        start = part.stop
+    text = {key: _text_column(codes[key], names[key]) for key in names}
+    return pd.DataFrame({"round": columns["round"], "device": columns["device"], **text,
+                         "value": columns["value"]}, copy=False)
+
+
+def _text_column(codes: np.ndarray, names: list[str]) -> pd.Series:
+    """``names[codes]`` as the column pandas makes of Python str (its ``str`` dtype, Arrow
+    strings, from pandas 3; ``object`` before), built by Arrow from the codes when it
+    can: made of 24 million Python str, one such column took 1.0 s, from codes 0.25 s."""
+    dtype = pd.Series([""]).dtype
+    if isinstance(dtype, np.dtype):  # object
+        return pd.Series(np.array(names, dtype=object)[codes], dtype=object)
+    import pyarrow as pa
+
+    decoded = pa.DictionaryArray.from_arrays(codes, pa.array(names, pa.large_string())).dictionary_decode()
+    return pd.Series(decoded, dtype=dtype)
 
 
 def _devices_frame(data: TraceData) -> pd.DataFrame:

@@ -453,7 +453,7 @@ def inspect_command(trace: str) -> int:
 
     try:
         data = read_trace(_existing(trace))
-        text = summarize(data.path) + health_section(data)
+        text = summarize(data) + health_section(data)  # the trace read once
     except TraceError as error:
         raise UsageError(str(error)) from None
     print(text)

@@ -405,19 +405,22 @@ def _shown_attr(value: Any) -> str:
 
 def stored_number_problems(file: h5py.File) -> list[str]:
     """:func:`cosim.trace.values.stored_problems` of the committed rows of every
-    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back)."""
+    ``/rounds`` dataset and of every ``/devices`` table (what a resume reads back), in
+    that order; one dataset in memory at a time (a wide trace's [T, K] columns)."""
     done = int(file.attrs.get("completed_rounds", 0))  # checked by closed_file_problems
-    rounds: dict = {}
+    problems: list[str] = []
 
     def visit(name: str, obj) -> None:
         if isinstance(obj, h5py.Dataset):
-            rounds[name] = obj[:done] if obj.ndim else obj[()]
+            problems.extend(stored_problems({name: obj[:done] if obj.ndim else obj[()]}, {}))
 
     if isinstance(file.get("rounds"), h5py.Group):
         file["rounds"].visititems(visit)
-    devices = {name: ds[()] for name, ds in file["devices"].items()
-               if isinstance(ds, h5py.Dataset)} if isinstance(file.get("devices"), h5py.Group) else {}
-    return stored_problems(rounds, devices)
+    if isinstance(file.get("devices"), h5py.Group):
+        for name, ds in file["devices"].items():
+            if isinstance(ds, h5py.Dataset):
+                problems.extend(stored_problems({}, {name: ds[()]}))
+    return problems
 
 
 def check_closed(file: h5py.File, path: Path) -> None:
@@ -581,6 +584,28 @@ def _check_target(path: Path, *, resume: bool, overwrite: bool) -> None:
         raise TraceError(f"cannot create trace {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise TraceError(f"cannot create trace {path}: {parent} is not writable")
+
+
+MAX_CHUNK_BYTES = 2**17
+"""The most bytes a chunk of a round dataset holds: a row wider than this (a
+``/rounds/per_device`` row of more than 16,384 devices in float64) is split into equal
+chunks of one row each (100,000 devices: 7 chunks of 14,286), so that no chunk outgrows
+HDF5's 1 MiB chunk cache however many devices a cell has, and a read of some devices'
+columns reads their chunks only."""
+
+
+def row_chunks(row_shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
+    """The chunk shape of a round dataset of rows ``row_shape`` and ``dtype``: rows of
+    ~16 KiB together (up to 512 rows, at least one), a row of one axis wider than
+    :data:`MAX_CHUNK_BYTES` in equal pieces of one row. Rows up to 16,384 float64 values
+    keep the chunks traces were written with before the split."""
+    size = int(np.prod(row_shape, dtype=np.int64))
+    chunk_rows = max(1, min(512, 2**14 // max(1, size * 8)))  # ~16 KiB chunks
+    row_bytes = size * np.dtype(dtype).itemsize
+    if len(row_shape) == 1 and row_bytes > MAX_CHUNK_BYTES:
+        pieces = -(-row_bytes // MAX_CHUNK_BYTES)
+        return (1, -(-size // pieces))
+    return (chunk_rows, *row_shape)
 
 
 def write_header(file: h5py.File, scenario_text: str, seed: int, attrs: Mapping[str, Any],

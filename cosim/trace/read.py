@@ -254,8 +254,9 @@ class quiet_numerics(contextlib.ContextDecorator):
 
 
 @quiet_numerics()
-def summarize(path: str | Path) -> str:
-    """A plain-text table of what a trace holds and its final metrics (``cosim inspect``).
+def summarize(trace: str | Path | TraceData) -> str:
+    """A plain-text table of what a trace holds and its final metrics (``cosim inspect``):
+    of a trace file, or of what :func:`read_trace` returned for one (read once).
 
     Traces with posterior-mean evaluations get a ``post. mean`` line (the last one's
     ``posterior_mean_accuracy``, ``_nll``, ``_ece``). Traces with the proposed method's
@@ -266,7 +267,7 @@ def summarize(path: str | Path) -> str:
     every trace with the uplink's time and energy an ``uplink`` line (their totals and
     means per round: :func:`uplink_cost`).
     """
-    data = read_trace(path)
+    data = trace if isinstance(trace, TraceData) else read_trace(trace)
     return "\n".join([*_header_lines(data), "", *_column_table(data), *_final_lines(data)])
 
 
@@ -300,12 +301,27 @@ def _column_table(data: TraceData) -> list[str]:
     for group, columns in [("", data.rounds), *((g + "/", c) for g, c in data.series.items())]:
         for name, values in columns.items():
             # NaN (float) and -1 (int) mark rows a column was not written (e.g. no evaluation)
-            finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values[values != -1]
             last = values[-1] if values.ndim == 1 and values.size else "-"
-            lo, hi = (finite.min(), finite.max()) if finite.size else ("-", "-")
+            lo, hi = _written_range(values)
             rows.append((group + name, str(list(values.shape)), str(values.dtype), _fmt(last), _fmt(lo), _fmt(hi)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def _written_range(values: np.ndarray) -> tuple[Any, Any]:
+    """The least and the largest written value of a column (NaN and +-inf of a float
+    column, -1 of an integer one left out), in its dtype; ``("-", "-")`` when none is.
+    Reduced in place (no copy of the written values: a [T, K] column of a wide trace)."""
+    written = np.isfinite(values) if values.dtype.kind == "f" else values != -1
+    if not written.any():
+        return "-", "-"
+    if values.dtype.kind == "f":
+        top = np.finfo(values.dtype).max
+        return np.min(values, where=written, initial=top), np.max(values, where=written, initial=-top)
+    info = np.iinfo(values.dtype) if values.dtype.kind in "iu" else None
+    if info is None:  # booleans
+        return values[written].min(), values[written].max()
+    return np.min(values, where=written, initial=info.max), np.max(values, where=written, initial=info.min)
 
 
 def _final_lines(data: TraceData) -> list[str]:

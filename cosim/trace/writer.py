@@ -104,6 +104,7 @@ from cosim.trace.file_format import (
     checksum_options,
     is_trace,
     regular_file,
+    row_chunks,
     whole_attr,
     write_header,
 )
@@ -292,9 +293,12 @@ class TraceWriter:
         self._pending = 0
 
     def _count(self, ds: h5py.Dataset | np.ndarray) -> None:
-        """Add what writing (one chunk of) ``ds`` may add to the file to the pending bytes."""
+        """Add what writing (one row of chunks of) ``ds`` may add to the file to the pending
+        bytes: every chunk a row touches (one, but for a row wider than
+        :data:`cosim.trace.file_format.MAX_CHUNK_BYTES`)."""
         if isinstance(ds, h5py.Dataset) and ds.chunks is not None:
-            self._pending += int(np.prod(ds.chunks, dtype=np.int64)) * ds.dtype.itemsize + 4
+            per_row = int(np.prod([-(-n // c) for n, c in zip(ds.shape[1:], ds.chunks[1:])], dtype=np.int64))
+            self._pending += per_row * (int(np.prod(ds.chunks, dtype=np.int64)) * ds.dtype.itemsize + 4)
         else:
             self._pending += int(ds.nbytes) + 4
 
@@ -513,9 +517,8 @@ class TraceWriter:
                 raise ValueError(f"{ds.name}: rows have shape {ds.shape[1:]}, got {values.shape}")
         else:
             dtype = _column_dtype(values)
-            chunk_rows = max(1, min(512, 2**14 // max(1, values.size * 8)))  # ~16 KiB chunks
             ds = group.create_dataset(name, shape=(t + 1, *values.shape), maxshape=(None, *values.shape),
-                                      dtype=dtype, chunks=(chunk_rows, *values.shape),
+                                      dtype=dtype, chunks=row_chunks(values.shape, dtype),
                                       fillvalue=_fill_value(dtype), fletcher32=True)
             self._open[key] = ds
             self._pending += NEW_DATASET_BYTES
