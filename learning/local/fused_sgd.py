@@ -9,10 +9,16 @@
 TensorFlow call per step over per-device weights [K, d]: batched products over padded
 rows (``B = max_k |D_k|``) whose kernels are per device, memory-bound at a few rows,
 and the update streaming [K, d] tensors through memory every step. Here each device's
-E steps run back to back on one core, on its real rows only (``mask > 0``), with the
-products in single-threaded BLAS (``np.dot`` inside Numba) and the device's weights
-(its row of the output) and gradient in that core's cache; the two cores take
-alternate devices (:func:`_sgd_phase`).
+E steps run back to back on one core, on its real rows only (``mask > 0``), the device's
+weights being its row of the output; the two cores take alternate devices
+(:func:`_sgd_phase`). Each layer's kernel is read twice per step, once by the forward
+pass and once by a backward pass that also updates it row by row (the row's input
+gradient, its weight gradient and its update from one read), instead of the five
+or so [K, d] passes of the batched step. A kernel row whose inputs are all 0 (MNIST's
+blank pixels, hidden units the ReLU zeroes on every row) adds nothing to the forward
+pass and, without the proximal term, has a zero gradient: it is skipped. At the
+quickstart's size this is 4-5x faster than the batched TensorFlow step
+(``benchmarks/README.md``, ``fedavg_step.py``).
 
 One step of one device (:func:`_device_step`), the layers as
 :class:`learning.models.model.MLP` lays them out (kernel ``[in, out]`` row-major, then
@@ -21,9 +27,10 @@ bias ``[out]``, layer by layer; ReLU after every hidden layer):
 * forward ``h_{l+1} = relu(h_l W_l + b_l)`` on the real rows;
 * loss and ``dL/dlogits = m_r / max(sum m, 1) (softmax - onehot)`` (float64, stored
   as float32, subnormals flushed as TensorFlow's CPU pools flush them);
-* backward, last layer first: the layer's weight gradient ``h_l^T dL/da_l`` and bias
-  gradient, the input gradient ``(dL/da_l W_l^T) * (h_l > 0)`` (not for layer 1), then
-  at once the layer's update (the penalty's gradient and value formed in the same pass).
+* backward, last layer first, kernel row by kernel row (:func:`_dense_backward`): the
+  input gradient ``(dL/da_l W_l^T) * (h_l > 0)`` (not for layer 1) from the row before
+  its update, the row's weight gradient ``h_l^T dL/da_l`` and its update (the penalty's
+  gradient and value formed in the same pass), then the bias's.
 
 The loss a step reports is the objective at the weights before it (nll plus
 ``mu / 2 ||w - w_t||^2``), as ``LocalSGD`` reports it; a device that stops after
@@ -43,7 +50,7 @@ from numba import get_num_threads, njit, prange
 
 from learning.local.fused_local import FLUSH_BELOW
 from native.float_control import flush_subnormals, restore_float_control
-from native.launch import LAUNCH, read_only, single_threaded_blas
+from native.launch import LAUNCH, read_only
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
@@ -89,35 +96,115 @@ def _softmax_xent(logits, labels, row_weights, grad):
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _update(w, g, anchor, learning_rate, proximal_mu):
-    """``w <- w - eta (g + mu (w - anchor))`` in place on one layer's slices; returns
-    ``sum (w - anchor)^2`` before the update (0 when ``mu`` is 0: not formed)."""
-    eta = np.float32(learning_rate)
-    if proximal_mu == 0.0:
-        for i in range(w.size):
-            w[i] = w[i] - eta * g[i]
-        return 0.0
-    mu = np.float32(proximal_mu)
+def _dense_forward(h, kernel, bias, relu, out):
+    """``out = act(h kernel + bias)``: ``h`` float32 [n, in], ``kernel`` [in, out],
+    ``bias`` [out], ``out`` [n, out] (written). Kernel rows are taken four at a time
+    and skipped for a row of ``h`` whose four inputs are all 0 (MNIST's blank pixels,
+    the ReLU's zeros): what they add is 0."""
+    n, n_in = h.shape
+    n_out = out.shape[1]
+    for r in range(n):
+        orow = out[r]
+        for j in range(n_out):
+            orow[j] = bias[j]
+    quads = n_in - n_in % 4
+    for i in range(0, quads, 4):
+        w0, w1, w2, w3 = kernel[i], kernel[i + 1], kernel[i + 2], kernel[i + 3]
+        for r in range(n):
+            a0, a1, a2, a3 = h[r, i], h[r, i + 1], h[r, i + 2], h[r, i + 3]
+            if a0 == 0 and a1 == 0 and a2 == 0 and a3 == 0:
+                continue
+            orow = out[r]
+            for j in range(n_out):
+                orow[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j]
+    for i in range(quads, n_in):
+        wrow = kernel[i]
+        for r in range(n):
+            a = h[r, i]
+            if a != 0:
+                orow = out[r]
+                for j in range(n_out):
+                    orow[j] += a * wrow[j]
+    if relu:
+        for r in range(n):
+            orow = out[r]
+            for j in range(n_out):
+                orow[j] = max(orow[j], np.float32(0.0))
+
+
+@njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
+def _dense_backward(h, d_a, kernel, bias, anchor_kernel, anchor_bias, eta, mu, want_input_grad, d_h, row):
+    """Backward of one layer of :func:`_dense_forward` and its update, in one pass over
+    the kernel rows: for row ``i``, the input gradient ``d_h[:, i] = (d_a kernel[i]^T)
+    * (h[:, i] > 0)`` (with ``want_input_grad``; from the row before its update), the
+    row's gradient ``g = h[:, i]^T d_a`` and ``kernel[i] <- kernel[i] - eta (g + mu
+    (kernel[i] - anchor_kernel[i]))``; then the bias's (gradient ``sum_r d_a[r]``).
+    With ``mu`` = 0 a row whose inputs are all 0 has a zero gradient and is skipped.
+
+    Input: ``h`` float32 [n, in] (the layer's input, after the ReLU below), ``d_a`` [n,
+    out] (dL/d pre-activation), ``kernel`` [in, out] and ``bias`` [out] (updated in
+    place), their ``anchor_*`` (w_t), ``row`` [out] scratch. Output: ``d_h`` [n, in]
+    (written with ``want_input_grad``); returns ``sum (w - anchor)^2`` over the layer
+    before the update (0 when ``mu`` is 0: not formed).
+    """
+    n, n_in = h.shape
+    n_out = d_a.shape[1]
     square = 0.0
-    for i in range(w.size):
-        diff = w[i] - anchor[i]
-        square += np.float64(diff) * np.float64(diff)
-        w[i] = w[i] - eta * (g[i] + mu * diff)
+    for i in range(n_in):
+        wrow = kernel[i]
+        if want_input_grad:
+            for r in range(n):
+                total = np.float32(0.0)
+                if h[r, i] > 0:
+                    d_row = d_a[r]
+                    for j in range(n_out):
+                        total += d_row[j] * wrow[j]
+                d_h[r, i] = total
+        active = False
+        for j in range(n_out):
+            row[j] = 0.0
+        for r in range(n):
+            a = h[r, i]
+            if a != 0:
+                active = True
+                d_row = d_a[r]
+                for j in range(n_out):
+                    row[j] += a * d_row[j]
+        if mu != 0:
+            arow = anchor_kernel[i]
+            for j in range(n_out):
+                diff = wrow[j] - arow[j]
+                square += np.float64(diff) * np.float64(diff)
+                wrow[j] = wrow[j] - eta * (row[j] + mu * diff)
+        elif active:
+            for j in range(n_out):
+                wrow[j] = wrow[j] - eta * row[j]
+    for j in range(n_out):
+        row[j] = 0.0
+    for r in range(n):
+        d_row = d_a[r]
+        for j in range(n_out):
+            row[j] += d_row[j]
+    for j in range(n_out):
+        diff = bias[j] - anchor_bias[j]
+        square += np.float64(diff) * np.float64(diff) if mu != 0 else 0.0
+        bias[j] = bias[j] - eta * (row[j] + mu * diff)
     return square
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proximal_mu, act, tmp, grad):
+def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proximal_mu, act, tmp, row):
     """One step of one device on its ``n`` real rows (already in ``act[:n in_0]``):
     forward, loss, backward and each layer's update as soon as its gradient is formed.
 
     Input: ``w`` float32 [d] (the device's weights, updated in place), ``anchor`` [d]
     (w_t), ``layers`` int64 [L, 4] = (in, out, kernel offset, bias offset); ``act``
     holds every layer's input then the logits, ``tmp`` [3, n widest] the backward's
-    ``dL/da`` slots, ``grad`` [d] the gradient. Returns the objective before the step
+    ``dL/da`` slots, ``row`` [widest] scratch. Returns the objective before the step
     (float64).
     """
     num_layers = layers.shape[0]
+    eta, mu = np.float32(learning_rate), np.float32(proximal_mu)
     a_ats = np.empty(num_layers + 1, np.int64)
     a_ats[0] = 0
     for layer in range(num_layers):
@@ -125,14 +212,7 @@ def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proxi
         h = act[a_ats[layer] : a_ats[layer] + n * n_in].reshape(n, n_in)
         a_ats[layer + 1] = a_ats[layer] + n * n_in
         out = act[a_ats[layer + 1] : a_ats[layer + 1] + n * n_out].reshape(n, n_out)
-        np.dot(h, w[k_at:b_at].reshape(n_in, n_out), out)
-        bias = w[b_at : b_at + n_out]
-        relu = layer < num_layers - 1
-        for r in range(n):
-            row = out[r]
-            for c in range(n_out):
-                value = row[c] + bias[c]
-                row[c] = max(value, np.float32(0.0)) if relu else value
+        _dense_forward(h, w[k_at:b_at].reshape(n_in, n_out), w[b_at : b_at + n_out], layer < num_layers - 1, out)
     classes = layers[num_layers - 1, 1]
     logits = act[a_ats[num_layers] : a_ats[num_layers] + n * classes].reshape(n, classes)
     current = 0
@@ -142,37 +222,24 @@ def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proxi
         n_in, n_out, k_at, b_at = layers[layer, 0], layers[layer, 1], layers[layer, 2], layers[layer, 3]
         h = act[a_ats[layer] : a_ats[layer] + n * n_in].reshape(n, n_in)
         d_a = tmp[current, : n * n_out].reshape(n, n_out)
-        np.dot(h.T, d_a, grad[k_at:b_at].reshape(n_in, n_out))
-        g_bias = grad[b_at : b_at + n_out]
-        g_bias[:] = 0.0
-        for r in range(n):
-            row = d_a[r]
-            for c in range(n_out):
-                g_bias[c] += row[c]
-        if layer > 0:  # dL/dh with this layer's weights before their update, through the ReLU
-            below = (current + 1) % 3
-            d_h = tmp[below, : n * n_in].reshape(n, n_in)
-            np.dot(d_a, w[k_at:b_at].reshape(n_in, n_out).T, d_h)
-            for r in range(n):
-                h_row, dh_row = h[r], d_h[r]
-                for i in range(n_in):
-                    if h_row[i] <= 0:
-                        dh_row[i] = np.float32(0.0)
-            current = below
-        lo, hi = k_at, b_at + n_out
-        square += _update(w[lo:hi], grad[lo:hi], anchor[lo:hi], learning_rate, proximal_mu)
+        below = (current + 1) % 3
+        d_h = tmp[below, : n * n_in].reshape(n, n_in)
+        square += _dense_backward(h, d_a, w[k_at:b_at].reshape(n_in, n_out), w[b_at : b_at + n_out],
+                                  anchor[k_at:b_at].reshape(n_in, n_out), anchor[b_at : b_at + n_out], eta, mu,
+                                  layer > 0, d_h, row)
+        current = below
     return loss + 0.5 * proximal_mu * square
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _sgd_phase(anchor, x, y, mask, layers, learning_rate, proximal_mu, act, tmp, grad, labels, row_weights,
+def _sgd_phase(anchor, x, y, mask, layers, learning_rate, proximal_mu, act, tmp, row, labels, row_weights,
                out, losses, device_steps):
     """Every device's local steps, device by device: ``out[k]`` starts at ``anchor``
     (w_t, [d]), takes ``device_steps[k]`` of the E = ``losses.shape[0]`` steps
     (:func:`_device_step`) and ends as the update ``w_k - w_t``; ``losses`` [E, K]
     float64: the objective before each step (a stopped device's later ones repeat its
     last). Worker ``w`` runs devices ``w, w + workers, ...`` on its own buffers
-    (``act``, ``tmp``, ``grad``, ``labels``, ``row_weights``: one row per worker)."""
+    (``act``, ``tmp``, ``row``, ``labels``, ``row_weights``: one row per worker)."""
     num_steps, num_devices = losses.shape[0], x.shape[0]
     workers = act.shape[0]
     for worker in prange(workers):
@@ -189,7 +256,7 @@ def _sgd_phase(anchor, x, y, mask, layers, learning_rate, proximal_mu, act, tmp,
                 else:
                     losses[step, k] = _device_step(w, anchor, n, labels[worker], row_weights[worker], layers,
                                                    learning_rate, proximal_mu, act[worker], tmp[worker],
-                                                   grad[worker])
+                                                   row[worker])
             for i in range(w.size):
                 w[i] = w[i] - anchor[i]
         restore_float_control(control)
@@ -231,7 +298,7 @@ class FusedSGD:
 
     def workspace(self, batch: int, workers: int) -> tuple:
         """Per-worker buffers for devices of up to ``batch`` rows (reused while they fit):
-        ``act``, ``tmp``, ``grad``, ``labels``, ``row_weights``."""
+        ``act``, ``tmp``, ``row``, ``labels``, ``row_weights``."""
         if self._workspace is not None and self._workspace[0] >= batch and self._workspace[1] == workers:
             return self._workspace[2:]
         acts = batch * (self.layer_sizes[0][0] + sum(n_out for _, n_out in self.layer_sizes))
@@ -239,7 +306,7 @@ class FusedSGD:
         buffers = (
             np.zeros((workers, acts), np.float32),
             np.zeros((workers, 3, batch * widest), np.float32),
-            np.zeros((workers, self.num_params), np.float32),
+            np.zeros((workers, widest), np.float32),
             np.zeros((workers, batch), np.int64),
             np.zeros((workers, batch), np.float64),
         )
@@ -271,7 +338,7 @@ class FusedSGD:
         workers = max(1, min(get_num_threads(), num_devices))
         buffers = self.workspace(max(x.shape[1], 1), workers)
         losses = np.empty((self.local_steps, num_devices), np.float64)
-        with LAUNCH, single_threaded_blas():
+        with LAUNCH:
             _sgd_phase(read_only(anchor), read_only(x), read_only(y, np.int64), read_only(mask), self.layers,
                        self.learning_rate, self.proximal_mu, *buffers, out, losses, steps)
         return out, losses.astype(np.float32)
