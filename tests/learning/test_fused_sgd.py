@@ -24,11 +24,11 @@ by 1 + 3e-4 fails the policy (checked in every case).
 
 Neither side is exact: where a hidden unit's pre-activation lies within float32
 rounding of 0 (about 1e-7), the summation order decides the ReLU's side and the two
-updates differ by far more. At the quickstart's size (K = 100) this happened on 2 of
-100 devices (a pre-activation of 4e-8 and of 9e-8): TF off a float64 reference by
-4.8e-4 on one, Numba by 1.3e-4 on the other, both within 5e-8 of it elsewhere
-(benchmarks/README.md, ``fedavg_step.py``). The data here are drawn so that no unit
-is that close.
+updates differ by far more. At the quickstart's size (K = 100) this happens on one
+device of 100 (a pre-activation of 9e-8): Numba 1.3e-4 off the same steps in float64
+there, TF 3.6e-8; with other kernels it was another device, where TF was 4.8e-4 off
+(benchmarks/README.md, ``fedavg_step.py``). The data here are drawn so that no unit is
+that close.
 """
 
 from __future__ import annotations
