@@ -46,6 +46,7 @@ from cosim.trace import (
     TraceWriter,
     check_trace_target,
 )
+from learning.catalog import CATALOG
 from native.compile_watch import CompileWatch
 
 INERT_ROUNDS = 10
@@ -444,7 +445,9 @@ class RoundObservers:
         self.bar = Progress(scenario.rounds, start, scenario.name) if progress else None
         if progress:  # what [runtime]'s "auto" became
             resolved = scenario.resolved_runtime()
-            self.say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
+            draws = CATALOG[scenario.algorithm.name].monte_carlo  # a baseline draws no noise
+            self.say(f"local training: {resolved.backend} backend"
+                     + (f", {resolved.noise} noise" if draws else "")
                      + (", XLA" if resolved.jit_compile else ""))
             self.say(f"round {start} compiles the kernels (Numba's, cached on disk for later "
                      f"runs, and TensorFlow's graphs): {COMPILE_NOTE}; `cosim compile` "
