@@ -100,40 +100,36 @@ def _dense_forward(h, kernel, bias, relu, out):
     """``out = act(h kernel + bias)``: ``h`` float32 [n, in], ``kernel`` [in, out],
     ``bias`` [out], ``out`` [n, out] (written). Kernel rows are taken four at a time
     and skipped for a row of ``h`` whose four inputs are all 0 (MNIST's blank pixels,
-    the ReLU's zeros): what they add is 0."""
+    the ReLU's zeros): what they add is 0. (Here and below the loops index the 2-d
+    arrays directly: a row view taken inside a loop costs a reference count each.)"""
     n, n_in = h.shape
     n_out = out.shape[1]
     for r in range(n):
-        orow = out[r]
         for j in range(n_out):
-            orow[j] = bias[j]
+            out[r, j] = bias[j]
     quads = n_in - n_in % 4
     for i in range(0, quads, 4):
-        w0, w1, w2, w3 = kernel[i], kernel[i + 1], kernel[i + 2], kernel[i + 3]
         for r in range(n):
             a0, a1, a2, a3 = h[r, i], h[r, i + 1], h[r, i + 2], h[r, i + 3]
             if a0 == 0 and a1 == 0 and a2 == 0 and a3 == 0:
                 continue
-            orow = out[r]
             for j in range(n_out):
-                orow[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j]
+                out[r, j] += a0 * kernel[i, j] + a1 * kernel[i + 1, j] + a2 * kernel[i + 2, j] \
+                    + a3 * kernel[i + 3, j]
     for i in range(quads, n_in):
-        wrow = kernel[i]
         for r in range(n):
             a = h[r, i]
             if a != 0:
-                orow = out[r]
                 for j in range(n_out):
-                    orow[j] += a * wrow[j]
+                    out[r, j] += a * kernel[i, j]
     if relu:
         for r in range(n):
-            orow = out[r]
             for j in range(n_out):
-                orow[j] = max(orow[j], np.float32(0.0))
+                out[r, j] = max(out[r, j], np.float32(0.0))
 
 
 @njit(nogil=True, cache=True, fastmath=True, error_model="numpy")
-def _dense_backward(h, d_a, kernel, bias, anchor_kernel, anchor_bias, eta, mu, want_input_grad, d_h, row):
+def _dense_backward(h, d_a, kernel, bias, anchor_kernel, anchor_bias, eta, mu, want_input_grad, d_h, row, h_t):
     """Backward of one layer of :func:`_dense_forward` and its update, in one pass over
     the kernel rows: for row ``i``, the input gradient ``d_h[:, i] = (d_a kernel[i]^T)
     * (h[:, i] > 0)`` (with ``want_input_grad``; from the row before its update), the
@@ -143,48 +139,53 @@ def _dense_backward(h, d_a, kernel, bias, anchor_kernel, anchor_bias, eta, mu, w
 
     Input: ``h`` float32 [n, in] (the layer's input, after the ReLU below), ``d_a`` [n,
     out] (dL/d pre-activation), ``kernel`` [in, out] and ``bias`` [out] (updated in
-    place), their ``anchor_*`` (w_t), ``row`` [out] scratch. Output: ``d_h`` [n, in]
-    (written with ``want_input_grad``); returns ``sum (w - anchor)^2`` over the layer
-    before the update (0 when ``mu`` is 0: not formed).
+    place), their ``anchor_*`` (w_t); scratch ``row`` [out] and ``h_t`` [in * n] (``h``
+    transposed: a kernel row's inputs side by side). Output: ``d_h`` [n, in] (written
+    with ``want_input_grad``); returns ``sum (w - anchor)^2`` over the layer before the
+    update (0 when ``mu`` is 0: not formed).
     """
     n, n_in = h.shape
     n_out = d_a.shape[1]
+    inputs = h_t[: n_in * n].reshape(n_in, n)
+    for r in range(n):
+        for i in range(n_in):
+            inputs[i, r] = h[r, i]
     square = 0.0
     for i in range(n_in):
-        wrow = kernel[i]
         if want_input_grad:
             for r in range(n):
                 total = np.float32(0.0)
-                if h[r, i] > 0:
-                    d_row = d_a[r]
+                if inputs[i, r] > 0:
                     for j in range(n_out):
-                        total += d_row[j] * wrow[j]
+                        total += d_a[r, j] * kernel[i, j]
                 d_h[r, i] = total
-        active = False
-        for j in range(n_out):
-            row[j] = 0.0
+        first = True
         for r in range(n):
-            a = h[r, i]
+            a = inputs[i, r]
             if a != 0:
-                active = True
-                d_row = d_a[r]
-                for j in range(n_out):
-                    row[j] += a * d_row[j]
+                if first:
+                    for j in range(n_out):
+                        row[j] = a * d_a[r, j]
+                    first = False
+                else:
+                    for j in range(n_out):
+                        row[j] += a * d_a[r, j]
         if mu != 0:
-            arow = anchor_kernel[i]
+            if first:
+                for j in range(n_out):
+                    row[j] = 0.0
             for j in range(n_out):
-                diff = wrow[j] - arow[j]
+                diff = kernel[i, j] - anchor_kernel[i, j]
                 square += np.float64(diff) * np.float64(diff)
-                wrow[j] = wrow[j] - eta * (row[j] + mu * diff)
-        elif active:
+                kernel[i, j] = kernel[i, j] - eta * (row[j] + mu * diff)
+        elif not first:
             for j in range(n_out):
-                wrow[j] = wrow[j] - eta * row[j]
+                kernel[i, j] = kernel[i, j] - eta * row[j]
     for j in range(n_out):
         row[j] = 0.0
     for r in range(n):
-        d_row = d_a[r]
         for j in range(n_out):
-            row[j] += d_row[j]
+            row[j] += d_a[r, j]
     for j in range(n_out):
         diff = bias[j] - anchor_bias[j]
         square += np.float64(diff) * np.float64(diff) if mu != 0 else 0.0
@@ -199,8 +200,8 @@ def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proxi
 
     Input: ``w`` float32 [d] (the device's weights, updated in place), ``anchor`` [d]
     (w_t), ``layers`` int64 [L, 4] = (in, out, kernel offset, bias offset); ``act``
-    holds every layer's input then the logits, ``tmp`` [3, n widest] the backward's
-    ``dL/da`` slots, ``row`` [widest] scratch. Returns the objective before the step
+    holds every layer's input then the logits, ``tmp`` [4, n widest] the backward's
+    ``dL/da`` slots (0..2) and a transposed input (3), ``row`` [widest] scratch. Returns the objective before the step
     (float64).
     """
     num_layers = layers.shape[0]
@@ -226,7 +227,7 @@ def _device_step(w, anchor, n, labels, row_weights, layers, learning_rate, proxi
         d_h = tmp[below, : n * n_in].reshape(n, n_in)
         square += _dense_backward(h, d_a, w[k_at:b_at].reshape(n_in, n_out), w[b_at : b_at + n_out],
                                   anchor[k_at:b_at].reshape(n_in, n_out), anchor[b_at : b_at + n_out], eta, mu,
-                                  layer > 0, d_h, row)
+                                  layer > 0, d_h, row, tmp[3])
         current = below
     return loss + 0.5 * proximal_mu * square
 
@@ -305,7 +306,7 @@ class FusedSGD:
         widest = max(max(n_in, n_out) for n_in, n_out in self.layer_sizes)
         buffers = (
             np.zeros((workers, acts), np.float32),
-            np.zeros((workers, 3, batch * widest), np.float32),
+            np.zeros((workers, 4, batch * widest), np.float32),
             np.zeros((workers, widest), np.float32),
             np.zeros((workers, batch), np.int64),
             np.zeros((workers, batch), np.float64),
