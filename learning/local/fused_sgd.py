@@ -17,7 +17,7 @@ gradient, its weight gradient and its update from one read), instead of the five
 or so [K, d] passes of the batched step. A kernel row whose inputs are all 0 (MNIST's
 blank pixels, hidden units the ReLU zeroes on every row) adds nothing to the forward
 pass and, without the proximal term, has a zero gradient: it is skipped. At the
-quickstart's size this is 4-5x faster than the batched TensorFlow step
+quickstart's size this is 5-6x faster than the batched TensorFlow step
 (``benchmarks/README.md``, ``fedavg_step.py``).
 
 One step of one device (:func:`_device_step`), the layers as
