@@ -46,7 +46,6 @@ from cosim.trace import (
     TraceWriter,
     check_trace_target,
 )
-from learning.catalog import CATALOG
 from native.compile_watch import CompileWatch
 
 INERT_ROUNDS = 10
@@ -445,9 +444,7 @@ class RoundObservers:
         self.bar = Progress(scenario.rounds, start, scenario.name) if progress else None
         if progress:  # what [runtime]'s "auto" became
             resolved = scenario.resolved_runtime()
-            draws = CATALOG[scenario.algorithm.name].monte_carlo  # a baseline draws no noise
-            self.say(f"local training: {resolved.backend} backend"
-                     + (f", {resolved.noise} noise" if draws else "")
+            self.say(f"local training: {resolved.backend} backend, {resolved.noise} noise"
                      + (", XLA" if resolved.jit_compile else ""))
             self.say(f"round {start} compiles the kernels (Numba's, cached on disk for later "
                      f"runs, and TensorFlow's graphs): {COMPILE_NOTE}; `cosim compile` "
