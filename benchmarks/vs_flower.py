@@ -4,6 +4,7 @@ Usage::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/vs_flower.py                      # K = 100, 1,000
     PYTHONPATH=$PWD .venv/bin/python benchmarks/vs_flower.py --devices 10 --rounds 2   # a smoke run
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/vs_flower.py --backend tensorflow   # our batched TF steps
 
 The job is the quickstart scenario (``scenarios/quickstart.toml``: MNIST, the MLP
 784-128-128-10, Poisson(10) single-class devices, seed 1) with ``algorithm.name =
@@ -22,7 +23,11 @@ For each K, three fresh processes, one after the other:
 2. ``ours``: ``cosim.engine.Engine`` on the same scenario runs the rounds
    (``Engine.run_round``: local steps, the PHY round with ideal power control, the
    aggregation, the evaluation after the last round; the trace file is not written). It
-   checks that its partition and initial weights are the exported ones.
+   checks that its partition and initial weights are the exported ones. Its local steps
+   run on ``runtime.backend = --backend``: ``numba`` (the default: each device's E steps
+   back to back on one core, the two cores taking alternate devices,
+   ``learning/local/fused_sgd.py``) or ``tensorflow`` (all K devices batched in one
+   TensorFlow call per step); the same steps up to float32 rounding.
 3. ``flower``: ``benchmarks/flower/fedavg_app.py`` in Flower's own virtual environment:
    ``flwr.simulation.run_simulation`` with K virtual SuperNodes on Ray, a NumPy client
    doing the same E steps on the same rows from the same ``w0``, and Flower's
@@ -36,7 +41,7 @@ first imports). A round's time is the mean of rounds 2..N. No timed round evalua
 here the scenario is one round longer than the rounds run and the model is evaluated
 after the loop; there the strategy's ``evaluate_fn`` marks the round's end before it
 evaluates. The table also gives the seconds of local training in a round: here
-``local_update`` (all K devices' E steps at once), there the clients' SGD steps summed
+``local_update`` (all K devices' E steps), there the clients' SGD steps summed
 over the round's K calls; the rest of a round is the aggregation and the framework's
 own work (here the PHY round with ideal control, there Flower's messages and Ray's
 scheduling and object transfers). The peak memory is the whole process
@@ -80,15 +85,19 @@ FLOWER_APP = FLOWER_DIR / "fedavg_app.py"
 DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aircomp-cosim" / "flower-venv"
 STAMP = "aircomp-requirements.sha256"
 SIDES = ("ours", "flower")
+BACKENDS = ("numba", "tensorflow")
 MAX_DEVICES = 100_000
 
 
-def overrides(devices: int, rounds: int) -> dict:
-    """The job: the quickstart scenario's FedAvg on the ideal channel, K devices. The
-    scenario is one round longer than the rounds run, so that no timed round evaluates
-    (the evaluation after the last round is called on its own, untimed)."""
+def overrides(devices: int, rounds: int, backend: str = "numba") -> dict:
+    """The job: the quickstart scenario's FedAvg on the ideal channel, K devices, our local
+    steps on ``backend`` (``runtime.backend``: ``"numba"``, device by device, or
+    ``"tensorflow"``, all devices batched; the same steps). The scenario is one round
+    longer than the rounds run, so that no timed round evaluates (the evaluation after the
+    last round is called on its own, untimed)."""
     return {"algorithm.name": "fedavg", "power.control": "ideal", "cell.num_devices": devices,
-            "rounds": rounds + 1, "eval.every": rounds + 1, "trace.per_device": False}
+            "rounds": rounds + 1, "eval.every": rounds + 1, "trace.per_device": False,
+            "runtime.backend": backend}
 
 
 # ----------------------------------------------------------------------------- options
@@ -108,6 +117,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds-large", default="5",
                         help="rounds for K >= 1,000, >= 2 (default 5)")
     parser.add_argument("--sides", default="ours,flower", help="which sides to run (default ours,flower)")
+    parser.add_argument("--backend", default="numba",
+                        help="our runtime.backend: numba or tensorflow (default numba)")
     parser.add_argument("--venv", default=str(DEFAULT_VENV), help=f"Flower's venv (default {DEFAULT_VENV})")
     parser.add_argument("--python", default="python3", help="interpreter for Flower's venv (default python3)")
     parser.add_argument("--client-cpus", default="1",
@@ -144,6 +155,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not sides or any(side not in SIDES for side in sides) or len(set(sides)) != len(sides):
         refuse("--sides", args.sides, "must be ours, flower or ours,flower")
     args.sides = sides
+    if args.backend not in BACKENDS:
+        refuse("--backend", args.backend, "must be numba or tensorflow")
     for option, low in (("client_cpus", 0.0), ("sample_s", 0.0), ("timeout_s", 0.0)):
         name = "--" + option.replace("_", "-")
         try:
@@ -305,7 +318,7 @@ def child_export(spec: dict) -> dict:
     from cosim.scenario import load_scenario
     from cosim.world import build_world
 
-    scenario = load_scenario(None, overrides(spec["devices"], spec["rounds"]))
+    scenario = load_scenario(None, overrides(spec["devices"], spec["rounds"], spec["backend"]))
     world = build_world(scenario)
     indices = world.partition.indices
     x_train = world.dataset.x_train.reshape(world.dataset.x_train.shape[0], -1)
@@ -334,7 +347,7 @@ def child_ours(spec: dict) -> dict:
     from cosim.scenario import load_scenario
 
     started = time.perf_counter()
-    scenario = load_scenario(None, overrides(spec["devices"], spec["rounds"]))
+    scenario = load_scenario(None, overrides(spec["devices"], spec["rounds"], spec["backend"]))
     engine = Engine(scenario)
     state = engine.initial_state()
     w0 = np.asarray(state.w, np.float32)
@@ -438,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
     for devices in args.devices:
         rounds = rounds_for(args, devices)
         job = workdir / f"job-{devices}.npz"
-        spec = {"devices": devices, "rounds": rounds, "path": str(job)}
+        spec = {"devices": devices, "rounds": rounds, "path": str(job), "backend": args.backend}
         exported = run_child("export", spec, args, workdir)
         print(f"K = {devices:,}: job written ({exported['samples']:,} samples, "
               f"{exported['empty_devices']} devices without any, d = {exported['num_params']:,})", flush=True)
@@ -475,7 +488,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
         "commit": _git_commit(), "load_before": load, "load_after": os.getloadavg(),
-        "venv": venv_note, "client_cpus": args.client_cpus, "workdir": str(workdir),
+        "venv": venv_note, "client_cpus": args.client_cpus, "backend": args.backend, "workdir": str(workdir),
         "results": {str(k): {"rounds": e["rounds"], "ratio": e.get("ratio"),
                              "accuracy_difference": e.get("accuracy_difference"),
                              **{side: {key: e[side].get(key) for key in

@@ -24,8 +24,11 @@ device_loop   on for the exact estimator on the TensorFlow backend (one device's
               samples stay in cache), off otherwise (it applies to that backend only)
 ============  =========================================================================
 
-The baselines run on TensorFlow only: of these keys they take ``jit_compile`` (off
-unless true) and refuse the Numba backend and Philox noise (:func:`check_tensorflow_only`).
+The baselines draw no noise and take ``backend`` and ``jit_compile`` only: ``"auto"``
+is TensorFlow (off unless ``jit_compile = true``); FedAvg and FedProx on the MLP
+(:data:`NUMBA_BASELINES`) also run on ``backend = "numba"`` (their E gradient steps
+device by device, :mod:`learning.local.fused_sgd`), the other baselines refuse it, and
+all refuse Philox noise (:func:`check_tensorflow_only`).
 
 Standard library only (``cosim validate`` imports it without TensorFlow).
 """
@@ -41,7 +44,10 @@ NUMBA_ARCHITECTURES = ("mlp",)
 """Architectures the Numba backend runs (both estimators), and whose TensorFlow LRT graph
 can draw Philox noise: the plain ReLU MLP."""
 PROPOSED_METHOD = "bayes_aircomp"
-"""The one algorithm with a choice of backend; the others run on TensorFlow only."""
+"""The algorithm whose ``"auto"`` may take the Numba backend and Philox noise."""
+NUMBA_BASELINES = ("fedavg", "fedprox")
+"""Baselines with Numba steps for the MLP (``runtime.backend = "numba"``, asked for
+explicitly: their ``"auto"`` is TensorFlow); the others run on TensorFlow only."""
 DEVICE_CHUNK = 100
 """Default of ``device_chunk``."""
 
@@ -53,8 +59,8 @@ class Runtime:
     Attributes
     ----------
     backend : str
-        ``"auto"``, ``"numba"`` (the MLP's steps in Numba) or ``"tensorflow"`` (TF's
-        graph and autodiff; the path a GPU would use).
+        ``"auto"``, ``"numba"`` (the MLP's steps in Numba: the proposed method's, FedAvg's
+        and FedProx's) or ``"tensorflow"`` (TF's graph and autodiff; the path a GPU would use).
     noise : str
         ``"auto"``, ``"philox"`` (Philox-4x32-10 and a ziggurat, :mod:`native.sampling`;
         the same numbers on both backends) or ``"tensorflow"``
@@ -96,12 +102,17 @@ class ResolvedRuntime:
 
 
 def check_tensorflow_only(runtime: Runtime, algorithm: str) -> None:
-    """``ValueError`` naming the key when a baseline (TensorFlow only) is asked for the
-    Numba backend or Philox noise."""
-    for key, value in (("backend", "numba"), ("noise", "philox")):
-        if getattr(runtime, key) == value:
-            raise ValueError(f"runtime.{key}: algorithm.name = {algorithm!r} runs on TensorFlow "
-                             f"only; use 'auto' or 'tensorflow' (got {value!r})")
+    """``ValueError`` naming the key when a baseline is asked for Philox noise (it draws
+    none), or for the Numba backend when it is not one of :data:`NUMBA_BASELINES`."""
+    if runtime.backend == "numba" and algorithm not in NUMBA_BASELINES:
+        raise ValueError(f"runtime.backend: algorithm.name = {algorithm!r} runs on TensorFlow "
+                         f"only; use 'auto' or 'tensorflow' (got 'numba')")
+    if runtime.noise == "philox":
+        if algorithm in NUMBA_BASELINES:
+            raise ValueError(f"runtime.noise: algorithm.name = {algorithm!r} draws no noise; use "
+                             f"'auto' or 'tensorflow' (got 'philox')")
+        raise ValueError(f"runtime.noise: algorithm.name = {algorithm!r} runs on TensorFlow "
+                         f"only; use 'auto' or 'tensorflow' (got 'philox')")
 
 
 def resolve(runtime: Runtime, *, algorithm: str = PROPOSED_METHOD, architecture: str,
@@ -109,12 +120,22 @@ def resolve(runtime: Runtime, *, algorithm: str = PROPOSED_METHOD, architecture:
     """Decide ``runtime`` for an algorithm, a model architecture and an estimator;
     ``ValueError`` naming the ``runtime.`` key for a combination that cannot run.
 
-    A baseline resolves to the TensorFlow backend with TensorFlow noise and its
-    ``jit_compile`` (off unless true); ``device_loop`` and ``device_chunk`` do not apply.
+    A baseline resolves to the TensorFlow backend (``"auto"`` too) with its
+    ``jit_compile`` (off unless true), or, for :data:`NUMBA_BASELINES` on the MLP with
+    ``backend = "numba"``, to the Numba backend without XLA; its noise reads
+    ``"tensorflow"`` (it draws none) and ``device_loop`` and ``device_chunk`` do not apply.
     """
     if algorithm != PROPOSED_METHOD:
         check_tensorflow_only(runtime, algorithm)
-        return ResolvedRuntime("tensorflow", "tensorflow", bool(runtime.jit_compile), False, None)
+        if runtime.backend != "numba":
+            return ResolvedRuntime("tensorflow", "tensorflow", bool(runtime.jit_compile), False, None)
+        if architecture not in NUMBA_ARCHITECTURES:
+            raise ValueError(f"runtime.backend: model.architecture = {architecture!r} has no Numba "
+                             f"steps (the MLP has); use 'tensorflow' or 'auto' (got 'numba')")
+        if runtime.jit_compile:
+            raise ValueError("runtime.jit_compile: XLA needs the TensorFlow backend (the Numba "
+                             "steps run outside XLA; resolved: backend 'numba') (got true)")
+        return ResolvedRuntime("numba", "tensorflow", False, False, None)
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
     lrt = estimator == "local_reparameterization"

@@ -6,7 +6,7 @@ read-only memory and another with a writeable array compiles twice (20 s for the
 largest). This test runs a few rounds of the main paths in a fresh process (the exact
 and the local reparameterization estimator on the Numba backend, the TensorFlow
 backend with Philox noise, the time-domain uplink, two covariance readings, the KKT
-power control and a generic one in both domains) and counts
+power control and a generic one in both domains, FedAvg's Numba steps) and counts
 the specialisations of the kernels launched from Python.
 
 It lives at the root of tests/, collected last, so that it runs after most of the
@@ -31,6 +31,7 @@ KERNELS = {  # the kernels launched from Python, by module
                              "precision_change", "phase2_ratio", "phase2_update"],
     "learning.local.fused_lrt": ["_rho_phase", "_nu_phase"],
     "learning.local.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
+    "learning.local.fused_sgd": ["_sgd_phase"],
     "phy.grid_sums": ["_grid_sums", "_gather"],
     "phy.aggregate_error": ["_aggregate_error"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
@@ -51,6 +52,7 @@ PATHS = [
      'runtime.noise="philox"', 'power.control="truncated_inversion"'],
     ['algorithm.estimator="local_reparameterization"', 'power.control="truncated_inversion"',
      *TIME_DOMAIN_IN_PREFIX],
+    ['algorithm.name="fedavg"', 'runtime.backend="numba"'],
 ]
 
 SCRIPT = """

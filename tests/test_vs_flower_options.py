@@ -29,6 +29,7 @@ def _script():
     ("--rounds", "1"),
     ("--rounds-large", "two"),
     ("--sides", "ours,ray"),
+    ("--backend", "gpu"),
     ("--client-cpus", "0"),
     ("--sample-s", "nan"),
     ("--python", "no-such-python-here"),

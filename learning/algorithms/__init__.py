@@ -3,8 +3,9 @@
 ``ALGORITHMS`` maps a name to its class, imported from :data:`learning.catalog.CATALOG`
 (the one list of algorithms and their payloads); :func:`build` constructs one as
 ``cls(model, num_devices, **hyper)`` with the run's :class:`learning.runtime.Runtime`:
-the proposed method takes it whole; the baselines run on TensorFlow only and take its
-``jit_compile`` (off unless set).
+the proposed method takes it whole; a baseline takes its resolved ``backend`` and
+``jit_compile`` (:func:`learning.runtime.resolve`: TensorFlow unless ``backend = "numba"``
+is asked of FedAvg or FedProx on the MLP).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import difflib
 from learning.algorithms.base import FederatedAlgorithm
 from learning.catalog import CATALOG
 from learning.models.model import Model
-from learning.runtime import PROPOSED_METHOD, Runtime, check_tensorflow_only
+from learning.runtime import PROPOSED_METHOD, Runtime, resolve
 from native.parameters import load
 
 ALGORITHMS: dict[str, type] = {name: load(entry.implementation) for name, entry in CATALOG.items()}
@@ -25,7 +26,8 @@ def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = N
     """Construct the algorithm ``name`` for ``model`` and ``num_devices`` devices.
 
     Unknown names and unknown hyper-parameters raise ``ValueError`` naming them, as does
-    a ``runtime`` a baseline cannot run (the Numba backend, Philox noise).
+    a ``runtime`` a baseline cannot run (Philox noise; the Numba backend but for FedAvg
+    and FedProx on the MLP).
     """
     if name not in CATALOG:  # as it is now: an entry registered after import is built
         close = difflib.get_close_matches(name, list(CATALOG), n=1)
@@ -42,5 +44,5 @@ def build(name: str, model: Model, num_devices: int, runtime: Runtime | None = N
     runtime = runtime or Runtime()
     if name == PROPOSED_METHOD:
         return cls(model, num_devices, runtime=runtime, **hyper)
-    check_tensorflow_only(runtime, name)
-    return cls(model, num_devices, jit_compile=bool(runtime.jit_compile), **hyper)
+    resolved = resolve(runtime, algorithm=name, architecture=model.name)
+    return cls(model, num_devices, jit_compile=resolved.jit_compile, backend=resolved.backend, **hyper)

@@ -27,7 +27,9 @@ gathered for the solver, and a phase's new rows are installed only for the devic
 BS received (:meth:`FedAvg.server_update`); a server field that mirrors a population sum
 adds :func:`population_sum`.
 
-Hyper-parameters: ``learning_rate`` (0.1), ``local_steps`` E (3), ``jit_compile``.
+Hyper-parameters: ``learning_rate`` (0.1), ``local_steps`` E (3); runtime: ``jit_compile``
+and ``backend`` (``"numba"``: FedAvg's and FedProx's steps for the MLP device by device,
+:class:`NumbaSGD`).
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ from learning.algorithms.base import (
 )
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
 from learning.local.device_steps import continue_where
+from learning.local.fused_sgd import FusedSGD
 from learning.models.model import Model
+from learning.runtime import NUMBA_BASELINES
+from native.host_arrays import BufferPool, as_tensor
 
 DEFAULTS = defaults(FedAvgParameters)
 
@@ -167,15 +172,64 @@ class LocalSGD:
         w, losses, _ = self.solve(anchor, x, y, mask, steps=steps)
         return w, losses
 
+    def updates(self, anchor: tf.Tensor, x, y, mask, inputs=(), carried=(), steps=None):
+        """:meth:`solve`, with the local weights as updates ``w_k - anchor`` [K, d]:
+        ``(updates, losses [E, K], carried)``."""
+        w, losses, carried = self.solve(anchor, x, y, mask, inputs, carried, steps=steps)
+        return w - anchor, losses, carried
+
+
+class NumbaSGD:
+    """:class:`LocalSGD`'s steps for the MLP in Numba, device by device
+    (:class:`learning.local.fused_sgd.FusedSGD`), with FedProx's penalty
+    ``proximal_mu / 2 ||w - w_t||^2`` (0: FedAvg's steps); ``runtime.backend = "numba"``.
+    The updates it returns are ``tf.float32`` tensors over host arrays of its own pool
+    (:mod:`native.host_arrays`).
+
+    Parameters
+    ----------
+    model : Model
+        An MLP (``model.dense_layer_sizes`` set); another model is a ``ValueError``.
+    learning_rate : float
+    local_steps : int
+    proximal_mu : float
+    """
+
+    def __init__(self, model: Model, learning_rate: float, local_steps: int, proximal_mu: float = 0.0):
+        if model.dense_layer_sizes is None:
+            raise ValueError(f"runtime.backend: model.architecture = {model.name!r} has no Numba steps "
+                             f"(the MLP has); use 'tensorflow' or 'auto' (got 'numba')")
+        self.model = model
+        self.learning_rate = float(learning_rate)
+        self.local_steps = int(local_steps)
+        self.steps = FusedSGD(model.dense_layer_sizes, learning_rate, local_steps, proximal_mu)
+        self.buffers = BufferPool(max_buffers=2)  # the [K, d] updates
+
+    def updates(self, anchor: tf.Tensor, x, y, mask, inputs=(), carried=(), steps=None):
+        """:meth:`LocalSGD.updates` (``inputs`` and ``carried`` empty: FedAvg's and
+        FedProx's steps read none): updates [K, d], losses [E, K], ``()``."""
+        if inputs or carried:
+            raise ValueError("the Numba steps take no inputs or carried state (FedAvg, FedProx)")
+        out = self.buffers.take([int(tf.shape(y)[0]), self.model.num_params])
+        delta, losses = self.steps.run(anchor, x, y, mask, out,
+                                       device_steps=None if steps is None else np.asarray(steps))
+        return as_tensor(delta), tf.constant(losses), ()
+
+    def run(self, anchor: tf.Tensor, x, y, mask, steps=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """:meth:`LocalSGD.run`: local weights [K, d], losses [E, K]."""
+        delta, losses, _ = self.updates(anchor, x, y, mask, steps=steps)
+        return delta + anchor, losses
+
 
 def constructor_signature(parameters: type[AlgorithmParameters]) -> inspect.Signature:
-    """``(self, model, num_devices, *, jit_compile=False, <key>=<default>, ...)`` for the
-    keys of ``parameters`` with their defaults."""
+    """``(self, model, num_devices, *, jit_compile=False, backend="tensorflow",
+    <key>=<default>, ...)`` for the keys of ``parameters`` with their defaults."""
     kw = inspect.Parameter.KEYWORD_ONLY
     fixed = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
              inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
              inspect.Parameter("num_devices", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-             inspect.Parameter("jit_compile", kw, default=False)]
+             inspect.Parameter("jit_compile", kw, default=False),
+             inspect.Parameter("backend", kw, default="tensorflow")]
     keys = [inspect.Parameter(key, kw, default=default) for key, default in defaults(parameters).items()]
     return inspect.Signature(fixed + keys)
 
@@ -224,21 +278,33 @@ class FedAvg:
     ``local_steps`` and, for a variant, its own keys; ``learning/hyperparameters.py``)."""
 
     def __init__(self, model: Model, num_devices: int, *, jit_compile: bool = False,
-                 **hyper_parameters):
+                 backend: str = "tensorflow", **hyper_parameters):
         """``hyper_parameters``: keys of :attr:`parameters`, each absent one at its
         default; every key validated (a ValueError naming an unknown or bad one) and kept
         as an attribute. The local solver is :meth:`_make_solver`: the one thing most
-        variants change (a proximal term, a control-variate correction, a SAM step)."""
+        variants change (a proximal term, a control-variate correction, a SAM step);
+        with ``backend = "numba"`` it is :meth:`_make_numba_solver` (FedAvg and FedProx
+        on the MLP, :data:`learning.runtime.NUMBA_BASELINES`; a ValueError naming
+        ``runtime.backend`` elsewhere)."""
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
+        if backend not in ("tensorflow", "numba"):
+            raise ValueError(f"runtime.backend: a baseline runs on 'tensorflow' or 'numba', got {backend!r}")
         hyper = self.parameters.check(**hyper_parameters)
         for key in type(hyper).model_fields:
             setattr(self, key, getattr(hyper, key))
         self.model = model
         self.num_devices = int(num_devices)
-        self.solver = self._make_solver(hyper_parameters.get("learning_rate", self.learning_rate),
-                                        hyper_parameters.get("local_steps", self.local_steps),
-                                        jit_compile)
+        self.backend = backend
+        learning_rate = hyper_parameters.get("learning_rate", self.learning_rate)
+        local_steps = hyper_parameters.get("local_steps", self.local_steps)
+        if backend == "numba":
+            if self.name not in NUMBA_BASELINES:
+                raise ValueError(f"runtime.backend: algorithm.name = {self.name!r} runs on TensorFlow "
+                                 f"only; use 'auto' or 'tensorflow' (got 'numba')")
+            self.solver = self._make_numba_solver(learning_rate, local_steps)
+        else:
+            self.solver = self._make_solver(learning_rate, local_steps, jit_compile)
         self._predict = tf.function(
             lambda w, x: tf.nn.softmax(self.model.logits(w[None, None], x[None]))[0, 0],
             reduce_retracing=True, autograph=False,
@@ -249,8 +315,9 @@ class FedAvg:
         of its :attr:`parameters` (so ``inspect`` and IDEs list its keys and defaults)."""
         super().__init_subclass__(**kwargs)
         if "__init__" not in cls.__dict__:
-            def __init__(self, model, num_devices, *, jit_compile=False, **hyper_parameters):
-                FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile,
+            def __init__(self, model, num_devices, *, jit_compile=False, backend="tensorflow",
+                         **hyper_parameters):
+                FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile, backend=backend,
                                 **hyper_parameters)
 
             __init__.__doc__ = FedAvg.__init__.__doc__
@@ -266,6 +333,11 @@ class FedAvg:
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> LocalSGD:
         return LocalSGD(self.model, learning_rate, local_steps, jit_compile)
+
+    def _make_numba_solver(self, learning_rate, local_steps) -> NumbaSGD:
+        """The solver of ``runtime.backend = "numba"``: :class:`LocalSGD`'s steps in
+        Numba (an algorithm of :data:`learning.runtime.NUMBA_BASELINES` only)."""
+        return NumbaSGD(self.model, learning_rate, local_steps)
 
     def phases(self) -> tuple[PhaseSpec, ...]:
         return catalog_phases(self.name, self.model.num_params)
@@ -300,9 +372,8 @@ class FedAvg:
             return carry.uploads[phase - 1], carry, {}
         rows = {name: cohort_rows(getattr(state, name), data) for name in self.device_fields()}
         inputs, carried = self.solver_inputs(state, rows, data)
-        w_k, losses, carried = self.solver.solve(state.w, data.x, data.y, data.mask, inputs, carried,
-                                                 steps=data.local_steps)
-        delta = w_k - state.w
+        delta, losses, carried = self.solver.updates(state.w, data.x, data.y, data.mask, inputs, carried,
+                                                     steps=data.local_steps)
         metrics = {"train_loss": tf.reduce_sum(data.weights * losses[-1])}
         return delta, self.local_outcome(state, rows, data, delta, inputs, carried), metrics
 

@@ -11,7 +11,9 @@ step are FedAvg's: one phase ``("delta", d)`` carrying Delta_k = w_k^E - w_t, an
 w_{t+1} = w_t + estimate, the estimate being the air interface's version of
 sum_k pi_k Delta_k; d values downlink. The only difference from FedAvg is
 :meth:`ProximalSGD.penalty` (FedAvg's :class:`~learning.algorithms.fedavg.LocalSGD`
-hook); with ``proximal_mu = 0`` the updates are FedAvg's, step for step (tested).
+hook; on ``runtime.backend = "numba"`` the same penalty in
+:class:`~learning.algorithms.fedavg.NumbaSGD`); with ``proximal_mu = 0`` the updates are
+FedAvg's, step for step (tested).
 
 Default ``proximal_mu = 0.01``: the default ``mu`` of the authors' optimizer; their
 README asks to tune mu in {0.001, 0.01, 0.1, 0.5, 1} for new set-ups ("there are no
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from learning.algorithms.fedavg import FedAvg, LocalSGD
+from learning.algorithms.fedavg import FedAvg, LocalSGD, NumbaSGD
 from learning.hyperparameters import FedProxParameters, defaults
 from learning.models.model import Model
 
@@ -56,3 +58,6 @@ class FedProx(FedAvg):
 
     def _make_solver(self, learning_rate, local_steps, jit_compile) -> ProximalSGD:
         return ProximalSGD(self.model, learning_rate, local_steps, jit_compile, self.proximal_mu)
+
+    def _make_numba_solver(self, learning_rate, local_steps) -> NumbaSGD:
+        return NumbaSGD(self.model, learning_rate, local_steps, self.proximal_mu)

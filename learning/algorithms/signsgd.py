@@ -79,8 +79,10 @@ class SignSgd(FedAvg):
     state_type = SignState
     parameters = SignSgdParameters
 
-    def __init__(self, model: Model, num_devices: int, *, jit_compile: bool = False, **hyper_parameters):
-        FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile, **hyper_parameters)
+    def __init__(self, model: Model, num_devices: int, *, jit_compile: bool = False,
+                 backend: str = "tensorflow", **hyper_parameters):
+        FedAvg.__init__(self, model, num_devices, jit_compile=jit_compile, backend=backend,
+                        **hyper_parameters)
         self.state_type = SignFeedbackState if self.error_feedback else SignState
 
     def device_fields(self) -> tuple[str, ...]:

@@ -30,8 +30,11 @@ def test_defaults_resolve_to_the_fast_paths():
     [
         ({"runtime": {"backend": "numba"}, "model": {"architecture": "cnn"}},
          "runtime.backend", "no Numba steps"),
-        ({"runtime": {"backend": "numba"}, "algorithm": {"name": "fedavg"}},
+        ({"runtime": {"backend": "numba"}, "algorithm": {"name": "fedsmoo"}},
          "runtime.backend", "TensorFlow only"),
+        ({"runtime": {"backend": "numba"}, "algorithm": {"name": "fedavg"}, "model": {"architecture": "cnn"}},
+         "runtime.backend", "no Numba steps"),
+        ({"runtime": {"noise": "philox"}, "algorithm": {"name": "fedprox"}}, "runtime.noise", "draws no noise"),
         ({"runtime": {"noise": "philox"}, "algorithm": {"name": "scaffold"}},
          "runtime.noise", "TensorFlow only"),
         ({"runtime": {"backend": "numba", "noise": "tensorflow"}}, "runtime.noise",
@@ -73,6 +76,8 @@ def test_allowed_combinations():
          "algorithm": {"estimator": "local_reparameterization"}},
         {"model": {"architecture": "cnn"}, "algorithm": {"estimator": "local_reparameterization"}},
         {"algorithm": {"name": "fedavg"}, "runtime": {"jit_compile": True, "backend": "tensorflow"}},
+        {"algorithm": {"name": "fedavg"}, "runtime": {"backend": "numba"}},
+        {"algorithm": {"name": "fedprox"}, "runtime": {"backend": "numba"}},
     ):
         parse_scenario(table)
 

@@ -302,7 +302,7 @@ def test_each_constructor_takes_its_models_keys_with_its_defaults(name):
     from learning.catalog import CATALOG
     from learning.hyperparameters import defaults
 
-    runtime_args = {"self", "model", "num_devices", "runtime", "jit_compile"}
+    runtime_args = {"self", "model", "num_devices", "runtime", "jit_compile", "backend"}
     signature = inspect.signature(ALGORITHMS[name].__init__).parameters
     taken = {key: p.default for key, p in signature.items() if key not in runtime_args}
     declared = defaults(CATALOG[name].parameters)
