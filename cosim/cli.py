@@ -495,6 +495,11 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
         data = check_dataset_files(scenario.data.dataset, scenario.data.data_dir)
     except DatasetFormatError as error:
         raise UsageError(f"data.data_dir = {scenario.data.data_dir!r}: {error}") from None
+    lines = [f"  data      {data}"]
+    if "(the run will stop)" not in data:  # the dataset is there: its partition is drawn
+        from cosim.local_data import partition_line
+
+        lines.append(partition_line(scenario, scenario_file or "<default quickstart>"))
     projection = None
     if scenario.privacy is not None:  # a target no noise can meet is refused here
         from cosim.privacy import refuse_over_target
@@ -502,8 +507,7 @@ def validate_command(scenario_file: str | None, overrides: list[str], *,
         projection = refuse_over_target(scenario, scenario_file or "<default quickstart>")
     print(scenario_to_toml(scenario))
     print(describe(scenario, num_params))
-    print(f"  data      {data}")
-    for line in filter(None, [*study_cost_lines([scenario]), tracing_cost_line(scenario)]):
+    for line in filter(None, [*lines, *study_cost_lines([scenario]), tracing_cost_line(scenario)]):
         print(line)
     if projection is not None:
         privacy = scenario.privacy
@@ -541,12 +545,30 @@ def _validate_study(study_file: str, overrides: list[str], *, seeds: str | None,
             print(f"  data      {check_dataset_files(dataset, data_dir)}")
         except DatasetFormatError as error:
             raise UsageError(f"data.data_dir = {data_dir!r}: {error}") from None
+    _check_partitions(points)
     for line in study_cost_lines([p.scenario for p in points]):
         print(line)
     tracing = sorted({line for point in points if (line := tracing_cost_line(point.scenario))})
     for line in [*tracing, *_study_privacy_lines(points)]:
         print(line)
     return EXIT_OK
+
+
+def _check_partitions(points) -> None:
+    """Each distinct partition of a study's points drawn (its data, K and seed), where the
+    dataset is there: a point whose devices a class cannot feed is refused naming it."""
+    from cosim.local_data import partition_line
+    from learning.data.files import check_dataset_files
+
+    seen = set()
+    for point in points:
+        scenario = point.scenario
+        key = (repr(scenario.data), scenario.cell.num_devices, scenario.seed)
+        if key in seen or "(the run will stop)" in check_dataset_files(
+                scenario.data.dataset, scenario.data.data_dir):
+            continue
+        seen.add(key)
+        partition_line(scenario, point.name)
 
 
 def _study_privacy_lines(points) -> list[str]:

@@ -18,14 +18,15 @@ import numpy as np
 
 from cosim import rng as rngs
 from cosim.evaluation import Evaluator
+from cosim.local_data import scenario_dataset, scenario_partition
 from cosim.scenario import Scenario
 from cosim.scenario.mobility_rules import moving
 from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.catalog import CATALOG
-from learning.data.datasets import Dataset, load_dataset
-from learning.data.partition import Partition, PoolExhausted, partition, to_device_data
+from learning.data.datasets import Dataset
+from learning.data.partition import Partition, to_device_data
 from learning.models.architectures import build_model
 from phy import geometry
 from phy.combiner import ReceiveCombiner
@@ -139,35 +140,8 @@ def _static_data(scenario: Scenario) -> dict:
     else:
         path_gain = geometry.path_gain(deployment.distances_m, scenario.channel.path_loss_exponent)
 
-    data_cfg = scenario.data
-    dataset = load_dataset(
-        data_cfg.dataset,
-        data_dir=data_cfg.data_dir,
-        synthetic_classes=data_cfg.synthetic_classes,
-        synthetic_shape=tuple(data_cfg.synthetic_shape),
-        synthetic_train=data_cfg.synthetic_train_size,
-        synthetic_test=data_cfg.synthetic_test_size,
-        seed=scenario.seed,
-    )
-    try:
-        parts = partition(
-            dataset.y_train,
-            dataset.num_classes,
-            num_devices=cell.num_devices,
-            scheme=data_cfg.partition,
-            mean_samples_per_device=data_cfg.mean_samples_per_device,
-            size_distribution=data_cfg.size_distribution,
-            labels_per_device=data_cfg.labels_per_device,
-            dirichlet_alpha=data_cfg.dirichlet_alpha,
-            rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.PARTITION),
-        )
-    except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
-        raise ValueError(
-            f"data.partition = {data_cfg.partition!r}: class {error.label} has {error.available} "
-            f"training samples but all devices together need {error.needed}; lower "
-            f"data.mean_samples_per_device (now {data_cfg.mean_samples_per_device:g}) or "
-            f"cell.num_devices (now {cell.num_devices})"
-        ) from error
+    dataset = scenario_dataset(scenario)
+    parts = scenario_partition(scenario, dataset)
     return dict(
         deployment=deployment, channel=channel, place=place,
         path_gain=np.asarray(path_gain, np.float64),

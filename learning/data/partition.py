@@ -25,13 +25,15 @@ device draws 0 is it an error (the weights pi_k = |D_k| / |D| would be 0/0).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
-from learning.algorithms.base import DeviceData
 from learning.data.datasets import Dataset
 from learning.data.sizes import SIZE_DISTRIBUTIONS, sample_sizes  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from learning.algorithms.base import DeviceData
 
 SCHEMES = ("labels_per_device", "dirichlet", "iid")
 
@@ -220,6 +222,10 @@ def to_device_data(dataset: Dataset, partition: Partition) -> DeviceData:
     B = max(1, max_k |D_k|). Device k's samples fill the first |D_k| rows; padding
     rows are zeros with mask 0.
     """
+    import tensorflow as tf  # here: drawing the partition needs NumPy only (cosim validate)
+
+    from learning.algorithms.base import DeviceData
+
     n = partition.num_samples
     flat = np.concatenate(partition.indices)
     if flat.size and (flat.min() < 0 or flat.max() >= dataset.num_train):

@@ -65,6 +65,26 @@ def test_validate_prints_what_the_scenario_implies(tmp_path, capsys):
     assert "N_rho = 11 symbols" in out
 
 
+def test_validate_draws_the_partition_and_refuses_one_a_class_cannot_feed(tmp_path, capsys):
+    """The partition is drawn as the run draws it: validate says what the devices hold,
+    and refuses (exit 2, nothing written) a scenario or a study point whose devices need
+    more images of a class than the training set has, naming the keys and their values."""
+    path = write_tiny(tmp_path)
+    assert main(["validate", str(path)]) == 0
+    assert re.search(r"\n  partition 8 devices hold \d+ training samples \(\d+-\d+ per device", capsys.readouterr().out)
+    assert main(["validate", str(path), "--set", "data.synthetic_train_size=100"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"data.partition = 'labels_per_device': class \d has \d+ training samples but all "
+                     r"devices together need \d+; lower data.mean_samples_per_device \(now 20\) or "
+                     r"cell.num_devices \(now 8\)", err), err
+    study = tmp_path / "study.toml"
+    study.write_text('scenario = "tiny.toml"\nseeds = [1]\n[axes]\n"data.synthetic_train_size" = [1200, 100]\n')
+    assert main(["validate", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert "data.synthetic_train_size=100" in err and "training samples but all devices together need" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml", "tiny.toml"]
+
+
 def test_run_inspect_plot(tmp_path, capsys):
     path = write_tiny(tmp_path, rounds=2, every=1)
     assert main(["run", str(path)]) == 0

@@ -40,12 +40,14 @@ TRAINING = ("cosim.engine", "cosim.run", "cosim.rng")
 """cosim modules that import TensorFlow."""
 LIGHT = ("phy", "phy.units", "phy.limits", "phy.parameters", "phy.scheme_parameters", "learning",
          "learning.runtime", "learning.catalog", "learning.hyperparameters", "learning.data",
-         "learning.data.files", "learning.data.sizes", "learning.models", "learning.models.shapes")
+         "learning.data.files", "learning.data.sizes", "learning.data.datasets", "learning.data.partition",
+         "learning.models", "learning.models.shapes")
 """The modules of `phy` and `learning` without NumPy or TensorFlow that every command may
 import: the packages, the dB conversions, the PHY models' limits and parameters, the
 local training's runtime rules, the algorithm catalog, the algorithms' parameters and
 the architectures' names and parameter shapes (all for `cosim.scenario`; the parameter models are pydantic), and
-the local dataset sizes (NumPy only: `cosim validate`'s clip-norm projection). (`native`, whose
+the local dataset sizes (NumPy only: `cosim validate`'s clip-norm projection), the datasets and
+their partition (NumPy only: `cosim validate` draws the devices' local datasets). (`native`, whose
 TensorFlow import filter every package's `__init__` installs, is not in HEAVY: only its `sampling` imports TensorFlow
 and Numba, and that is caught by the two names.)"""
 
