@@ -55,17 +55,28 @@ class NumbaSteps:
             self.steps = FusedSteps(net, num_params=model.num_params, **hyper)
         self.buffers = BufferPool(max_buffers=6)  # the phases' [K, d] arrays
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None):
+    @property
+    def writes_in_place(self) -> bool:
+        """Whether both phases write their updates into a given ``out`` (the local
+        reparameterization's steps, device by device)."""
+        return isinstance(self.steps, FusedLRTSteps)
+
+    def phase_output(self, num_devices: int) -> np.ndarray:
+        """A pooled [num_devices, d] float32 array for :meth:`rho_phase`'s or
+        :meth:`nu_phase`'s ``out`` (its rows written chunk by chunk)."""
+        return self.buffers.take([int(num_devices), self.definition.model.num_params])
+
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids, device_steps=None, out=None):
         """See :meth:`learning.local.trainer.LocalBackend.rho_phase`."""
         definition = self.definition
         shape = [int(tf.shape(y)[0]), int(rho_t.shape[0])]
         steps = None if device_steps is None else np.asarray(device_steps)
-        if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
+        if self.writes_in_place:  # device by device, all E steps
             delta, losses, hits = self.steps.rho_phase(
                 mu_t, rho_t, x, y, mask, weights, definition.phase_seeds(seed, device_ids),
-                out=self.buffers.take(shape), device_steps=steps,
+                out=self.buffers.take(shape) if out is None else out, device_steps=steps,
             )
-            return as_tensor(delta), tf.constant(losses), tf.constant(hits)
+            return (as_tensor(delta) if out is None else delta), tf.constant(losses), tf.constant(hits)
         delta, spare = self.buffers.take(shape, zero=True), self.buffers.take(shape)
         losses, hits = [], tf.constant(0, tf.int32)
         for step in range(definition.config.local_steps):
@@ -83,20 +94,20 @@ class NumbaSteps:
         return as_tensor(delta), tf.stack(losses), hits
 
     def nu_phase(self, mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask,
-                 weights, seed, device_ids, device_steps=None):
+                 weights, seed, device_ids, device_steps=None, out=None):
         """See :meth:`learning.local.trainer.LocalBackend.nu_phase` (eq. ``nu_def``:
         :func:`learning.local.fused_local.phase2_ratio`, :func:`~learning.local.fused_local.phase2_update`)."""
         definition = self.definition
         mu_np, rho_next_np, delta_rho_np = (read_only(v) for v in (mu_t, rho_next, delta_rho_global))
         delta_rho_k = read_only(delta_rho_k)  # no copy of a tensor's memory
         shape = delta_rho_k.shape
-        if isinstance(self.steps, FusedLRTSteps):  # device by device, all E steps
-            out, losses = self.steps.nu_phase(
+        if self.writes_in_place:  # device by device, all E steps
+            written, losses = self.steps.nu_phase(
                 delta_rho_k, delta_rho_np, mu_np, rho_next_np, prior_rho, x, y, mask, weights,
-                definition.phase_seeds(seed, device_ids), out=self.buffers.take(shape),
+                definition.phase_seeds(seed, device_ids), out=self.buffers.take(shape) if out is None else out,
                 device_steps=None if device_steps is None else np.asarray(device_steps),
             )
-            return as_tensor(out), tf.constant(losses)
+            return (as_tensor(written) if out is None else written), tf.constant(losses)
         ratio, z = self.buffers.take(shape), self.buffers.take(shape, zero=True)
         spare = self.buffers.take(shape)
         with LAUNCH:

@@ -96,7 +96,16 @@ class LocalTrainer:
             return tf.range(tf.shape(y)[0])
         return tf.convert_to_tensor(device_ids, tf.int32)
 
-    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None, device_steps=None):
+    def phase_output(self, num_devices: int):
+        """A [num_devices, d] float32 array the backend writes a phase's updates into, chunk
+        by chunk (the ``out`` of :meth:`rho_phase` and :meth:`nu_phase`), or None when its
+        backend returns arrays of its own (TensorFlow's; the Numba exact estimator's)."""
+        if not getattr(self.backend, "writes_in_place", False):
+            return None
+        return self.backend.phase_output(num_devices)
+
+    def rho_phase(self, mu_t, rho_t, x, y, mask, weights, seed, device_ids=None, device_steps=None,
+                  out=None):
         """Phase 1: E steps on the covariance parameter (:mod:`learning.local.covariance`; its
         increment ``delta`` from 0), mean fixed at mu_t (eq. ``update_phase1``).
 
@@ -106,14 +115,18 @@ class LocalTrainer:
         straggler that sends early; its later objectives repeat its last one).
         Output: the transmitted update ``Delta_rho_k = rho_k - rho_t`` [K, d] (eq.
         ``rho_normal``, formed from the final ``delta`` without cancellation), objective
-        before each step [E, K], floor hits (int32).
+        before each step [E, K], floor hits (int32). With ``out`` (rows of
+        :meth:`phase_output`'s array) the update is written there and ``out`` returned.
         """
+        if out is None:
+            return self.backend.rho_phase(mu_t, rho_t, x, y, mask, weights, seed,
+                                          self._ids(y, device_ids), device_steps)
         return self.backend.rho_phase(mu_t, rho_t, x, y, mask, weights, seed, self._ids(y, device_ids),
-                                      device_steps)
+                                      device_steps, out=out)
 
     def nu_phase(
         self, mu_t, rho_t, rho_next, delta_rho_k, x, y, mask, weights, seed,
-        device_ids=None, delta_rho_global=None, device_steps=None,
+        device_ids=None, delta_rho_global=None, device_steps=None, out=None,
     ):
         """Phase 2: E steps on nu_k from ``rho_k / rho_{t+1} mu_t`` (eq. ``nu_def``).
 
@@ -124,10 +137,11 @@ class LocalTrainer:
         ``rho_next - rho_t``, which float32 rounds at large rho).
         Output: the update ``Delta_nu_k = nu_k - mu_t`` [K, d], objective before each
         step [E, K]. The KL's prior is N(mu_t, Sigma_{t+1}) (``phase2_prior = "fresh"``)
-        or N(mu_t, Sigma_t) (``"previous"``).
+        or N(mu_t, Sigma_t) (``"previous"``). ``out`` as in :meth:`rho_phase`.
         """
         prior_rho = self.definition.phase2_prior_precision(rho_t, rho_next)
         if delta_rho_global is None:
             delta_rho_global = rho_next - rho_t
-        return self.backend.nu_phase(mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global,
-                                     x, y, mask, weights, seed, self._ids(y, device_ids), device_steps)
+        args = (mu_t, rho_next, prior_rho, delta_rho_k, delta_rho_global, x, y, mask, weights, seed,
+                self._ids(y, device_ids), device_steps)
+        return self.backend.nu_phase(*args) if out is None else self.backend.nu_phase(*args, out=out)

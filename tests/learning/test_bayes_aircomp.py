@@ -164,6 +164,32 @@ def test_device_chunks_change_no_number(rng, estimator):
     assert loss_b == pytest.approx(loss_a, rel=1e-6)
 
 
+def test_numba_chunks_write_the_rows_of_one_update_array(rng):
+    """With the Numba local-reparameterization steps, chunks of 3 of 7 devices write their
+    rows of one [7, d] array per phase (no chunk array, no concatenation: at K = 10,000 a
+    fresh [K, d] array per phase cost seconds of the kernel's page zeroing), and both
+    phases' updates equal one call's bit for bit."""
+    data, _, _ = blobs_task(rng, num_devices=7)
+    model = build_model("mlp", (8,), 4, (8,))
+    updates, shapes = [], []
+    for chunk in (None, 3):
+        algo = build("bayes_aircomp", model, 7, estimator="local_reparameterization",
+                     learning_rate=0.05, init_std=0.3, runtime=Runtime(backend="numba", device_chunk=chunk))
+        pool = algo.trainer.backend.buffers
+        take = pool.take
+        pool.take = lambda shape, *a, **kw: (shapes.append(tuple(shape)), take(shape, *a, **kw))[1]
+        state, carry, found = algo.init(tf.constant([0, 1])), None, []
+        for phase in range(2):
+            update, carry, _ = algo.local_update(phase, state, carry, data, tf.constant([0, phase]))
+            found.append(update.numpy().copy())
+            estimate = tf.reduce_sum(data.weights[:, None] * update, axis=0)
+            state, carry, _ = algo.server_update(phase, state, carry, estimate)
+        updates.append(found)
+    assert shapes == [(7, model.num_params)] * 4
+    for one, chunked in zip(*updates):
+        np.testing.assert_array_equal(chunked, one)
+
+
 def test_posterior_mean_prediction_of_a_hand_built_posterior(rng):
     """predict_mean_probs is softmax(f(x; mu)) of the float32 mean, whatever the std: its
     accuracy, NLL and ECE equal a direct computation (a NumPy forward pass of mu, argmax
