@@ -22,9 +22,10 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Circle
+from matplotlib.patches import Circle, Patch
 from matplotlib.ticker import MaxNLocator
 
+from cosim.plots.device_bins import MAX_DEVICE_MARKS, DeviceBins, binned, device_bins, draw_bins
 from cosim.plots.style import (
     COLORBAR_IN,
     LINESTYLES,
@@ -46,6 +47,7 @@ from cosim.plots.style import (
     _trace_style,
     accuracy_x,
     legend_below,
+    legend_outside,
     panel_figure,
     style,
 )
@@ -118,13 +120,18 @@ def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
 
 
 def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
-                 options: FigureOptions = FigureOptions()) -> Figure:
+                 options: FigureOptions = FigureOptions(), *,
+                 max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """Per device against its distance to the BS (m; the device index when a trace has no
     ``/devices/distance_m``): the mean transmit power in dBm (``tx_power_w_<phase>``,
     mean over the phase's OFDM symbols, then over rounds; the bar spans the rounds' range;
     the scenario's budget ``power.tx_power_dbm`` dashed) and the attenuated share of its
     values in % (``clipped_fraction_<phase>``, mean and range over rounds). One row per
     phase, one column per quantity some trace holds, one colour and marker per trace.
+    A trace of more than ``max_device_marks`` devices is drawn in bins of its devices by
+    distance (:mod:`cosim.plots.device_bins`): per bin the median of the devices' means
+    over rounds and their 10-90 % band, its legend label saying "K devices in B bins of
+    ~K/B".
 
     Raises
     ------
@@ -139,6 +146,8 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
     names = {n for t in traces for n in t.per_device}
     found = {p for q in quantities for p in _phases(names, q)}
     phases = [p for p in PHASE_ORDER if p in found] + sorted(found - set(PHASE_ORDER))
+    bins = {i: b for i, t in enumerate(traces)
+            if (b := _trace_bins(t, max_device_marks)) is not None}
     with style():
         fig, axes = panel_figure(options, len(phases), len(quantities), sharex=True)
         any_distance = False
@@ -150,7 +159,7 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for row, phase in zip(axes, phases):
             for ax, quantity in zip(row, quantities):
                 for i, trace in enumerate(traces):
-                    any_distance |= _device_marks(ax, trace, i, quantity, phase)
+                    any_distance |= _device_marks(ax, trace, i, quantity, phase, bins.get(i))
                 if quantity == "tx_power_w_":
                     for budget, owners in budgets.items():
                         color = "0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"]
@@ -162,15 +171,30 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
                     ax.set_ylim(-0.03 * top, top)  # markers at 0 % stay whole
         for ax in axes[-1]:
             ax.set_xlabel("distance to the BS (m)" if any_distance else "device")
-        handles = _power_legend(labels, budgets)
-        legend_below(fig, handles, ncols=min(len(handles), 3))
+        handles = _power_legend(labels, budgets, bins)
+        if bins:  # the long "K devices in B bins" labels: as many columns as fit, wrapped
+            legend_outside(fig, handles)
+        else:
+            legend_below(fig, handles, ncols=min(len(handles), 3))
     return fig
 
 
-def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str) -> bool:
+def _trace_bins(trace: TraceData, max_device_marks: int) -> DeviceBins | None:
+    """The bins of a trace's devices by distance (else index) when it has more than
+    ``max_device_marks`` devices (:func:`cosim.plots.device_bins.binned`), else None."""
+    width = max((v.shape[1] for v in trace.per_device.values() if v.ndim == 2), default=0)
+    if not binned(width, max_device_marks):
+        return None
+    distance = trace.devices.get("distance_m")
+    return device_bins(distance if distance is not None else np.arange(width))
+
+
+def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str,
+                  bins: DeviceBins | None = None) -> bool:
     """Trace ``i``'s marks of :func:`power_figure` on ``ax``: per device the mean over
-    rounds of ``quantity`` in ``phase`` and the range over rounds as a bar; whether the
-    x is the distance (else the device index). Nothing when the trace lacks the column."""
+    rounds of ``quantity`` in ``phase`` and the range over rounds as a bar (with ``bins``:
+    the bins' medians of those means and their band, :func:`draw_bins`); whether the x is
+    the distance (else the device index). Nothing when the trace lacks the column."""
     values = trace.per_device.get(f"{quantity}{phase}")
     if values is None:
         return False
@@ -183,6 +207,9 @@ def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str) -> bo
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
         mean = (_db(np.nanmean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
                 else np.nanmean(per_round, axis=0))
+        if bins is not None:
+            draw_bins(ax, bins, mean, _trace_style(i), hollow=bool(i % 2))
+            return distance is not None
         low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
         high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
     style_i = _trace_style(i)
@@ -209,26 +236,41 @@ def _range_bars(ax, x: np.ndarray, low: np.ndarray, high: np.ndarray, **line) ->
         ax.autoscale_view()
 
 
-def _power_legend(labels: Sequence[str], budgets: dict[float, list[int]]) -> list[Line2D]:
-    """:func:`power_figure`'s legend: a marker per trace, a dashed line per budget (grey
-    when there is one, else its first trace's colour), the range bar."""
-    handles = [Line2D([], [], ls="none", mfc="none" if i % 2 else _trace_style(i)["color"],
-                      mew=0.8, label=label, **_trace_style(i))
-               for i, label in enumerate(labels)]
+def _power_legend(labels: Sequence[str], budgets: dict[float, list[int]],
+                  bins: dict[int, DeviceBins] | None = None) -> list[Line2D]:
+    """:func:`power_figure`'s legend: a marker per trace (a line through it, and "K
+    devices in B bins of ~K/B", for a trace drawn in ``bins``), a dashed line per budget
+    (grey when there is one, else its first trace's colour), the range bar when a trace
+    has per-device marks, the band when one is drawn in bins."""
+    bins = bins or {}
+    handles = []
+    for i, label in enumerate(labels):
+        line = (dict(ls="-", lw=0.8, label=f"{label}: median of {bins[i].caption}") if i in bins
+                else dict(ls="none", label=label))
+        handles.append(Line2D([], [], mfc="none" if i % 2 else _trace_style(i)["color"], mew=0.8,
+                              **line, **_trace_style(i)))
     handles += [Line2D([], [], color="0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"],
                        ls="--", lw=0.8, label=f"budget P = {budget:g} dBm")
                 for budget, owners in budgets.items()]
-    handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
-                          label="range over rounds"))
+    if len(bins) < len(labels):
+        handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
+                              label="range over rounds"))
+    if bins:
+        handles.append(Patch(color="0.3", alpha=0.2, lw=0,
+                             label="band: 10-90 % of a bin's devices (mean over rounds)"))
     return handles
 
 
 def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
-               options: FigureOptions = FigureOptions()) -> Figure:
+               options: FigureOptions = FigureOptions(), *,
+               max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """Realised CSI NMSE ``||ĥ_k − h_k||² / ||h_k||²`` (``/rounds/per_device/csi_nmse``) in
     dB: left, the median over devices per round with the 5-95 % band over devices; right,
-    each device's mean over rounds against its distance to the BS (m). Traces whose NMSE
-    is 0 everywhere (perfect CSI) are left out.
+    each device's mean over rounds against its distance to the BS (m); of a trace of more
+    than ``max_device_marks`` devices, the median of those means in bins of its devices
+    by distance with their 10-90 % band (:mod:`cosim.plots.device_bins`), said in a
+    legend on the right ("K devices in B bins of ~K/B"). Traces whose NMSE is 0
+    everywhere (perfect CSI) are left out.
 
     Raises
     ------
@@ -245,6 +287,7 @@ def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
         fig, axes = panel_figure(options, 1, 2)
         per_round, per_device = axes[0]
         any_distance = False
+        binned_handles = []
         for i, trace, label in have:
             nmse = trace.per_device["csi_nmse"]
             rounds = trace.rounds["round"]
@@ -253,17 +296,35 @@ def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
             per_round.fill_between(rounds, _db(np.nanpercentile(nmse, 5, axis=1)),
                                    _db(np.nanpercentile(nmse, 95, axis=1)),
                                    color=style_i["color"], alpha=0.15, lw=0)
-            distance = trace.devices.get("distance_m")
-            any_distance |= distance is not None
-            where = distance if distance is not None else np.arange(nmse.shape[1])
-            per_device.plot(where, _db(np.nanmean(nmse, axis=0)), ls="none", label=label, **style_i)
+            any_distance |= "distance_m" in trace.devices
+            binned_handles += _csi_per_device(per_device, trace, i, label, max_device_marks)
         per_round.set_xlabel("round")
         _integer_x(per_round)
         per_round.set_ylabel("CSI NMSE (dB), median over devices")
         per_device.set_xlabel("distance to the BS (m)" if any_distance else "device")
         per_device.set_ylabel("CSI NMSE (dB), mean over rounds")
         per_round.legend(loc="best", title="band: 5-95 % of devices")
+        if binned_handles:
+            band = Patch(color="0.3", alpha=0.2, lw=0, label="band: 10-90 % of a bin's devices")
+            per_device.legend(handles=[*binned_handles, band], loc="best")
     return fig
+
+
+def _csi_per_device(ax, trace: TraceData, i: int, label: str, max_device_marks: int) -> list[Line2D]:
+    """Trace ``i``'s right panel of :func:`csi_figure` on ``ax``: each device's mean NMSE
+    over rounds (dB) against its distance (else its index), or above ``max_device_marks``
+    devices the bins' medians and band; the legend handle of a binned trace (else none)."""
+    nmse = trace.per_device["csi_nmse"]
+    distance = trace.devices.get("distance_m")
+    where = distance if distance is not None else np.arange(nmse.shape[1])
+    mean_db = _db(np.nanmean(nmse, axis=0))
+    style_i = _trace_style(i)
+    if not binned(nmse.shape[1], max_device_marks):
+        ax.plot(where, mean_db, ls="none", label=label, **style_i)
+        return []
+    bins = device_bins(where)
+    draw_bins(ax, bins, mean_db, style_i)
+    return [Line2D([], [], lw=0.8, label=f"{label}: median of {bins.caption}", **style_i)]
 
 
 def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
