@@ -98,3 +98,39 @@ def draw_bins(ax, bins: DeviceBins, values: np.ndarray, style_i: dict, hollow: b
     color = style_i["color"]
     ax.fill_between(bins.x, low, high, color=color, alpha=0.2, lw=0)
     ax.plot(bins.x, median, lw=0.8, mfc="none" if hollow else color, mew=0.8, **style_i)
+
+
+MAP_HEXAGONS_ACROSS = 30
+"""Hexagons across a binned cell map panel (matplotlib's ``hexbin`` gridsize)."""
+HEXAGONS_GID = "device-hexagons"
+
+
+def draw_map_bins(ax, position: np.ndarray, values: np.ndarray | None, shown: np.ndarray,
+                  cmap: str, norm, label: str | None):
+    """A cell map panel's devices in hexagons (:data:`MAP_HEXAGONS_ACROSS` across the
+    panel's limits, set before): where devices with a value (``shown`` [K] bool) stand,
+    a hexagon coloured by the median of their ``values`` [K] under ``norm``; where only
+    devices without one stand, a hollow hexagon (legend ``label``); both with the gid
+    ``"device-hexagons"`` (:func:`map_caption`). ``position`` [K, 2] (m). Returns the
+    coloured hexagons (for the colour bar), or None."""
+    x, y = position[:, 0], position[:, 1]
+    hexes = dict(gridsize=MAP_HEXAGONS_ACROSS, extent=(*ax.get_xlim(), *ax.get_ylim()), mincnt=1)
+    if (~shown).any():
+        empty = ax.hexbin(x[~shown], y[~shown], edgecolors="0.35", linewidths=0.4, label=label,
+                          gid=HEXAGONS_GID, **hexes)
+        empty.set_array(None)  # no colour: an outline only
+        empty.set_facecolor("none")
+    if not shown.any() or norm is None:
+        return None
+    return ax.hexbin(x[shown], y[shown], C=values[shown], reduce_C_function=np.median,
+                     cmap=cmap, norm=norm, edgecolors="face", linewidths=0.2, zorder=3,
+                     gid=HEXAGONS_GID, **hexes)
+
+
+def map_caption(ax, devices: int) -> str:
+    """"K devices in B hexagons of ~K/B (median)" of a panel drawn with
+    :func:`draw_map_bins`: B the hexagons holding any of its ``devices`` devices."""
+    offsets = [c.get_offsets() for c in ax.collections if c.get_gid() == HEXAGONS_GID]
+    cells = len(np.unique(np.round(np.concatenate(offsets or [np.zeros((0, 2))]), 9), axis=0))
+    size = round(devices / cells) if cells else 0
+    return f"{devices:,} devices in {cells:,} hexagons of ~{size:,} (median)"

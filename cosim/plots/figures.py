@@ -61,7 +61,8 @@ Figures (file stems):
 - ``cell_map``: the device drop (BS at the origin, or where ``channel.bs_position_m`` puts it in a
   ray-traced scene; the cell edge dashed), one panel
   per trace, coloured by path gain (dB) and, in a second row, by the device's mean
-  local update distortion (summed over phases; devices never attenuated hollow).
+  local update distortion (summed over phases; devices never attenuated hollow); a
+  trace of more than 2,000 devices in hexagons, each the median of its devices.
 
 A figure whose data no trace holds (an older trace, ``trace.per_device = false``, a
 baseline without the posterior metrics, perfect CSI) is skipped: no file, and

@@ -25,7 +25,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Circle, Patch
 from matplotlib.ticker import MaxNLocator
 
-from cosim.plots.device_bins import MAX_DEVICE_MARKS, DeviceBins, binned, device_bins, draw_bins
+from cosim.plots.device_bins import (
+    MAX_DEVICE_MARKS,
+    DeviceBins,
+    binned,
+    device_bins,
+    draw_bins,
+    draw_map_bins,
+    map_caption,
+)
 from cosim.plots.style import (
     COLORBAR_IN,
     LINESTYLES,
@@ -328,7 +336,8 @@ def _csi_per_device(ax, trace: TraceData, i: int, label: str, max_device_marks: 
 
 
 def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
-                    options: FigureOptions = FigureOptions()) -> Figure:
+                    options: FigureOptions = FigureOptions(), *,
+                    max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """The device drop of each trace (``/devices/position_m``, m; BS at the origin, the
     cell edge ``cell.radius_m`` dashed), one square panel per trace; row 1 coloured by
     path gain (``/devices/path_gain`` in dB), row 2 by each device's mean local update
@@ -338,6 +347,9 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
     scene's coordinates, the BS at ``channel.bs_position_m``, over the scene's buildings
     seen from above (grey; the scene loaded, no path traced; devices only, with one line
     on standard error, where the scene cannot be loaded: :func:`_scene_footprints`).
+    A trace of more than ``max_device_marks`` devices is drawn in hexagons, each
+    coloured by the median of its devices (:func:`cosim.plots.device_bins.draw_map_bins`;
+    the title says "K devices in B hexagons of ~K/B (median)").
 
     Raises
     ------
@@ -361,22 +373,16 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for r, (quantity, values_of) in enumerate(rows):
             values = [values_of(t) for t, _ in have]
             log = "distortion" in quantity
-            finite = np.concatenate([v[np.isfinite(v) & ((v > 0) if log else True)]
-                                     for v in values if v is not None] or [np.zeros(0)])
-            norm = None
-            if finite.size:
-                lo, hi = float(finite.min()), float(finite.max())
-                if hi <= lo:
-                    lo, hi = (lo / 2, hi * 2) if log else (lo - 1.0, hi + 1.0)
-                norm = LogNorm(lo, hi) if log else Normalize(lo, hi)
+            norm = _row_norm(values, log)
             cmap = "viridis" if not log else "plasma"
             mappable = None
             for ax, (trace, label), v in zip(axes[r], have, values):
                 _map_panel(ax, trace, footprints)
-                mappable = _device_dots(ax, trace.devices["position_m"], v, log, cmap, norm) \
-                    or mappable
+                position = trace.devices["position_m"]
+                many = binned(len(position), max_device_marks)
+                mappable = _device_dots(ax, position, v, log, cmap, norm, many) or mappable
                 if r == 0:
-                    ax.set_title(label)
+                    ax.set_title(f"{label}\n{map_caption(ax, len(position))}" if many else label)
                 if ax is axes[r][0]:
                     ax.set_ylabel("y (m)")
                 if r == len(rows) - 1:
@@ -386,6 +392,19 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             bar.ax.set_visible(mappable is not None)  # a row without values keeps the rows' widths
         _map_legend(fig)
     return fig
+
+
+def _row_norm(values: Sequence[np.ndarray | None], log: bool) -> LogNorm | Normalize | None:
+    """The colour scale of a map row over its panels' finite ``values`` (positive ones on
+    a ``log`` scale), widened when they are all one value; None without any."""
+    finite = np.concatenate([v[np.isfinite(v) & ((v > 0) if log else True)]
+                             for v in values if v is not None] or [np.zeros(0)])
+    if not finite.size:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:
+        lo, hi = (lo / 2, hi * 2) if log else (lo - 1.0, hi + 1.0)
+    return LogNorm(lo, hi) if log else Normalize(lo, hi)
 
 
 def _map_legend(fig: Figure) -> None:
@@ -399,11 +418,20 @@ def _map_legend(fig: Figure) -> None:
 
 
 def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool, cmap: str,
-                 norm):
+                 norm, many: bool = False):
     """One panel's devices of :func:`cell_map_figure` at ``position`` [K, 2] (m): coloured
     by ``values`` [K] under ``norm``, hollow where a device has no (positive, on a log
-    scale) value, all hollow with a note when the trace lacks the quantity; the coloured
-    scatter (for the colour bar), or None."""
+    scale) value, all hollow with a note when the trace lacks the quantity (``many``: in
+    hexagons, :func:`draw_map_bins`); the coloured artist (for the colour bar), or None."""
+    if many:
+        shown = np.zeros(len(position), bool) if values is None else (
+            np.isfinite(values) & (values > 0) if log else np.isfinite(values))
+        coloured = draw_map_bins(ax, position, values, shown, cmap, norm, None if values is None
+                                 else "never attenuated" if log else "no value")
+        if values is None:
+            ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
+                    va="bottom", fontsize=6)
+        return coloured
     if values is None:
         ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none", edgecolors="0.4", lw=0.6)
         ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",

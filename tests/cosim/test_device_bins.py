@@ -1,21 +1,23 @@
 """Per-device figures of many devices: above the threshold `power_per_device` and
-`csi_nmse` draw B bins by distance (median and 10-90 % band), not a mark per device;
-at or below it they draw a mark (and a bar) per device as before."""
+`csi_nmse` draw B bins by distance (median and 10-90 % band), not a mark per device,
+and `cell_map` draws hexagons, not a dot per device; at or below it they draw a mark
+(and a bar) per device as before."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
 
 from cosim.plots.device_bins import (
     DEVICE_BINS,
+    HEXAGONS_GID,
     MAX_DEVICE_MARKS,
     bin_stats,
     binned,
     device_bins,
 )
-from cosim.plots.phy import csi_figure, power_figure
+from cosim.plots.phy import cell_map_figure, csi_figure, power_figure
 from cosim.trace import TraceWriter, read_trace
 
 K = 300
@@ -42,6 +44,7 @@ def _wide_trace(path, k: int = K, rounds: int = 3):
                 writer.append_per_device(f"clipped_fraction_{phase}",
                                          np.where(sent, np.where(distance > 70.0, 0.2, 0.0), np.nan))
             writer.append_per_device("csi_nmse", 0.1 + 0.001 * distance)
+            writer.append_per_device("local_distortion_rho", np.where(distance > 50.0, distance, 0.0))
             writer.commit()
     return read_trace(path)
 
@@ -134,3 +137,29 @@ def test_csi_figure_bins_its_per_device_panel_only_above_the_threshold(tmp_path)
     _, per_device = csi_figure([trace], ["wide"]).axes
     assert _marks(per_device) == (K, 0)
     assert per_device.get_legend() is None
+
+
+def test_cell_map_above_the_threshold_draws_hexagons_not_devices(tmp_path):
+    trace = _wide_trace(tmp_path / "w.h5")
+    fig = cell_map_figure([trace], ["wide"], max_device_marks=100)
+    gains, distortion = (ax for ax in fig.axes if ax.get_xlim()[0] < 0)  # the two map panels
+    for ax in (gains, distortion):
+        assert not [c for c in ax.collections if isinstance(c, PathCollection)]  # no dots
+        hexagons = [c for c in ax.collections if c.get_gid() == HEXAGONS_GID]
+        assert 0 < sum(len(c.get_offsets()) for c in hexagons) < K
+    # the devices stand on a line (y = 0): every hexagon of the gains row is coloured,
+    # by the median path gain (dB) of its devices
+    (coloured,) = [c for c in gains.collections if c.get_gid() == HEXAGONS_GID]
+    gain_db = 10 * np.log10(trace.devices["path_gain"])
+    assert gain_db.min() <= coloured.get_array().min() <= coloured.get_array().max() <= gain_db.max()
+    cells = len(coloured.get_offsets())
+    assert gains.get_title() == f"wide\n{K} devices in {cells} hexagons of ~{round(K / cells)} (median)"
+    # never attenuated (distortion 0 within 50 m): hollow hexagons, named in the legend
+    hollow, _ = [c for c in distortion.collections if c.get_gid() == HEXAGONS_GID]
+    assert hollow.get_array() is None and len(hollow.get_facecolor()) in (0, 1)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["never attenuated"]
+    below = cell_map_figure([trace], ["wide"])  # K below the default threshold: a dot each
+    gains = next(ax for ax in below.axes if ax.get_xlim()[0] < 0)
+    assert not [c for c in gains.collections if c.get_gid() == HEXAGONS_GID]
+    assert sum(len(c.get_offsets()) for c in gains.collections if isinstance(c, PathCollection)) == K
+    assert gains.get_title() == "wide"
