@@ -208,6 +208,13 @@ def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str,
         return False
     distance = trace.devices.get("distance_m")
     where = distance if distance is not None else np.arange(values.shape[1])
+    if bins is not None:  # the bins' medians of the devices' means over rounds
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+            mean = np.nanmean(values, axis=0)
+        mean = _db(mean / 1e-3) if quantity == "tx_power_w_" else 100.0 * mean
+        draw_bins(ax, bins, mean, _trace_style(i), hollow=bool(i % 2))
+        return distance is not None
     per_round = _db(values / 1e-3) if quantity == "tx_power_w_" else 100.0 * values
     # NaN: a round the device did not send in ([participation]); a device that never sent
     # has no mark
@@ -215,9 +222,6 @@ def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str,
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
         mean = (_db(np.nanmean(values, axis=0) / 1e-3) if quantity == "tx_power_w_"
                 else np.nanmean(per_round, axis=0))
-        if bins is not None:
-            draw_bins(ax, bins, mean, _trace_style(i), hollow=bool(i % 2))
-            return distance is not None
         low = np.nanmin(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
         high = np.nanmax(np.where(np.isfinite(per_round), per_round, np.nan), axis=0)
     style_i = _trace_style(i)
