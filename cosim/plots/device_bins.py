@@ -2,7 +2,9 @@
 devices a per-device figure draws, instead of one mark per device, the devices sorted by
 their x (distance to the BS, else index) in :data:`DEVICE_BINS` bins of equal count, each
 bin as the median of its devices' values (a line with the trace's marker at the bin's
-median x) and the 10-90 % range of those values (a band). No TensorFlow.
+median x) and the 10-90 % range of those values (a band); the cell map draws it in
+hexagons, each coloured by the median of its devices (:func:`draw_map_bins`). No
+TensorFlow.
 
 Why a fixed number of devices and not the figure's pixels: one figure is saved as PNG,
 PDF and SVG alike (vector files have no pixel count), and a trace should give the same
@@ -22,7 +24,8 @@ import numpy as np
 MAX_DEVICE_MARKS = 2_000
 """A trace of more devices than this is drawn in bins in the per-device figures."""
 DEVICE_BINS = 50
-"""Bins of a binned per-device figure (50 markers across a 3.5 in panel: one every 5 pt)."""
+"""Bins of a binned per-device figure (50 markers across the 3 in of a default panel's
+axes: one every 4 pt)."""
 BAND_PERCENTILES = (10.0, 90.0)
 """The band of a bin: these percentiles of its devices' values."""
 
@@ -47,7 +50,7 @@ class DeviceBins:
 
     @property
     def caption(self) -> str:
-        """"K devices in B bins of ~K/B", as the figures' legends say it."""
+        """The figures' legend text: "K devices in B bins of ~K/B"."""
         count = len(self.members)
         size = round(self.devices / count) if count else 0
         return f"{self.devices:,} devices in {count} bins of ~{size:,}"
@@ -128,8 +131,8 @@ def draw_map_bins(ax, position: np.ndarray, values: np.ndarray | None, shown: np
 
 
 def map_caption(ax, devices: int) -> str:
-    """"K devices in B hexagons of ~K/B (median)" of a panel drawn with
-    :func:`draw_map_bins`: B the hexagons holding any of its ``devices`` devices."""
+    """The title line of a panel drawn with :func:`draw_map_bins`, "K devices in B
+    hexagons of ~K/B (median)": B the hexagons holding any of its ``devices`` devices."""
     offsets = [c.get_offsets() for c in ax.collections if c.get_gid() == HEXAGONS_GID]
     cells = len(np.unique(np.round(np.concatenate(offsets or [np.zeros((0, 2))]), 9), axis=0))
     size = round(devices / cells) if cells else 0
