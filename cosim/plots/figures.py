@@ -52,14 +52,17 @@ Figures (file stems):
 - ``power_per_device``: per device against its distance to the BS, the mean transmit
   power (dBm, the budget ``power.tx_power_dbm`` dashed) and the share of its values
   attenuated by the power constraint, mean over rounds with the range over rounds
-  as a bar, one row per phase;
+  as a bar, one row per phase; a trace of more than 2,000 devices in 50 bins by
+  distance, the bins' medians and 10-90 % bands (:mod:`cosim.plots.device_bins`);
 - ``csi_nmse``: realised CSI NMSE (dB): median over devices per round with the
-  5-95 % band over devices, and per device (mean over rounds) against distance;
-  traces with perfect CSI (NMSE 0) are left out;
+  5-95 % band over devices, and per device (mean over rounds) against distance (in
+  bins above 2,000 devices, as ``power_per_device``); traces with perfect CSI (NMSE 0)
+  are left out;
 - ``cell_map``: the device drop (BS at the origin, or where ``channel.bs_position_m`` puts it in a
   ray-traced scene; the cell edge dashed), one panel
   per trace, coloured by path gain (dB) and, in a second row, by the device's mean
-  local update distortion (summed over phases; devices never attenuated hollow).
+  local update distortion (summed over phases; devices never attenuated hollow); a
+  trace of more than 2,000 devices in hexagons, each the median of its devices.
 
 A figure whose data no trace holds (an older trace, ``trace.per_device = false``, a
 baseline without the posterior metrics, perfect CSI) is skipped: no file, and
@@ -78,7 +81,8 @@ colour-blind-safe palette, constrained layout) is applied with
 
 The module is split by concern: the style, options, labels and axes in
 :mod:`cosim.plots.style`, the learning figures in :mod:`cosim.plots.learning`, the PHY
-figures in :mod:`cosim.plots.phy`; this module draws them all and saves them, and
+figures in :mod:`cosim.plots.phy` (the bins of many devices in
+:mod:`cosim.plots.device_bins`); this module draws them all and saves them, and
 re-exports the figure functions.
 """
 

@@ -22,9 +22,18 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Circle
+from matplotlib.patches import Circle, Patch
 from matplotlib.ticker import MaxNLocator
 
+from cosim.plots.device_bins import (
+    MAX_DEVICE_MARKS,
+    DeviceBins,
+    binned,
+    device_bins,
+    draw_bins,
+    draw_map_bins,
+    map_caption,
+)
 from cosim.plots.style import (
     COLORBAR_IN,
     LINESTYLES,
@@ -46,6 +55,7 @@ from cosim.plots.style import (
     _trace_style,
     accuracy_x,
     legend_below,
+    legend_outside,
     panel_figure,
     style,
 )
@@ -118,13 +128,18 @@ def distortion_figure(traces: Sequence[TraceData], labels: Sequence[str],
 
 
 def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
-                 options: FigureOptions = FigureOptions()) -> Figure:
+                 options: FigureOptions = FigureOptions(), *,
+                 max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """Per device against its distance to the BS (m; the device index when a trace has no
     ``/devices/distance_m``): the mean transmit power in dBm (``tx_power_w_<phase>``,
     mean over the phase's OFDM symbols, then over rounds; the bar spans the rounds' range;
     the scenario's budget ``power.tx_power_dbm`` dashed) and the attenuated share of its
     values in % (``clipped_fraction_<phase>``, mean and range over rounds). One row per
     phase, one column per quantity some trace holds, one colour and marker per trace.
+    A trace of more than ``max_device_marks`` devices is drawn in bins of its devices by
+    distance (:mod:`cosim.plots.device_bins`): per bin the median of the devices' means
+    over rounds and their 10-90 % band, its legend label saying "K devices in B bins of
+    ~K/B".
 
     Raises
     ------
@@ -139,6 +154,8 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
     names = {n for t in traces for n in t.per_device}
     found = {p for q in quantities for p in _phases(names, q)}
     phases = [p for p in PHASE_ORDER if p in found] + sorted(found - set(PHASE_ORDER))
+    bins = {i: b for i, t in enumerate(traces)
+            if (b := _trace_bins(t, max_device_marks)) is not None}
     with style():
         fig, axes = panel_figure(options, len(phases), len(quantities), sharex=True)
         any_distance = False
@@ -150,7 +167,7 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for row, phase in zip(axes, phases):
             for ax, quantity in zip(row, quantities):
                 for i, trace in enumerate(traces):
-                    any_distance |= _device_marks(ax, trace, i, quantity, phase)
+                    any_distance |= _device_marks(ax, trace, i, quantity, phase, bins.get(i))
                 if quantity == "tx_power_w_":
                     for budget, owners in budgets.items():
                         color = "0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"]
@@ -162,20 +179,42 @@ def power_figure(traces: Sequence[TraceData], labels: Sequence[str],
                     ax.set_ylim(-0.03 * top, top)  # markers at 0 % stay whole
         for ax in axes[-1]:
             ax.set_xlabel("distance to the BS (m)" if any_distance else "device")
-        handles = _power_legend(labels, budgets)
-        legend_below(fig, handles, ncols=min(len(handles), 3))
+        handles = _power_legend(labels, budgets, bins)
+        if bins:  # the long "K devices in B bins" labels: as many columns as fit, wrapped
+            legend_outside(fig, handles)
+        else:
+            legend_below(fig, handles, ncols=min(len(handles), 3))
     return fig
 
 
-def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str) -> bool:
+def _trace_bins(trace: TraceData, max_device_marks: int) -> DeviceBins | None:
+    """The bins of a trace's devices by distance (else index) when it has more than
+    ``max_device_marks`` devices (:func:`cosim.plots.device_bins.binned`), else None."""
+    width = max((v.shape[1] for v in trace.per_device.values() if v.ndim == 2), default=0)
+    if not binned(width, max_device_marks):
+        return None
+    distance = trace.devices.get("distance_m")
+    return device_bins(distance if distance is not None else np.arange(width))
+
+
+def _device_marks(ax, trace: TraceData, i: int, quantity: str, phase: str,
+                  bins: DeviceBins | None = None) -> bool:
     """Trace ``i``'s marks of :func:`power_figure` on ``ax``: per device the mean over
-    rounds of ``quantity`` in ``phase`` and the range over rounds as a bar; whether the
-    x is the distance (else the device index). Nothing when the trace lacks the column."""
+    rounds of ``quantity`` in ``phase`` and the range over rounds as a bar (with ``bins``:
+    the bins' medians of those means and their band, :func:`draw_bins`); whether the x is
+    the distance (else the device index). Nothing when the trace lacks the column."""
     values = trace.per_device.get(f"{quantity}{phase}")
     if values is None:
         return False
     distance = trace.devices.get("distance_m")
     where = distance if distance is not None else np.arange(values.shape[1])
+    if bins is not None:  # the bins' medians of the devices' means over rounds
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+            mean = np.nanmean(values, axis=0)
+        mean = _db(mean / 1e-3) if quantity == "tx_power_w_" else 100.0 * mean
+        draw_bins(ax, bins, mean, _trace_style(i), hollow=bool(i % 2))
+        return distance is not None
     per_round = _db(values / 1e-3) if quantity == "tx_power_w_" else 100.0 * values
     # NaN: a round the device did not send in ([participation]); a device that never sent
     # has no mark
@@ -209,26 +248,41 @@ def _range_bars(ax, x: np.ndarray, low: np.ndarray, high: np.ndarray, **line) ->
         ax.autoscale_view()
 
 
-def _power_legend(labels: Sequence[str], budgets: dict[float, list[int]]) -> list[Line2D]:
-    """:func:`power_figure`'s legend: a marker per trace, a dashed line per budget (grey
-    when there is one, else its first trace's colour), the range bar."""
-    handles = [Line2D([], [], ls="none", mfc="none" if i % 2 else _trace_style(i)["color"],
-                      mew=0.8, label=label, **_trace_style(i))
-               for i, label in enumerate(labels)]
+def _power_legend(labels: Sequence[str], budgets: dict[float, list[int]],
+                  bins: dict[int, DeviceBins] | None = None) -> list[Line2D]:
+    """:func:`power_figure`'s legend: a marker per trace (a line through it, and "K
+    devices in B bins of ~K/B", for a trace drawn in ``bins``), a dashed line per budget
+    (grey when there is one, else its first trace's colour), the range bar when a trace
+    has per-device marks, the band when one is drawn in bins."""
+    bins = bins or {}
+    handles = []
+    for i, label in enumerate(labels):
+        line = (dict(ls="-", lw=0.8, label=f"{label}: median of {bins[i].caption}") if i in bins
+                else dict(ls="none", label=label))
+        handles.append(Line2D([], [], mfc="none" if i % 2 else _trace_style(i)["color"], mew=0.8,
+                              **line, **_trace_style(i)))
     handles += [Line2D([], [], color="0.3" if len(budgets) == 1 else _trace_style(owners[0])["color"],
                        ls="--", lw=0.8, label=f"budget P = {budget:g} dBm")
                 for budget, owners in budgets.items()]
-    handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
-                          label="range over rounds"))
+    if len(bins) < len(labels):
+        handles.append(Line2D([], [], color="0.3", ls="none", marker="|", ms=8, mew=0.6,
+                              label="range over rounds"))
+    if bins:
+        handles.append(Patch(color="0.3", alpha=0.2, lw=0,
+                             label="band: 10-90 % of a bin's devices (mean over rounds)"))
     return handles
 
 
 def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
-               options: FigureOptions = FigureOptions()) -> Figure:
+               options: FigureOptions = FigureOptions(), *,
+               max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """Realised CSI NMSE ``||ĥ_k − h_k||² / ||h_k||²`` (``/rounds/per_device/csi_nmse``) in
     dB: left, the median over devices per round with the 5-95 % band over devices; right,
-    each device's mean over rounds against its distance to the BS (m). Traces whose NMSE
-    is 0 everywhere (perfect CSI) are left out.
+    each device's mean over rounds against its distance to the BS (m); of a trace of more
+    than ``max_device_marks`` devices, the median of those means in bins of its devices
+    by distance with their 10-90 % band (:mod:`cosim.plots.device_bins`), said in a
+    legend on the right ("K devices in B bins of ~K/B"). Traces whose NMSE is 0
+    everywhere (perfect CSI) are left out.
 
     Raises
     ------
@@ -245,6 +299,7 @@ def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
         fig, axes = panel_figure(options, 1, 2)
         per_round, per_device = axes[0]
         any_distance = False
+        binned_handles = []
         for i, trace, label in have:
             nmse = trace.per_device["csi_nmse"]
             rounds = trace.rounds["round"]
@@ -253,21 +308,40 @@ def csi_figure(traces: Sequence[TraceData], labels: Sequence[str],
             per_round.fill_between(rounds, _db(np.nanpercentile(nmse, 5, axis=1)),
                                    _db(np.nanpercentile(nmse, 95, axis=1)),
                                    color=style_i["color"], alpha=0.15, lw=0)
-            distance = trace.devices.get("distance_m")
-            any_distance |= distance is not None
-            where = distance if distance is not None else np.arange(nmse.shape[1])
-            per_device.plot(where, _db(np.nanmean(nmse, axis=0)), ls="none", label=label, **style_i)
+            any_distance |= "distance_m" in trace.devices
+            binned_handles += _csi_per_device(per_device, trace, i, label, max_device_marks)
         per_round.set_xlabel("round")
         _integer_x(per_round)
         per_round.set_ylabel("CSI NMSE (dB), median over devices")
         per_device.set_xlabel("distance to the BS (m)" if any_distance else "device")
         per_device.set_ylabel("CSI NMSE (dB), mean over rounds")
         per_round.legend(loc="best", title="band: 5-95 % of devices")
+        if binned_handles:
+            band = Patch(color="0.3", alpha=0.2, lw=0, label="band: 10-90 % of a bin's devices")
+            per_device.legend(handles=[*binned_handles, band], loc="best")
     return fig
 
 
+def _csi_per_device(ax, trace: TraceData, i: int, label: str, max_device_marks: int) -> list[Line2D]:
+    """Trace ``i``'s right panel of :func:`csi_figure` on ``ax``: each device's mean NMSE
+    over rounds (dB) against its distance (else its index), or above ``max_device_marks``
+    devices the bins' medians and band; the legend handle of a binned trace (else none)."""
+    nmse = trace.per_device["csi_nmse"]
+    distance = trace.devices.get("distance_m")
+    where = distance if distance is not None else np.arange(nmse.shape[1])
+    mean_db = _db(np.nanmean(nmse, axis=0))
+    style_i = _trace_style(i)
+    if not binned(nmse.shape[1], max_device_marks):
+        ax.plot(where, mean_db, ls="none", label=label, **style_i)
+        return []
+    bins = device_bins(where)
+    draw_bins(ax, bins, mean_db, style_i)
+    return [Line2D([], [], lw=0.8, label=f"{label}: median of {bins.caption}", **style_i)]
+
+
 def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
-                    options: FigureOptions = FigureOptions()) -> Figure:
+                    options: FigureOptions = FigureOptions(), *,
+                    max_device_marks: int = MAX_DEVICE_MARKS) -> Figure:
     """The device drop of each trace (``/devices/position_m``, m; BS at the origin, the
     cell edge ``cell.radius_m`` dashed), one square panel per trace; row 1 coloured by
     path gain (``/devices/path_gain`` in dB), row 2 by each device's mean local update
@@ -277,6 +351,9 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
     scene's coordinates, the BS at ``channel.bs_position_m``, over the scene's buildings
     seen from above (grey; the scene loaded, no path traced; devices only, with one line
     on standard error, where the scene cannot be loaded: :func:`_scene_footprints`).
+    A trace of more than ``max_device_marks`` devices is drawn in hexagons, each
+    coloured by the median of its devices (:func:`cosim.plots.device_bins.draw_map_bins`;
+    the title says "K devices in B hexagons of ~K/B (median)").
 
     Raises
     ------
@@ -300,22 +377,16 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
         for r, (quantity, values_of) in enumerate(rows):
             values = [values_of(t) for t, _ in have]
             log = "distortion" in quantity
-            finite = np.concatenate([v[np.isfinite(v) & ((v > 0) if log else True)]
-                                     for v in values if v is not None] or [np.zeros(0)])
-            norm = None
-            if finite.size:
-                lo, hi = float(finite.min()), float(finite.max())
-                if hi <= lo:
-                    lo, hi = (lo / 2, hi * 2) if log else (lo - 1.0, hi + 1.0)
-                norm = LogNorm(lo, hi) if log else Normalize(lo, hi)
+            norm = _row_norm(values, log)
             cmap = "viridis" if not log else "plasma"
             mappable = None
             for ax, (trace, label), v in zip(axes[r], have, values):
                 _map_panel(ax, trace, footprints)
-                mappable = _device_dots(ax, trace.devices["position_m"], v, log, cmap, norm) \
-                    or mappable
+                position = trace.devices["position_m"]
+                many = binned(len(position), max_device_marks)
+                mappable = _device_dots(ax, position, v, log, cmap, norm, many) or mappable
                 if r == 0:
-                    ax.set_title(label)
+                    ax.set_title(f"{label}\n{map_caption(ax, len(position))}" if many else label)
                 if ax is axes[r][0]:
                     ax.set_ylabel("y (m)")
                 if r == len(rows) - 1:
@@ -325,6 +396,19 @@ def cell_map_figure(traces: Sequence[TraceData], labels: Sequence[str],
             bar.ax.set_visible(mappable is not None)  # a row without values keeps the rows' widths
         _map_legend(fig)
     return fig
+
+
+def _row_norm(values: Sequence[np.ndarray | None], log: bool) -> LogNorm | Normalize | None:
+    """The colour scale of a map row over its panels' finite ``values`` (positive ones on
+    a ``log`` scale), widened when they are all one value; None without any."""
+    finite = np.concatenate([v[np.isfinite(v) & ((v > 0) if log else True)]
+                             for v in values if v is not None] or [np.zeros(0)])
+    if not finite.size:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:
+        lo, hi = (lo / 2, hi * 2) if log else (lo - 1.0, hi + 1.0)
+    return LogNorm(lo, hi) if log else Normalize(lo, hi)
 
 
 def _map_legend(fig: Figure) -> None:
@@ -338,11 +422,20 @@ def _map_legend(fig: Figure) -> None:
 
 
 def _device_dots(ax, position: np.ndarray, values: np.ndarray | None, log: bool, cmap: str,
-                 norm):
+                 norm, many: bool = False):
     """One panel's devices of :func:`cell_map_figure` at ``position`` [K, 2] (m): coloured
     by ``values`` [K] under ``norm``, hollow where a device has no (positive, on a log
-    scale) value, all hollow with a note when the trace lacks the quantity; the coloured
-    scatter (for the colour bar), or None."""
+    scale) value, all hollow with a note when the trace lacks the quantity (``many``: in
+    hexagons, :func:`draw_map_bins`); the coloured artist (for the colour bar), or None."""
+    if many:
+        shown = np.zeros(len(position), bool) if values is None else (
+            np.isfinite(values) & (values > 0) if log else np.isfinite(values))
+        coloured = draw_map_bins(ax, position, values, shown, cmap, norm, None if values is None
+                                 else "never attenuated" if log else "no value")
+        if values is None:
+            ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
+                    va="bottom", fontsize=6)
+        return coloured
     if values is None:
         ax.scatter(position[:, 0], position[:, 1], s=14, facecolors="none", edgecolors="0.4", lw=0.6)
         ax.text(0.5, 0.02, "(not in this trace)", transform=ax.transAxes, ha="center",
