@@ -1,5 +1,7 @@
 """The proposed algorithm: exact two-phase aggregation = Gaussian conflation; it learns."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -164,6 +166,11 @@ def test_device_chunks_change_no_number(rng, estimator):
     assert loss_b == pytest.approx(loss_a, rel=1e-6)
 
 
+def _counted_take(take, shapes: list, shape, *args, **kwargs):
+    shapes.append(tuple(shape))
+    return take(shape, *args, **kwargs)
+
+
 def test_numba_chunks_write_the_rows_of_one_update_array(rng):
     """With the Numba local-reparameterization steps, chunks of 3 of 7 devices write their
     rows of one [7, d] array per phase (no chunk array, no concatenation: at K = 10,000 a
@@ -176,8 +183,7 @@ def test_numba_chunks_write_the_rows_of_one_update_array(rng):
         algo = build("bayes_aircomp", model, 7, estimator="local_reparameterization",
                      learning_rate=0.05, init_std=0.3, runtime=Runtime(backend="numba", device_chunk=chunk))
         pool = algo.trainer.backend.buffers
-        take = pool.take
-        pool.take = lambda shape, *a, **kw: (shapes.append(tuple(shape)), take(shape, *a, **kw))[1]
+        pool.take = functools.partial(_counted_take, pool.take, shapes)
         state, carry, found = algo.init(tf.constant([0, 1])), None, []
         for phase in range(2):
             update, carry, _ = algo.local_update(phase, state, carry, data, tf.constant([0, phase]))
