@@ -61,6 +61,7 @@ from learning.local.fused_local import (
     phase2_update_row,
     rho_update_serial,
 )
+from learning.models.shapes import dense_layer_rows
 from native import sampling
 from native.float_control import flush_subnormals, restore_float_control
 from native.launch import LAUNCH, read_only, single_threaded_blas
@@ -461,12 +462,8 @@ class FusedLRTSteps:
         self.reading = covariance.reading(covariance_parameter)
         self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
         self.num_mc = int(num_mc)
-        rows, at = [], 0
-        for n_in, n_out in self.layer_sizes:
-            rows.append((n_in, n_out, at, at + n_in * n_out))
-            at += n_in * n_out + n_out
+        rows, self.num_params = dense_layer_rows(self.layer_sizes)
         self.layers = np.asarray(rows, np.int64)
-        self.num_params = at
         self.kl_scale = float(kl_scale)
         self.learning_rate = float(learning_rate)
         self.phase1_learning_rate = float(

@@ -49,6 +49,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from learning.local.fused_local import FLUSH_BELOW
+from learning.models.shapes import dense_layer_rows
 from native.float_control import flush_subnormals, restore_float_control
 from native.launch import LAUNCH, read_only
 
@@ -282,12 +283,8 @@ class FusedSGD:
 
     def __init__(self, layer_sizes, learning_rate: float, local_steps: int, proximal_mu: float = 0.0):
         self.layer_sizes = tuple((int(a), int(b)) for a, b in layer_sizes)
-        rows, at = [], 0
-        for n_in, n_out in self.layer_sizes:
-            rows.append((n_in, n_out, at, at + n_in * n_out))
-            at += n_in * n_out + n_out
+        rows, self.num_params = dense_layer_rows(self.layer_sizes)
         self.layers = np.asarray(rows, np.int64)
-        self.num_params = at
         self.learning_rate = float(learning_rate)
         self.local_steps = int(local_steps)
         self.proximal_mu = float(proximal_mu)

@@ -143,3 +143,15 @@ def num_params(architecture: str, input_shape: Sequence[int], num_classes: int,
     units gives d = 7.9e10 without touching memory)."""
     return sum(math.prod(s) for s in param_shapes(architecture, input_shape, num_classes,
                                                    hidden_units))
+
+
+def dense_layer_rows(layer_sizes: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int, int, int]], int]:
+    """Where an MLP's dense layers sit in its flat parameter vector (each layer's kernel,
+    row-major [n_in, n_out], then its bias): ``([(n_in, n_out, kernel_start, bias_start),
+    ...], d)`` for ``layer_sizes`` ``[(n_in, n_out), ...]``."""
+    rows, at = [], 0
+    for n_in, n_out in layer_sizes:
+        n_in, n_out = int(n_in), int(n_out)
+        rows.append((n_in, n_out, at, at + n_in * n_out))
+        at += n_in * n_out + n_out
+    return rows, at
