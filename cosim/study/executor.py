@@ -351,7 +351,10 @@ class LocalExecutor:
                                   "TensorFlow, then runs; its first run compiles the kernels")
             name, scenario = self.queue.popleft()
             idle.run = (name, time.perf_counter())
-            idle.connection.send((name, scenario.to_toml()))
+            try:
+                idle.connection.send((name, scenario.to_toml()))
+            except OSError:  # it died as it started (BrokenPipeError): wait() fails its run, naming why
+                pass
 
     def wait(self, timeout_s: float) -> list[tuple[str, dict[str, Any]]]:
         """The runs that ended within ``timeout_s`` seconds: ``(name, result)``."""

@@ -349,6 +349,35 @@ def test_a_cluster_address_that_is_no_ray_head_answers_in_one_line(tmp_path, cas
         assert "set RAY_AUTH_MODE=token" in lines[0]
 
 
+def test_a_worker_dead_before_its_run_is_sent_fails_that_run(tmp_path, monkeypatch):
+    """A local worker killed as it starts, before the driver hands it its run (the send
+    meets a closed pipe: BrokenPipeError), fails that run with the cause named; the driver
+    goes on (it once took the BrokenPipeError for its own output's reader gone and ended
+    the study with status 0, silently)."""
+    from cosim.scenario import load_scenario
+    from cosim.study import executor
+
+    class DiesAtStart(executor._Worker):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.process.kill()
+            self.process.join()
+
+    monkeypatch.setattr(executor, "_Worker", DiesAtStart)
+    local = executor.LocalExecutor(num_cpus=1, cpus_per_run=1.0, log_dir=None)
+    local.start()
+    try:
+        local.submit("first", load_scenario(None, {}))
+        finished = []
+        while not finished:
+            finished = local.wait(timeout_s=WAIT_S)
+    finally:
+        local.stop()
+    [(name, result)] = finished
+    assert name == "first" and result["state"] == "failed"
+    assert result["error"].startswith("WorkerDied: the worker process was killed by SIGKILL"), result
+
+
 def test_a_local_worker_killed_fails_its_own_run_only(tmp_path):
     """One local worker (--num-cpus 1), SIGKILLed as soon as it exists (it holds the
     study's first run from its start), as the kernel's out-of-memory killer would: that
