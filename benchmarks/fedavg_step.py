@@ -31,9 +31,12 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own helpers
+from _provenance import git_commit
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # as `cosim` does
@@ -139,14 +142,6 @@ def measure(devices: int, repeats: int) -> dict:
             "train_loss_error": abs(loss_got - loss_want) / abs(loss_want), "off_devices": off_devices}
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=ROOT, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     load = os.getloadavg()
@@ -165,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"K = {r['devices']:,}: device {o['device']} beyond 1e-5 of the largest update; max|update - "
                   f"float64| TF {o['tensorflow_vs_float64']:.1e}, Numba {o['numba_vs_float64']:.1e}")
     print(json.dumps({"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
-                      "commit": _git_commit(), "load_before": load, "load_after": os.getloadavg(),
+                      "commit": git_commit(), "load_before": load, "load_after": os.getloadavg(),
                       "repeats": args.repeats, "rows": rows}))
 
 

@@ -34,6 +34,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own helpers
+from _provenance import git_commit
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
@@ -141,14 +144,6 @@ def measure(algorithm: str, estimator: str, tiny: bool, samples: int,
             "mean_samples_per_device": samples}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -185,7 +180,7 @@ def _table(rows: list[dict]) -> dict:
     first = rows[0]
     test_size = 10_000 if architecture == "mlp" else first["test_size"]
     return {
-        "measured": f"{datetime.date.today().isoformat()}, commit {_commit()}, {_cpu_model()}, "
+        "measured": f"{datetime.date.today().isoformat()}, commit {git_commit() or 'unknown'}, {_cpu_model()}, "
                     "one core per run, CPU time",
         "architectures": [architecture],
         "reference": {"num_params": first["num_params"], "num_devices": first["num_devices"],
@@ -279,7 +274,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0]
     print(json.dumps({"rows": [{k: r[k] for k in ("algorithm", "estimator", "mean_samples_per_device",
                                                     "round_core_s", "eval_core_s", "fixed_core_s")} for r in rows],
-                      "load_average": round(load, 2), "commit": _commit()}))
+                      "load_average": round(load, 2), "commit": git_commit() or "unknown"}))
     if args.write and not args.tiny:
         write_table(rows, TABLE_MODULE, only=bool(args.only))
         print(f"wrote {TABLE_MODULE.relative_to(ROOT)}")

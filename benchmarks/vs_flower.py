@@ -78,6 +78,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' own helpers
+from _provenance import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 FLOWER_DIR = ROOT / "benchmarks" / "flower"
 REQUIREMENTS = FLOWER_DIR / "requirements.txt"
@@ -421,14 +424,6 @@ def summarise(side: dict) -> dict:
             "training_s": statistics.fmean(training[1:]) if len(training) > 1 else None}
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=ROOT, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -487,7 +482,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"= {entry['accuracy_difference']:+.4f}")
     summary = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
-        "commit": _git_commit(), "load_before": load, "load_after": os.getloadavg(),
+        "commit": git_commit(), "load_before": load, "load_after": os.getloadavg(),
         "venv": venv_note, "client_cpus": args.client_cpus, "backend": args.backend, "workdir": str(workdir),
         "results": {str(k): {"rounds": e["rounds"], "ratio": e.get("ratio"),
                              "accuracy_difference": e.get("accuracy_difference"),
