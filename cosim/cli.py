@@ -367,8 +367,23 @@ def _main(argv: list[str] | None) -> int:
         print("cosim: interrupted; completed rounds are in the trace (use --resume)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (`cosim scenarios | head`): stop quietly
+        if not _stdout_reader_gone():  # another pipe broke (a worker's): an error, not this
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (its write end polls POLLERR):
+    the one broken pipe that ends a command quietly with status 0."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a captured stream)
+        return False
 
 
 def _refuse_run_early(args: argparse.Namespace):

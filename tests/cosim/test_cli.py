@@ -85,6 +85,29 @@ def test_validate_draws_the_partition_and_refuses_one_a_class_cannot_feed(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml", "tiny.toml"]
 
 
+def test_a_broken_pipe_ends_quietly_only_when_it_is_stdouts(monkeypatch):
+    """`cosim scenarios` whose reader has closed the pipe ends with status 0 and says
+    nothing; a BrokenPipeError from another pipe (a study worker's) while stdout is fine
+    is not taken for it: it is raised, not turned into status 0."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "cosim.cli", "scenarios"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    child.stdout.close()
+    err = child.stderr.read()
+    assert (child.wait(timeout=300), err) == (0, b"")
+
+    import cosim.cli
+
+    def broken(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cosim.cli, "_dispatch", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["scenarios"])
+
+
 def test_run_inspect_plot(tmp_path, capsys):
     path = write_tiny(tmp_path, rounds=2, every=1)
     assert main(["run", str(path)]) == 0
