@@ -19,6 +19,7 @@ from cosim.channel_uses import ChannelUses
 from cosim.divergence import DivergenceWatch, advice
 from cosim.round import RUN_COLUMNS, RoundRecord, count_nonfinite, run_round
 from cosim.scenario import Scenario
+from cosim.streamed_round import run_streamed_round
 from cosim.world import World, build_world
 
 __all__ = ["RUN_COLUMNS", "ChannelUses", "Engine", "RoundRecord", "World", "build_world", "count_nonfinite"]
@@ -52,7 +53,10 @@ class Engine:
                                  self.uplink.scheme.privacy.noise_floor)
 
     def run_round(self, t: int, state: Any) -> tuple[Any, RoundRecord]:
-        """Round ``t`` from ``state`` (:func:`cosim.round.run_round`)."""
+        """Round ``t`` from ``state`` (:func:`cosim.round.run_round`; with
+        ``world.devices_in_memory`` set, :func:`cosim.streamed_round.run_streamed_round`)."""
+        if self.world.devices_in_memory is not None:
+            return run_streamed_round(state, self.world, t, self.world.devices_in_memory)
         return run_round(state, self.world, t)
 
     # ------------------------------------------------------------------ the loop

@@ -20,6 +20,7 @@ from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.local_data import scenario_dataset, scenario_partition
 from cosim.scenario import Scenario
+from cosim.scenario.derived import devices_in_memory
 from cosim.scenario.mobility_rules import moving
 from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
@@ -54,7 +55,8 @@ class World:
     local datasets), ``label_histogram`` [K, C]; ``model``, ``algorithm``
     (:class:`learning.algorithms.base.FederatedAlgorithm`), ``uplink``
     (:class:`phy.uplink.Uplink`), ``evaluator`` (:class:`cosim.evaluation.Evaluator`),
-    ``local_steps`` (E).
+    ``local_steps`` (E), ``devices_in_memory`` (the devices whose updates a round holds at
+    once: None for all, else the round streams them, :mod:`cosim.streamed_round`).
     """
 
     scenario: Scenario
@@ -69,6 +71,7 @@ class World:
     uplink: Uplink
     evaluator: Evaluator
     local_steps: int
+    devices_in_memory: int | None = None
 
     @property
     def num_params(self) -> int:
@@ -95,6 +98,7 @@ def build_world(scenario: Scenario) -> World:
         uplink=build_uplink(scenario, {**static, "channel": traced, "place": place}, algorithm),
         evaluator=Evaluator.from_scenario(scenario, dataset),
         local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
+        devices_in_memory=devices_in_memory(scenario, model.num_params),
     )
 
 

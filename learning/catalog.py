@@ -82,6 +82,18 @@ class Entry:
     """Hyper-parameters ``step_vectors`` may depend on (``cosim validate`` names those
     that do under the scenario's values)."""
 
+    streams_devices: bool = False
+    """Whether a round may train and send its devices in chunks (``runtime.devices_in_memory``,
+    ``cosim/streamed_round.py``): its local step is each device's own, from the global
+    state and the device's streams, and a later phase's carry can be formed again per
+    chunk (a multi-phase algorithm's ``chunk_carry``). Per-device tables
+    (:meth:`device_tables`) are not streamed."""
+
+    def streams(self, hyper_parameters: dict) -> bool:
+        """Whether its rounds stream under ``hyper_parameters`` (:attr:`streams_devices`
+        and no per-device table)."""
+        return self.streams_devices and self.device_tables(hyper_parameters) == 0
+
     def local_step_vectors(self, hyper_parameters: dict) -> int:
         """:attr:`step_vectors` under ``hyper_parameters``."""
         vectors = self.step_vectors
@@ -113,11 +125,11 @@ CATALOG = {
                                             ("init_std", "the posterior's initial std"),
                                             ("covariance_learning_rate", "phase 1's own step")),
                            label="Proposed", step_vectors=_bayes_step_vectors, monte_carlo=True,
-                           step_vector_keys=("mc_samples",)),
+                           step_vector_keys=("mc_samples",), streams_devices=True),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters,
-                    label="FedAvg"),
+                    label="FedAvg", streams_devices=True),
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters,
-                     label="FedProx"),
+                     label="FedProx", streams_devices=True),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
                       ScaffoldParameters, device_state=1, label="SCAFFOLD", step_vectors=4),
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
@@ -127,7 +139,7 @@ CATALOG = {
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
                      sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),),
                      device_state_switches=("error_feedback",),
-                     label="signSGD (majority vote)"),
+                     label="signSGD (majority vote)", streams_devices=True),
 }
 NAMES = tuple(CATALOG)
 """The algorithm names, in the order the docs list them."""

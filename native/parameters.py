@@ -69,6 +69,18 @@ def deep_tuple(value: Any) -> Any:
     return tuple(deep_tuple(v) for v in value) if isinstance(value, list) else value
 
 
+def positive_int_or_keyword(keyword: str):
+    """A field that is ``keyword`` or a positive integer (a bool is not one)."""
+
+    def check(value: Any) -> Any:
+        if (isinstance(value, str) and value == keyword) or (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"must be {keyword!r} or a positive integer")
+
+    return BeforeValidator(check)
+
+
 def positive_or_keyword(keyword: str, *more: str):
     """A field that is ``keyword`` (or one of ``more``) or a positive finite number (ints
     become floats)."""

@@ -81,6 +81,46 @@ def aggregate_error(updates, weights, estimate) -> tuple[float, float]:
     return float(out[:, 0].sum()), float(out[:, 1].sum())
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _accumulate(updates, weights, out):
+    num_devices, num_values = updates.shape
+    num_blocks = -(-num_values // BLOCK)
+    for b in prange(num_blocks):
+        lo = b * BLOCK
+        hi = min(lo + BLOCK, num_values)
+        for k in range(num_devices):
+            weight = np.float64(weights[k])
+            if weight == 0.0:
+                continue
+            row = updates[k]
+            for j in range(lo, hi):
+                out[j] += weight * row[j]
+
+
+class StreamedError:
+    """:func:`aggregate_error` with the updates added in chunks: ``add(updates, weights)``
+    accumulates ``s = sum_k pi_k Delta_k`` in float64 ([n]: the only memory it holds),
+    ``error(estimate)`` returns the same pair. Over the same rows it agrees with
+    :func:`aggregate_error` to float64 rounding (the devices' order within a value is the
+    same; the chunks only split it)."""
+
+    def __init__(self, num_values: int):
+        self.exact = np.zeros(int(num_values), np.float64)
+
+    def add(self, updates, weights) -> None:
+        """Rows [C, n] float32 of the senders with their weights pi_k [C]."""
+        updates, weights = read_only(updates), read_only(weights, np.float64)
+        if updates.shape != (weights.shape[0], self.exact.shape[0]):
+            raise ValueError(f"updates must be [{weights.shape[0]}, {self.exact.shape[0]}], got {updates.shape}")
+        with LAUNCH:
+            _accumulate(updates, weights, self.exact)
+
+    def error(self, estimate) -> tuple[float, float]:
+        """``(||estimate - s||^2, ||s||^2)`` in float64."""
+        difference = read_only(estimate).astype(np.float64) - self.exact
+        return float(np.dot(difference, difference)), float(np.dot(self.exact, self.exact))
+
+
 def normalised_error(error: float, power: float) -> float:
     """``error / power`` (the NMSE); 0 when both are 0 (all updates zero, zero estimate),
     inf for a nonzero error against an exactly zero sum, NaN when either is NaN."""

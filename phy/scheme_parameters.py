@@ -40,6 +40,15 @@ class SchemeParameters(Parameters):
     values each (``cosim.study.cost.SCHEME_PHASE_VALUES``); None: never measured, so
     the run's cost is not estimated rather than wrong."""
 
+    streams: ClassVar[bool] = False
+    """Whether a phase can take its senders' updates in chunks of devices (the scheme's
+    ``open_stream``, :mod:`phy.uplink.phase_stream`), for rounds that stream their devices."""
+
+    def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
+        """The bytes a phase's stream holds per device of the population, whatever the
+        chunk (its memory term when the round streams). A scheme that ``streams`` declares its own."""
+        raise NotImplementedError(f"{type(self).__name__} declares no stream_bytes_per_device")
+
     def symbols(self, num_values: int, num_subcarriers: int) -> int:
         """OFDM symbols of a phase of ``num_values`` values: ceil(n / F), one value per
         resource element (the grouping rule)."""
@@ -68,6 +77,12 @@ class AnalogScheme(SchemeParameters):
     accounts_privacy: ClassVar[bool] = True
     receiver_scaling: ClassVar[bool] = True
     phase_seconds: ClassVar[float | None] = 0.0  # the cost table's own scheme
+    streams: ClassVar[bool] = True
+
+    def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
+        """``16 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the
+        scale (float64) and the dead flag per device (:mod:`phy.aircomp_stream`)."""
+        return 16 * self.symbols(num_values, num_subcarriers) + 9
 
     def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
         """``4 n + 8 N F``: the [K_S, n] float32 updates and the complex64 grid [K_S, N, F]."""

@@ -123,7 +123,7 @@ def _uplink_bytes_per_sender(scenario: Scenario, num_values: int) -> int:
             "so the round's memory cannot be estimated"], repr(scenario.name)) from None
 
 
-def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
+def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) -> dict[str, int]:
     """The parts of a round's peak memory (bytes) that grow with the scenario's
     dimensions, measured against real runs one dimension at a time
     (``benchmarks/memory_peak.py``, ``benchmarks/README.md``).
@@ -152,6 +152,12 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
       ``32 K F_c M`` for one evaluation (float64 phases, their complex128 and complex64
       rotations) as the channel draw.
 
+    - with ``chunk`` devices in memory at a time (a round that streams its devices,
+      :func:`devices_in_memory`): the local step and the uplink phase count
+      ``min(K_S, chunk)`` senders, and ``"stream"`` adds what the round holds for every
+      device: ``16 F`` (the channel and its estimate, complex64 [K, F]) plus the scheme's
+      stream term (``stream_bytes_per_device(n, F)`` of its parameters).
+
     The local step, the uplink phase and the channel draw happen one after another
     (the arrays of one are freed before the next: measured, a scheme's arrays raise the
     peak only where they outweigh the local step), the state is held throughout.
@@ -159,6 +165,10 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
     k, d, k_s = scenario.cell.num_devices, int(num_params), cohort_devices(scenario)
     f, antennas = scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
     n = max(uplink_phase_values(scenario, d).values())
+    streamed = 0
+    if chunk is not None:
+        streamed = k * (16 * f + scenario.uplink.variant_parameters().stream_bytes_per_device(n, f))
+        k_s = min(k_s, int(chunk))
     uplink = k_s * _uplink_bytes_per_sender(scenario, n)
     if scenario.ofdm.domain == "time":
         uplink += 8 * antennas * scheme_symbols_per_phase(scenario, n) * f
@@ -173,12 +183,12 @@ def memory_parts(scenario: Scenario, num_params: int) -> dict[str, int]:
         flat = moving_fading(scenario.channel.model) == "flat"
         terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
         held, channel = 16 * terms, max(channel, 32 * terms)
-    return {"device state": 4 * k * d * tables + held,
+    return {"device state": 4 * k * d * tables + held + streamed,
             "local step": 4 * k_s * d * _vectors_per_device(scenario),
             "uplink phase": uplink, "channel draw": channel}
 
 
-def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
+def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:
     """A round's peak memory that grows with the scenario, in bytes: the devices' state
     plus the largest of the local step, the uplink phase and the channel draw
     (:func:`memory_parts`)::
@@ -199,8 +209,62 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int) -> int:
     Numba's workspace, about 0.1 GiB in those runs, the dataset, activations) is not
     included.
     """
-    parts = memory_parts(scenario, num_params)
+    parts = memory_parts(scenario, num_params, chunk)
     return parts["device state"] + max(parts["local step"], parts["uplink phase"], parts["channel draw"])
+
+
+AUTO_MEMORY_SHARE = 0.5
+"""``runtime.devices_in_memory = "auto"``: a round that does not fit in the memory
+available streams its devices in chunks sized to take at most this share of it."""
+
+
+def stream_refusal(scenario: Scenario) -> str | None:
+    """Why ``scenario``'s rounds cannot stream their devices (``table.key = value: reason``),
+    or None: what needs every device's update at once, or rows other than the population's."""
+    s, hyper = scenario, scenario.hyper_parameters()
+    if not CATALOG[s.algorithm.name].streams(hyper):
+        return (f"algorithm.name = {s.algorithm.name!r}: its devices keep per-device tables or its "
+                "phases' carry cannot be formed again per chunk")
+    if not s.uplink.variant_parameters().streams:
+        return f"uplink.scheme = {s.uplink.scheme!r}: the scheme has no stream of its senders' updates"
+    if s.participation.fraction != 1.0 or s.participation.scheduling != "uniform" or (
+            s.participation.dropout_probability != 0.0 or s.participation.deadline_s is not None):
+        return "[participation]: a cohort per round does not stream (every device must send)"
+    for refused, words in ((moving(s), "[mobility]: moving devices do not stream"),
+                           (s.privacy is not None, "[privacy]: the clipping wrapper does not stream"),
+                           (s.trace.signals, "trace.signals = true: raw signals need every update"),
+                           (s.power.gamma == "joint", "power.gamma = 'joint' needs every update first"),
+                           (s.ofdm.domain == "time", "ofdm.domain = 'time' needs every sender's symbols")):
+        if refused:
+            return words
+    return None
+
+
+def devices_in_memory(scenario: Scenario, num_params: int, available_bytes: int | None = None) -> int | None:
+    """Devices whose updates a round holds at once (``runtime.devices_in_memory``), None for
+    every device (the one-call round, :func:`cosim.round.run_round`).
+
+    ``"auto"``: None when the whole round's estimate fits in the memory available (or that
+    cannot be read, or the round cannot stream: :func:`stream_refusal`), else the most
+    devices whose streamed round takes at most :data:`AUTO_MEMORY_SHARE` of it (at least
+    1). A number below K streams with that many, and a round that cannot stream is refused
+    (:class:`ScenarioError` naming the key and the reason)."""
+    asked, k = scenario.runtime.devices_in_memory, scenario.cell.num_devices
+    reason = stream_refusal(scenario)
+    if asked != "auto":
+        if int(asked) >= k:
+            return None
+        if reason is not None:
+            raise ScenarioError([f"runtime.devices_in_memory: = {asked} streams the round's devices, "
+                                 f"but {reason}"], repr(scenario.name))
+        return int(asked)
+    have = available_memory_bytes() if available_bytes is None else int(available_bytes)
+    if reason is not None or have is None or memory_estimate_bytes(scenario, num_params) <= have:
+        return None
+    budget = AUTO_MEMORY_SHARE * have
+    one = memory_estimate_bytes(scenario, num_params, chunk=1)
+    per_device = memory_estimate_bytes(scenario, num_params, chunk=2) - one
+    return max(1, min(k - 1, int((budget - one) // max(per_device, 1)) + 1))
 
 
 def available_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None:
@@ -291,8 +355,8 @@ def check_resources(
         against the memory available in GiB.
     """
     d = scenario_num_params(scenario) if num_params is None else int(num_params)
-    need = memory_estimate_bytes(scenario, d)
     have = available_memory_bytes() if available_bytes is None else int(available_bytes)
+    need = memory_estimate_bytes(scenario, d, devices_in_memory(scenario, d, have))
     if have is None or need <= have:
         return need
     problem = (

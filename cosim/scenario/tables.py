@@ -49,7 +49,7 @@ from learning.runtime import (  # stdlib
     Runtime,
     resolve,
 )
-from native.parameters import deep_tuple, positive_or_keyword
+from native.parameters import deep_tuple, positive_int_or_keyword, positive_or_keyword
 from phy.limits import L_MAX_MARGIN, last_tap_lag  # stdlib only
 from phy.parameters import (  # pydantic only
     CELL_LAYOUTS,
@@ -431,6 +431,10 @@ class RuntimeConfig(_Section):
     jit_compile: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
     device_loop: Annotated[str | bool, _bool_or_keyword("auto")] = "auto"
     device_chunk: int = Field(DEVICE_CHUNK, ge=1)
+    devices_in_memory: Annotated[str | int, positive_int_or_keyword("auto")] = "auto"
+    """Devices whose updates a round holds at once (``cosim/streamed_round.py``): ``"auto"``
+    holds every device when the round fits in the memory available, else the most that
+    fit in half of it (:func:`cosim.scenario.derived.devices_in_memory`); a number caps it."""
 
     def runtime(self) -> Runtime:
         """The :class:`learning.runtime.Runtime` of these keys (``"auto"`` -> None)."""

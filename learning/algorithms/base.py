@@ -104,6 +104,17 @@ class DeviceData:
         """``devices``, or ``0..K-1`` for the whole population ([K] tf.int32)."""
         return self.devices if self.devices is not None else tf.range(self.num_devices)
 
+    def rows(self, lo: int, hi: int) -> DeviceData:
+        """The population's devices ``lo:hi`` with their own weights pi_k (not
+        renormalised: a chunk of a round that streams its devices, whose updates the
+        uplink sums with the population's weights) and their ids."""
+        if self.devices is not None:
+            raise ValueError("rows() takes the whole population's data, not a cohort's")
+        steps = None if self.local_steps is None else self.local_steps[lo:hi]
+        return DeviceData(self.x[lo:hi], self.y[lo:hi], self.mask[lo:hi], self.weights[lo:hi],
+                          devices=tf.range(lo, hi, dtype=tf.int32), population_share=1.0,
+                          local_steps=steps)
+
     def cohort(self, devices) -> DeviceData:
         """The rows of ``devices`` (population ids [K_S], ascending) with their weights
         renormalised to sum to one (``population_share`` their sum before)."""

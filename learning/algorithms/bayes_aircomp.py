@@ -253,6 +253,12 @@ class BayesAirComp:
             return update, BayesCarry(update, rho), metrics
         return update, carry, metrics
 
+    def chunk_carry(self, chunk: BayesCarry, round_carry: BayesCarry) -> BayesCarry:
+        """A chunk's phase-1 carry when the round streams its devices: the chunk's own
+        ``delta_rho_k`` (its phase-0 updates, trained again from the same streams) with the
+        round's applied ``delta_rho`` (set by the phase-0 server step)."""
+        return dataclasses.replace(chunk, delta_rho=round_carry.delta_rho)
+
     def server_update(self, phase: int, state: BayesState, carry, estimate: tf.Tensor,
                       received=None):
         """Phase 0: ``rho += estimate`` floored at ``min_precision``; phase 1: ``mu +=

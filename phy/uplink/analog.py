@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy import aircomp
+from phy.aircomp_stream import AggregateStream
 from phy.parameters import AnalogScheme
 from phy.power import PowerControl
 from phy.receiver_scaling import joint_gamma
@@ -64,21 +65,42 @@ class Analog:
         """N = ceil(n / F): one real value per resource element."""
         return grid.num_symbols
 
-    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
+    def _air(self, link, air, gamma_w: float) -> tuple[float, float, float]:
+        """``(gamma_w, tx_power_w, noise_power_w)`` the chain runs at: the receiver's noise
+        plus a privacy target's artificial noise, and a target's ``signal_scale`` s < 1 on
+        gamma and P."""
         noise_power_w = air.noise_power_w  # plus the artificial noise of a privacy target
         if link.artificial_noise_power_w > 0.0:
             noise_power_w = noise_power_w + link.artificial_noise_power_w
-        gamma_w = self.gamma_w
-        if self.joint_gamma:
-            gamma_w = joint_gamma_of(link, air, self.gamma_w)
         tx_power_w = air.tx_power_w
         if link.signal_scale != 1.0:  # a privacy target met by sending less (phy.power.PrivacyScaling)
             gamma_w, tx_power_w = gamma_w * link.signal_scale ** 2, tx_power_w * link.signal_scale ** 2
+        return gamma_w, tx_power_w, noise_power_w
+
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
+        gamma_w = joint_gamma_of(link, air, self.gamma_w) if self.joint_gamma else self.gamma_w
+        gamma_w, tx_power_w, noise_power_w = self._air(link, air, gamma_w)
         result = aircomp.aggregate(
             link.updates, link.weights, link.h, link.h_hat, power_control=self.power_control,
             tx_power_w=tx_power_w, noise_power_w=noise_power_w, gamma_w=gamma_w,
             seed=seed, keep_signals=keep_signals, path_gain=link.path_gain, uplink=link.uplink,
             public_delta_bar=link.delta_bar)
+        return self._result(result, air, phase=phase, gamma_w=gamma_w, per_device=per_device)
+
+    def open_stream(self, link, air, *, phase: str, seed, per_device: bool) -> AnalogStream:
+        """The phase with the senders' updates added in chunks (:class:`AnalogStream`); a
+        joint gamma and the time-domain uplink need every update at once and are refused."""
+        if self.joint_gamma:
+            raise NotImplementedError("power.gamma = 'joint' needs every sender's update before any "
+                                      "is sent: it does not stream")
+        if link.uplink is not None:
+            raise NotImplementedError("ofdm.domain = 'time' needs every sender's symbols at once: "
+                                      "it does not stream")
+        return AnalogStream(self, link, air, phase=phase, seed=seed, per_device=per_device)
+
+    def _result(self, result, air, *, phase: str, gamma_w: float, per_device: bool) -> SchemeResult:
+        """The scheme's result and columns from the chain's
+        :class:`phy.aircomp_parts.AirCompResult`."""
         columns = Columns()
         scalars = columns.scalars
         if self.joint_gamma:
@@ -100,6 +122,33 @@ class Analog:
             columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
         energy = energy_j(result.tx_power_mean_w.numpy(), result.num_symbols, air.symbol_duration_s)
         return SchemeResult(result.estimate, result.num_symbols, energy, columns)
+
+
+class AnalogStream:
+    """One analog phase with the senders' updates added in chunks
+    (:meth:`Analog.open_stream`; the chain is :class:`phy.aircomp_stream.AggregateStream`):
+    ``add(lo, hi, updates)`` in order, then ``finish() -> SchemeResult``, the result of
+    :meth:`Analog.send` on all the updates up to the float32 order of the linear sum."""
+
+    def __init__(self, scheme: Analog, link, air, *, phase: str, seed, per_device: bool):
+        self.scheme, self.air, self.phase, self.per_device = scheme, air, phase, per_device
+        self.link, self.seed, self.chain = link, seed, None
+        self.gamma_w, self.tx_power_w, self.noise_power_w = scheme._air(link, air, scheme.gamma_w)
+
+    def add(self, lo: int, hi: int, updates) -> None:
+        """Rows ``lo:hi`` of the senders' updates ([hi - lo, n] float32), in order."""
+        if self.chain is None:  # n is known from the first rows
+            link = self.link
+            self.chain = AggregateStream(
+                int(updates.shape[1]), link.weights, link.h, link.h_hat,
+                power_control=self.scheme.power_control, tx_power_w=self.tx_power_w,
+                noise_power_w=self.noise_power_w, gamma_w=self.gamma_w, seed=self.seed,
+                path_gain=link.path_gain, public_delta_bar=link.delta_bar)
+        self.chain.add(lo, hi, updates)
+
+    def finish(self) -> SchemeResult:
+        return self.scheme._result(self.chain.finish(), self.air, phase=self.phase, gamma_w=self.gamma_w,
+                                   per_device=self.per_device)
 
 
 def joint_gamma_of(link, air, fallback_w: float) -> float:

@@ -50,6 +50,7 @@ from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
 from phy.uplink.ledger import RoundLedger
 from phy.uplink.participation import RoundCohort
+from phy.uplink.phase_stream import PhaseStream
 from phy.uplink.scheme import Scheme, check_air, start_round
 from phy.uplink.settings import (
     BLOCK_FADING,
@@ -289,10 +290,29 @@ class RoundLink:
                 slot, devices=senders, doppler_hz=slot.doppler_hz[senders]))
         wanted = link.updates  # the error is against the sum the hook did not change (unclipped)
         link, columns = self.scheme_round.before_phase(phase, link, self.ledger)
-        result = block.scheme.send(link, block.air, phase=phase,
-                                   seed=stream_seed(block.seed, self.t, streams.noise_purpose(phase)),
+        result = block.scheme.send(link, block.air, phase=phase, seed=self._noise_seed(phase),
                                    keep_signals=self.keep_signals, per_device=block.trace.per_device)
-        error, power_sum = aggregate_error(wanted, link.reference_weights, result.estimate)
+        error = aggregate_error(wanted, link.reference_weights, result.estimate)
+        return self._phase_result(phase, link, result, columns, error)
+
+    def open_stream(self, phase: str, weights) -> PhaseStream:
+        """Phase ``phase`` with the senders' updates added in chunks
+        (:class:`phy.uplink.phase_stream.PhaseStream`): every device of the population
+        sends, with the data ``weights`` [K]. What the stream cannot do (a cohort, moving
+        devices, kept signals, a scheme round that changes the link, a scheme without
+        ``open_stream``) is refused there."""
+        return PhaseStream(self, phase, weights)
+
+    def _noise_seed(self, phase: str):
+        return stream_seed(self.block.seed, self.t, streams.noise_purpose(phase))
+
+    def _phase_result(self, phase: str, link, result, columns: Columns, error) -> PhaseResult:
+        """The phase's :class:`PhaseResult` from the scheme's result: the ledger charged,
+        the uplink's own columns (the error against the error-free sum ``error`` =
+        ``(||s_hat - s||^2, ||s||^2)``, a partial round's received weight) before the
+        scheme's, per-device columns spread over the population."""
+        block = self.block
+        error, power_sum = error
         self.ledger.charge_symbols(result.num_symbols)
         rows = slice(None) if link.devices is None else link.devices[0]
         self.ledger.charge_energy(rows, np.asarray(result.tx_energy_j, np.float64))

@@ -1,0 +1,130 @@
+"""A round with its devices in chunks (cosim/streamed_round.py) against the one-call round
+(cosim/round.py) on the tiny scenario: the same trace to float32 rounding, for the
+proposed method (whose phase 2 trains phase 1 again per chunk) and FedAvg."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from tiny_scenario import write_tiny
+
+from cosim.run import run_scenario
+from cosim.scenario import ScenarioError, load_scenario
+from cosim.scenario.derived import devices_in_memory
+from cosim.streamed_round import chunk_bounds
+
+
+def _trace(tmp_path, algorithm: str, overrides: list[str], tag: str) -> dict:
+    path = write_tiny(tmp_path, rounds=3, every=3, algorithm=algorithm,
+                      learning_rate=0.02 if algorithm == "bayes_aircomp" else 0.1,
+                      trace_dir=tmp_path / tag, file_name=f"{tag}.toml")
+    scenario = load_scenario(path, overrides)
+    summary = run_scenario(scenario, progress=False)
+    with h5py.File(summary.trace_path, "r") as f:
+        rounds = f["rounds"]
+        out = {name: rounds[name][()] for name in rounds if isinstance(rounds[name], h5py.Dataset)}
+        out.update({f"per_device/{name}": rounds["per_device"][name][()] for name in rounds["per_device"]})
+    return out
+
+
+COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "test_accuracy",
+            "per_device/tx_power_w_rho", "per_device/tx_power_w_delta", "per_device/tx_energy_j",
+            "uplink_energy_j", "aggregate_nmse_rho", "aggregate_nmse_nu", "aggregate_nmse_delta")
+
+
+@pytest.mark.parametrize("algorithm", ["bayes_aircomp", "fedavg"])
+def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm):
+    """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same
+    columns, every compared column within float32 rounding over three rounds."""
+    whole = _trace(tmp_path, algorithm, [], "whole")
+    streamed = _trace(tmp_path, algorithm, ["runtime.devices_in_memory=3"], "streamed")
+    assert set(streamed) == set(whole)
+    compared = [name for name in COMPARED if name in whole]
+    assert len(compared) >= 4
+    for name in compared:
+        np.testing.assert_allclose(streamed[name], whole[name], rtol=2e-4, atol=1e-9, err_msg=name)
+    np.testing.assert_array_equal(streamed["uplink_symbols"], whole["uplink_symbols"])
+
+
+def test_the_streamed_round_runs_in_chunks(tmp_path, monkeypatch):
+    """The engine takes the streamed round with devices_in_memory below K, and every
+    phase's stream sees the chunks in order."""
+    from phy.uplink.phase_stream import PhaseStream
+
+    seen = []
+    original = PhaseStream.add
+
+    def spy(self, lo, hi, updates):
+        seen.append((self.phase, lo, hi, tuple(updates.shape)))
+        return original(self, lo, hi, updates)
+
+    monkeypatch.setattr(PhaseStream, "add", spy)
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    run_scenario(load_scenario(path, ["runtime.devices_in_memory=5"]), progress=False)
+    assert [(phase, lo, hi) for phase, lo, hi, _ in seen] == [
+        ("rho", 0, 5), ("rho", 5, 8), ("nu", 0, 5), ("nu", 5, 8)]
+    assert seen[0][3][0] == 5
+
+
+def test_chunk_bounds_cover_the_population_in_order():
+    assert chunk_bounds(8, 3) == [(0, 3), (3, 6), (6, 8)]
+    assert chunk_bounds(4, 10) == [(0, 4)]
+
+
+@pytest.mark.parametrize("override, key", [
+    ('algorithm.name="scaffold"', "algorithm.name"),
+    ("participation.fraction=0.5", "[participation]"),
+    ("trace.signals=true", "trace.signals"),
+    ('power.gamma="joint"', "power.gamma"),
+])
+def test_a_round_that_cannot_stream_is_refused_naming_the_key(tmp_path, override, key):
+    path = write_tiny(tmp_path)
+    scenario = load_scenario(path, ["runtime.devices_in_memory=3", override])
+    with pytest.raises(ScenarioError, match=r"runtime\.devices_in_memory") as info:
+        devices_in_memory(scenario, 1000)
+    assert key in str(info.value)
+
+
+def test_auto_streams_only_a_round_that_does_not_fit(tmp_path):
+    """``"auto"``: every device while the round fits (the one-call round, bit for bit);
+    chunks sized to half the memory when it does not; a number at or above K is every device."""
+    scenario = load_scenario(write_tiny(tmp_path), [])
+    assert devices_in_memory(scenario, 1000, available_bytes=2**34) is None
+    # d = 10^6: the round needs 0.42 GiB (14 float32 d-vectors per device, 56 MB); with
+    # 0.3 GiB available, half of it holds two devices' steps and the per-device stream terms
+    chunk = devices_in_memory(scenario, 10**6, available_bytes=int(0.3 * 2**30))
+    assert chunk is not None and 1 < chunk < 8
+    assert devices_in_memory(load_scenario(write_tiny(tmp_path), ["runtime.devices_in_memory=8"]), 10) is None
+
+
+def test_devices_in_memory_refuses_what_is_not_a_count(tmp_path):
+    for bad in ("0", "-2", "true", '"all"', "2.5"):
+        with pytest.raises(ScenarioError, match=r"runtime\.devices_in_memory"):
+            load_scenario(write_tiny(tmp_path), [f"runtime.devices_in_memory={bad}"])
+
+
+def test_a_chunk_trains_its_carry_again_to_the_bit(tmp_path):
+    """The proposed method's phase 2 per chunk: the chunk's phase-1 updates trained again
+    from the same streams are the rows it sent, and its phase-2 updates are the rows of
+    the one-call phase 2 (the Numba steps, device by device: bit for bit)."""
+    import tensorflow as tf
+
+    from cosim import rng as rngs
+    from cosim.streamed_round import _chunk_carry
+    from cosim.world import build_world
+
+    world = build_world(load_scenario(write_tiny(tmp_path, learning_rate=0.02), []))
+    algorithm, data, state = world.algorithm, world.device_data, world.initial_state()
+    seeds = [rngs.stream_seed(3, 0, rngs.local_purpose(name)) for name in ("rho", "nu")]
+    first, carry, _ = algorithm.local_update(0, state, None, data, seeds[0])
+    first = np.array(first)
+    estimate = tf.constant(first.T @ np.asarray(data.weights), tf.float32)
+    after, round_carry, _ = algorithm.server_update(0, state, carry, estimate)
+    second = np.array(algorithm.local_update(1, after, round_carry, data, seeds[1])[0])
+    for lo, hi in chunk_bounds(data.num_devices, 3):
+        rows = data.rows(lo, hi)
+        chunk = _chunk_carry(algorithm, 1, [state, after], [round_carry], rows, seeds)
+        np.testing.assert_array_equal(np.asarray(chunk.delta_rho_k), first[lo:hi])
+        np.testing.assert_array_equal(np.asarray(algorithm.local_update(1, after, chunk, rows, seeds[1])[0]),
+                                      second[lo:hi])
