@@ -38,7 +38,8 @@ own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.particip
 The phase occupies the symbols of its slowest transmitting device (``max N_k``, at most
 the budget); device k's energy is ``P N_k`` times the symbol duration (0 when it does not
 transmit). The quantizer's draws come from the phase's stateless seed, so a resumed run
-replays them.
+replays them. A phase may also take the senders' updates in chunks
+(:meth:`DigitalOfdma.open_stream`, :class:`DigitalStream`) with the same result bit for bit.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from native.columns import Columns
 from phy.parameters import DigitalOfdmaScheme
 from phy.uplink.scheme import SchemeResult
 from phy.uplink.slot_blocks import BlockRate, adapted_slot, slot_holds
+from phy.uplink.stream_rows import RowOrder
 
 SCALE_BITS = 32
 """Side information per device and phase: the scale s_k as a 32-bit float."""
@@ -335,7 +337,7 @@ class DigitalOfdma:
     ``symbols_needed_<phase>``, ``decoded_weight_<phase>``; per sender (with
     ``trace.per_device``) ``bits_per_symbol_<phase>``, ``symbols_<phase>``,
     ``subcarriers_<phase>``, ``outage_<phase>``; the signal ``estimate_<phase>`` (when
-    kept).
+    kept, by :meth:`send` only: a stream keeps no signal).
     """
 
     carries = DigitalOfdmaScheme.carries
@@ -416,47 +418,104 @@ class DigitalOfdma:
         return dataclasses.replace(schedule, symbols=outcome.symbols, decoded=outcome.decoded, sent=outcome.sent,
                                    num_symbols=int(finite.max()) if finite.size else 0)
 
-    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
-        updates = link.updates.numpy() if isinstance(link.updates, tf.Tensor) else np.asarray(link.updates)
-        num_senders, num_values = updates.shape
+    def phase_plan(self, link, air, num_values: int) -> tuple[Plan, tuple[np.ndarray, np.ndarray] | None]:
+        """The phase's :class:`Plan` for the senders of ``link`` (from their channels and
+        ``slot`` only, not their updates) and, with moving devices, ``(aging_outage [K_T]
+        bool, aging_correlation [K_T])`` (:meth:`aged`; None without a ``slot``)."""
         schedule = self.plan(link, air, num_values)
-        aged = None
+        slot = getattr(link, "slot", None)
         if self.rate_adaptation == "coherence_block":
             schedule = self.adapted(schedule, link, air)
-            if getattr(link, "slot", None) is not None:  # nobody is lost to aging: the rate follows the channel
-                aged = (np.zeros(num_senders, bool), self.correlation(link, schedule, air))
-        elif getattr(link, "slot", None) is not None:  # moving devices: the rate must hold in every coherence block
-            schedule, aged = self.aged(schedule, link, air)
-        weights = decoded_weights(np.asarray(link.weights, np.float64), schedule.decoded)
-        rng = _generator(seed)
-        total = np.zeros(num_values, np.float64)
-        for k in range(num_senders):
-            q, _ = quantize_row(updates[k], self.bits_per_value, rng)  # every sender's draw, in order
-            if weights[k] != 0.0:
-                total += weights[k] * q
-        estimate = tf.constant(total.astype(np.float32))
+            if slot is not None:  # nobody is lost to aging: the rate follows the channel
+                return schedule, (np.zeros(schedule.rate.shape[0], bool), self.correlation(link, schedule, air))
+            return schedule, None
+        if slot is not None:  # moving devices: the rate must hold in every coherence block
+            return self.aged(schedule, link, air)
+        return schedule, None
 
-        columns = Columns()
-        scalars = columns.scalars
-        scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
-        scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
-        finite = schedule.symbols[np.isfinite(schedule.symbols)]  # a sender at rate 0 is in outage
-        scalars[f"symbols_needed_{phase}"] = float(finite.max()) if finite.size else 0.0
-        link_weights = np.asarray(link.weights, np.float64)
-        scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
-                                              if link_weights.sum() > 0.0 else 0.0)
-        if aged is not None:
-            scalars[f"aging_outage_devices_{phase}"] = float(np.sum(aged[0]))
-            if per_device:
-                columns.per_device[f"aging_correlation_{phase}"] = aged[1]
-        if per_device:
-            columns.per_device.update({
-                f"bits_per_symbol_{phase}": schedule.rate,
-                f"symbols_{phase}": schedule.symbols,
-                f"subcarriers_{phase}": schedule.subcarriers.astype(np.float64),
-                f"outage_{phase}": schedule.outage.astype(np.float64)})
+    def open_stream(self, link, air, *, phase: str, seed, per_device: bool) -> DigitalStream:
+        """The phase of ``link`` (its ``updates`` None) with the senders' rows added in
+        chunks (:class:`DigitalStream`); its result is :meth:`send`'s bit for bit."""
+        return DigitalStream(self, link, air, phase=phase, seed=seed, per_device=per_device)
+
+    def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
+        stream = self.open_stream(link, air, phase=phase, seed=seed, per_device=per_device)
+        stream.add(0, int(link.updates.shape[0]), link.updates)
+        result = stream.finish()
         if keep_signals:
-            columns.signals[f"estimate_{phase}"] = estimate.numpy()
+            result.columns.signals[f"estimate_{phase}"] = result.estimate.numpy()
+        return result
+
+
+def phase_columns(schedule: Plan, aged, link_weights: np.ndarray, *, phase: str, per_device: bool) -> Columns:
+    """The scheme's columns of one phase (:class:`DigitalOfdma`) from its ``schedule``,
+    the aging of moving devices (``aged``, :meth:`DigitalOfdma.phase_plan`) and the BS's
+    weights [K_T] (float64); no signal."""
+    columns = Columns()
+    scalars = columns.scalars
+    scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
+    scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
+    finite = schedule.symbols[np.isfinite(schedule.symbols)]  # a sender at rate 0 is in outage
+    scalars[f"symbols_needed_{phase}"] = float(finite.max()) if finite.size else 0.0
+    scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
+                                          if link_weights.sum() > 0.0 else 0.0)
+    if aged is not None:
+        scalars[f"aging_outage_devices_{phase}"] = float(np.sum(aged[0]))
+        if per_device:
+            columns.per_device[f"aging_correlation_{phase}"] = aged[1]
+    if per_device:
+        columns.per_device.update({
+            f"bits_per_symbol_{phase}": schedule.rate,
+            f"symbols_{phase}": schedule.symbols,
+            f"subcarriers_{phase}": schedule.subcarriers.astype(np.float64),
+            f"outage_{phase}": schedule.outage.astype(np.float64)})
+    return columns
+
+
+class DigitalStream:
+    """One phase of :class:`DigitalOfdma` with the senders' updates added in chunks.
+
+    ``add(lo, hi, updates)`` takes rows ``lo:hi`` ([hi - lo, n], NumPy or tf) in order
+    (:class:`phy.uplink.stream_rows.RowOrder`); ``finish()`` returns the
+    :class:`phy.uplink.scheme.SchemeResult` of :meth:`DigitalOfdma.send` without signals.
+    The schedule depends on the channels only and is made at the first chunk (it needs
+    n); each row is quantized as it comes, its draws taken from the one generator of the
+    phase's seed in device order, and added to the float64 sum in the same order as one
+    call over all rows: any chunking gives the same bits. Holds O(n + K_T F) beyond the
+    chunk.
+    """
+
+    def __init__(self, scheme: DigitalOfdma, link, air, *, phase: str, seed, per_device: bool):
+        self.scheme, self.link, self.air, self.phase, self.per_device = scheme, link, air, phase, per_device
+        self.link_weights = np.asarray(link.weights, np.float64)
+        self.rows = RowOrder(self.link_weights.shape[0], f"digital_ofdma phase {phase!r}")
+        self.rng = _generator(seed)
+        self.schedule: Plan | None = None
+
+    def _start(self, num_values: int) -> None:
+        self.schedule, self.aged = self.scheme.phase_plan(self.link, self.air, num_values)
+        self.weights = decoded_weights(self.link_weights, self.schedule.decoded)
+        self.total = np.zeros(num_values, np.float64)
+
+    def add(self, lo: int, hi: int, updates) -> None:
+        """Quantize and sum rows ``lo:hi`` of the senders' updates."""
+        updates = self.rows.take(lo, hi, updates)
+        x = updates.numpy() if isinstance(updates, tf.Tensor) else np.asarray(updates)
+        if self.schedule is None:
+            self._start(x.shape[1])
+        for k, row in zip(range(int(lo), int(hi)), x):
+            q, _ = quantize_row(row, self.scheme.bits_per_value, self.rng)  # every sender's draw, in order
+            if self.weights[k] != 0.0:
+                self.total += self.weights[k] * q
+
+    def finish(self) -> SchemeResult:
+        """The phase's estimate [n], slot, energies [K_T] and columns (no signal)."""
+        self.rows.check_done()
+        if self.schedule is None:  # no sender: plan refuses it as send does
+            self._start(0)
+        schedule, air = self.schedule, self.air
+        columns = phase_columns(schedule, self.aged, self.link_weights, phase=self.phase,
+                                per_device=self.per_device)
         used = np.where(schedule.transmits, schedule.symbols, 0.0) if schedule.sent is None else schedule.sent
         energy = air.tx_power_w * used * air.symbol_duration_s
-        return SchemeResult(estimate, schedule.num_symbols, energy, columns)
+        return SchemeResult(tf.constant(self.total.astype(np.float32)), schedule.num_symbols, energy, columns)

@@ -31,26 +31,40 @@ def signs_of(updates) -> tf.Tensor:
     return tf.where(tf.math.is_nan(u), tf.zeros_like(u), tf.sign(u))
 
 
+def majority_sums(signs, weights) -> tuple[np.ndarray, np.ndarray]:
+    """``(margin, scale)`` [n] float64: ``m_i = sum_k pi_k s_ki`` and the entry's voting
+    weight ``sum_k pi_k |s_ki|`` of ``signs`` [K, n] in {-1, 0, +1} with ``weights`` [K]
+    (the BS's pi_k). Sums over disjoint groups of senders add up to the whole's (up to
+    the float64 rounding of the sum's order)."""
+    s = tf.cast(tf.convert_to_tensor(signs), tf.float64)
+    w = tf.constant(np.asarray(weights, np.float64))
+    return (tf.linalg.matvec(s, w, transpose_a=True).numpy(),
+            tf.linalg.matvec(tf.abs(s), w, transpose_a=True).numpy())
+
+
+def majority_of(sums) -> tuple[np.ndarray, np.ndarray]:
+    """``majority`` [n] float64 in {-1, 0, +1} (0 on a tie) and ``tie`` [n] bool from
+    :func:`majority_sums`' ``(margin, scale)``."""
+    margin, scale = sums
+    tie = np.abs(margin) <= TIE_TOLERANCE * scale
+    return np.where(tie, 0.0, np.sign(margin)), tie
+
+
 def true_majority(signs, weights) -> tuple[np.ndarray, np.ndarray]:
     """The senders' weighted majority per entry.
 
     Input: ``signs`` [K, n] in {-1, 0, +1}, ``weights`` [K] (the BS's pi_k).
     Output: ``majority`` [n] float64 in {-1, 0, +1} (0 on a tie) and ``tie`` [n] bool.
     """
-    s = tf.cast(tf.convert_to_tensor(signs), tf.float64)
-    w = tf.constant(np.asarray(weights, np.float64))
-    margin = tf.linalg.matvec(s, w, transpose_a=True).numpy()
-    scale = tf.linalg.matvec(tf.abs(s), w, transpose_a=True).numpy()
-    tie = np.abs(margin) <= TIE_TOLERANCE * scale
-    return np.where(tie, 0.0, np.sign(margin)), tie
+    return majority_of(majority_sums(signs, weights))
 
 
-def vote_columns(vote, signs, weights, phase: str) -> dict[str, float]:
+def vote_columns(vote, sums, phase: str) -> dict[str, float]:
     """``vote_error_rate_<phase>`` (the share of the entries with a strict majority whose
     ``vote`` [n] differs from it; NaN when every entry is a tie) and
-    ``vote_tie_rate_<phase>`` (the share of tied entries) for the senders' ``signs``
-    [K, n] with ``weights`` [K]."""
-    majority, tie = true_majority(signs, weights)
+    ``vote_tie_rate_<phase>`` (the share of tied entries) for the senders'
+    :func:`majority_sums` ``sums``."""
+    majority, tie = majority_of(sums)
     v = np.asarray(vote, np.float64)
     strict = int(np.count_nonzero(~tie))
     errors = int(np.count_nonzero((v != majority) & ~tie))
@@ -90,14 +104,15 @@ def superpose(c_re, c_im, precoder, h, uplink=None) -> tf.Tensor:
     return tf.complex(total(c_re * a_re - c_im * a_im), total(c_re * a_im + c_im * a_re))
 
 
-def vote_result(vote, signs, weights, *, phase: str, power_w, num_symbols: int, y, air,
+def vote_result(vote, sums, *, phase: str, power_w, num_symbols: int, y, air,
                 per_device: bool, keep_signals: bool, scalars: dict[str, float] | None = None):
     """A sign-carrying phase's :class:`phy.uplink.scheme.SchemeResult`: the ``vote`` [n]
-    as the estimate, :func:`vote_columns` and the scheme's own ``scalars``, per sender
+    as the estimate, :func:`vote_columns` of the senders' :func:`majority_sums` ``sums``
+    and the scheme's own ``scalars``, per sender
     ``tx_power_w_<phase>`` (``power_w`` [K], the mean per-symbol power, with
     ``per_device``), the signals ``y_<phase>`` and ``estimate_<phase>`` (when kept),
     and the senders' energies over ``num_symbols`` symbols."""
-    columns = Columns(scalars={**vote_columns(vote, signs, weights, phase), **(scalars or {})})
+    columns = Columns(scalars={**vote_columns(vote, sums, phase), **(scalars or {})})
     if per_device:
         columns.per_device[f"tx_power_w_{phase}"] = power_w
     if keep_signals:

@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from phy.parameters import NoncoherentMvScheme
-from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_result
+from phy.uplink.majority_vote import complex_noise, majority_sums, signs_of, superpose, vote_result
 from phy.uplink.scheme import SchemeResult
 
 
@@ -115,6 +115,6 @@ class NoncoherentMajorityVote:
 
         active = tf.reduce_sum(tf.abs(signs), axis=1).numpy().astype(np.float64)  # [K]: tones sent
         power = p * active  # [K], over the N symbols
-        return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
+        return vote_result(vote, majority_sums(signs, link.weights), phase=phase, power_w=power / num_symbols,
                            num_symbols=num_symbols, y=y, air=air, per_device=per_device,
                            keep_signals=keep_signals)

@@ -32,6 +32,9 @@ Symbols per phase: ``ceil(n / F)`` (BPSK) or ``ceil(n / (2 F))`` (QPSK). Columns
 ``silent_fraction_<phase>`` (the senders' share of subcarriers below the threshold),
 ``inversion_amplitude_<phase>`` (``sqrt(eta)``); per sender ``tx_power_w_<phase>`` (with
 ``trace.per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
+A phase may take the senders' updates in chunks (:meth:`OneBit.open_stream`,
+:class:`OneBitStream`: the same result bit for bit from one chunk, within float rounding
+from several).
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ import numpy as np
 import tensorflow as tf
 
 from phy.parameters import OneBitScheme
-from phy.uplink.majority_vote import complex_noise, signs_of, superpose, vote_result
+from phy.uplink.majority_vote import complex_noise, majority_sums, signs_of, superpose, vote_result
 from phy.uplink.scheme import SchemeResult
+from phy.uplink.stream_rows import RowOrder
 
 
 def inversion_scale(h_hat, path_gain, weights, *, gain_threshold: float, used_subcarriers: int,
@@ -77,7 +81,8 @@ class OneBit:
     gain_threshold : float
         t >= 0: a subcarrier with ``|h_hat_kf|^2 < t g_k`` stays silent.
 
-    ``send`` returns the vote [n] tf.float32 in {-1, 0, +1}.
+    ``send`` returns the vote [n] tf.float32 in {-1, 0, +1}; ``open_stream`` the same phase
+    with the senders' updates added in chunks (:class:`OneBitStream`).
     """
 
     carries = OneBitScheme.carries
@@ -94,30 +99,110 @@ class OneBit:
         """``ceil(n / F)`` (BPSK) or ``ceil(n / (2 F))`` (QPSK)."""
         return self.parameters.symbols(grid.num_values, grid.num_subcarriers)
 
+    def open_stream(self, link, air, *, phase: str, seed, per_device: bool) -> OneBitStream:
+        """The phase of ``link`` (its ``updates`` None) with the senders' rows added in
+        chunks (:class:`OneBitStream`, which states how close it is to :meth:`send`).
+        NotImplementedError with a time-domain ``link.uplink``: the waveform needs every
+        sender's grid at once."""
+        if link.uplink is not None:
+            raise NotImplementedError("uplink.scheme = 'one_bit' cannot stream its senders over the time-domain "
+                                      "uplink (the waveform takes every sender's grid at once); send the phase "
+                                      "whole")
+        return OneBitStream(self, link, air, phase=phase, seed=seed, per_device=per_device)
+
     def send(self, link, air, *, phase: str, seed, keep_signals: bool, per_device: bool) -> SchemeResult:
-        signs = signs_of(link.updates)
-        num_devices, n = (int(d) for d in signs.shape)
-        f, per = air.num_subcarriers, self.signs_per_element
+        stream = OneBitStream(self, link, air, phase=phase, seed=seed, per_device=per_device,
+                              keep_signals=keep_signals, uplink=link.uplink)
+        stream.add(0, int(link.updates.shape[0]), link.updates)
+        return stream.finish()
+
+
+class OneBitStream:
+    """One phase of :class:`OneBit` with the senders' updates added in chunks.
+
+    ``add(lo, hi, updates)`` takes rows ``lo:hi`` ([hi - lo, n], NumPy or tf) in order
+    (:class:`phy.uplink.stream_rows.RowOrder`); ``finish()`` returns the
+    :class:`phy.uplink.scheme.SchemeResult` of :meth:`OneBit.send`. The common scale
+    ``eta`` and the precoders depend on the CSI, the weights and n only (made at the first
+    chunk); each chunk's superposition [N, F] is summed over its senders as
+    :meth:`OneBit.send` sums all of them (float32) and the chunks' sums are added in
+    float64; the noise is drawn once at the end. Hence:
+
+    - one chunk of all senders: :meth:`OneBit.send`'s result bit for bit;
+    - several chunks: the energies [K_T], ``silent_fraction``, ``inversion_amplitude``
+      and ``tx_power_w`` bit for bit; the received ``y`` within float32 rounding of the
+      sum over the senders (TensorFlow's own order of summation depends on the shape), so
+      the vote is the same except on an entry whose received part lies within that
+      rounding of 0; the true majority's sums within float64 rounding, so the vote error
+      and tie rates are the same unless an entry's margin lies within float64 rounding of
+      the tie threshold (:data:`phy.uplink.majority_vote.TIE_TOLERANCE`).
+
+    Holds O(n + K_T F) beyond the chunk. With ``keep_signals`` (``send`` only) the
+    signals of :func:`phy.uplink.majority_vote.vote_result` are kept; a time-domain
+    ``uplink`` (``send`` only) takes all senders in one chunk.
+    """
+
+    def __init__(self, scheme: OneBit, link, air, *, phase: str, seed, per_device: bool,
+                 keep_signals: bool = False, uplink=None):
+        self.scheme, self.link, self.air, self.phase, self.seed = scheme, link, air, phase, seed
+        self.per_device, self.keep_signals, self.uplink = per_device, keep_signals, uplink
+        self.weights = np.asarray(link.weights, np.float64)
+        self.rows = RowOrder(self.weights.shape[0], f"one_bit phase {phase!r}")
+        self.precoder: np.ndarray | None = None
+
+    def _start(self, n: int) -> None:
+        """The grid's shape, ``eta``, the precoders [K_T, F] and empty sums for n values."""
+        f, per = self.air.num_subcarriers, self.scheme.signs_per_element
         elements = -(-n // per)
-        num_symbols = -(-elements // f)
+        self.num_symbols = -(-elements // f)
+        eta, self.on = inversion_scale(self.link.h_hat, self.link.path_gain, self.link.weights,
+                                       gain_threshold=self.scheme.gain_threshold,
+                                       used_subcarriers=min(f, elements), symbol_energy=float(per),
+                                       tx_power_w=self.air.tx_power_w)
+        self.eta = eta
+        h_hat = np.asarray(self.link.h_hat, np.complex128)
+        w = self.weights[:, None]
+        self.precoder = np.where(self.on, math.sqrt(eta) * w / np.where(self.on, h_hat, 1.0), 0.0)  # [K, F]
+        self.power = np.zeros(self.weights.shape[0], np.float64)  # [K], over the N symbols
+        self.received = self.sums = None
+
+    def add(self, lo: int, hi: int, updates) -> None:
+        """Superpose rows ``lo:hi``: their part of ``y``, their powers, their votes' sums."""
+        signs = signs_of(self.rows.take(lo, hi, updates))
+        num_devices, n = (int(d) for d in signs.shape)
+        if self.precoder is None:
+            self._start(n)
+        if self.uplink is not None and (lo, hi) != (0, self.weights.shape[0]):
+            raise NotImplementedError("the time-domain uplink takes every sender in one chunk")
+        f, per, num_symbols = self.air.num_subcarriers, self.scheme.signs_per_element, self.num_symbols
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * f * per - n]]),
                           [num_devices, num_symbols, f, per])
-        eta, on = inversion_scale(link.h_hat, link.path_gain, link.weights, gain_threshold=self.gain_threshold,
-                                  used_subcarriers=min(f, elements), symbol_energy=float(per),
-                                  tx_power_w=air.tx_power_w)
-        h_hat = np.asarray(link.h_hat, np.complex128)
-        w = np.asarray(link.weights, np.float64)[:, None]
-        precoder = np.where(on, math.sqrt(eta) * w / np.where(on, h_hat, 1.0), 0.0)  # [K, F]
+        precoder = self.precoder[lo:hi]
         c_re, c_im = grid[..., 0], (grid[..., 1] if per == 2 else None)
-        y = superpose(c_re, c_im, precoder, link.h, link.uplink) + complex_noise(
-            seed, [num_symbols, f], air.noise_power_w)
+        y = superpose(c_re, c_im, precoder, tf.convert_to_tensor(self.link.h)[lo:hi], self.uplink)
+        y = y.numpy()
+        part = (np.real(y).astype(np.float64), np.imag(y).astype(np.float64))
+        used = tf.reduce_sum(tf.abs(grid), axis=[1, 3]).numpy().astype(np.float64)  # [K, F]: sum of |c|^2
+        self.power[lo:hi] = (np.abs(precoder) ** 2 * used).sum(axis=1)
+        sums = majority_sums(signs, self.weights[lo:hi])
+        if self.received is None:
+            self.received, self.sums = part, sums
+        else:
+            self.received = (self.received[0] + part[0], self.received[1] + part[1])
+            self.sums = (self.sums[0] + sums[0], self.sums[1] + sums[1])
+
+    def finish(self) -> SchemeResult:
+        """The vote [n] tf.float32, the phase's symbols, energies [K_T] and columns."""
+        self.rows.check_done()
+        if self.precoder is None:
+            raise ValueError(f"one_bit phase {self.phase!r}: no sender, so no values to vote on")
+        f, n, per = self.air.num_subcarriers, self.rows.num_values, self.scheme.signs_per_element
+        y = tf.complex(self.received[0].astype(np.float32), self.received[1].astype(np.float32)) + complex_noise(
+            self.seed, [self.num_symbols, f], self.air.noise_power_w)
         parts = [tf.sign(tf.math.real(y))] + ([tf.sign(tf.math.imag(y))] if per == 2 else [])
         vote = tf.reshape(tf.stack(parts, axis=-1), [-1])[:n]
-
-        used = tf.reduce_sum(tf.abs(grid), axis=[1, 3]).numpy().astype(np.float64)  # [K, F]: sum of |c|^2
-        power = (np.abs(precoder) ** 2 * used).sum(axis=1)  # [K], over the N symbols
-        own = {f"silent_fraction_{phase}": float(1.0 - on.mean()) if on.size else math.nan,
-               f"inversion_amplitude_{phase}": math.sqrt(eta)}
-        return vote_result(vote, signs, link.weights, phase=phase, power_w=power / num_symbols,
-                           num_symbols=num_symbols, y=y, air=air, per_device=per_device,
-                           keep_signals=keep_signals, scalars=own)
+        own = {f"silent_fraction_{self.phase}": float(1.0 - self.on.mean()) if self.on.size else math.nan,
+               f"inversion_amplitude_{self.phase}": math.sqrt(self.eta)}
+        return vote_result(vote, self.sums, phase=self.phase, power_w=self.power / self.num_symbols,
+                           num_symbols=self.num_symbols, y=y, air=self.air, per_device=self.per_device,
+                           keep_signals=self.keep_signals, scalars=own)
