@@ -17,7 +17,13 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
   received grid per antenna sets the peak;
 * ``participation``: ``participation.fraction`` 1, 0.5, 0.125;
 * ``scheme``: ``uplink.scheme`` analog, digital_ofdma, one_bit, noncoherent_mv (with
-  signSGD, which every scheme carries).
+  signSGD, which every scheme carries);
+* ``massive``: the quickstart's MLP (d = 118,282, MNIST's shape, synthetic samples) at
+  K = 10,000 and 100,000 for 3 rounds with the round's devices streamed
+  (``runtime.devices_in_memory``), the proposed method on analog and digital OFDMA and
+  signSGD on one-bit; here the figure is the whole process's peak (``peak_kib``), not
+  the growth. One sample per device at K = 100,000 (a fixed total of 100,000 samples),
+  ten at 10,000 (``--dimension massive``; about an hour on two cores).
 
 Usage::
 
@@ -90,6 +96,22 @@ DIMENSIONS: dict[str, dict] = {
                  "data.synthetic_shape": [16, 16, 1], "model.hidden_units": [384]},
         "points": [{"uplink.scheme": s} for s in ("analog", "digital_ofdma", "one_bit", "noncoherent_mv")],
     },
+    "massive": {
+        "base": {"rounds": 3, "data.synthetic_shape": [28, 28, 1], "data.synthetic_test_size": 1000,
+                 "model.hidden_units": [128, 128], "ofdm.num_subcarriers": 1024,
+                 "algorithm.estimator": "local_reparameterization", "algorithm.kl_scale": "num_devices",
+                 "eval.every": 3},
+        "points": [
+            *({"cell.num_devices": 10_000, "data.mean_samples_per_device": 10,
+               "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": 500, **scheme}
+              for scheme in ({}, {"uplink.scheme": "digital_ofdma"},
+                             {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"})),
+            *({"cell.num_devices": 100_000, "data.mean_samples_per_device": 1,
+               "data.synthetic_train_size": 100_000, "runtime.devices_in_memory": 500, **scheme}
+              for scheme in ({}, {"uplink.scheme": "digital_ofdma"},
+                             {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"})),
+        ],
+    },
 }
 
 
@@ -120,7 +142,7 @@ def child(overrides: dict) -> dict:
         state, _ = engine.run_round(t, state)
     return {"baseline_kib": baseline_kib, "peak_kib": _status_kib("VmHWM"),
             "num_params": engine.num_params,
-            "estimate_bytes": memory_estimate_bytes(scenario, engine.num_params)}
+            "estimate_bytes": memory_estimate_bytes(scenario, engine.num_params, engine.world.devices_in_memory)}
 
 
 def measure(overrides: dict, *, timeout_s: float = 600.0) -> dict:

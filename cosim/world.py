@@ -20,14 +20,14 @@ from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.local_data import scenario_dataset, scenario_partition
 from cosim.scenario import Scenario
-from cosim.scenario.derived import devices_in_memory
+from cosim.scenario.derived import devices_in_memory, scenario_num_params
 from cosim.scenario.mobility_rules import moving
 from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
 from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.catalog import CATALOG
 from learning.data.datasets import Dataset
-from learning.data.partition import Partition, to_device_data
+from learning.data.partition import IndexedDeviceData, Partition, to_device_data
 from learning.models.architectures import build_model
 from phy import geometry
 from phy.combiner import ReceiveCombiner
@@ -64,7 +64,7 @@ class World:
     path_gain: np.ndarray
     dataset: Dataset
     partition: Partition
-    device_data: DeviceData
+    device_data: DeviceData | IndexedDeviceData
     label_histogram: np.ndarray
     model: Any
     algorithm: FederatedAlgorithm
@@ -85,7 +85,8 @@ class World:
 
 def build_world(scenario: Scenario) -> World:
     """The static parts of ``scenario``'s run, built once (deterministic for its seed)."""
-    static = _static_data(scenario)
+    chunk = devices_in_memory(scenario, scenario_num_params(scenario))
+    static = _static_data(scenario, indexed=chunk is not None)
     traced = static.pop("channel")  # the ray-traced channel, else None
     place = static.pop("place")  # its scene, else None
     dataset = static["dataset"]
@@ -98,7 +99,7 @@ def build_world(scenario: Scenario) -> World:
         uplink=build_uplink(scenario, {**static, "channel": traced, "place": place}, algorithm),
         evaluator=Evaluator.from_scenario(scenario, dataset),
         local_steps=int(scenario.hyper_parameters().get("local_steps", 1)),
-        devices_in_memory=devices_in_memory(scenario, model.num_params),
+        devices_in_memory=chunk,
     )
 
 
@@ -128,8 +129,10 @@ def _place_of(scenario: Scenario):
     return RayTracedPlace(scenario.channel.variant_parameters(), scenario.bs.num_antennas)
 
 
-def _static_data(scenario: Scenario) -> dict:
-    """Drop the devices, load and partition the data (deterministic for the scenario's seed)."""
+def _static_data(scenario: Scenario, indexed: bool = False) -> dict:
+    """Drop the devices, load and partition the data (deterministic for the scenario's seed);
+    ``indexed``: the devices' data as indices into the training set
+    (:class:`learning.data.partition.IndexedDeviceData`, for a round that streams them)."""
     cell = scenario.cell
     geo_rng = rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.GEOMETRY)
     place = _place_of(scenario)
@@ -151,7 +154,7 @@ def _static_data(scenario: Scenario) -> dict:
         path_gain=np.asarray(path_gain, np.float64),
         dataset=dataset,
         partition=parts,
-        device_data=to_device_data(dataset, parts),
+        device_data=IndexedDeviceData.of(dataset, parts) if indexed else to_device_data(dataset, parts),
         label_histogram=parts.label_histogram(dataset.y_train, dataset.num_classes),
     )
 

@@ -96,6 +96,13 @@ class DigitalOfdmaScheme(SchemeParameters):
     each device decoded on its own (:mod:`phy.uplink.digital_ofdma`)."""
 
     carries: ClassVar[str] = "values"
+    streams: ClassVar[bool] = True
+
+    def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
+        """``64``: the plan's eight [K_T] arrays (rates, capacities, bits, symbols, flags;
+        :class:`phy.uplink.digital_ofdma.Plan`); the [n] float64 sum does not grow with K."""
+        return 64
+
     # measured 2026-11-28 at commit 23947c1 (docs/schemes.md): the proposed method's two
     # phases at 8 bits, paper_mnist, against analog's round
     phase_seconds: ClassVar[float | None] = 0.32
@@ -162,6 +169,13 @@ class OneBitScheme(SchemeParameters):
 
     carries: ClassVar[str] = "signs"
     phase_seconds: ClassVar[float | None] = 0.18  # signSGD's one phase, measured as digital_ofdma's
+    streams: ClassVar[bool] = True
+
+    def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
+        """``17 F + 8``: the precoders (complex128 [K_T, F]), the on-subcarriers (bool) and
+        each sender's power (float64; :class:`phy.uplink.one_bit.OneBitStream`)."""
+        return 17 * int(num_subcarriers) + 8
+
     one_bit_modulation: Literal[ONE_BIT_MODULATIONS] = Field(
         "bpsk", description="bpsk: one sign per resource element; qpsk: two (I and Q)")
     # The same convention and default as power.tci_gain_threshold (docs/choices.md).

@@ -234,6 +234,26 @@ class Uplink:
             numpy_rng(self.seed, t, streams.PARTICIPATION))
 
 
+ROWS_PER_PASS = 8192
+"""Devices whose [F] channel columns are formed at once in :func:`channel_columns`."""
+
+
+def channel_columns(h, h_hat) -> tuple[np.ndarray, np.ndarray]:
+    """Per device the mean channel gain ``mean_f |h|^2`` and the CSI error
+    ``mean_f |h_hat - h|^2 / gain`` ([K] float32 each), a bounded block of devices at a time
+    (each row's mean is its own, so the blocks change no bit)."""
+    gains, errors = [], []
+    for lo in range(0, int(h.shape[0]), ROWS_PER_PASS):
+        rows, rows_hat = h[lo:lo + ROWS_PER_PASS], h_hat[lo:lo + ROWS_PER_PASS]
+        gain = tf.reduce_mean(tf.abs(rows) ** 2, axis=-1)
+        err = tf.reduce_mean(tf.abs(rows_hat - rows) ** 2, axis=-1)
+        gains.append(gain.numpy())
+        errors.append((err / tf.maximum(gain, 1e-30)).numpy())
+    if not gains:
+        return np.zeros(0, np.float32), np.zeros(0, np.float32)
+    return np.concatenate(gains), np.concatenate(errors)
+
+
 class RoundLink:
     """One round's uplink (made by :meth:`Uplink.round` from ``channels`` = (the round's
     channel model, its path gains) and ``estimates`` = (h, h_hat)).
@@ -353,10 +373,7 @@ class RoundLink:
         block, cohort, h, h_hat = self.block, self.cohort, self.h, self.h_hat
         columns = Columns()
         scalars, per_device = columns.scalars, columns.per_device
-        gain = tf.reduce_mean(tf.abs(h) ** 2, axis=-1)
-        err = tf.reduce_mean(tf.abs(h_hat - h) ** 2, axis=-1)
-        per_device["mean_channel_gain"] = gain.numpy()
-        per_device["csi_nmse"] = (err / tf.maximum(gain, 1e-30)).numpy()
+        per_device["mean_channel_gain"], per_device["csi_nmse"] = channel_columns(h, h_hat)
         if self.uplink is not None:
             per_device["timing_offset_samples"] = self.offsets[0]
             per_device["cfo_subcarriers"] = self.offsets[1]

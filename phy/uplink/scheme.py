@@ -25,6 +25,15 @@ Round hooks (optional; a plain scheme defines none and gets the neutral ones):
 
 The privacy wrapper (:class:`phy.uplink.private.Private`) is such a scheme: the block and
 the round link call the hooks and name no wrapper.
+
+Streams (optional; a scheme whose parameters say ``streams``,
+:class:`phy.scheme_parameters.SchemeParameters`): ``open_stream(link, air, *, phase, seed,
+per_device)`` takes the phase's link with ``updates`` None and returns an object with
+``add(lo, hi, updates)`` (rows ``lo:hi`` of the senders, [hi - lo, n] float32, in order,
+each row once) and ``finish() -> SchemeResult`` (no signals), what ``send`` returns on all
+the rows: bit for bit with one chunk, and to the float rounding each scheme's stream
+states with several (:mod:`phy.uplink.phase_stream`; a round that streams its devices,
+``cosim/streamed_round.py``). A stream holds no row after its chunk.
 """
 
 from __future__ import annotations

@@ -30,15 +30,18 @@ def _trace(tmp_path, algorithm: str, overrides: list[str], tag: str) -> dict:
 
 COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "test_accuracy",
             "per_device/tx_power_w_rho", "per_device/tx_power_w_delta", "per_device/tx_energy_j",
-            "uplink_energy_j", "aggregate_nmse_rho", "aggregate_nmse_nu", "aggregate_nmse_delta")
+            "uplink_energy_j", "aggregate_nmse_rho", "aggregate_nmse_nu", "aggregate_nmse_delta",
+            "vote_error_rate_delta", "per_device/bits_per_symbol_delta", "bits_sent_delta")
 
 
-@pytest.mark.parametrize("algorithm", ["bayes_aircomp", "fedavg"])
-def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm):
+@pytest.mark.parametrize("algorithm, scheme", [("bayes_aircomp", "analog"), ("fedavg", "analog"),
+                                               ("fedavg", "digital_ofdma"), ("signsgd", "one_bit")])
+def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme):
     """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same
     columns, every compared column within float32 rounding over three rounds."""
-    whole = _trace(tmp_path, algorithm, [], "whole")
-    streamed = _trace(tmp_path, algorithm, ["runtime.devices_in_memory=3"], "streamed")
+    scheme_set = [f'uplink.scheme="{scheme}"']
+    whole = _trace(tmp_path, algorithm, scheme_set, "whole")
+    streamed = _trace(tmp_path, algorithm, [*scheme_set, "runtime.devices_in_memory=3"], "streamed")
     assert set(streamed) == set(whole)
     compared = [name for name in COMPARED if name in whole]
     assert len(compared) >= 4
@@ -128,3 +131,15 @@ def test_a_chunk_trains_its_carry_again_to_the_bit(tmp_path):
         np.testing.assert_array_equal(np.asarray(chunk.delta_rho_k), first[lo:hi])
         np.testing.assert_array_equal(np.asarray(algorithm.local_update(1, after, chunk, rows, seeds[1])[0]),
                                       second[lo:hi])
+
+
+def test_a_scheme_says_it_streams_exactly_when_it_has_a_stream():
+    """The registry's fact (read by validate without TensorFlow) and the class agree, and a
+    scheme that streams states its memory term."""
+    from phy.scheme_parameters import UPLINK_SCHEMES
+
+    for name, variant in UPLINK_SCHEMES.items():
+        parameters = variant.parameters
+        assert parameters.streams == hasattr(variant.target(), "open_stream"), name
+        if parameters.streams:
+            assert parameters().stream_bytes_per_device(118_282, 1024) > 0, name
