@@ -21,7 +21,6 @@ import math
 import numpy as np
 import tensorflow as tf
 
-
 ROWS_PER_PASS = 4096
 """Devices whose float64 rates are formed at once (each row's sum is its own: the blocks
 change no bit; at K = 100,000, F = 1,024 the whole array's temporaries were 4 GB)."""
