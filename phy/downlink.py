@@ -21,9 +21,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
-ROWS_PER_PASS = 4096
+ROWS_PER_PASS = 1024
 """Devices whose float64 rates are formed at once (each row's sum is its own: the blocks
-change no bit; at K = 100,000, F = 1,024 the whole array's temporaries were 4 GB)."""
+change no bit; at K = 100,000, F = 1,024 the whole array's temporaries were 4 GB; 1,024 rows hold 40 MB)."""
 
 
 def bits_per_symbol(h, bs_tx_power_w: float, noise_power_w: float) -> np.ndarray:

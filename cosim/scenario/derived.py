@@ -308,10 +308,11 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
     return keys
 
 
-def _memory_summary(scenario: Scenario, num_params: int) -> str:
+def _memory_summary(scenario: Scenario, num_params: int, chunk: int | None = None) -> str:
     """``"the largest of local step 2.43, uplink phase 0.52 GiB"``: the parts of
-    :func:`memory_parts` that are not 0, in GiB."""
-    parts = memory_parts(scenario, num_params)
+    :func:`memory_parts` that are not 0, in GiB (with ``chunk`` devices in memory, and
+    then what the streamed round holds for every device with the state)."""
+    parts = memory_parts(scenario, num_params, chunk)
     stages = ", ".join(f"{name} {parts[name] / 2**30:,.2f}"
                        for name in ("local step", "uplink phase", "channel draw") if parts[name])
     state = parts["device state"]
@@ -361,7 +362,7 @@ def check_resources(
         return need
     problem = (
         f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for a round "
-        f"(d = {d:,} weights; {_memory_summary(scenario, d)}), more than the "
+        f"(d = {d:,} weights; {_memory_summary(scenario, d, devices_in_memory(scenario, d, have))}), more than the "
         f"{have / 2**30:,.2f} GiB of memory available; lower one of these keys"
     )
     raise ScenarioTooLarge([problem], source if source is not None else repr(scenario.name),
@@ -397,7 +398,9 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
     symbols = {name: scheme_symbols_per_phase(s, v) for name, v in phases.items()}
     uplink = sum(symbols.values())
     dl_values = downlink_values(s, d)
-    mem = memory_estimate_bytes(s, d)
+    chunk = devices_in_memory(s, d)
+    mem = memory_estimate_bytes(s, d, chunk)
+    streamed = "" if chunk is None else f"; the round streams its devices, {chunk:,} at a time"
     lines = [
         f"scenario {s.name!r}: {s.algorithm.name}, {s.rounds} rounds, seed {s.seed}",
         f"  cell      {s.cell.layout}, K = {s.cell.num_devices}, radius {s.cell.radius_m:g} m",
@@ -415,8 +418,8 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
         f"  per round {uplink} uplink"
         + (f" + {downlink_symbols} downlink = {uplink + downlink_symbols} channel uses (OFDM symbols)"
            if downlink_symbols is not None else " channel uses (OFDM symbols) + the downlink's"),
-        f"  memory    ~{mem / 2**30:.2f} GiB for a round ({_memory_summary(s, d)}; "
-        "see memory_estimate_bytes)",
+        f"  memory    ~{mem / 2**30:.2f} GiB for a round ({_memory_summary(s, d, chunk)}; "
+        f"see memory_estimate_bytes){streamed}",
         f"  trace     {s.trace_path}",
     ]
     return "\n".join(lines)

@@ -234,7 +234,7 @@ class Uplink:
             numpy_rng(self.seed, t, streams.PARTICIPATION))
 
 
-ROWS_PER_PASS = 8192
+ROWS_PER_PASS = 1024
 """Devices whose [F] channel columns are formed at once in :func:`channel_columns`."""
 
 

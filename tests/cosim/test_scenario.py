@@ -343,8 +343,13 @@ def test_scenario_num_params_of_shipped_scenarios(path):
 
 
 def test_check_resources():
-    s = load_scenario(ROOT / "scenarios/paper_mnist.toml")
+    """Every device in memory (``runtime.devices_in_memory`` = K): a round that does not
+    fit is refused; with ``"auto"`` the same round streams its devices instead."""
+    auto = load_scenario(ROOT / "scenarios/paper_mnist.toml")
+    s = load_scenario(ROOT / "scenarios/paper_mnist.toml", ["runtime.devices_in_memory=100"])
     need = memory_estimate_bytes(s, 466_698)
+    streamed = check_resources(auto, available_bytes=need - 1)
+    assert streamed <= (need - 1) / 2 < need
     assert check_resources(s, available_bytes=need) == need
     assert check_resources(s, 466_698, available_bytes=need) == need
     with pytest.raises(ScenarioTooLarge) as info:

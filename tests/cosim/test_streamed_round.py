@@ -143,3 +143,28 @@ def test_a_scheme_says_it_streams_exactly_when_it_has_a_stream():
         assert parameters.streams == hasattr(variant.target(), "open_stream"), name
         if parameters.streams:
             assert parameters().stream_bytes_per_device(118_282, 1024) > 0, name
+
+
+def test_indexed_data_pads_a_chunk_as_the_whole_population(tmp_path):
+    """A chunk of the indexed data (what a streamed round trains on) is the same tensors
+    as those rows of the padded population: inputs, labels, mask, weights and ids."""
+    from cosim.local_data import scenario_dataset, scenario_partition
+    from learning.data.partition import IndexedDeviceData, to_device_data
+
+    scenario = load_scenario(write_tiny(tmp_path), [])
+    dataset = scenario_dataset(scenario)
+    partition = scenario_partition(scenario, dataset)
+    whole, indexed = to_device_data(dataset, partition), IndexedDeviceData.of(dataset, partition)
+    assert indexed.num_devices == whole.num_devices == 8
+    for lo, hi in ((0, 3), (3, 8)):
+        a, b = indexed.rows(lo, hi), whole.rows(lo, hi)
+        for field in ("x", "y", "mask", "weights", "devices"):
+            np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)), err_msg=field)
+
+
+def test_validate_says_when_the_round_streams(tmp_path, capsys):
+    from cosim.cli import main
+
+    path = write_tiny(tmp_path)
+    assert main(["validate", str(path), "--set", "runtime.devices_in_memory=3"]) == 0
+    assert "the round streams its devices, 3 at a time" in capsys.readouterr().out
