@@ -213,9 +213,29 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None
     return parts["device state"] + max(parts["local step"], parts["uplink phase"], parts["channel draw"])
 
 
+AUTO_FIT_SHARE = 0.75
+"""``runtime.devices_in_memory = "auto"``: a round whose estimate is within this share of
+the machine's physical memory holds every device."""
 AUTO_MEMORY_SHARE = 0.5
-"""``runtime.devices_in_memory = "auto"``: a round that does not fit in the memory
-available streams its devices in chunks sized to take at most this share of it."""
+"""``"auto"``: a round that does not fit streams its devices in chunks sized to take at
+most this share of the machine's physical memory."""
+
+
+def total_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None:
+    """The machine's physical memory in bytes (``MemTotal``, Linux; else the physical pages
+    times the page size), None when neither can be read. ``"auto"`` decides from it, not
+    from what is free now, so a run and its resumption on one machine stream alike."""
+    try:
+        with open(meminfo_path, encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def stream_refusal(scenario: Scenario) -> str | None:
@@ -240,15 +260,16 @@ def stream_refusal(scenario: Scenario) -> str | None:
     return None
 
 
-def devices_in_memory(scenario: Scenario, num_params: int, available_bytes: int | None = None) -> int | None:
+def devices_in_memory(scenario: Scenario, num_params: int, memory_bytes: int | None = None) -> int | None:
     """Devices whose updates a round holds at once (``runtime.devices_in_memory``), None for
     every device (the one-call round, :func:`cosim.round.run_round`).
 
-    ``"auto"``: None when the whole round's estimate fits in the memory available (or that
-    cannot be read, or the round cannot stream: :func:`stream_refusal`), else the most
-    devices whose streamed round takes at most :data:`AUTO_MEMORY_SHARE` of it (at least
-    1). A number below K streams with that many, and a round that cannot stream is refused
-    (:class:`ScenarioError` naming the key and the reason)."""
+    ``"auto"``: None when the whole round's estimate is within :data:`AUTO_FIT_SHARE` of
+    ``memory_bytes`` (default: the machine's physical memory, :func:`total_memory_bytes`;
+    None also when that cannot be read or the round cannot stream, :func:`stream_refusal`),
+    else the most devices whose streamed round takes at most :data:`AUTO_MEMORY_SHARE` of
+    it (at least 1). A number below K streams with that many, and a round that cannot
+    stream is refused (:class:`ScenarioError` naming the key and the reason)."""
     asked, k = scenario.runtime.devices_in_memory, scenario.cell.num_devices
     reason = stream_refusal(scenario)
     if asked != "auto":
@@ -258,8 +279,8 @@ def devices_in_memory(scenario: Scenario, num_params: int, available_bytes: int 
             raise ScenarioError([f"runtime.devices_in_memory: = {asked} streams the round's devices, "
                                  f"but {reason}"], repr(scenario.name))
         return int(asked)
-    have = available_memory_bytes() if available_bytes is None else int(available_bytes)
-    if reason is not None or have is None or memory_estimate_bytes(scenario, num_params) <= have:
+    have = total_memory_bytes() if memory_bytes is None else int(memory_bytes)
+    if reason is not None or have is None or memory_estimate_bytes(scenario, num_params) <= AUTO_FIT_SHARE * have:
         return None
     budget = AUTO_MEMORY_SHARE * have
     one = memory_estimate_bytes(scenario, num_params, chunk=1)
@@ -357,12 +378,13 @@ def check_resources(
     """
     d = scenario_num_params(scenario) if num_params is None else int(num_params)
     have = available_memory_bytes() if available_bytes is None else int(available_bytes)
-    need = memory_estimate_bytes(scenario, d, devices_in_memory(scenario, d, have))
+    chunk = devices_in_memory(scenario, d, available_bytes)  # given: this machine's memory
+    need = memory_estimate_bytes(scenario, d, chunk)
     if have is None or need <= have:
         return need
     problem = (
         f"{', '.join(_size_keys(scenario, d))}: need ~{need / 2**30:,.2f} GiB for a round "
-        f"(d = {d:,} weights; {_memory_summary(scenario, d, devices_in_memory(scenario, d, have))}), more than the "
+        f"(d = {d:,} weights; {_memory_summary(scenario, d, chunk)}), more than the "
         f"{have / 2**30:,.2f} GiB of memory available; lower one of these keys"
     )
     raise ScenarioTooLarge([problem], source if source is not None else repr(scenario.name),

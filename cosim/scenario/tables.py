@@ -433,8 +433,9 @@ class RuntimeConfig(_Section):
     device_chunk: int = Field(DEVICE_CHUNK, ge=1)
     devices_in_memory: Annotated[str | int, positive_int_or_keyword("auto")] = "auto"
     """Devices whose updates a round holds at once (``cosim/streamed_round.py``): ``"auto"``
-    holds every device when the round fits in the memory available, else the most that
-    fit in half of it (:func:`cosim.scenario.derived.devices_in_memory`); a number caps it."""
+    holds every device when the round fits in three quarters of the machine's physical
+    memory, else the most that fit in half of it
+    (:func:`cosim.scenario.derived.devices_in_memory`); a number caps it."""
 
     def runtime(self) -> Runtime:
         """The :class:`learning.runtime.Runtime` of these keys (``"auto"`` -> None)."""

@@ -90,13 +90,14 @@ def test_a_round_that_cannot_stream_is_refused_naming_the_key(tmp_path, override
 
 
 def test_auto_streams_only_a_round_that_does_not_fit(tmp_path):
-    """``"auto"``: every device while the round fits (the one-call round, bit for bit);
-    chunks sized to half the memory when it does not; a number at or above K is every device."""
+    """``"auto"``: every device while the round fits in three quarters of the machine's
+    memory (the one-call round, bit for bit); chunks sized to half of it when it does not;
+    a number at or above K is every device."""
     scenario = load_scenario(write_tiny(tmp_path), [])
-    assert devices_in_memory(scenario, 1000, available_bytes=2**34) is None
-    # d = 10^6: the round needs 0.42 GiB (14 float32 d-vectors per device, 56 MB); with
-    # 0.3 GiB available, half of it holds two devices' steps and the per-device stream terms
-    chunk = devices_in_memory(scenario, 10**6, available_bytes=int(0.3 * 2**30))
+    assert devices_in_memory(scenario, 1000, memory_bytes=2**34) is None
+    # d = 10^6: the round needs 0.42 GiB (14 float32 d-vectors per device, 56 MB); on a
+    # machine of 0.3 GiB, half of it holds two devices' steps and the per-device stream terms
+    chunk = devices_in_memory(scenario, 10**6, memory_bytes=int(0.3 * 2**30))
     assert chunk is not None and 1 < chunk < 8
     assert devices_in_memory(load_scenario(write_tiny(tmp_path), ["runtime.devices_in_memory=8"]), 10) is None
 
