@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from cosim.scenario import Scenario, scenario_num_params, uplink_phase_values
+from cosim.scenario.derived import devices_in_memory
 from cosim.study.cost_table import ARCHITECTURE_TABLES, COST_TABLE
 from learning.catalog import CATALOG  # no TensorFlow
 from phy.parameters import COMBINERS, SCHEDULING  # pydantic only
@@ -122,6 +123,17 @@ def _test_size(scenario: Scenario, table: dict) -> int:
     return min(size, scenario.data.test_subset) if scenario.data.test_subset else size
 
 
+def _streamed_training(scenario: Scenario, num_params: int) -> float:
+    """The local training's factor when the round streams its devices
+    (``runtime.devices_in_memory``): phase i trains the i phases before it again per chunk,
+    so P training phases cost ``(P + 1) / 2`` times theirs (the proposed method: 1.5); 1
+    for a round that holds every device."""
+    if devices_in_memory(scenario, num_params) is None:
+        return 1.0
+    phases = CATALOG[scenario.algorithm.name].training_phases
+    return (phases + 1) / 2
+
+
 def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     """The estimate for one run of ``scenario`` (``num_params``: d, computed when None)."""
     architecture = scenario.model.architecture
@@ -148,8 +160,8 @@ def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:
     if monte_carlo:
         round_s *= algorithm.mc_samples / ref["mc_samples"]
         eval_s *= scenario.eval.predictive_samples / ref["predictive_samples"]
-    round_s = (round_s * _cohort_share(scenario) + _maxmin_round_s(scenario)
-               + _scheme_round_s(scenario, d))
+    round_s = (round_s * _cohort_share(scenario) * _streamed_training(scenario, d)
+               + _maxmin_round_s(scenario) + _scheme_round_s(scenario, d))
     fixed = table.get("run_fixed_core_s", {}).get(algorithm.name, {}).get(key, 0.0)
     return RunCost(round_s, eval_s, rounds, evaluations, known=True, fixed_core_s=fixed)
 

@@ -169,3 +169,17 @@ def test_validate_says_when_the_round_streams(tmp_path, capsys):
     path = write_tiny(tmp_path)
     assert main(["validate", str(path), "--set", "runtime.devices_in_memory=3"]) == 0
     assert "the round streams its devices, 3 at a time" in capsys.readouterr().out
+
+
+def test_the_cost_estimate_counts_the_training_a_streamed_round_repeats(tmp_path):
+    """The proposed method's streamed round trains phase 1 twice: 1.5 times the local
+    training of the round that holds every device; FedAvg's single phase: the same (the
+    analog scheme adds no cost term of its own)."""
+    from cosim.study.cost import run_cost
+
+    for algorithm, factor in (("bayes_aircomp", 1.5), ("fedavg", 1.0)):
+        path = write_tiny(tmp_path, algorithm=algorithm)
+        whole = run_cost(load_scenario(path, []))
+        streamed = run_cost(load_scenario(path, ["runtime.devices_in_memory=3"]))
+        assert whole.known and whole.round_core_s > 0
+        assert streamed.round_core_s == pytest.approx(factor * whole.round_core_s, rel=1e-12)
