@@ -80,6 +80,22 @@ def cohort_data(data, cohort, local_steps: int):
     return data
 
 
+def end_round(record: RoundRecord, world, link, states: tuple, metrics: dict, nonfinite: int,
+              clocks: tuple[float, float]) -> RoundRecord:
+    """``record`` with the round's closing columns: the link's, the algorithm's (from the
+    round's ``states`` = (previous, new) and its phases' ``metrics``), the nonfinite
+    count, the evaluator's, and ``wall_s``, ``cpu_s`` since ``clocks`` (perf_counter,
+    process_time at the round's start)."""
+    algorithm, (previous, state) = world.algorithm, states
+    record.add(link.columns())
+    record.add(Columns(scalars={"nonfinite_update_entries": float(nonfinite),
+                                **algorithm.metrics(previous, state, metrics)}))
+    record.add(world.evaluator.columns(algorithm, state, record.round))
+    record.scalars["wall_s"] = time.perf_counter() - clocks[0]
+    record.scalars["cpu_s"] = time.process_time() - clocks[1]
+    return record
+
+
 def run_round(state: Any, world, t: int) -> tuple[Any, RoundRecord]:
     """Round ``t`` of ``world`` (:class:`cosim.world.World`) from ``state``: the new state
     and the round's record (without the ``cumulative_*`` totals)."""
@@ -97,10 +113,5 @@ def run_round(state: Any, world, t: int) -> tuple[Any, RoundRecord]:
         state, carry, server = algorithm.server_update(index, state, carry, sent.estimate, received=received)
         metrics[phase.name] = scalar_metrics(local, server)
         record.add(sent.columns())
-    record.add(link.columns())
-    record.add(Columns(scalars={"nonfinite_update_entries": float(nonfinite),
-                                **algorithm.metrics(previous, state, metrics)}))
-    record.add(world.evaluator.columns(algorithm, state, t))
-    record.scalars["wall_s"] = time.perf_counter() - started
-    record.scalars["cpu_s"] = time.process_time() - cpu_started
-    return state, record
+    return state, end_round(record, world, link, (previous, state), metrics, nonfinite,
+                            (started, cpu_started))

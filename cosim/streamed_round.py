@@ -31,9 +31,8 @@ import time
 from typing import Any
 
 from cosim import rng as rngs
-from cosim.round import RoundRecord, count_nonfinite
+from cosim.round import RoundRecord, count_nonfinite, end_round
 from learning.algorithms.base import scalar_metrics
-from native.columns import Columns
 
 
 def chunk_bounds(num_devices: int, chunk: int) -> list[tuple[int, int]]:
@@ -82,10 +81,5 @@ def run_streamed_round(state: Any, world, t: int, chunk: int) -> tuple[Any, Roun
         carries.append(carry)
         metrics[phase.name] = scalar_metrics(local, server)
         record.add(sent.columns())
-    record.add(link.columns())
-    record.add(Columns(scalars={"nonfinite_update_entries": float(nonfinite),
-                                **algorithm.metrics(previous, state, metrics)}))
-    record.add(world.evaluator.columns(algorithm, state, t))
-    record.scalars["wall_s"] = time.perf_counter() - started
-    record.scalars["cpu_s"] = time.process_time() - cpu_started
-    return state, record
+    return state, end_round(record, world, link, (previous, state), metrics, nonfinite,
+                            (started, cpu_started))
