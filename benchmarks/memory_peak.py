@@ -98,6 +98,7 @@ DIMENSIONS: dict[str, dict] = {
         "points": [{"uplink.scheme": s} for s in ("analog", "digital_ofdma", "one_bit", "noncoherent_mv")],
     },
     "massive": {
+        "timeout_s": 3600.0,  # a K = 100,000 point takes 15-30 minutes
         "base": {"rounds": 3, "data.synthetic_shape": [28, 28, 1], "data.synthetic_test_size": 1000,
                  "model.hidden_units": [128, 128], "ofdm.num_subcarriers": 1024,
                  "algorithm.estimator": "local_reparameterization", "algorithm.kl_scale": "num_devices",
@@ -167,7 +168,8 @@ def measure(overrides: dict, *, timeout_s: float = 600.0) -> dict:
 def measure_point(name: str, point: dict) -> dict:
     """:func:`measure` of ``point`` on dimension ``name``'s base: the overrides and the figures."""
     overrides = {**BASE, **DIMENSIONS[name]["base"], **point}
-    return {"dimension": name, "point": point, **measure(overrides)}
+    return {"dimension": name, "point": point,
+            **measure(overrides, timeout_s=DIMENSIONS[name].get("timeout_s", 600.0))}
 
 
 HEADER = ("| dimension | point | d | measured growth MiB | estimate MiB | measured - first MiB "
