@@ -37,7 +37,9 @@ no x, v or y [K, N, F] tensor, no float64 one, and no padded grid of the updates
 shape and power control configuration (:func:`phy.power.configuration_key`; graph mode:
 the row set is dynamic), shared by the runs of a process. Only Re(z) is drawn, the same numbers as the
 reference's. With a :class:`phy.ofdm_time.TimeDomainUplink` the transmitted symbols go
-through the waveform instead of eq. ``ReceivedSignal`` per subcarrier.
+through the waveform instead of eq. ``ReceivedSignal`` per subcarrier. With a true channel
+per OFDM symbol (``h`` [K, N, F], moving devices) only the estimate gain changes, to one
+per symbol (:mod:`phy.symbol_gains`), which the linear sum and the budget-bound rows read.
 """
 
 from __future__ import annotations
