@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import j0
 
-from native.launch import LAUNCH
+from native.launch import LAUNCH, aligned_empty
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 """c [m/s]."""
@@ -156,7 +156,7 @@ class SumOfSinusoids:
                 or amplitude.shape != (int(num_steps), num_devices):
             raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
                              f"[T = {num_steps}, K], got {start.shape}, {step.shape}, {amplitude.shape}")
-        out = np.empty((num_devices, int(num_steps), self.shape[1]), np.complex64)
+        out = aligned_empty((num_devices, int(num_steps), self.shape[1]), np.complex64)  # a tensor as it is
         with LAUNCH:
             _along(self.wavenumber, self.gains, start, step, amplitude, out)
         return out

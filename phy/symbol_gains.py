@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from native.launch import LAUNCH, read_only
+from native.launch import LAUNCH, aligned_empty, read_only
 
 
 @njit(nogil=True, cache=True)
@@ -70,8 +70,9 @@ def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask):
     h_hat = read_only(h_hat, np.complex64)
     mask = read_only(mask)
     exact = bool(_equal(h, h_hat)) and bool(np.all(mask > 0.0))
-    gain = np.empty(h.shape, np.float32)
-    coeff = np.empty(h.shape, np.float32)
+    # aligned: tf.numpy_function takes them as tensors without a copy
+    gain = aligned_empty(h.shape, np.float32)
+    coeff = aligned_empty(h.shape, np.float32)
     with LAUNCH:
         _gains(h, read_only(phase, np.complex64), read_only(magnitude), read_only(weights),
                read_only(dead, np.bool_), mask, exact, gain, coeff)
