@@ -19,12 +19,12 @@ SYMBOL_S = 1e-4  # long symbols: half a symbol moves the channel by some 1e-1 at
 START_S = 0.3
 
 
-def _moving(build=straight, speed=(20.0, 35.0), flat=False):
+def _moving(build=straight, speed=(20.0, 35.0), flat=False, channel=None):
     rng = np.random.default_rng(11)
     positions = rng.uniform(-60.0, 60.0, (K, 2))
     moving = build(list(speed) if isinstance(speed, tuple) else speed, 0.1, CARRIER_HZ, 8,
                    positions_m=positions, radius_m=100.0, inner_m=10.0, num_subcarriers=F, flat=flat,
-                   path_loss_exponent=4.0, rng=rng)
+                   path_loss_exponent=4.0, rng=rng, channel=channel)
     moving.start_round(0)
     return moving
 
@@ -41,12 +41,20 @@ def _phase(moving, per_symbol=True):
     return np.asarray(h)
 
 
-@pytest.mark.parametrize(("build", "flat"), [(straight, False), (random_waypoint, False), (straight, True)])
-def test_symbol_n_sees_the_moving_channel_at_its_own_time(build, flat):
+@pytest.mark.parametrize(("build", "fading"), [(straight, "iid"), (random_waypoint, "iid"), (straight, "flat"),
+                                               (straight, "tdl")])
+def test_symbol_n_sees_the_moving_channel_at_its_own_time(build, fading):
     """Symbol n's channel is MovingChannel.at(t_n), t_n = start + (n + 1/2) T_sym, to float
     rounding (1e-5 of the device's amplitude); the channel half a symbol earlier or later is
-    off by far more (the times are checked, not only the shape)."""
-    moving = _moving(build, flat=flat)
+    off by far more (the times are checked, not only the shape). A TDL (Sionna's taps at one
+    common speed) is evaluated per symbol."""
+    if fading == "tdl":
+        from phy.channel import TDL
+
+        tdl = TDL("A", 100e-9, 30e3, F, carrier_frequency_hz=CARRIER_HZ)
+        moving = _moving(build, speed=30.0, channel=tdl)
+    else:
+        moving = _moving(build, flat=fading == "flat")
     h = _phase(moving)
     assert h.shape == (K, N, F) and h.dtype == np.complex64
     for n in (0, 1, N // 2, N - 1):
