@@ -135,3 +135,19 @@ def read_only(array, dtype=np.float32) -> np.ndarray:
     view = contiguous.view()
     view.flags.writeable = False
     return view
+
+
+ALIGNMENT_BYTES = 64
+"""TensorFlow's CPU alignment (``EIGEN_MAX_ALIGN_BYTES``): a NumPy array whose data starts
+on such a boundary becomes a tensor without a copy (a ``tf.numpy_function`` output, or
+through DLPack); NumPy's own large arrays start 16 bytes past a page."""
+
+
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` and ``dtype`` whose data starts on
+    an :data:`ALIGNMENT_BYTES` boundary (a view into a slightly larger byte buffer), for a
+    kernel's output that TensorFlow then takes as it is."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    buffer = np.empty(size + ALIGNMENT_BYTES, np.uint8)
+    offset = -buffer.ctypes.data % ALIGNMENT_BYTES
+    return buffer[offset:offset + size].view(dtype).reshape(shape)

@@ -37,7 +37,9 @@ no x, v or y [K, N, F] tensor, no float64 one, and no padded grid of the updates
 shape and power control configuration (:func:`phy.power.configuration_key`; graph mode:
 the row set is dynamic), shared by the runs of a process. Only Re(z) is drawn, the same numbers as the
 reference's. With a :class:`phy.ofdm_time.TimeDomainUplink` the transmitted symbols go
-through the waveform instead of eq. ``ReceivedSignal`` per subcarrier.
+through the waveform instead of eq. ``ReceivedSignal`` per subcarrier. With a true channel
+per OFDM symbol (``h`` [K, N, F], moving devices) only the estimate gain changes, to one
+per symbol (:mod:`phy.symbol_gains`), which the linear sum and the budget-bound rows read.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from phy.grid import GroupingRule
 from phy.grid_sums import grid_sums
 from phy.ofdm_time import TimeDomainUplink
 from phy.power import PowerControl, configuration_key
+from phy.symbol_gains import symbol_gains
 
 __all__ = ["AirCompResult", "aggregate", "chain"]
 
@@ -62,8 +65,8 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
           gamma_w, public_delta_bar, *, rule, power_control, internals=False):
     """The AirComp chain without materialising x, v or y (graph mode).
 
-    Input: ``updates`` [K, d] tf.float32, ``weights`` [K], ``h``, ``h_hat`` [K, F]
-    tf.complex64, ``reference_gain`` [K], the noise ``seed`` [2] tf.int32, P,
+    Input: ``updates`` [K, d] tf.float32, ``weights`` [K], ``h`` [K, F] or [K, N, F] (the
+    true channel of each OFDM symbol), ``h_hat`` [K, F] tf.complex64, ``reference_gain`` [K], the noise ``seed`` [2] tf.int32, P,
     sigma_z^2 and gamma as tf.float64 scalars, ``public_delta_bar`` a tf.float32 scalar
     (> 0: the delta_bar the BS uses in place of the reported one; 0: the reported one,
     eq. ``rho_avg``). Output: the fields of
@@ -76,7 +79,9 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     its contribution to the estimate is linear in Delta: the noise-free estimate is
     ``sum_k G_kf m_kf Delta_knf`` with ``G = pi Re(h conj(sgn h_hat)) / |h_hat|``
     (``sqrt(delta_bar/gamma) Re(c) sqrt(u)``; delta_bar cancels), one weighted sum
-    over K. Rows that may exceed the budget are found from ``T_kn = sum_f Delta^2 / g``,
+    over K. With ``h`` [K, N, F] the devices still send as ``h_hat`` dictates and only G
+    changes, to ``G_knf = pi Re(h_knf conj(sgn h_hat_kf)) / |h_hat_kf|``. Rows that may
+    exceed the budget are found from ``T_kn = sum_f Delta^2 / g``,
     with a relative margin of 1e-3 for float32 rounding, and gathered (both sums and
     the linear part come from one pass over the ``[K, d]`` updates where they lie,
     :func:`phy.grid_sums.grid_sums`; the grid is formed only for TCI's off-subcarriers);
@@ -88,7 +93,7 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     """
     num_devices, num_values = updates.shape
     n, f = rule.num_symbols, rule.num_subcarriers
-    w, gain, gain64, _, c = parts.transmit_terms(weights, h, h_hat)
+    w, gain, gain64, phase, c = parts.transmit_terms(weights, h, h_hat)
     # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
     on = power_control.transmit_mask(gain, reference_gain[:, None])
     inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
@@ -98,17 +103,20 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     # estimate is dead there (coef's other factor gamma / delta_bar is positive)
     dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * gamma_w > 0.0)[:, None]
     mask = power_control.regular_amplitude_mask(on, dead)
-    # estimate gain G = pi Re(c)/|h_hat| (0 where nothing is sent)
-    est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
-    est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
-    # perfect CSI: G = pi |h| / |h| = pi exactly
-    exact_gain = tf.reduce_all(h == h_hat) & tf.reduce_all(mask > 0.0)
-    est_gain = tf.where(exact_gain, tf.broadcast_to(w[:, None], tf.shape(est_gain)), est_gain)
+    per_symbol = h.shape.rank == 3  # G_knf: the channel of each OFDM symbol
+    if per_symbol:  # G and G m [K, N, F] in one pass (phy.symbol_gains)
+        est_gain, coeff = tf.numpy_function(
+            symbol_gains, [h, h_hat, phase, tf.abs(h_hat), w, dead, mask], [tf.float32] * 2,
+            stateful=False)
+        est_gain, coeff = (tf.ensure_shape(t, [num_devices, n, f]) for t in (est_gain, coeff))
+    else:
+        est_gain = _estimate_gain(w, c, h, h_hat, dead, mask)
+        coeff = est_gain * mask
     # one pass over the updates (phy.grid_sums): per (k, n) sum_f Delta^2 times the
     # screening scale, 1 and the off-mask (T, ||Delta||^2, off-part), and the linear part
-    # of the estimate sum_k G_kf m_kf Delta_knf
+    # of the estimate sum_k G_kf m_kf Delta_knf (G_knf per symbol)
     sums, linear = tf.numpy_function(
-        grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, est_gain * mask],
+        grid_sums, [updates, tf.cast(inv_gain / unit[:, None], tf.float32), on, coeff],
         [tf.float32, tf.float32], stateful=False,
     )
     sums = tf.ensure_shape(sums, [num_devices, n, 3])
@@ -126,8 +134,10 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     rows = tf.cast(tf.where(tf.reshape(special, [-1]))[:, 0], tf.int32)
     k_rows, n_rows = rows // n, rows % n
     # the control's own kernel for these rows (phy.power.PowerControl.budget_rows)
+    # (per symbol: G of row (k, n) is row k N + n of G [K N, F], the row's flat index)
     corrections, row_power, row_dist, row_att, row_state = power_control.budget_rows(
-        updates, k_rows, n_rows, u, est_gain, w, mask, gain, reference_gain, tx_power_w, n, f)
+        updates, k_rows, n_rows, u, tf.reshape(est_gain, [-1, f]) if per_symbol else est_gain, w, mask,
+        gain, reference_gain, tx_power_w, n, f, gain_rows=rows if per_symbol else None)
     clean = linear + corrections[..., 0]
     xi = corrections[..., 1]
     off = 1.0 - mask
@@ -158,6 +168,17 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
         out.update({"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
                     "_row_state": row_state, "_precoder": precoder, "_noise": noise})
     return out
+
+
+def _estimate_gain(w, c, h, h_hat, dead, mask):
+    """The estimate gain ``G = pi Re(c) / |h_hat|`` [K, F] tf.float32 (0 where nothing is
+    sent; exactly pi under perfect CSI with every subcarrier live); per OFDM symbol it is
+    :func:`phy.symbol_gains.symbol_gains`'s, with the same operations."""
+    est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
+    est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
+    # perfect CSI: G = pi |h| / |h| = pi exactly
+    exact_gain = tf.reduce_all(h == h_hat) & tf.reduce_all(mask > 0.0)
+    return tf.where(exact_gain, tf.broadcast_to(w[:, None], tf.shape(est_gain)), est_gain)
 
 
 def _in_order_sum(clean, noise):
@@ -220,8 +241,9 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
         Delta_k, the devices' update vectors.
     weights : [K], tf.float32
         pi_k >= 0, summing to one (pi_k = 0 devices send nothing).
-    h : [K, F], tf.complex64
-        True channel of the round (constant over the N symbols).
+    h : [K, F] or [K, N, F], tf.complex64
+        True channel of the phase: constant over its N symbols, or one per OFDM symbol
+        (moving devices, :mod:`phy.uplink.moving_link`; not with ``uplink``).
     h_hat : [K, F], tf.complex64
         Each device's estimate of its own channel (used for precoding and power).
     power_control : phy.power.PowerControl
@@ -264,9 +286,13 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
     num_devices, num_values = updates.shape
     h = tf.convert_to_tensor(h, tf.complex64)
     h_hat = tf.convert_to_tensor(h_hat, tf.complex64)
-    if h.shape.rank != 2 or h.shape[0] != num_devices or h.shape != h_hat.shape:
+    num_symbols = -(-num_values // h_hat.shape[-1]) if h_hat.shape.rank == 2 and h_hat.shape[-1] else 0
+    per_symbol = h.shape.rank == 3 and h.shape == (num_devices, num_symbols, h_hat.shape[-1])
+    if (h_hat.shape.rank != 2 or h_hat.shape[0] != num_devices
+            or not (h.shape == h_hat.shape or per_symbol)):
         raise ValueError(
-            f"h and h_hat must both be [K={num_devices}, F], got {h.shape} and {h_hat.shape}"
+            f"h and h_hat must both be [K={num_devices}, F], or h [K, N, F] (a channel per OFDM "
+            f"symbol, N = ceil(d / F)) and h_hat [K, F], got {h.shape} and {h_hat.shape}"
         )
     weights = tf.convert_to_tensor(weights, tf.float32)
     if weights.shape != (num_devices,):
@@ -276,7 +302,7 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
             raise ValueError(f"{name} must be positive, got {value!r}")
     if not float(noise_power_w) >= 0.0:
         raise ValueError(f"noise_power_w must be >= 0, got {noise_power_w!r}")
-    rule = GroupingRule(num_values, h.shape[1])
+    rule = GroupingRule(num_values, h_hat.shape[1])
     if not power_control.over_the_air:
         estimate = tf.linalg.matvec(updates, weights, transpose_a=True)
         delta_bar = parts.mean_power(weights, updates, num_values)
@@ -289,8 +315,11 @@ def aggregate(updates, weights, h, h_hat, *, power_control: PowerControl, tx_pow
         reference_gain = tf.convert_to_tensor(path_gain, tf.float32)
     seed = tf.convert_to_tensor(seed, tf.int32)
     time_domain = uplink is not None
-    if time_domain and (uplink.num_devices, uplink.num_subcarriers) != (num_devices, h.shape[1]):
-        raise ValueError(f"uplink must have K={num_devices} devices and F={h.shape[1]} "
+    if time_domain and per_symbol:
+        raise NotImplementedError("ofdm.domain = 'time' takes one channel per phase, not h [K, N, F] "
+                                  "per OFDM symbol")
+    if time_domain and (uplink.num_devices, uplink.num_subcarriers) != (num_devices, h_hat.shape[1]):
+        raise ValueError(f"uplink must have K={num_devices} devices and F={h_hat.shape[1]} "
                          f"subcarriers, got {uplink.num_devices} and {uplink.num_subcarriers}")
     fn = _compiled_chain(rule, power_control, bool(keep_signals), internals=time_domain)
     tx_power = tf.constant(float(tx_power_w), tf.float64)

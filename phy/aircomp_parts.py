@@ -70,14 +70,18 @@ class AirCompResult:
 def transmit_terms(weights, h, h_hat):
     """The prologue's per-device terms.
 
-    Input: ``weights`` pi [K], ``h``, ``h_hat`` [K, F] tf.complex64. Output: ``(w [K]
-    tf.float32, gain [K, F] tf.float32 |h_hat|^2, gain64 [K, F] tf.float64, phase [K, F]
-    tf.complex64 conj(sgn h_hat), c [K, F] tf.complex64 h conj(sgn h_hat))``.
+    Input: ``weights`` pi [K], ``h`` [K, F] or [K, N, F] (the true channel per OFDM
+    symbol) and ``h_hat`` [K, F] tf.complex64. Output: ``(w [K] tf.float32, gain [K, F]
+    tf.float32 |h_hat|^2, gain64 [K, F] tf.float64, phase [K, F] tf.complex64
+    conj(sgn h_hat), c [K, F] tf.complex64 h conj(sgn h_hat))``; c is None for ``h``
+    [K, N, F] (the fast chain forms its gains per symbol in one pass,
+    :mod:`phy.symbol_gains`, and the reference chain needs no c).
     """
     w = tf.cast(weights, tf.float32)
     gain = tf.square(tf.abs(h_hat))
     phase = tf.math.conj(tf.math.divide_no_nan(h_hat, tf.cast(tf.abs(h_hat), tf.complex64)))
-    return w, gain, tf.cast(gain, tf.float64), phase, h * phase
+    c = None if h.shape.rank == 3 else h * phase
+    return w, gain, tf.cast(gain, tf.float64), phase, c
 
 
 def mean_power(w, updates, num_values):

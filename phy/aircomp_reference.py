@@ -13,7 +13,8 @@ epilogue are :mod:`phy.aircomp_parts`'s.
 5. ``x = conj(sgn h_hat) sgn(Delta) sqrt(u) v`` (eq. ``Gen_x``);
 6. ``y[n] = sum_k h_k o x_k[n] + z[n]``, ``z ~ CN(0, sigma_z^2 I_F)`` (eqs.
    ``ReceivedSignal``, ``y_rho``): Sionna's :class:`~sionna.phy.channel.ApplyOFDMChannel`
-   with the channel given once per round (its symbol axis of length 1 broadcasts); the
+   with the channel given once per phase (its symbol axis of length 1 broadcasts) or per
+   OFDM symbol (``h`` [K, N, F]); the
    noise from ``tf.random.stateless_normal`` (Sionna's ``AWGN`` draws from its global
    generator, which would not replay from the round's seed);
 7. the receiver ``sqrt(delta_bar / gamma) Re(y)`` (eq. ``delta_n``) and the reverse grouping.
@@ -33,7 +34,7 @@ def reference_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w
                     gamma_w, public_delta_bar, *, rule, power_control):
     """The full batched transmit/channel/receive chain (graph mode).
 
-    Input as :func:`phy.aircomp.chain`. Output: its dict plus ``y`` [N, F], ``x`` [K, N, F]
+    Input as :func:`phy.aircomp.chain` (``h`` [K, F] or [K, N, F]). Output: its dict plus ``y`` [N, F], ``x`` [K, N, F]
     and ``z`` [N, F] (tf.complex64).
     """
     num_devices = updates.shape[0]
@@ -51,8 +52,10 @@ def reference_chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w
     power = tf.reduce_sum(tf.square(sqrt_u * v), axis=-1)  # sum_f u v^2  [K, N]
     q = sign * sqrt_u * v  # the real amplitude of x; its phase is constant over the symbols
     x = phase[:, None, :] * tf.cast(q, tf.complex64)  # [K, N, F]
-    # MAC (eq. ReceivedSignal): Sionna sums h * x over transmitters; h has 1 symbol
-    h_freq = tf.reshape(h, [1, 1, 1, num_devices, 1, 1, rule.num_subcarriers])
+    # MAC (eq. ReceivedSignal): Sionna sums h * x over transmitters; h has 1 symbol, or
+    # N (a channel per OFDM symbol)
+    symbols = h.shape[1] if h.shape.rank == 3 else 1
+    h_freq = tf.reshape(h, [1, 1, 1, num_devices, 1, symbols, rule.num_subcarriers])
     y = ApplyOFDMChannel()(x[None, :, None], h_freq)[0, 0, 0]  # [N, F]
     shape = tf.shape(y, tf.int32)
     noise_std = tf.sqrt(tf.cast(noise_power_w, tf.float32) / 2.0)

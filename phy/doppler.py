@@ -29,14 +29,20 @@ known non-ergodicity of sums of sinusoids: Patzold, Mobile Radio Channels, 2nd e
 Using the travelled distance instead of the time keeps the process continuous when a
 device turns (isotropic scattering: the angles relative to the motion stay uniform).
 
-No TensorFlow: NumPy, float64 phases (the phase ``2 pi s / lambda`` reaches 1e5 rad over a
-few kilometres), complex64 output.
+At equally spaced distances (the OFDM symbols of a phase, :meth:`SumOfSinusoids.along`) each
+sinusoid is stepped by one complex rotation per symbol instead of evaluated anew.
+
+No TensorFlow: NumPy and one Numba kernel, float64 phases (the phase ``2 pi s / lambda``
+reaches 1e5 rad over a few kilometres), complex64 output.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 from scipy.special import j0
+
+from native.launch import LAUNCH, aligned_empty
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 """c [m/s]."""
@@ -130,3 +136,65 @@ class SumOfSinusoids:
         phase = s[..., None] * self.wavenumber[devices, coefficients][None]  # [T, P, M]
         return np.einsum("tpm,pm->tp", np.exp(1j * phase).astype(np.complex64),
                          self.gains[devices, coefficients])
+
+    def along(self, start_m, step_m, num_steps: int, amplitude) -> np.ndarray:
+        """The processes at ``num_steps`` equally spaced distances, each scaled:
+        ``[K, T, F_c]`` complex64, entry (k, n, f) = ``amplitude[n, k] h_kf(s_k + n ds_k)``
+        with ``start_m`` s [K], ``step_m`` ds [K] (metres) and ``amplitude`` [T, K].
+
+        Each sinusoid ``exp(j w s)`` is evaluated at s_k and then multiplied by
+        ``exp(j w ds_k)`` once per step (complex128: after n steps its phase is off by
+        some n 1e-16 rad, its modulus by n 1e-16), so this equals :meth:`at` at the same
+        distances up to the complex64 rounding of the sum (:meth:`at` rounds each term
+        to complex64 first), at most 5e-7 of the process's amplitude (measured), without
+        a complex exponential per step: 0.09 s for the quickstart's phase (K = 100,
+        F_c = 1024, M = 8, 116 steps) where :meth:`at` takes 0.025 s per step."""
+        start = np.asarray(start_m, np.float64)
+        step = np.asarray(step_m, np.float64)
+        amplitude = np.asarray(amplitude, np.float64)
+        num_devices = self.shape[0]
+        if start.shape != (num_devices,) or step.shape != (num_devices,) \
+                or amplitude.shape != (int(num_steps), num_devices):
+            raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
+                             f"[T = {num_steps}, K], got {start.shape}, {step.shape}, {amplitude.shape}")
+        out = aligned_empty((num_devices, int(num_steps), self.shape[1]), np.complex64)  # a tensor as it is
+        with LAUNCH:
+            _along(self.wavenumber, self.gains, start, step, amplitude, out)
+        return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _along(wavenumber, gains, start, step, amplitude, out):
+    # per device: the M x F_c terms c_m exp(j w_m s) as real and imaginary planes, the
+    # sinusoid index outermost so that the subcarrier loop is contiguous (vectorised)
+    num_devices, num_coefficients, num_sinusoids = wavenumber.shape
+    for k in prange(num_devices):
+        shape = (num_sinusoids, num_coefficients)
+        re, im = np.empty(shape), np.empty(shape)
+        step_re, step_im = np.empty(shape), np.empty(shape)
+        for f in range(num_coefficients):
+            for m in range(num_sinusoids):
+                term = np.complex128(gains[k, f, m]) * np.exp(1j * (start[k] * wavenumber[k, f, m]))
+                advance = step[k] * wavenumber[k, f, m]
+                re[m, f], im[m, f] = term.real, term.imag
+                step_re[m, f], step_im[m, f] = np.cos(advance), np.sin(advance)
+        total_re, total_im = np.empty(num_coefficients), np.empty(num_coefficients)
+        for n in range(out.shape[1]):
+            total_re[:] = 0.0
+            total_im[:] = 0.0
+            for m in range(num_sinusoids):
+                _rotate(re[m], im[m], step_re[m], step_im[m], total_re, total_im)
+            a = amplitude[n, k]
+            for f in range(num_coefficients):
+                out[k, n, f] = np.complex64(complex(a * total_re[f], a * total_im[f]))
+
+
+@njit(inline="always", fastmath={"contract", "nnan", "ninf", "nsz", "arcp"})
+def _rotate(re, im, step_re, step_im, total_re, total_im):
+    """One sinusoid's term on every subcarrier added to the totals, then stepped."""
+    for f in range(re.size):
+        r, i = re[f], im[f]
+        total_re[f] += r
+        total_im[f] += i
+        re[f] = r * step_re[f] - i * step_im[f]
+        im[f] = r * step_im[f] + i * step_re[f]

@@ -56,9 +56,10 @@ def _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear):
         for f in range(width_full):
             out[f] = np.float32(0.0)
         lanes = np.empty((3, LANES), np.float32)
+        symbol = min(np.int64(n), coeff.shape[1] - 1)  # coeff [K, 1, F]: one per device
         for k in range(num_devices):
             row = updates[k, lo : lo + width]
-            scale_k, mask_k, coeff_k = scale[k, :width], mask[k, :width], coeff[k, :width]
+            scale_k, mask_k, coeff_k = scale[k, :width], mask[k, :width], coeff[k, symbol, :width]
             lanes[:] = np.float32(0.0)
             body = width - width % LANES
             for start in range(0, body, LANES):
@@ -76,17 +77,23 @@ def _grid_sums(updates, scale, mask, coeff, num_symbols, sums, linear):
 def grid_sums(updates, scale, mask, coeff):
     """Row energies and the linear over-the-air sum of the grid, in one pass.
 
-    Input: ``updates`` [K, d] float32 (read in place); ``scale``, ``mask``, ``coeff``
-    [K, F] float32. Output: ``sums`` [K, N, 3] float32 with ``sum_f Delta^2 scale``,
-    ``sum_f Delta^2`` and ``sum_f Delta^2 (1 - mask)`` per (k, n), and ``linear`` [N, F]
-    float32 ``= sum_k coeff_kf Delta_knf``, N = ceil(d / F) (the last symbol's padding
-    counts as zeros).
+    Input: ``updates`` [K, d] float32 (read in place); ``scale``, ``mask`` [K, F] float32;
+    ``coeff`` [K, F] float32, or [K, N, F] (a coefficient per OFDM symbol: the channel
+    changes from symbol to symbol). Output: ``sums`` [K, N, 3] float32 with
+    ``sum_f Delta^2 scale``, ``sum_f Delta^2`` and ``sum_f Delta^2 (1 - mask)`` per (k, n),
+    and ``linear`` [N, F] float32 ``= sum_k coeff_kf Delta_knf`` (``coeff_knf``),
+    N = ceil(d / F) (the last symbol's padding counts as zeros). Both forms of ``coeff``
+    run one kernel, in the same order: equal coefficients give the same bits.
     """
     updates = read_only(updates)
     scale, mask, coeff = (read_only(a) for a in (scale, mask, coeff))
     num_devices, num_values = updates.shape
     num_subcarriers = scale.shape[1]
     num_symbols = -(-num_values // num_subcarriers)
+    if coeff.ndim == 2:
+        coeff = coeff[:, None, :]
+    elif coeff.shape != (num_devices, num_symbols, num_subcarriers):
+        raise ValueError(f"coeff must be [K, F] or [K, N={num_symbols}, F], got {coeff.shape}")
     sums = np.empty((num_devices, num_symbols, 3), np.float32)
     linear = np.empty((num_symbols, num_subcarriers), np.float32)
     with LAUNCH:

@@ -105,6 +105,30 @@ class MovingChannel:
             z = np.broadcast_to(z, (z.shape[0], self.num_subcarriers))
         return (np.sqrt(gain)[:, None] * z).astype(np.complex64), gain
 
+    def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int) -> np.ndarray:
+        """``h`` [K, N, F] complex64: the channel of OFDM symbol n < N = ``num_symbols`` at
+        its middle, ``t_n = start_s + (n + 1/2) symbol_s`` seconds after the round's start
+        (each device's path gain at its position then). Equal to :meth:`at` (t_n) up to
+        float rounding: the Jakes processes are stepped from symbol to symbol
+        (:meth:`phy.doppler.SumOfSinusoids.along`); a TDL's are evaluated per symbol. A
+        device at rest (speed 0) has :meth:`at`'s channel on every symbol, bit for bit."""
+        offsets = float(start_s) + (np.arange(int(num_symbols)) + 0.5) * float(symbol_s)
+        amplitude = np.sqrt(self.path_gain_at(offsets))  # [N, K]
+        along = getattr(self.fading, "along", None)
+        if along is None:  # phy.moving_tdl.MovingTdl
+            z = np.stack([self.fading.at(self.motion.travelled_m(self.motion.time_s + offset))
+                          for offset in offsets], axis=1)
+            h = (amplitude.T[:, :, None] * z).astype(np.complex64)
+        else:
+            h = along(self.motion.travelled_m(self.motion.time_s + offsets[0]),
+                      self.motion.travelled_m(float(symbol_s)), offsets.size, amplitude)
+        if h.shape[2] != self.num_subcarriers:  # a flat channel: one process per device
+            h = np.ascontiguousarray(np.broadcast_to(h, (*h.shape[:2], self.num_subcarriers)))
+        still = np.asarray(self.motion.speed_mps) == 0.0
+        if still.any():  # a device at rest: its channel at any time, :meth:`at`'s bits
+            h[still] = self.at(offsets[0])[0][still][:, None, :]
+        return h
+
     def owned_at(self, offsets_s, devices, subcarriers) -> np.ndarray:
         """``[T, P]`` complex64: the channel of the pairs ``(devices [P], subcarriers [P])``
         at ``offsets_s`` [T] (ascending) after the round's start, each at its device's

@@ -5,7 +5,8 @@ whose budget does not bind as ``v = |Delta|`` and needs the optimal amplitudes o
 for the other rows (at the paper's size with P = 20 dBm: some 6,000 rows per phase,
 from about 85 of the 100 devices). For each such row it then needs only what the row
 changes in the estimate and its diagnostics, not v itself. Here that is two parallel
-passes that read the updates ``[K, d]`` and the per-device ``[K, F]`` arrays where they
+passes that read the updates ``[K, d]`` and the per-device ``[K, F]`` arrays (G also
+per (device, symbol), ``[K N, F]``, when the channel changes from symbol to symbol) where they
 lie (no ``[R, F]`` gathers of u, G or the updates):
 
 1. **Multiplier**, rows of one device in turn (one device per work item): lambda >= 0
@@ -138,7 +139,7 @@ def _row_correction(row, u_live, live, est_gain, weight, lam, g_out, w_out):
 
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
-def _corrections(updates, devices, order, starts, u_live, live, est_gain, weights, lam,
+def _corrections(updates, devices, order, starts, u_live, live, est_gain, gain_rows, weights, lam,
                  g_corr, w_corr, power, distortion, attenuated):
     num_subcarriers = u_live.shape[1]
     num_values = updates.shape[1]
@@ -152,10 +153,10 @@ def _corrections(updates, devices, order, starts, u_live, live, est_gain, weight
             k = devices[r]
             power[r], distortion[r], attenuated[r] = _row_correction(
                 updates[k, lo : lo + width], u_live[k, :width], live[k, :width],
-                est_gain[k, :width], weights[k], lam[r], g_corr[n, :width], w_corr[n, :width])
+                est_gain[gain_rows[r], :width], weights[k], lam[r], g_corr[n, :width], w_corr[n, :width])
 
 
-def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
+def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, gain_rows=None, *,
                  with_multipliers=False):
     """Eq. ``Opt_v`` on rows of the ``[K, N, F]`` grid of the updates, reduced to what
     the AirComp fast path needs.
@@ -164,7 +165,9 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     ``devices``, ``symbols`` [R] int (row r = (device, OFDM symbol)), in any order;
     ``u`` [K, F] float64 (eq. ``PowerAlloc_1``, +inf on a dead subcarrier);
     ``est_gain`` [K, F] float32 (G, 0 where dead); ``weights`` [K] float32 (pi);
-    ``budget_w`` P.
+    ``budget_w`` P; ``gain_rows`` [R] int, the row of ``est_gain`` each row's G is
+    (default ``devices``; with a G per (device, symbol), ``est_gain`` [K N, F] and
+    ``gain_rows = devices N + symbols``).
     Output: ``g_corr``, ``w_corr`` [N, F] float32, ``sum_r G (sgn(Delta) v - Delta)``
     and ``sum_r pi (sgn(Delta) v - Delta)`` over the rows of each symbol; per row
     ``power`` (``sum_f u v^2``, W), ``distortion`` (``sum_f (v - |Delta|)^2``) and
@@ -174,6 +177,7 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     """
     updates, devices, symbols, u, u_live, live = _rows_in(updates, devices, symbols, u)
     est_gain = read_only(est_gain)
+    gain_rows = devices if gain_rows is None else np.asarray(gain_rows, np.int64)
     weights = np.asarray(weights, np.float32)
     num_subcarriers = u.shape[1]
     num_symbols = -(-updates.shape[1] // num_subcarriers)
@@ -188,8 +192,8 @@ def optimal_rows(updates, devices, symbols, u, est_gain, weights, budget_w, *,
     distortion = np.empty(devices.size, np.float64)
     attenuated = np.empty(devices.size, np.int64)
     with LAUNCH:
-        _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, weights,
-                     lam, g_corr, w_corr, power, distortion, attenuated)
+        _corrections(updates, devices, by_symbol, symbol_starts, u_live, live, est_gain, gain_rows,
+                     weights, lam, g_corr, w_corr, power, distortion, attenuated)
     out = (g_corr, w_corr, power.astype(np.float32), distortion.astype(np.float32),
            attenuated.astype(np.float32))
     return (*out, lam) if with_multipliers else out

@@ -291,13 +291,16 @@ class PowerControl:
         return 1.0 - tf.cast(dead, tf.float32)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers, gain_rows=None):
         """The amplitudes of the rows (device ``devices[r]``, OFDM symbol ``symbols[r]``)
         that may exceed the budget, as corrections to ``m |Delta|``.
 
         Input: ``updates`` [K, d] f32; ``devices``, ``symbols`` [R] int32; ``u`` [K, F]
         f64 (+inf where dead); ``est_gain`` G, ``mask`` m, ``channel_gain`` [K, F] f32;
-        ``reference_gain`` [K] f32; ``weights`` pi [K] f32; the budget P (W, f64).
+        ``reference_gain`` [K] f32; ``weights`` pi [K] f32; the budget P (W, f64);
+        ``gain_rows`` [R] int32, the row of ``est_gain`` that is each row's G (None:
+        ``devices``; a G per (device, symbol) is ``est_gain`` [K N, F] with
+        ``gain_rows = devices N + symbols``).
         Output: ``corrections`` [N, F, 2] f32 (per symbol, summed over its rows,
         ``G sgn(Delta)(v - m|Delta|)`` and ``pi sgn(Delta)(v - m|Delta|)``), and per
         row its transmit power, distortion ``sum_f (v - |Delta|)^2`` and attenuated
@@ -316,7 +319,8 @@ class PowerControl:
             lambda *xs: kernel(*xs, power_budget_w),
             (tf.ensure_shape(rows, [None, num_subcarriers]), tf.gather(u, devices),
              tf.gather(mask, devices), tf.gather(channel_gain, devices),
-             tf.gather(reference_gain, devices), tf.gather(est_gain, devices),
+             tf.gather(reference_gain, devices),
+             tf.gather(est_gain, devices if gain_rows is None else gain_rows),
              tf.gather(weights, devices)),
             tf.size(devices),
             (tf.TensorSpec([_CHUNK_ROWS, num_subcarriers], tf.float32),) * 2 + (row_spec,) * 3,
@@ -366,12 +370,13 @@ class OptimalPower(PowerControl):
         return optimal_amplitudes(delta_abs, u, power_budget_w)
 
     def budget_rows(self, updates, devices, symbols, u, est_gain, weights, mask, channel_gain,
-                    reference_gain, power_budget_w, num_symbols, num_subcarriers):
+                    reference_gain, power_budget_w, num_symbols, num_subcarriers, gain_rows=None):
         """:meth:`PowerControl.budget_rows` by :func:`phy.optimal_rows.optimal_rows`
         (eq. ``Opt_v`` on the rows where they lie in ``updates``: no gathered rows)."""
         g_corr, w_corr, row_power, row_dist, row_att, multipliers = tf.numpy_function(
             lambda *args: optimal_rows(*args, with_multipliers=True),
-            [updates, devices, symbols, u, est_gain, weights, power_budget_w],
+            [updates, devices, symbols, u, est_gain, weights, power_budget_w,
+             devices if gain_rows is None else gain_rows],
             [tf.float32] * 5 + [tf.float64], stateful=False,
         )
         corrections = tf.stack([tf.ensure_shape(g_corr, [num_symbols, num_subcarriers]),

@@ -78,6 +78,9 @@ class AnalogScheme(SchemeParameters):
     receiver_scaling: ClassVar[bool] = True
     phase_seconds: ClassVar[float | None] = 0.0  # the cost table's own scheme
     streams: ClassVar[bool] = True
+    # moving devices: each OFDM symbol received through the channel at its own time
+    # (phy.uplink.moving_link; the chain takes h [K, N, F], phy.aircomp)
+    channel_per_symbol: ClassVar[bool] = True
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``16 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the

@@ -6,7 +6,8 @@ read-only memory and another with a writeable array compiles twice (20 s for the
 largest). This test runs a few rounds of the main paths in a fresh process (the exact
 and the local reparameterization estimator on the Numba backend, the TensorFlow
 backend with Philox noise, the time-domain uplink, two covariance readings, the KKT
-power control and a generic one in both domains, FedAvg's Numba steps) and counts
+power control and a generic one in both domains, FedAvg's Numba steps, moving devices'
+analog phases) and counts
 the specialisations of the kernels launched from Python.
 
 It lives at the root of tests/, collected last, so that it runs after most of the
@@ -36,6 +37,8 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.aggregate_error": ["_aggregate_error"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
+    "phy.symbol_gains": ["_equal", "_gains"],
+    "phy.doppler": ["_along"],
 }
 
 TIME_DOMAIN = time_domain(20.0, 0.02)  # offsets beyond the prefix, and CFOs
@@ -53,6 +56,7 @@ PATHS = [
     ['algorithm.estimator="local_reparameterization"', 'power.control="truncated_inversion"',
      *TIME_DOMAIN_IN_PREFIX],
     ['algorithm.name="fedavg"', 'runtime.backend="numba"'],
+    ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]"],  # the channel per symbol
 ]
 
 SCRIPT = """

@@ -11,17 +11,21 @@ earlier phases' symbols times ``T_sym``):
   ``"csi"`` stream, which also schedules the cohort; a later phase: the ``"csi/<phase>"``
   stream).
 * **Reception.** A scheme that occupies a known number N of symbols (analog, one-bit,
-  non-coherent: ``nominal_symbols``) precodes all of them with ``h_hat_p`` and the BS
-  receives through the channel at the phase's middle, ``h(tau_p + N T_sym / 2)``: the
-  channel is taken constant over the phase at its middle value (one evaluation per phase;
-  docs/schemes.md gives the error of this against per-symbol channels: 2.7e-3 of the
-  channel's power over the quickstart's 4.1 ms phases at 3 km/h, 0.25 at 30 km/h).
+  non-coherent: ``nominal_symbols``) precodes all of them with ``h_hat_p``. A scheme with
+  ``channel_per_symbol`` (analog) is received symbol by symbol: OFDM symbol n through
+  ``h(t_n)``, ``t_n = tau_p + (n + 1/2) T_sym`` (``h`` [K, N, F],
+  :meth:`phy.moving_channel.MovingChannel.per_symbol`). The others receive through the
+  channel at the phase's middle, ``h(tau_p + N T_sym / 2)``: the channel is taken constant
+  over the phase at its middle value (one evaluation per phase; docs/schemes.md gives the
+  error of this against per-symbol channels: 2.7e-3 of the channel's power over the
+  quickstart's 4.1 ms phases at 3 km/h, 0.25 at 30 km/h).
   A scheme with ``ages_per_block`` (digital OFDMA, whose slot is decided by the rates)
   gets the channel at the phase's start and a :class:`SlotChannel` to evaluate its
   senders' channels over their slots (:mod:`phy.uplink.digital_ofdma`).
 * **Aging.** Per sender, ``aging_correlation_<phase>`` = ``J0(2 pi f_D,k Delta_k)``, Jakes'
   correlation between the channel at the estimate and at the phase's middle (``Delta_k``
-  half the phase, or half the device's own slot for a scheme with ``ages_per_block``).
+  half the phase, also for a scheme with ``channel_per_symbol``, or half the device's own
+  slot for a scheme with ``ages_per_block``).
 
 No TensorFlow beyond the tensors handed to the schemes.
 """
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from native.launch import ALIGNMENT_BYTES
 from native.streams import CSI, phase_csi_purpose, stream_seed
 from phy.doppler import jakes_correlation
 
@@ -86,10 +91,24 @@ def phase_channels(round_link, phase: str, first: bool):
     if getattr(block.scheme, "ages_per_block", False):
         slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz)
         return h_start, h_hat, gain, slot
-    half_s = 0.5 * block.scheme.nominal_symbols(block.grids[phase]) * air.symbol_duration_s
-    h_mid, _ = moving.at(start + half_s)
+    num_symbols = block.scheme.nominal_symbols(block.grids[phase])
+    half_s = 0.5 * num_symbols * air.symbol_duration_s
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
+    if getattr(block.scheme, "channel_per_symbol", False):
+        h_symbols = moving.per_symbol(start, air.symbol_duration_s, num_symbols)
+        return _as_tensor(h_symbols), h_hat, gain, None
+    h_mid, _ = moving.at(start + half_s)
     return tf.constant(h_mid), h_hat, gain, None
+
+
+def _as_tensor(array: np.ndarray) -> tf.Tensor:
+    """``array`` as a tensor: its own memory through DLPack when it is aligned
+    (:func:`native.launch.aligned_empty`; 95 MB at the quickstart, which
+    ``tf.convert_to_tensor`` copied, 0.04-0.3 s), else a copy. The array is not written
+    after."""
+    if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT_BYTES == 0:
+        return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+    return tf.convert_to_tensor(array)
 
 
 def phase_columns(round_link, phase: str, link, result) -> dict[str, np.ndarray]:

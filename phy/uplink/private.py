@@ -74,6 +74,11 @@ class Private:
     def carries(self) -> str:
         return self.scheme.carries
 
+    @property
+    def channel_per_symbol(self) -> bool:
+        """The wrapped scheme's (:mod:`phy.uplink.moving_link`)."""
+        return getattr(self.scheme, "channel_per_symbol", False)
+
     def nominal_symbols(self, grid) -> int:
         """The wrapped scheme's."""
         return self.scheme.nominal_symbols(grid)

@@ -150,3 +150,18 @@ def test_a_real_runs_peak_grows_as_the_estimate_does(dimension, first, second):
     assert abs(measured - estimated) <= TOLERANCE * abs(estimated) + SLACK_BYTES, (
         f"{dimension}: the peak grew by {measured / 2**20:.1f} MiB, the estimate by "
         f"{estimated / 2**20:.1f} MiB")
+
+
+def test_moving_devices_add_the_analog_phases_channel_per_symbol():
+    """With ``[mobility]`` the analog phase holds its channel per OFDM symbol (complex64
+    [K, N, F]) and the chain's gains G, G m (float32 [K, N, F] each): 16 K N F more."""
+    still = _scenario()
+    moving = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(moving)
+    n = scheme_symbols_per_phase(moving, d)
+    assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
+            == 16 * 100 * n * 1024)
+    digital = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0,
+                           "uplink.scheme": "digital_ofdma"})
+    plain = _scenario(**{"uplink.scheme": "digital_ofdma"})
+    assert memory_parts(digital, d)["uplink phase"] == memory_parts(plain, d)["uplink phase"]

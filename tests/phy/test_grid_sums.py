@@ -65,3 +65,19 @@ def test_compiled_and_cached_kernels_give_the_same_bits(tmp_path):
                               text=True, check=True, timeout=300).stdout.strip() for _ in range(2)]
     assert any((tmp_path / "numba_cache").rglob("*grid_sums*.nbc")), "the second run loaded a cache"
     assert digests[0] == digests[1]
+
+
+def test_a_coefficient_per_symbol_weighs_each_symbol_by_its_own():
+    rng = np.random.default_rng(3)
+    k, d, f = 5, 1000, 64  # 16 symbols
+    updates = rng.standard_normal((k, d)).astype(np.float32)
+    scale, mask = (rng.uniform(0.0, 2.0, (k, f)).astype(np.float32) for _ in range(2))
+    coeff = rng.uniform(-1.0, 1.0, (k, 16, f)).astype(np.float32)
+    sums, linear = grid_sums(updates, scale, mask, coeff)
+    np.testing.assert_allclose(linear, np.einsum("knf,knf->nf", padded_grid(updates, f), coeff),
+                               rtol=1e-4, atol=1e-5)
+    # equal coefficients per symbol: the [K, F] form's bits
+    same = grid_sums(updates, scale, mask, np.repeat(coeff[:, :1], 16, axis=1))
+    for got, want in zip(same, grid_sums(updates, scale, mask, coeff[:, 0]), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(sums, same[0])
