@@ -231,12 +231,14 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
     mobility = scenario.mobility
     if not moving(scenario):
         return None
-    return MOBILITY_MODELS[mobility.model].build(
+    built = MOBILITY_MODELS[mobility.model].build(
         mobility.variant_values(), positions_m=np.asarray(deployment.positions_m, np.float64),
         radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
         num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
         path_loss_exponent=scenario.channel.path_loss_exponent,
         rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel)
+    built.channel_per_symbol = mobility.channel_within_phase == "per_symbol"
+    return built
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

@@ -63,6 +63,10 @@ class MovingChannel:
         self.compute_seconds_per_round = float(compute_seconds_per_round)
         self.doppler_hz = doppler_hz(motion.speed_mps, carrier_frequency_hz)  # [K]
         self._starts = {0: 0.0}
+        self.channel_per_symbol = False
+        """``mobility.channel_within_phase = "per_symbol"``: a scheme that receives symbol by
+        symbol (the analog one) gets :meth:`per_symbol`'s channel of each OFDM symbol
+        instead of the one at the phase's middle (set by the run)."""
 
     # ------------------------------------------------------------------ the clock
     def start_round(self, t: int) -> float:

@@ -383,6 +383,9 @@ class StraightMobility(Parameters):
         0.0, ge=0, description="the devices' local computation before a round's first phase [s]")
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="f_c of the Doppler f_D = v f_c / c [Hz]")
     num_sinusoids: int = Field(8, ge=1, le=1024, description="M, sinusoids per Jakes process")
+    channel_within_phase: Literal["phase_middle", "per_symbol"] = Field(
+        "phase_middle", description="the true channel of an analog phase: one, at the phase's middle, or "
+        "each OFDM symbol's own (phy.uplink.moving_link)")
 
     @model_validator(mode="after")
     def _check(self) -> StraightMobility:
@@ -407,9 +410,11 @@ def moving_fading(model: str) -> str | None:
 MOBILITY_MODELS = {
     "static": Variant(StaticMobility, "phy.moving_channel:static", label="static"),
     "straight": Variant(StraightMobility, "phy.moving_channel:straight",
+                        arguments={"channel_within_phase": None},
                         extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
                                 "path_loss_exponent", "rng", "channel"), label="straight-line motion"),
     "random_waypoint": Variant(StraightMobility, "phy.moving_channel:random_waypoint",
+                               arguments={"channel_within_phase": None},
                                extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
                                        "path_loss_exponent", "rng", "channel"), label="random waypoint"),
 }

@@ -150,7 +150,8 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
       shapes, not measured): ``16 K F_c M`` held with the state (the Jakes processes'
       float64 wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``) and
       ``32 K F_c M`` for one evaluation (float64 phases, their complex128 and complex64
-      rotations) as the channel draw; a scheme with ``channel_per_symbol`` (analog) adds
+      rotations) as the channel draw; with ``mobility.channel_within_phase = "per_symbol"``
+      a scheme with ``channel_per_symbol`` (analog) adds
       ``16 K N F`` to the uplink phase (the channel per OFDM symbol, complex64 [K, N, F],
       and the chain's estimate gains G and G m, float32 [K_S, N, F] each).
 
@@ -181,7 +182,8 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
     held = 0
-    if moving(scenario) and getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False):
+    if (moving(scenario) and getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
+            and scenario.mobility.channel_within_phase == "per_symbol"):
         uplink += 16 * k * scheme_symbols_per_phase(scenario, n) * f  # h [K, N, F], G, G m
     if moving(scenario):  # the Jakes processes [K, F_c, M], held; one evaluation's temporaries
         flat = moving_fading(scenario.channel.model) == "flat"

@@ -94,7 +94,7 @@ def phase_channels(round_link, phase: str, first: bool):
     num_symbols = block.scheme.nominal_symbols(block.grids[phase])
     half_s = 0.5 * num_symbols * air.symbol_duration_s
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
-    if getattr(block.scheme, "channel_per_symbol", False):
+    if getattr(block.scheme, "channel_per_symbol", False) and moving.channel_per_symbol:
         h_symbols = moving.per_symbol(start, air.symbol_duration_s, num_symbols)
         return _as_tensor(h_symbols), h_hat, gain, None
     h_mid, _ = moving.at(start + half_s)

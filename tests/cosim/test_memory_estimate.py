@@ -153,10 +153,15 @@ def test_a_real_runs_peak_grows_as_the_estimate_does(dimension, first, second):
 
 
 def test_moving_devices_add_the_analog_phases_channel_per_symbol():
-    """With ``[mobility]`` the analog phase holds its channel per OFDM symbol (complex64
-    [K, N, F]) and the chain's gains G, G m (float32 [K, N, F] each): 16 K N F more."""
+    """With ``[mobility]`` and ``channel_within_phase = "per_symbol"`` the analog phase
+    holds its channel per OFDM symbol (complex64 [K, N, F]) and the chain's gains G, G m
+    (float32 [K, N, F] each): 16 K N F more; at the phase's middle (the default) nothing."""
     still = _scenario()
-    moving = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    middle = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(middle)
+    assert memory_parts(middle, d)["uplink phase"] == memory_parts(still, d)["uplink phase"]
+    moving = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0,
+                          "mobility.channel_within_phase": "per_symbol"})
     d = _d(moving)
     n = scheme_symbols_per_phase(moving, d)
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]

@@ -150,15 +150,15 @@ def test_a_bad_rate_adaptation_is_refused_naming_the_key_and_the_value(tmp_path)
 
 @pytest.mark.parametrize("speed", [0.0, 30.0])
 def test_the_analog_phases_see_the_channel_symbol_by_symbol(tmp_path, monkeypatch, speed):
-    """The proposed method's analog phases with moving devices, against the same run with
-    the channel of each phase's middle (the scheme without ``channel_per_symbol``): at rest
-    the two are the same run bit for bit; at 30 m/s every phase's estimate differs."""
-    from phy.uplink.analog import Analog
-
-    overrides = ['mobility.model="straight"', f"mobility.speed_mps={speed}"]
+    """The proposed method's analog phases with moving devices and
+    ``mobility.channel_within_phase = "per_symbol"``, against the same run with the channel
+    of each phase's middle (the default): at rest the two are the same run bit for bit; at
+    30 m/s every phase's estimate differs."""
+    del monkeypatch
     traces = {}
     for per_symbol in (True, False):
-        monkeypatch.setattr(Analog, "channel_per_symbol", per_symbol)
+        overrides = ['mobility.model="straight"', f"mobility.speed_mps={speed}",
+                     f'mobility.channel_within_phase="{"per_symbol" if per_symbol else "phase_middle"}"']
         (tmp_path / str(per_symbol)).mkdir()
         scenario = load_scenario(write_tiny(tmp_path / str(per_symbol), rounds=2, every=3, hidden=4), overrides)
         traces[per_symbol] = _columns(run_scenario(scenario, progress=False).trace_path)[0]

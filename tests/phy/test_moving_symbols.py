@@ -32,7 +32,8 @@ def _moving(build=straight, speed=(20.0, 35.0), flat=False, channel=None):
 def _phase(moving, per_symbol=True):
     """``phase_channels`` of a phase of N symbols starting START_S into the round (the
     round's first phase: its estimate is the round link's)."""
-    scheme = SimpleNamespace(channel_per_symbol=per_symbol, nominal_symbols=lambda grid: grid.num_symbols)
+    scheme = SimpleNamespace(channel_per_symbol=True, nominal_symbols=lambda grid: grid.num_symbols)
+    moving.channel_per_symbol = per_symbol  # mobility.channel_within_phase
     block = SimpleNamespace(scheme=scheme, grids={"rho": SimpleNamespace(num_symbols=N)}, num_devices=K)
     link = SimpleNamespace(block=block, air=SimpleNamespace(symbol_duration_s=SYMBOL_S), moving=moving,
                            offset_s=START_S, h=None, h_hat="h_hat", path_gain="gain", t=0, aging={})
