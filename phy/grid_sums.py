@@ -119,7 +119,7 @@ def gather_rows(updates, devices, symbols, num_subcarriers):
     """Rows ``(devices[r], symbols[r])`` of the ``[K, N, F]`` grid of ``updates`` [K, d]:
     ``[R, F]`` float32 (zeros past d), without forming the grid."""
     updates = read_only(updates)
-    devices = np.asarray(devices, np.int64)
+    devices = np.ascontiguousarray(devices, np.int64)  # one layout: the kernel compiles once
     out = np.empty((devices.size, int(num_subcarriers)), np.float32)
-    _gather(updates, devices, np.asarray(symbols, np.int64), out)
+    _gather(updates, devices, np.ascontiguousarray(symbols, np.int64), out)
     return out

@@ -34,7 +34,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "learning.local.fused_mlp": ["_dense_forward", "_dense_backward", "_bias_backward"],
     "learning.local.fused_sgd": ["_sgd_phase"],
     "phy.grid_sums": ["_grid_sums", "_gather"],
-    "phy.aggregate_error": ["_aggregate_error"],
+    "phy.aggregate_error": ["_aggregate_error", "_accumulate"],
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
     "phy.symbol_gains": ["_equal", "_gains"],
@@ -56,7 +56,9 @@ PATHS = [
     ['algorithm.estimator="local_reparameterization"', 'power.control="truncated_inversion"',
      *TIME_DOMAIN_IN_PREFIX],
     ['algorithm.name="fedavg"', 'runtime.backend="numba"'],
-    ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]"],  # the channel per symbol
+    ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]",  # the channel per symbol
+     'mobility.channel_within_phase="per_symbol"'],
+    ['algorithm.estimator="local_reparameterization"', "runtime.devices_in_memory=3"],  # a streamed round
 ]
 
 SCRIPT = """
