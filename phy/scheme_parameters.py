@@ -175,9 +175,9 @@ class OneBitScheme(SchemeParameters):
     streams: ClassVar[bool] = True
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
-        """``17 F + 8``: the precoders (complex128 [K_T, F]), the on-subcarriers (bool) and
-        each sender's power (float64; :class:`phy.uplink.one_bit.OneBitStream`)."""
-        return 17 * int(num_subcarriers) + 8
+        """``8``: each sender's power (float64); the precoders are formed per chunk
+        (:class:`phy.uplink.one_bit.OneBitStream`)."""
+        return 8
 
     one_bit_modulation: Literal[ONE_BIT_MODULATIONS] = Field(
         "bpsk", description="bpsk: one sign per resource element; qpsk: two (I and Q)")

@@ -50,24 +50,46 @@ from phy.uplink.scheme import SchemeResult
 from phy.uplink.stream_rows import RowOrder
 
 
-def inversion_scale(h_hat, path_gain, weights, *, gain_threshold: float, used_subcarriers: int,
-                    symbol_energy: float, tx_power_w: float) -> tuple[float, np.ndarray]:
-    """OBDA's truncated channel inversion with one common scale.
+ROWS_PER_PASS = 1024
+"""Senders whose float64 inversion terms are formed at once (each row's are its own: the
+blocks change no bit; at K = 100,000, F = 1,024 the whole arrays were some 4 GB)."""
 
-    Input: ``h_hat`` [K, F] complex (the devices' CSI), ``path_gain`` [K], ``weights`` [K]
-    (pi_k), the relative ``gain_threshold`` t, the subcarriers of the fullest OFDM symbol,
-    ``symbol_energy`` E_s and the per-symbol budget P (W).
-    Output: ``eta`` (float; 0 when no device has a subcarrier on) and ``on`` [K, F] bool
-    (``|h_hat_kf|^2 >= t g_k`` and nonzero).
+
+def inversion_rows(h_hat, path_gain, weights, *, gain_threshold: float, used_subcarriers: int,
+                   symbol_energy: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each sender's inversion load and on-subcarriers.
+
+    Input: ``h_hat`` [C, F] complex, ``path_gain`` [C], ``weights`` [C] (pi_k), as
+    :func:`inversion_scale`. Output: ``load`` [C] float64 = pi_k^2 E_s sum_{f < F_used, on}
+    1 / |h_hat_kf|^2 and ``on`` [C, F] bool (``|h_hat_kf|^2 >= t g_k`` and nonzero).
     """
     gain = np.abs(np.asarray(h_hat, np.complex128)) ** 2
     g = np.asarray(path_gain, np.float64)[:, None]
     on = (gain >= gain_threshold * g) & (gain > 0.0)
     inverse = np.where(on, 1.0 / np.where(on, gain, 1.0), 0.0)
     w = np.asarray(weights, np.float64)
-    load = w**2 * symbol_energy * inverse[:, :used_subcarriers].sum(axis=1)
-    worst = float(load.max()) if load.size else 0.0
-    return (float(tx_power_w) / worst if worst > 0.0 else 0.0), on
+    return w**2 * symbol_energy * inverse[:, :used_subcarriers].sum(axis=1), on
+
+
+def inversion_scale(h_hat, path_gain, weights, *, gain_threshold: float, used_subcarriers: int,
+                    symbol_energy: float, tx_power_w: float) -> tuple[float, int]:
+    """OBDA's truncated channel inversion with one common scale.
+
+    Input: ``h_hat`` [K, F] complex (the devices' CSI), ``path_gain`` [K], ``weights`` [K]
+    (pi_k), the relative ``gain_threshold`` t, the subcarriers of the fullest OFDM symbol,
+    ``symbol_energy`` E_s and the per-symbol budget P (W).
+    Output: ``eta`` (float; 0 when no device has a subcarrier on) and the number of
+    on-subcarriers over all senders (:func:`inversion_rows`, :data:`ROWS_PER_PASS`
+    senders at a time).
+    """
+    worst, on_count = 0.0, 0
+    for lo in range(0, int(np.shape(h_hat)[0]), ROWS_PER_PASS):
+        rows = slice(lo, lo + ROWS_PER_PASS)
+        load, on = inversion_rows(np.asarray(h_hat[rows]), np.asarray(path_gain[rows]), np.asarray(weights[rows]),
+                                  gain_threshold=gain_threshold, used_subcarriers=used_subcarriers,
+                                  symbol_energy=symbol_energy)
+        worst, on_count = max(worst, float(load.max()) if load.size else 0.0), on_count + int(on.sum())
+    return (float(tx_power_w) / worst if worst > 0.0 else 0.0), on_count
 
 
 class OneBit:
@@ -137,7 +159,9 @@ class OneBitStream:
       and tie rates are the same unless an entry's margin lies within float64 rounding of
       the tie threshold (:data:`phy.uplink.majority_vote.TIE_TOLERANCE`).
 
-    Holds O(n + K_T F) beyond the chunk. With ``keep_signals`` (``send`` only) the
+    Holds O(n + K_T) beyond the chunk and the link's CSI: each chunk's precoders and
+    on-subcarriers are formed when it is added (:func:`inversion_rows`, the same values
+    row by row). With ``keep_signals`` (``send`` only) the
     signals of :func:`phy.uplink.majority_vote.vote_result` are kept; a time-domain
     ``uplink`` (``send`` only) takes all senders in one chunk.
     """
@@ -148,36 +172,42 @@ class OneBitStream:
         self.per_device, self.keep_signals, self.uplink = per_device, keep_signals, uplink
         self.weights = np.asarray(link.weights, np.float64)
         self.rows = RowOrder(self.weights.shape[0], f"one_bit phase {phase!r}")
-        self.precoder: np.ndarray | None = None
+        self.started = False
 
     def _start(self, n: int) -> None:
         """The grid's shape, ``eta``, the precoders [K_T, F] and empty sums for n values."""
         f, per = self.air.num_subcarriers, self.scheme.signs_per_element
         elements = -(-n // per)
         self.num_symbols = -(-elements // f)
-        eta, self.on = inversion_scale(self.link.h_hat, self.link.path_gain, self.link.weights,
-                                       gain_threshold=self.scheme.gain_threshold,
-                                       used_subcarriers=min(f, elements), symbol_energy=float(per),
-                                       tx_power_w=self.air.tx_power_w)
-        self.eta = eta
-        h_hat = np.asarray(self.link.h_hat, np.complex128)
-        w = self.weights[:, None]
-        self.precoder = np.where(self.on, math.sqrt(eta) * w / np.where(self.on, h_hat, 1.0), 0.0)  # [K, F]
+        self.inversion = {"gain_threshold": self.scheme.gain_threshold, "used_subcarriers": min(f, elements),
+                          "symbol_energy": float(per)}
+        self.h_hat = np.asarray(self.link.h_hat)  # complex64 [K, F]; the link's, not copied
+        self.path_gain = np.asarray(self.link.path_gain, np.float64)
+        self.eta, self.on_count = inversion_scale(self.h_hat, self.path_gain, self.weights,
+                                                  tx_power_w=self.air.tx_power_w, **self.inversion)
+        self.started = True
         self.power = np.zeros(self.weights.shape[0], np.float64)  # [K], over the N symbols
         self.received = self.sums = None
+
+    def _precoder(self, lo: int, hi: int) -> np.ndarray:
+        """The precoders of senders lo:hi, ``sqrt(eta) pi_k / h_hat_kf`` on their
+        on-subcarriers (complex128 [hi - lo, F]; formed per chunk, never for every sender)."""
+        _, on = inversion_rows(self.h_hat[lo:hi], self.path_gain[lo:hi], self.weights[lo:hi], **self.inversion)
+        h_hat = self.h_hat[lo:hi].astype(np.complex128)
+        return np.where(on, math.sqrt(self.eta) * self.weights[lo:hi, None] / np.where(on, h_hat, 1.0), 0.0)
 
     def add(self, lo: int, hi: int, updates) -> None:
         """Superpose rows ``lo:hi``: their part of ``y``, their powers, their votes' sums."""
         signs = signs_of(self.rows.take(lo, hi, updates))
         num_devices, n = (int(d) for d in signs.shape)
-        if self.precoder is None:
+        if not self.started:
             self._start(n)
         if self.uplink is not None and (lo, hi) != (0, self.weights.shape[0]):
             raise NotImplementedError("the time-domain uplink takes every sender in one chunk")
         f, per, num_symbols = self.air.num_subcarriers, self.scheme.signs_per_element, self.num_symbols
         grid = tf.reshape(tf.pad(signs, [[0, 0], [0, num_symbols * f * per - n]]),
                           [num_devices, num_symbols, f, per])
-        precoder = self.precoder[lo:hi]
+        precoder = self._precoder(lo, hi)
         c_re, c_im = grid[..., 0], (grid[..., 1] if per == 2 else None)
         y = superpose(c_re, c_im, precoder, tf.convert_to_tensor(self.link.h)[lo:hi], self.uplink)
         y = y.numpy()
@@ -194,14 +224,15 @@ class OneBitStream:
     def finish(self) -> SchemeResult:
         """The vote [n] tf.float32, the phase's symbols, energies [K_T] and columns."""
         self.rows.check_done()
-        if self.precoder is None:
+        if not self.started:
             raise ValueError(f"one_bit phase {self.phase!r}: no sender, so no values to vote on")
         f, n, per = self.air.num_subcarriers, self.rows.num_values, self.scheme.signs_per_element
         y = tf.complex(self.received[0].astype(np.float32), self.received[1].astype(np.float32)) + complex_noise(
             self.seed, [self.num_symbols, f], self.air.noise_power_w)
         parts = [tf.sign(tf.math.real(y))] + ([tf.sign(tf.math.imag(y))] if per == 2 else [])
         vote = tf.reshape(tf.stack(parts, axis=-1), [-1])[:n]
-        own = {f"silent_fraction_{self.phase}": float(1.0 - self.on.mean()) if self.on.size else math.nan,
+        size = self.h_hat.size
+        own = {f"silent_fraction_{self.phase}": float(1.0 - self.on_count / size) if size else math.nan,
                f"inversion_amplitude_{self.phase}": math.sqrt(self.eta)}
         return vote_result(vote, self.sums, phase=self.phase, power_w=self.power / self.num_symbols,
                            num_symbols=self.num_symbols, y=y, air=self.air, per_device=self.per_device,
