@@ -49,7 +49,6 @@ from phy.uplink.majority_vote import complex_noise, majority_sums, signs_of, sup
 from phy.uplink.scheme import SchemeResult
 from phy.uplink.stream_rows import RowOrder
 
-
 ROWS_PER_PASS = 1024
 """Senders whose float64 inversion terms are formed at once (each row's are its own: the
 blocks change no bit; at K = 100,000, F = 1,024 the whole arrays were some 4 GB)."""
