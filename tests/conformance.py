@@ -35,3 +35,20 @@ def assert_conforms(got, want, kind: str, what: str = ""):
             f"max|want| (max|want| = {scale:.4g}); worst at {worst}: got {got[worst]:.8g}, "
             f"want {want[worst]:.8g}"
         )
+
+
+CHAIN_ARRAYS = ("estimate", "local_distortion", "tx_power_mean_w", "tx_power_max_w")
+CHAIN_SCALARS = ("delta_bar", "aggregated_distortion", "noise_power")
+
+
+def assert_chain_conforms(got, want, case: str, *, rows_bind: bool):
+    """The AirComp chain's fast result ``got`` against the reference's ``want``
+    (:class:`phy.aircomp_parts.AirCompResult`): its arrays and scalars by the policy, the
+    attenuated fractions equal; ``rows_bind``: some row met the budget (the kernels ran)."""
+    for name in CHAIN_ARRAYS:
+        assert_conforms(getattr(got, name), getattr(want, name), "array", f"{name} ({case})")
+    for name in CHAIN_SCALARS:
+        assert_conforms(getattr(got, name), getattr(want, name), "objective", f"{name} ({case})")
+    np.testing.assert_array_equal(got.attenuated_fraction, want.attenuated_fraction)
+    if rows_bind:
+        assert float(np.max(np.asarray(want.attenuated_fraction))) > 0.0

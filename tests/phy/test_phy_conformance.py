@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from conformance import assert_conforms
+from conformance import assert_chain_conforms
 
 from phy.aircomp import aggregate
 from phy.ofdm_time import TimeDomainUplink
@@ -45,8 +45,6 @@ SPACING_HZ = 30e3
 CP = 5
 NOISE_W = 10 ** (-10.4)
 CONTROLS = {"optimal": {}, "truncated_inversion": {"tci_gain_threshold": 0.1}, "full_inversion": {}}
-ARRAYS = ("local_distortion", "tx_power_mean_w", "tx_power_max_w")
-SCALARS = ("delta_bar", "aggregated_distortion", "noise_power")
 
 
 def _inputs(csi: str):
@@ -87,12 +85,5 @@ def test_fast_path_conforms_to_the_definition(control, csi, budget_w, domain):
                   uplink=impaired if domain == "time" else None)
     want = aggregate(updates, weights, h, h_hat, keep_signals=True, **common)
     got = aggregate(updates, weights, h, h_hat, **common)
-    case = f"{control}, {csi} CSI, {budget_w} W, {domain} domain"
-    assert_conforms(got.estimate, want.estimate, "array", f"estimate ({case})")
-    for name in ARRAYS:
-        assert_conforms(getattr(got, name), getattr(want, name), "array", f"{name} ({case})")
-    for name in SCALARS:
-        assert_conforms(getattr(got, name), getattr(want, name), "objective", f"{name} ({case})")
-    np.testing.assert_array_equal(got.attenuated_fraction, want.attenuated_fraction)
-    if budget_w == 1e-4 and control != "full_inversion":
-        assert float(tf.reduce_max(want.attenuated_fraction)) > 0.0  # rows bind: the kernels run
+    assert_chain_conforms(got, want, f"{control}, {csi} CSI, {budget_w} W, {domain} domain",
+                          rows_bind=budget_w == 1e-4 and control != "full_inversion")
