@@ -231,15 +231,21 @@ def total_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | None
     """The machine's physical memory in bytes (``MemTotal``, Linux; else the physical pages
     times the page size), None when neither can be read. ``"auto"`` decides from it, not
     from what is free now, so a run and its resumption on one machine stream alike."""
+    return _memory_bytes(meminfo_path, "MemTotal", "SC_PHYS_PAGES")
+
+
+def _memory_bytes(meminfo_path: str | Path, field: str, pages: str) -> int | None:
+    """``field`` of ``/proc/meminfo`` in bytes, else ``os.sysconf(pages)`` times the page
+    size; None when neither can be read."""
     try:
         with open(meminfo_path, encoding="ascii") as meminfo:
             for line in meminfo:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
     except (OSError, ValueError, IndexError):
         pass
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -298,17 +304,7 @@ def available_memory_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int | 
     """Memory a new allocation can get now, in bytes: ``MemAvailable`` of ``/proc/meminfo``
     (Linux), else free physical pages times the page size (``os.sysconf``); None when
     neither can be read."""
-    try:
-        with open(meminfo_path, encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # the file counts kB
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _memory_bytes(meminfo_path, "MemAvailable", "SC_AVPHYS_PAGES")
 
 
 def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
