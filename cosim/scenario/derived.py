@@ -146,20 +146,12 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
       [F, K, N_r] copy and product, the effective channel's complex128 copy) plus, for
       the ``centroid`` and ``maxmin`` combiners, ``32 F N_r^2`` (the complex128
       projectors [F, N_r, N_r] and their eigenvectors);
-    - with a moving ``[mobility]`` model (:mod:`phy.moving_channel`, from the arrays'
-      shapes, not measured): ``16 K F_c M`` held with the state (the Jakes processes'
-      float64 wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``) and
-      ``32 K F_c M`` for one evaluation (float64 phases, their complex128 and complex64
-      rotations) as the channel draw; with ``mobility.channel_within_phase = "per_symbol"``
-      a scheme with ``channel_per_symbol`` (analog) adds
-      ``16 K N F`` to the uplink phase (the channel per OFDM symbol, complex64 [K, N, F],
-      and the chain's estimate gains G and G m, float32 [K_S, N, F] each).
-
+    - with a moving ``[mobility]`` model: :func:`_moving_terms`;
     - with ``chunk`` devices in memory at a time (a round that streams its devices,
       :func:`devices_in_memory`): the local step and the uplink phase count
-      ``min(K_S, chunk)`` senders, and ``"stream"`` adds what the round holds for every
+      ``min(K_S, chunk)`` senders, and the state adds what the round holds for every
       device: ``16 F`` (the channel and its estimate, complex64 [K, F]) plus the scheme's
-      stream term (``stream_bytes_per_device(n, F)`` of its parameters).
+      ``stream_bytes_per_device(n, F)``.
 
     The local step, the uplink phase and the channel draw happen one after another
     (the arrays of one are freed before the next: measured, a scheme's arrays raise the
@@ -181,17 +173,32 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
         if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
-    held = 0
-    if (moving(scenario) and getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
-            and scenario.mobility.channel_within_phase == "per_symbol"):
-        uplink += 16 * k * scheme_symbols_per_phase(scenario, n) * f  # h [K, N, F], G, G m
-    if moving(scenario):  # the Jakes processes [K, F_c, M], held; one evaluation's temporaries
-        flat = moving_fading(scenario.channel.model) == "flat"
-        terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
-        held, channel = 16 * terms, max(channel, 32 * terms)
+    held, moving_uplink, moving_channel = _moving_terms(scenario, n)
+    uplink, channel = uplink + moving_uplink, max(channel, moving_channel)
     return {"device state": 4 * k * d * tables + held + streamed,
             "local step": 4 * k_s * d * _vectors_per_device(scenario),
             "uplink phase": uplink, "channel draw": channel}
+
+
+def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
+    """``(held, uplink, channel draw)`` bytes of a moving ``[mobility]`` model
+    (:func:`memory_parts`; :mod:`phy.moving_channel`, from the arrays' shapes, not
+    measured): ``16 K F_c M`` held with the state (the Jakes processes' float64
+    wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``), ``32 K F_c M``
+    for one evaluation (float64 phases, their complex128 and complex64 rotations) as the
+    channel draw; with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
+    ``channel_per_symbol`` (analog) adds ``16 K N F`` to the uplink phase (the channel per
+    OFDM symbol, complex64 [K, N, F], and the chain's gains G and G m, float32 each)."""
+    if not moving(scenario):
+        return 0, 0, 0
+    k, f = scenario.cell.num_devices, scenario.ofdm.num_subcarriers
+    uplink = 0
+    if (getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
+            and scenario.mobility.channel_within_phase == "per_symbol"):
+        uplink = 16 * k * scheme_symbols_per_phase(scenario, num_values) * f
+    flat = moving_fading(scenario.channel.model) == "flat"
+    terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
+    return 16 * terms, uplink, 32 * terms
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:
