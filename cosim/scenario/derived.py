@@ -266,8 +266,9 @@ def stream_refusal(scenario: Scenario) -> str | None:
                 "phases' carry cannot be formed again per chunk")
     if not s.uplink.variant_parameters().streams:
         return f"uplink.scheme = {s.uplink.scheme!r}: the scheme has no stream of its senders' updates"
-    if s.participation.fraction != 1.0 or s.participation.scheduling != "uniform" or (
-            s.participation.dropout_probability != 0.0 or s.participation.deadline_s is not None):
+    every_device = type(s.participation)()  # the defaults: every device trains and sends
+    if any(getattr(s.participation, key) != getattr(every_device, key)
+           for key in ("fraction", "scheduling", "dropout_probability", "deadline_s")):
         return "[participation]: a cohort per round does not stream (every device must send)"
     for refused, words in ((moving(s), "[mobility]: moving devices do not stream"),
                            (s.privacy is not None, "[privacy]: the clipping wrapper does not stream"),
