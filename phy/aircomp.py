@@ -93,16 +93,8 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     """
     num_devices, num_values = updates.shape
     n, f = rule.num_symbols, rule.num_subcarriers
-    w, gain, gain64, phase, c = parts.transmit_terms(weights, h, h_hat)
-    # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
-    on = power_control.transmit_mask(gain, reference_gain[:, None])
-    inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
-    unit = tf.reduce_max(inv_gain, axis=1)
-    unit = tf.where(unit > 0.0, unit, tf.ones_like(unit))
-    # a device that sends (coef > 0, i.e. pi_k != 0) on a subcarrier without channel
-    # estimate is dead there (coef's other factor gamma / delta_bar is positive)
-    dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * gamma_w > 0.0)[:, None]
-    mask = power_control.regular_amplitude_mask(on, dead)
+    w, gain, gain64, phase, c, on, inv_gain, unit, dead, mask = parts.device_terms(
+        weights, h, h_hat, reference_gain, gamma_w, power_control)
     per_symbol = h.shape.rank == 3  # G_knf: the channel of each OFDM symbol
     if per_symbol:  # G and G m [K, N, F] in one pass (phy.symbol_gains)
         est_gain, coeff = tf.numpy_function(
@@ -110,7 +102,7 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
             stateful=False)
         est_gain, coeff = (tf.ensure_shape(t, [num_devices, n, f]) for t in (est_gain, coeff))
     else:
-        est_gain = _estimate_gain(w, c, h, h_hat, dead, mask)
+        est_gain = parts.estimate_gain(w, c, h_hat, dead, tf.reduce_all(h == h_hat) & tf.reduce_all(mask > 0.0))
         coeff = est_gain * mask
     # one pass over the updates (phy.grid_sums): per (k, n) sum_f Delta^2 times the
     # screening scale, 1 and the off-mask (T, ||Delta||^2, off-part), and the linear part
@@ -168,17 +160,6 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
         out.update({"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
                     "_row_state": row_state, "_precoder": precoder, "_noise": noise})
     return out
-
-
-def _estimate_gain(w, c, h, h_hat, dead, mask):
-    """The estimate gain ``G = pi Re(c) / |h_hat|`` [K, F] tf.float32 (0 where nothing is
-    sent; exactly pi under perfect CSI with every subcarrier live); per OFDM symbol it is
-    :func:`phy.symbol_gains.symbol_gains`'s, with the same operations."""
-    est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
-    est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
-    # perfect CSI: G = pi |h| / |h| = pi exactly
-    exact_gain = tf.reduce_all(h == h_hat) & tf.reduce_all(mask > 0.0)
-    return tf.where(exact_gain, tf.broadcast_to(w[:, None], tf.shape(est_gain)), est_gain)
 
 
 def _in_order_sum(clean, noise):

@@ -84,6 +84,41 @@ def transmit_terms(weights, h, h_hat):
     return w, gain, tf.cast(gain, tf.float64), phase, c
 
 
+def device_terms(weights, h, h_hat, reference_gain, gamma_w, power_control):
+    """The prologue's per-device terms a power control needs, for any set of devices (the
+    chain's all K, a stream's chunk or gathered rows: each row's terms are its own).
+
+    Input: ``weights``, ``h``, ``h_hat``, ``reference_gain`` [K] as the chain's, gamma_w
+    (tf.float64), the :class:`phy.power.PowerControl`. Output: :func:`transmit_terms`'
+    ``(w, gain, gain64, phase, c)`` and ``on`` [K, F] (the control's transmit mask),
+    ``inv_gain`` [K, F] f64 (1/|h_hat|^2 where on, else 0), ``unit`` [K] f64 (its row
+    maximum, 1 where none), ``dead`` [K, F] bool (a device that sends, pi_k != 0, on a
+    subcarrier without estimate), ``mask`` [K, F] (the regular amplitudes' mask).
+    """
+    w, gain, gain64, phase, c = transmit_terms(weights, h, h_hat)
+    # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
+    on = power_control.transmit_mask(gain, reference_gain[:, None])
+    inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
+    unit = tf.reduce_max(inv_gain, axis=1)
+    unit = tf.where(unit > 0.0, unit, tf.ones_like(unit))
+    # a device that sends (coef > 0, i.e. pi_k != 0) on a subcarrier without channel
+    # estimate is dead there (coef's other factor gamma / delta_bar is positive)
+    dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * gamma_w > 0.0)[:, None]
+    mask = power_control.regular_amplitude_mask(on, dead)
+    return w, gain, gain64, phase, c, on, inv_gain, unit, dead, mask
+
+
+def estimate_gain(w, c, h_hat, dead, exact_gain):
+    """The estimate gain ``G = pi Re(c) / |h_hat|`` [K, F] tf.float32 (0 where nothing is
+    sent); exactly pi where ``exact_gain`` (a bool scalar: perfect CSI with every
+    subcarrier live, over all the phase's devices); per OFDM symbol it is
+    :func:`phy.symbol_gains.symbol_gains`'s, with the same operations."""
+    est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(h_hat))
+    est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
+    # perfect CSI: G = pi |h| / |h| = pi exactly
+    return tf.where(exact_gain, tf.broadcast_to(w[:, None], tf.shape(est_gain)), est_gain)
+
+
 def mean_power(w, updates, num_values):
     """``delta_bar = sum_k pi_k ||Delta_k||^2 / d`` (eq. ``rho_avg``) from the ``[K, d]``
     updates (the chain sums the same from :func:`phy.grid_sums.grid_sums`'s rows)."""

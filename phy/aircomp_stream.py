@@ -49,6 +49,7 @@ from phy.aircomp_parts import AirCompResult
 from phy.grid import GroupingRule
 from phy.grid_sums import gather_rows, grid_sums
 from phy.power import PowerControl
+from phy.stream_rows import RowOrder
 
 _SCREEN_MARGIN = 1e-3  # the chain's (phy.aircomp)
 _BOUND_SLACK = 1.0 - 1e-4
@@ -108,52 +109,45 @@ class AggregateStream:
         self.partial = 0.0  # sum_k pi_k ||Delta_k||^2 over the rows added (float64)
         self.kept_rows: list[np.ndarray] = []   # [R_j, 2] (device, symbol)
         self.kept_values: list[np.ndarray] = []  # [R_j, F] float32
-        self.next_row = 0
+        self.rows = RowOrder(num_devices, "the analog stream")
         self.exact_gain = power_control.over_the_air and self._exact_gain()
 
     @property
     def num_devices(self) -> int:
         return int(self.weights.shape[0])
 
-    def _terms(self, lo: int, hi: int):
-        """The chain's per-device prologue for rows lo:hi (its names)."""
-        w, gain, gain64, _, c = parts.transmit_terms(self.weights[lo:hi], self.h[lo:hi], self.h_hat[lo:hi])
-        on = self.control.transmit_mask(gain, self.reference_gain[lo:hi, None])
-        inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))
-        unit = tf.reduce_max(inv_gain, axis=1)
-        unit = tf.where(unit > 0.0, unit, tf.ones_like(unit))
-        dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * self.gamma > 0.0)[:, None]
-        mask = self.control.regular_amplitude_mask(on, dead)
-        return w, gain, gain64, c, on, inv_gain, unit, dead, mask
+    def _terms(self, rows):
+        """The chain's per-device prologue (:func:`phy.aircomp_parts.device_terms`) of the
+        devices ``rows`` (a slice or an index tensor)."""
+        pick = (lambda t: t[rows]) if isinstance(rows, slice) else (lambda t: tf.gather(t, rows))
+        return parts.device_terms(pick(self.weights), pick(self.h), pick(self.h_hat), pick(self.reference_gain),
+                                  self.gamma, self.control)
+
+    def _estimate_gain(self, rows, w, c, dead):
+        pick = (lambda t: t[rows]) if isinstance(rows, slice) else (lambda t: tf.gather(t, rows))
+        return parts.estimate_gain(w, c, pick(self.h_hat), dead, tf.constant(self.exact_gain))
 
     def _exact_gain(self) -> bool:
         """The chain's ``G = pi`` shortcut holds for every device (perfect CSI, every
         amplitude regular): the same flag as one call over all K."""
         for lo in range(0, self.num_devices, _OPEN_CHUNK):
             hi = min(lo + _OPEN_CHUNK, self.num_devices)
-            *_, mask = self._terms(lo, hi)
+            *_, mask = self._terms(slice(lo, hi))
             if not bool(tf.reduce_all(self.h[lo:hi] == self.h_hat[lo:hi]) & tf.reduce_all(mask > 0.0)):
                 return False
         return True
 
     def add(self, lo: int, hi: int, updates) -> None:
         """Rows ``lo:hi`` of the senders' updates, [hi - lo, d] float32."""
-        if lo != self.next_row or not lo < hi <= self.num_devices:
-            raise ValueError(f"rows {lo}:{hi} out of order: the next row is {self.next_row} "
-                             f"of {self.num_devices}")
-        updates = tf.convert_to_tensor(updates, tf.float32)
-        if tuple(updates.shape) != (hi - lo, self.rule.num_values):
+        updates = tf.convert_to_tensor(self.rows.take(lo, hi, updates), tf.float32)
+        if int(updates.shape[1]) != self.rule.num_values:
             raise ValueError(f"updates must be [{hi - lo}, {self.rule.num_values}], got {updates.shape}")
-        self.next_row = hi
         if not self.control.over_the_air:
             self.ideal += tf.linalg.matvec(updates, self.weights[lo:hi], transpose_a=True).numpy()
             self.sums[lo:hi, 0, 1] = tf.reduce_sum(tf.square(updates), axis=1).numpy()
             return
-        w, _, _, c, on, inv_gain, unit, dead, mask = self._terms(lo, hi)
-        est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(self.h_hat[lo:hi]))
-        est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
-        if self.exact_gain:
-            est_gain = tf.broadcast_to(w[:, None], tf.shape(est_gain))
+        w, _, _, _, c, on, inv_gain, unit, dead, mask = self._terms(slice(lo, hi))
+        est_gain = self._estimate_gain(slice(lo, hi), w, c, dead)
         sums, linear = grid_sums(updates, tf.cast(inv_gain / unit[:, None], tf.float32).numpy(),
                                  on.numpy(), (est_gain * mask).numpy())
         self.sums[lo:hi], self.unit[lo:hi] = sums, unit.numpy()
@@ -186,8 +180,7 @@ class AggregateStream:
 
     def finish(self) -> AirCompResult:
         """The phase's result once every row was added."""
-        if self.next_row != self.num_devices:
-            raise ValueError(f"the stream has {self.next_row} of {self.num_devices} rows")
+        self.rows.check_done()
         rule, w = self.rule, self.weights
         if not self.control.over_the_air:
             delta_bar = tf.reduce_sum(w * tf.constant(self.sums[:, 0, 1])) / rule.num_values
@@ -238,11 +231,8 @@ class AggregateStream:
         symbol of F values. Output: corrections [F, 2] and per row power, distortion,
         attenuated count."""
         index = tf.constant(devices, tf.int32)
-        w, gain, gain64, c, dead, mask = self._gathered_terms(index)
-        est_gain = tf.math.divide_no_nan(w[:, None] * tf.math.real(c), tf.abs(tf.gather(self.h_hat, index)))
-        est_gain = tf.where(dead, tf.zeros_like(est_gain), est_gain)
-        if self.exact_gain:
-            est_gain = tf.broadcast_to(w[:, None], tf.shape(est_gain))
+        w, gain, gain64, _, c, _, _, _, dead, mask = self._terms(index)
+        est_gain = self._estimate_gain(index, w, c, dead)
         u = parts.allocation(tf.gather(coef, index), gain64, dead)
         rows = tf.range(len(devices), dtype=tf.int32)
         corrections, row_power, row_dist, row_att, _ = self.control.budget_rows(
@@ -251,11 +241,3 @@ class AggregateStream:
             1, self.rule.num_subcarriers)
         return (np.asarray(corrections)[0], np.asarray(row_power), np.asarray(row_dist),
                 np.asarray(row_att))
-
-    def _gathered_terms(self, index):
-        """The prologue's terms of the devices ``index`` (as :meth:`_terms`)."""
-        w, gain, gain64, _, c = parts.transmit_terms(
-            tf.gather(self.weights, index), tf.gather(self.h, index), tf.gather(self.h_hat, index))
-        on = self.control.transmit_mask(gain, tf.gather(self.reference_gain, index)[:, None])
-        dead = (gain64 <= 0.0) & (tf.cast(tf.square(w), tf.float64) * self.gamma > 0.0)[:, None]
-        return w, gain, gain64, c, dead, self.control.regular_amplitude_mask(on, dead)

@@ -56,9 +56,9 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy.parameters import DigitalOfdmaScheme
+from phy.stream_rows import RowOrder
 from phy.uplink.scheme import SchemeResult
 from phy.uplink.slot_blocks import BlockRate, adapted_slot, slot_holds
-from phy.uplink.stream_rows import RowOrder
 
 SCALE_BITS = 32
 """Side information per device and phase: the scale s_k as a 32-bit float."""
@@ -476,7 +476,7 @@ class DigitalStream:
     """One phase of :class:`DigitalOfdma` with the senders' updates added in chunks.
 
     ``add(lo, hi, updates)`` takes rows ``lo:hi`` ([hi - lo, n], NumPy or tf) in order
-    (:class:`phy.uplink.stream_rows.RowOrder`); ``finish()`` returns the
+    (:class:`phy.stream_rows.RowOrder`); ``finish()`` returns the
     :class:`phy.uplink.scheme.SchemeResult` of :meth:`DigitalOfdma.send` without signals.
     The schedule depends on the channels only and is made at the first chunk (it needs
     n); each row is quantized as it comes, its draws taken from the one generator of the

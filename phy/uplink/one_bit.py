@@ -45,9 +45,9 @@ import numpy as np
 import tensorflow as tf
 
 from phy.parameters import OneBitScheme
+from phy.stream_rows import RowOrder
 from phy.uplink.majority_vote import complex_noise, majority_sums, signs_of, superpose, vote_result
 from phy.uplink.scheme import SchemeResult
-from phy.uplink.stream_rows import RowOrder
 
 ROWS_PER_PASS = 1024
 """Senders whose float64 inversion terms are formed at once (each row's are its own: the
@@ -142,7 +142,7 @@ class OneBitStream:
     """One phase of :class:`OneBit` with the senders' updates added in chunks.
 
     ``add(lo, hi, updates)`` takes rows ``lo:hi`` ([hi - lo, n], NumPy or tf) in order
-    (:class:`phy.uplink.stream_rows.RowOrder`); ``finish()`` returns the
+    (:class:`phy.stream_rows.RowOrder`); ``finish()`` returns the
     :class:`phy.uplink.scheme.SchemeResult` of :meth:`OneBit.send`. The common scale
     ``eta`` and the precoders depend on the CSI, the weights and n only (made at the first
     chunk); each chunk's superposition [N, F] is summed over its senders as

@@ -28,6 +28,7 @@ import numpy as np
 
 from native.columns import Columns
 from phy.aggregate_error import StreamedError
+from phy.stream_rows import RowOrder
 from phy.uplink import participation as cohorts
 from phy.uplink.scheme import SchemeRound
 
@@ -70,23 +71,19 @@ class PhaseStream:
         self.scheme = block.scheme.open_stream(self.link, block.air, phase=phase,
                                                seed=round_link._noise_seed(phase),
                                                per_device=block.trace.per_device)
-        self.error, self.next_row = None, 0
+        self.error, self.rows = None, RowOrder(self.weights.shape[0], f"phase {phase!r}")
 
     def add(self, lo: int, hi: int, updates) -> None:
         """Rows ``lo:hi`` of the population's updates, [hi - lo, n] float32, in order."""
-        if lo != self.next_row or not lo < hi <= self.weights.shape[0]:
-            raise ValueError(f"phase {self.phase!r}: rows {lo}:{hi} out of order; the next row is "
-                             f"{self.next_row} of {self.weights.shape[0]}")
+        self.rows.take(lo, hi, updates)
         if self.error is None:
             self.error = StreamedError(int(updates.shape[1]))
         self.error.add(updates, self.weights[lo:hi])
         self.scheme.add(lo, hi, updates)
-        self.next_row = hi
 
     def finish(self):
         """The phase's :class:`phy.uplink.PhaseResult` once every row was added."""
-        if self.next_row != self.weights.shape[0]:
-            raise ValueError(f"phase {self.phase!r}: {self.next_row} of {self.weights.shape[0]} rows added")
+        self.rows.check_done()
         result = self.scheme.finish()
         return self.round_link._phase_result(self.phase, self.link, result, Columns(),
                                              self.error.error(result.estimate))

@@ -85,5 +85,5 @@ def test_rows_out_of_order_are_refused():
     with pytest.raises(ValueError, match="out of order"):
         stream.add(1, 3, updates[1:3])
     stream.add(0, 2, updates[:2])
-    with pytest.raises(ValueError, match="2 of 4 rows"):
+    with pytest.raises(ValueError, match="after row 2 of 4"):
         stream.finish()
