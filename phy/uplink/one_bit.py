@@ -174,7 +174,8 @@ class OneBitStream:
         self.started = False
 
     def _start(self, n: int) -> None:
-        """The grid's shape, ``eta``, the precoders [K_T, F] and empty sums for n values."""
+        """The grid's shape, ``eta`` (the senders' inversion loads, a block at a time) and
+        empty sums for n values."""
         f, per = self.air.num_subcarriers, self.scheme.signs_per_element
         elements = -(-n // per)
         self.num_symbols = -(-elements // f)
