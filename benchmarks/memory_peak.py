@@ -20,16 +20,17 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
   signSGD, which every scheme carries);
 * ``massive``: the quickstart's MLP (d = 118,282, MNIST's shape, synthetic samples) at
   K = 10,000 and 100,000 for 3 rounds with the round's devices streamed
-  (``runtime.devices_in_memory``), the proposed method on analog and signSGD on one-bit
-  (digital OFDMA gives every sender a subcarrier of its own in one slot, so it refuses
-  K > F); here the figure is the whole process's peak (``peak_kib``), not
-  the growth. One sample per device at K = 100,000 (a fixed total of 100,000 samples),
-  ten at 10,000 (``--dimension massive``; about an hour on two cores).
+  (``runtime.devices_in_memory``), the proposed method on analog, signSGD on one-bit and
+  FedAvg on digital OFDMA at 8 bits (its senders in slot groups of at most F); here the
+  figure is the whole process's peak (``peak_kib``), not the growth. One sample per
+  device at K = 100,000 (a fixed total of 100,000 samples), ten at 10,000
+  (``--dimension massive``; hours on two cores, ``--point`` picks points).
 
 Usage::
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py            # every dimension
     PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py --dimension antennas
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py --dimension massive --point 2  # one point
     PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py --json      # a JSON line per point
 
 Prints, per point as it is measured, the measured peak growth in MiB, the estimate in
@@ -62,6 +63,11 @@ BASE = {
     "trace.per_device": False,
 }
 """What every point shares: synthetic data, an MLP, no evaluation after round 0."""
+
+MASSIVE_SCHEMES = ({}, {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"},
+                   {"uplink.scheme": "digital_ofdma", "algorithm.name": "fedavg"})
+"""The massive dimension's schemes at each K: the proposed method on analog, signSGD on
+one-bit, FedAvg on digital OFDMA (8 bits per value)."""
 
 DIMENSIONS: dict[str, dict] = {
     # [K, N_r, F] channels: K = 64, F = 1024, a small model (d ~ 2,000, N = 2)
@@ -97,7 +103,7 @@ DIMENSIONS: dict[str, dict] = {
                  "data.synthetic_shape": [16, 16, 1], "model.hidden_units": [384]},
         "points": [{"uplink.scheme": s} for s in ("analog", "digital_ofdma", "one_bit", "noncoherent_mv")],
     },
-    "massive": {
+    "massive": {  # --point picks some: 0-2 at K = 10,000, 3-5 at 100,000
         "timeout_s": 3600.0,  # a K = 100,000 point takes 15-30 minutes
         "base": {"rounds": 3, "data.synthetic_shape": [28, 28, 1], "data.synthetic_test_size": 1000,
                  "model.hidden_units": [128, 128], "ofdm.num_subcarriers": 1024,
@@ -106,10 +112,10 @@ DIMENSIONS: dict[str, dict] = {
         "points": [
             *({"cell.num_devices": 10_000, "data.mean_samples_per_device": 10,
                "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": 500, **scheme}
-              for scheme in ({}, {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"})),
+              for scheme in MASSIVE_SCHEMES),
             *({"cell.num_devices": 100_000, "data.mean_samples_per_device": 1,
                "data.synthetic_train_size": 100_000, "runtime.devices_in_memory": 500, **scheme}
-              for scheme in ({}, {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"})),
+              for scheme in MASSIVE_SCHEMES),
         ],
     },
 }
@@ -190,6 +196,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dimension", action="append", choices=sorted(DIMENSIONS),
                         help="measure only this dimension (repeatable; default: all)")
+    parser.add_argument("--point", action="append", type=int,
+                        help="measure only the dimensions' point of this index (repeatable; default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -200,7 +208,9 @@ def main() -> None:
         print(HEADER, flush=True)
     for name in args.dimension or list(DIMENSIONS):
         first = None
-        for point in DIMENSIONS[name]["points"]:  # each line as soon as it is measured
+        for index, point in enumerate(DIMENSIONS[name]["points"]):  # each line as soon as it is measured
+            if args.point and index not in args.point:
+                continue
             row = measure_point(name, point)
             first = first or row
             print(json.dumps(row) if args.json else table_row(row, first), flush=True)

@@ -144,7 +144,8 @@ class DigitalOfdmaScheme(SchemeParameters):
 
     def check_scenario(self, scenario) -> None:
         """What it does not support: the time-domain uplink, [privacy] (it accounts the
-        analog receiver noise), more devices than subcarriers (each sender needs one)."""
+        analog receiver noise). More senders than subcarriers take turns in slot groups
+        (:func:`phy.uplink.digital_ofdma.slot_groups`)."""
         scheme = 'uplink.scheme = "digital_ofdma"'
         if scenario.ofdm.domain != "frequency":
             raise ValueError(f"ofdm.domain: = {scenario.ofdm.domain!r} is not supported with {scheme} (it "
@@ -154,10 +155,6 @@ class DigitalOfdmaScheme(SchemeParameters):
             raise ValueError(f"privacy: [privacy] is not supported with {scheme}: the accounting is of the "
                              "analog scheme's receiver noise, and the digital BS decodes each update "
                              "exactly; remove [privacy]")
-        if scenario.cell.num_devices > scenario.ofdm.num_subcarriers:
-            raise ValueError(f"cell.num_devices: = {scenario.cell.num_devices} is more than "
-                             f"ofdm.num_subcarriers = {scenario.ofdm.num_subcarriers}: {scheme} gives "
-                             "every sender at least one subcarrier")
 
 
 ONE_BIT_MODULATIONS = ("bpsk", "qpsk")

@@ -15,7 +15,10 @@ own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.particip
    sender ``f mod K_T`` (F_k = floor(F / K_T) or one more); ``"max_min"`` is Rhee and
    Cioffi's greedy (VTC 2000): each sender in turn takes its best free subcarrier, then
    the sender of the lowest rate so far takes its best free one until none is left
-   (from the reported ``h_hat``).
+   (from the reported ``h_hat``). With more senders than subcarriers (``K_T > F``) they
+   take turns (:func:`slot_groups`): ``G = ceil(K_T / F)`` groups of consecutive senders,
+   their sizes within one of each other, each sharing the F subcarriers in a slot of its
+   own, one slot after the other; steps 2 to 4 hold within each group.
 3. **Rate** (:func:`plan`): device k spreads P over its F_k subcarriers in every OFDM
    symbol, so subcarrier f has ``SNR_kf = (P / F_k) |h_kf|^2 / sigma_z^2`` and carries
    ``r_kf = log2(1 + SNR_hat_kf / (Gamma M))`` bits per symbol, from the device's CSI
@@ -36,7 +39,10 @@ own and sums. Per phase, for the ``K_T`` senders of :class:`~phy.uplink.particip
    0 when no device is decoded (the server then applies no change).
 
 The phase occupies the symbols of its slowest transmitting device (``max N_k``, at most
-the budget); device k's energy is ``P N_k`` times the symbol duration (0 when it does not
+the budget); with G slot groups, the sum over the groups of each group's slowest
+(group g's slot starts when group g - 1's ends; every group's rates come from the CSI
+estimated at the phase's start, so a later group's CSI is older when devices move:
+:meth:`DigitalOfdma.phase_plan`); device k's energy is ``P N_k`` times the symbol duration (0 when it does not
 transmit). The quantizer's draws come from the phase's stateless seed, so a resumed run
 replays them. A phase may also take the senders' updates in chunks
 (:meth:`DigitalOfdma.open_stream`, :class:`DigitalStream`) with the same result bit for bit.
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -243,8 +250,9 @@ class Plan:
 
     Attributes
     ----------
-    owner : [F] int64
-        The sender of every subcarrier.
+    owner : [F] int64, or [G, F] with G > 1 slot groups
+        The sender of every subcarrier (in each group's slot: the sender's index among
+        all K_T).
     subcarriers : [K_T] int64
         F_k.
     rate : [K_T] float64
@@ -260,11 +268,14 @@ class Plan:
     decoded : [K_T] bool
         Transmits and R_k <= C_k.
     num_symbols : int
-        The slot: max N_k over the devices that transmit (0: none).
+        The slot: max N_k over the devices that transmit (0: none); with G slot groups,
+        the sum of the groups' slots.
     sent : [K_T] float64 or None
         The symbols each sender occupies, when that is not N_k for the senders that
         transmit (with the rate adapted per coherence block: also a sender lost at the
         budget or at a block that carries nothing); None: N_k.
+    group_symbols : [G] int64 or None
+        Each slot group's slot (:func:`slot_groups`), None with one group.
     """
 
     owner: np.ndarray
@@ -277,6 +288,7 @@ class Plan:
     decoded: np.ndarray
     num_symbols: int
     sent: np.ndarray | None = None
+    group_symbols: np.ndarray | None = None
 
     @property
     def outage(self) -> np.ndarray:
@@ -318,6 +330,50 @@ def plan(h_hat, h, num_values: int, *, bits_per_value: int, allocation: str, tx_
     num_symbols = int(symbols[transmits].max()) if transmits.any() else 0
     return Plan(owner, np.bincount(owner, minlength=num_devices).astype(np.int64), rate, capacity, bits,
                 symbols, transmits, decoded, num_symbols)
+
+
+def slot_groups(num_senders: int, num_subcarriers: int) -> list[tuple[int, int]]:
+    """The senders' slot groups: ``[(lo, hi), ...]``, ``G = ceil(K_T / F)`` runs of
+    consecutive senders (rows ``lo:hi``) whose sizes differ by at most one, so each group
+    has at most F senders and every sender a subcarrier in its group's slot. One group
+    ``[(0, K_T)]`` when ``K_T <= F`` (and for no sender)."""
+    count = max(1, -(-int(num_senders) // int(num_subcarriers)))
+    bounds = [(g * int(num_senders)) // count for g in range(count + 1)]
+    return list(itertools.pairwise(bounds))
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """The part of a phase's link one slot group plans from: its senders' ``h_hat``,
+    ``h`` [K_g, F] and ``slot`` (their :class:`phy.uplink.moving_link.SlotChannel` from the
+    group's slot start, or None)."""
+
+    h_hat: object
+    h: object
+    slot: object
+
+    @classmethod
+    def of(cls, link, lo: int, hi: int, offset_s: float) -> GroupLink:
+        """Rows ``lo:hi`` of ``link``, their slot starting ``offset_s`` [s] after the phase's."""
+        slot = getattr(link, "slot", None)
+        if slot is not None:
+            slot = dataclasses.replace(slot, start_s=slot.start_s + offset_s, devices=slot.devices[lo:hi],
+                                       doppler_hz=slot.doppler_hz[lo:hi])
+        return cls(link.h_hat[lo:hi], link.h[lo:hi], slot)
+
+
+def joined_plans(groups: list[tuple[int, int]], plans: list[Plan], num_subcarriers: int) -> Plan:
+    """The phase's :class:`Plan` from its slot groups' (rows ``lo:hi`` each): the per-sender
+    arrays in sender order, ``owner`` [G, F] in the senders' own indices, the slot the sum
+    of the groups' and ``group_symbols`` [G]."""
+    owner = np.stack([lo + p.owner for (lo, _), p in zip(groups, plans)]).reshape(len(plans), num_subcarriers)
+    sent = None
+    if any(p.sent is not None for p in plans):
+        sent = np.concatenate([np.where(p.transmits, p.symbols, 0.0) if p.sent is None else p.sent for p in plans])
+    group_symbols = np.array([p.num_symbols for p in plans], np.int64)
+    return Plan(owner, *(np.concatenate([getattr(p, name) for p in plans])
+                         for name in ("subcarriers", "rate", "capacity", "bits", "symbols", "transmits", "decoded")),
+                num_symbols=int(group_symbols.sum()), sent=sent, group_symbols=group_symbols)
 
 
 def decoded_weights(weights: np.ndarray, decoded: np.ndarray) -> np.ndarray:
@@ -382,28 +438,31 @@ class DigitalOfdma:
         return BlockRate(schedule.owner, air.tx_power_w, air.noise_power_w, margin, (efficiency, threshold),
                          DECODE_TOLERANCE)
 
-    def aged(self, schedule: Plan, link, air) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
+    def aged(self, schedule: Plan, link, air,
+             offset_s: float = 0.0) -> tuple[Plan, tuple[np.ndarray, np.ndarray]]:
         """``schedule`` with the senders whose channel falls below their rate in some
         coherence block of their slot no longer decoded (:func:`phy.uplink.slot_blocks.slot_holds`),
         and ``(aging_outage [K_T] bool, aging_correlation [K_T])``: the devices lost that way,
-        and Jakes' correlation between the channel at the slot's start (the estimate's) and
-        at its middle, ``J0(pi f_D N_k T_sym)`` (NaN for one that does not transmit)."""
+        and Jakes' correlation between the channel at the phase's start (the estimate's) and
+        at the middle of the sender's slot, ``J0(2 pi f_D (o + N_k T_sym / 2))``, the slot
+        starting ``o = offset_s`` after the phase (NaN for one that does not transmit)."""
         rate = dataclasses.replace(self.block_rate(schedule, air), tolerance=DECODE_TOLERANCE)
         holds = slot_holds(link.slot, rate, schedule.rate, schedule.transmits, schedule.decoded,
                            schedule.symbols, air.symbol_duration_s)
         decoded = schedule.decoded & holds
         return dataclasses.replace(schedule, decoded=decoded), (schedule.decoded & ~holds,
-                                                                self.correlation(link, schedule, air))
+                                                                self.correlation(link, schedule, air, offset_s))
 
     @staticmethod
-    def correlation(link, schedule: Plan, air) -> np.ndarray:
-        """``[K_T]`` ``J0(pi f_D N_k T_sym)`` over the symbols each sender occupies (NaN for
-        one that does not transmit)."""
+    def correlation(link, schedule: Plan, air, offset_s: float = 0.0) -> np.ndarray:
+        """``[K_T]`` ``J0(2 pi f_D (o + N_k T_sym / 2))`` over the symbols each sender
+        occupies, its slot starting ``o = offset_s`` after the estimate (NaN for one that
+        does not transmit)."""
         from phy.doppler import jakes_correlation
 
         used = schedule.symbols if schedule.sent is None else np.where(schedule.sent > 0, schedule.sent, np.nan)
         half_slot_s = 0.5 * np.where(schedule.transmits, used, np.nan) * air.symbol_duration_s
-        return jakes_correlation(link.slot.doppler_hz, half_slot_s)
+        return jakes_correlation(link.slot.doppler_hz, offset_s + half_slot_s)
 
     def adapted(self, schedule: Plan, link, air) -> Plan:
         """``schedule`` (planned without the budget) with the rate adapted per coherence
@@ -421,16 +480,41 @@ class DigitalOfdma:
     def phase_plan(self, link, air, num_values: int) -> tuple[Plan, tuple[np.ndarray, np.ndarray] | None]:
         """The phase's :class:`Plan` for the senders of ``link`` (from their channels and
         ``slot`` only, not their updates) and, with moving devices, ``(aging_outage [K_T]
-        bool, aging_correlation [K_T])`` (:meth:`aged`; None without a ``slot``)."""
+        bool, aging_correlation [K_T])`` (:meth:`aged`; None without a ``slot``).
+
+        With more senders than subcarriers, each slot group (:func:`slot_groups`) is
+        planned on its own, its slot starting when the previous group's ends: with moving
+        devices, its coherence blocks are evaluated from there (the rates still from the
+        CSI of the phase's start; the decoding test at the slot's start reads the channel
+        of the phase's start).
+        """
+        groups = slot_groups(int(link.h.shape[0]), int(link.h.shape[-1]))
+        if len(groups) == 1:
+            return self._group_plan(link, air, num_values, 0.0)
+        plans, aged, offset_s = [], [], 0.0
+        for lo, hi in groups:
+            schedule, aging = self._group_plan(GroupLink.of(link, lo, hi, offset_s), air, num_values, offset_s)
+            plans.append(schedule)
+            aged.append(aging)
+            offset_s += schedule.num_symbols * air.symbol_duration_s
+        joined = joined_plans(groups, plans, int(link.h.shape[-1]))
+        if aged[0] is None:
+            return joined, None
+        return joined, tuple(np.concatenate([a[i] for a in aged]) for i in range(2))
+
+    def _group_plan(self, link, air, num_values: int,
+                    offset_s: float) -> tuple[Plan, tuple[np.ndarray, np.ndarray] | None]:
+        """:meth:`phase_plan` for at most F senders, their slot ``offset_s`` after the phase's start."""
         schedule = self.plan(link, air, num_values)
         slot = getattr(link, "slot", None)
         if self.rate_adaptation == "coherence_block":
             schedule = self.adapted(schedule, link, air)
             if slot is not None:  # nobody is lost to aging: the rate follows the channel
-                return schedule, (np.zeros(schedule.rate.shape[0], bool), self.correlation(link, schedule, air))
+                return schedule, (np.zeros(schedule.rate.shape[0], bool),
+                                  self.correlation(link, schedule, air, offset_s))
             return schedule, None
         if slot is not None:  # moving devices: the rate must hold in every coherence block
-            return self.aged(schedule, link, air)
+            return self.aged(schedule, link, air, offset_s)
         return schedule, None
 
     def open_stream(self, link, air, *, phase: str, seed, per_device: bool) -> DigitalStream:
