@@ -130,8 +130,9 @@ class DigitalOfdmaScheme(SchemeParameters):
         0.0, ge=0, le=DB_LIMIT, description="back-off [dB] a device applies to the SNR of its "
         "CSI estimate when it picks its rate (against outage under CSI error)")
     slot_symbols: int | None = Field(
-        None, ge=1, description="the phase's slot budget in OFDM symbols: a device whose "
-        "bits need more is in outage (None: no budget)")
+        None, ge=1, description="the phase's slot budget in OFDM symbols (per slot group "
+        "when the senders outnumber the subcarriers): a device whose bits need more is in "
+        "outage (None: no budget)")
     rate_adaptation: Literal["slot", "coherence_block"] = Field(
         "slot", description="with devices that move: 'slot', one rate per device from its "
         "estimate at the slot's start (lost when a coherence block's channel falls below it); "
