@@ -1,4 +1,4 @@
-"""Devices that move (issue 58): the digital slot's memory against its length, and the analog round's time.
+"""Devices that move (issue 58): the digital slot's memory against its length, and the round's time.
 
 :func:`phy.uplink.slot_blocks.slot_holds` evaluates each sender's channel once per
 coherence block of its slot, a chunk of blocks at a time, until every sender's outcome is
@@ -15,18 +15,25 @@ With ``--rounds R`` it also times :meth:`cosim.engine.Engine.run_round` of
 ``scenarios/quickstart.toml`` (the analog scheme, the proposed method) without
 ``[mobility]`` and with ``mobility.model = "straight"`` at ``--speed-kmh``, interleaved
 (static, moving, static, ...) after one warm-up round each, R rounds each: the issue asks
-the moving round to take at most 1.5 times the static one.
+the moving round to take at most 1.5 times the static one. ``--within-phase`` lists the
+``mobility.channel_within_phase`` values of the moving rounds (one moving engine each,
+all interleaved with the static one; default ``phase_middle``), and ``--set KEY=VALUE``
+(repeatable) changes the quickstart for every engine (another scheme, another algorithm).
 
 Usage::
 
     .venv/bin/python benchmarks/mobility_slot.py                      # 3 and 120 km/h, slots 1, 4, 16 s
     .venv/bin/python benchmarks/mobility_slot.py --speed-kmh 120 --slots 130   # a quickstart 8-bit slot
     .venv/bin/python benchmarks/mobility_slot.py --slots '' --rounds 3   # the rounds only
+    .venv/bin/python benchmarks/mobility_slot.py --slots '' --rounds 5 --within-phase phase_middle,per_symbol \
+        --set 'uplink.scheme="one_bit"' --set 'algorithm.name="signsgd"'   # signSGD's one-bit round
 
 The last line of stdout is one JSON object: per speed and slot length (``"<v>kmh/<s>s"``)
 its ``blocks``, ``seconds``, ``peak_mib`` and ``lost`` at capacity and ``holding_seconds``,
 ``holding_peak_mib`` at a hundredth; with ``--rounds`` (at the first speed) the medians
-``static_round_s``, ``moving_round_s`` and their ratio.
+``static_round_s``, ``moving_round_s`` and their ratio ``moving_over_static`` (the first
+``--within-phase`` value's), and per value ``within_phase.<value>.moving_round_s`` and
+``.moving_over_static``.
 """
 
 from __future__ import annotations
@@ -55,12 +62,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--devices", type=int, default=100)
     parser.add_argument("--subcarriers", type=int, default=1024)
+    parser.add_argument("--within-phase", type=lambda s: [v for v in s.split(",") if v], default=["phase_middle"])
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     results = {}
     for speed_kmh in args.speed_kmh:
         results.update(slot_times(speed_kmh, args.slots, args.devices, args.subcarriers))
     if args.rounds:
-        results.update(round_times(args.speed_kmh[0], args.rounds))
+        results.update(round_times(args.speed_kmh[0], args.rounds, args.within_phase, args.overrides))
     print(json.dumps(results))
     return results
 
@@ -106,15 +115,17 @@ def slot_times(speed_kmh: float, slots, devices: int, subcarriers: int) -> dict:
     return results
 
 
-def round_times(speed_kmh: float, rounds: int) -> dict:
-    """The quickstart round without and with straight-line motion, interleaved (module docstring)."""
+def round_times(speed_kmh: float, rounds: int, within_phase=("phase_middle",), overrides=()) -> dict:
+    """The quickstart round (with ``overrides``) without and with straight-line motion, one
+    moving engine per ``within_phase`` value, interleaved (module docstring)."""
     from cosim.engine import Engine
     from cosim.scenario import load_scenario, shipped_scenario_path
 
     path = shipped_scenario_path("quickstart")
-    engines = {"static": Engine(load_scenario(path)),
-               "moving": Engine(load_scenario(path, ['mobility.model="straight"',
-                                                     f"mobility.speed_mps={speed_kmh / 3.6}"]))}
+    moving = [*overrides, 'mobility.model="straight"', f"mobility.speed_mps={speed_kmh / 3.6}"]
+    engines = {"static": Engine(load_scenario(path, list(overrides)))}
+    for value in within_phase:
+        engines[value] = Engine(load_scenario(path, [*moving, f'mobility.channel_within_phase="{value}"']))
     states = {name: engine.initial_state() for name, engine in engines.items()}
     seconds: dict[str, list[float]] = {name: [] for name in engines}
     for t in range(rounds + 1):
@@ -123,10 +134,16 @@ def round_times(speed_kmh: float, rounds: int) -> dict:
             states[name], _ = engine.run_round(t, states[name])
             if t:  # round 0 warms up
                 seconds[name].append(time.perf_counter() - started)
-    static, moving = (float(np.median(seconds[name])) for name in ("static", "moving"))
-    print(f"quickstart round: static {static:.2f} s, moving ({speed_kmh:g} km/h) {moving:.2f} s, "
-          f"ratio {moving / static:.3f} (medians of {rounds}; {seconds})")
-    return {"static_round_s": static, "moving_round_s": moving, "moving_over_static": moving / static}
+    static = float(np.median(seconds["static"]))
+    per_value = {}
+    for value in within_phase:
+        moving_s = float(np.median(seconds[value]))
+        per_value[value] = {"moving_round_s": moving_s, "moving_over_static": moving_s / static}
+        print(f"quickstart round{' ' + ' '.join(overrides) if overrides else ''}: static {static:.2f} s, "
+              f"moving ({speed_kmh:g} km/h, {value}) {moving_s:.2f} s, ratio {moving_s / static:.3f} "
+              f"(medians of {rounds}; static {seconds['static']}, moving {seconds[value]})")
+    first = per_value[within_phase[0]]
+    return {"static_round_s": static, **first, "within_phase": per_value}
 
 
 if __name__ == "__main__":

@@ -171,6 +171,9 @@ class OneBitScheme(SchemeParameters):
     carries: ClassVar[str] = "signs"
     phase_seconds: ClassVar[float | None] = 0.18  # signSGD's one phase, measured as digital_ofdma's
     streams: ClassVar[bool] = True
+    # moving devices: each OFDM symbol received through the channel at its own time
+    # (phy.uplink.moving_link; the superposition takes h [K, N, F], phy.uplink.one_bit)
+    channel_per_symbol: ClassVar[bool] = True
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``8``: each sender's power (float64); the precoders are formed per chunk

@@ -87,14 +87,23 @@ def superpose(c_re, c_im, precoder, h, uplink=None) -> tf.Tensor:
     when given.
 
     Input: ``c_re``, ``c_im`` [K, N, F] tf.float32 (``c_im`` None: real symbols),
-    ``precoder`` and ``h`` [K, F] complex.
+    ``precoder`` [K, F] complex, ``h`` [K, F] complex, or [K, N, F] (a channel per OFDM
+    symbol: ``sum_k h_knf x_k[n, f]``; the frequency domain only). A [K, N, F] ``h`` equal
+    to a [K, F] one on every symbol gives the same ``y`` bit for bit (the same complex64
+    products, summed over the same [K, N, F] terms).
     """
     precoder = tf.cast(precoder, tf.complex64)
+    h = tf.cast(h, tf.complex64)
     if uplink is not None:
+        if h.shape.rank == 3:
+            raise NotImplementedError("the time-domain uplink takes one channel per phase, not h [K, N, F] "
+                                      "per OFDM symbol")
         c = tf.complex(c_re, c_im if c_im is not None else tf.zeros_like(c_re))
         return tf.constant(uplink(np.asarray(c * precoder[:, None, :])))
-    a = precoder * tf.cast(h, tf.complex64)  # what one unit symbol of device k brings
-    a_re, a_im = tf.math.real(a)[:, None, :], tf.math.imag(a)[:, None, :]
+    # what one unit symbol of device k brings on (n, f): [K, 1, F], or [K, N, F] per symbol
+    a = precoder[:, None, :] * h if h.shape.rank == 3 else (precoder * h)[:, None, :]
+    a_re, a_im = tf.math.real(a), tf.math.imag(a)
+    del a  # per symbol: only the [K, N, F] real and imaginary parts stay
 
     def total(values):  # sum over the devices (5x faster than tf.einsum's "knf,kf->nf" here)
         return tf.reduce_sum(values, axis=0)

@@ -27,6 +27,17 @@ of element (n, f) is ``sqrt(eta) sum_{k on f} pi_k s_k + Re z``, so an entry who
 ``m = sqrt(eta) sum_{k on f} pi_k s_k`` has the sign of the true majority is missed with
 probability ``Q(|m| / sqrt(sigma_z^2 / 2))`` (tested against the simulation).
 
+With moving devices and ``mobility.channel_within_phase = "per_symbol"``
+(:mod:`phy.uplink.moving_link`) the phase gets ``h`` [K, N, F], the channel of each of its
+OFDM symbols, and element (n, f) is received through that symbol's channel while the
+devices still precode with ``h_hat`` (the estimate at the phase's start)::
+
+    y[n, f] = sum_k h_knf x_k[n, f] + z[n, f]
+
+``eta``, the precoders, the powers and the silent subcarriers do not depend on ``h``; only
+``y`` does. Every symbol's channel equal to a [K, F] ``h`` gives that ``h``'s result bit
+for bit.
+
 Symbols per phase: ``ceil(n / F)`` (BPSK) or ``ceil(n / (2 F))`` (QPSK). Columns:
 ``vote_error_rate_<phase>``, ``vote_tie_rate_<phase>`` (:mod:`phy.uplink.majority_vote`),
 ``silent_fraction_<phase>`` (the senders' share of subcarriers below the threshold),
@@ -107,6 +118,7 @@ class OneBit:
     """
 
     carries = OneBitScheme.carries
+    channel_per_symbol = OneBitScheme.channel_per_symbol  # moving devices: h [K, N, F]
     accounts_privacy = getattr(OneBitScheme, "accounts_privacy", False)
 
     def __init__(self, modulation: str = "bpsk", gain_threshold: float = 0.1):
@@ -160,7 +172,8 @@ class OneBitStream:
 
     Holds O(n + K_T) beyond the chunk and the link's CSI: each chunk's precoders and
     on-subcarriers are formed when it is added (:func:`inversion_rows`, the same values
-    row by row). With ``keep_signals`` (``send`` only) the
+    row by row). A link ``h`` [K, N, F] (a channel per OFDM symbol, module docstring) is
+    read a chunk's rows at a time: the chunk's terms are [chunk, N, F]. With ``keep_signals`` (``send`` only) the
     signals of :func:`phy.uplink.majority_vote.vote_result` are kept; a time-domain
     ``uplink`` (``send`` only) takes all senders in one chunk.
     """
@@ -182,6 +195,11 @@ class OneBitStream:
         self.inversion = {"gain_threshold": self.scheme.gain_threshold, "used_subcarriers": min(f, elements),
                           "symbol_energy": float(per)}
         self.h_hat = np.asarray(self.link.h_hat)  # complex64 [K, F]; the link's, not copied
+        h_shape = tuple(self.link.h.shape)
+        if h_shape not in (self.h_hat.shape, (*self.h_hat.shape[:1], self.num_symbols, f)):
+            raise ValueError(f"one_bit phase {self.phase!r}: h must be [K, F] = {list(self.h_hat.shape)} like "
+                             f"h_hat, or [K, N, F] = {[self.h_hat.shape[0], self.num_symbols, f]} (a channel "
+                             f"per OFDM symbol of the phase), got {list(h_shape)}")
         self.path_gain = np.asarray(self.link.path_gain, np.float64)
         self.eta, self.on_count = inversion_scale(self.h_hat, self.path_gain, self.weights,
                                                   tx_power_w=self.air.tx_power_w, **self.inversion)

@@ -179,7 +179,8 @@ class PhaseLink:
 
     ``updates`` [K_T, n], ``weights`` [K_T] (the BS's, ``pi_k / share``),
     ``reference_weights`` [K_T] (renormalised over the senders: the error-free sum the
-    estimate is measured against), the senders' ``h``, ``h_hat`` [K_T, F], ``path_gain``
+    estimate is measured against), the senders' ``h`` [K_T, F] (or [K_T, N, F], a channel
+    per OFDM symbol: :mod:`phy.uplink.moving_link`), ``h_hat`` [K_T, F], ``path_gain``
     [K_T] and time-domain ``uplink``; ``received`` for the algorithm's server update, as
     ``(rows [K_T] tf.int32 (the senders' cohort rows), devices [K_T] tf.int32 (their
     population ids), share)`` (None without a cohort), ``received_weight`` (the senders' share of the cohort's data weight)

@@ -170,3 +170,22 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
                            "uplink.scheme": "digital_ofdma"})
     plain = _scenario(**{"uplink.scheme": "digital_ofdma"})
     assert memory_parts(digital, d)["uplink phase"] == memory_parts(plain, d)["uplink phase"]
+
+
+@pytest.mark.parametrize("modulation", ["bpsk", "qpsk"])
+def test_moving_devices_add_the_one_bit_phases_channel_per_symbol(modulation):
+    """signSGD over one_bit with ``channel_within_phase = "per_symbol"``: the channel per
+    OFDM symbol (complex64 [K, N, F]) and the superposition's real and imaginary terms
+    (float32 [K, N, F] each), 16 K N F more with the scheme's own N; at the phase's
+    middle nothing."""
+    vote = {"algorithm.name": "signsgd", "uplink.scheme": "one_bit", "uplink.one_bit_modulation": modulation}
+    still = _scenario(**vote)
+    middle = _scenario(**vote, **{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(still)
+    assert memory_parts(middle, d)["uplink phase"] == memory_parts(still, d)["uplink phase"]
+    moving = _scenario(**vote, **{"mobility.model": "straight", "mobility.speed_mps": 1.0,
+                                  "mobility.channel_within_phase": "per_symbol"})
+    n = scheme_symbols_per_phase(moving, d)
+    assert n == -(-d // (1024 * (2 if modulation == "qpsk" else 1)))
+    assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
+            == 16 * 100 * n * 1024)

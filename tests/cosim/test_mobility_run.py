@@ -1,5 +1,5 @@
-"""``[mobility]`` through a scenario: a tiny run of moving devices (analog and digital
-OFDMA), its columns in the trace against the timeline, a resumed run, and what the
+"""``[mobility]`` through a scenario: a tiny run of moving devices (analog, digital
+OFDMA, one-bit), its columns in the trace against the timeline, a resumed run, and what the
 scenario refuses."""
 
 from __future__ import annotations
@@ -172,3 +172,36 @@ def test_the_analog_phases_see_the_channel_symbol_by_symbol(tmp_path, monkeypatc
                 np.testing.assert_array_equal(values, traces[False][name], err_msg=name)
     else:
         assert np.all(errors[True] != errors[False])
+
+
+@pytest.mark.parametrize("speed", [0.0, 30.0])
+def test_the_one_bit_phase_sees_the_channel_symbol_by_symbol(tmp_path, speed):
+    """signSGD over ``uplink.scheme = "one_bit"`` with moving devices and
+    ``mobility.channel_within_phase = "per_symbol"``, against the same run with the channel
+    of the phase's middle: at rest the two are the same run bit for bit; at 30 m/s the
+    received signal of some round differs."""
+    traces = {}
+    for per_symbol in (True, False):
+        overrides = ['mobility.model="straight"', f"mobility.speed_mps={speed}", 'uplink.scheme="one_bit"',
+                     'algorithm.name="signsgd"', "algorithm.signsgd.server_learning_rate=0.01",
+                     "trace.signals=true",
+                     f'mobility.channel_within_phase="{"per_symbol" if per_symbol else "phase_middle"}"']
+        (tmp_path / str(per_symbol)).mkdir()
+        scenario = load_scenario(write_tiny(tmp_path / str(per_symbol), algorithm="signsgd", rounds=2, every=3,
+                                            hidden=4), overrides)
+        path = run_scenario(scenario, progress=False).trace_path
+        with h5py.File(path, "r") as f:
+            signals = {f"{t}/{name}": f[f"signals/{t}/{name}"][()] for t in f["signals"]
+                       for name in f[f"signals/{t}"] if name.startswith("y_")}
+        traces[per_symbol] = (_columns(path)[0], signals)
+    assert traces[True][1]  # the received signal is kept
+    if speed == 0.0:
+        from cosim.trace import TIMING_COLUMNS
+
+        for name, values in traces[True][0].items():
+            if name not in TIMING_COLUMNS:
+                np.testing.assert_array_equal(values, traces[False][0][name], err_msg=name)
+        for name, values in traces[True][1].items():
+            np.testing.assert_array_equal(values, traces[False][1][name], err_msg=name)
+    else:
+        assert any(not np.array_equal(values, traces[False][1][name]) for name, values in traces[True][1].items())
