@@ -34,12 +34,14 @@ COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "t
             "vote_error_rate_delta", "per_device/bits_per_symbol_delta", "bits_sent_delta")
 
 
-@pytest.mark.parametrize("algorithm, scheme", [("bayes_aircomp", "analog"), ("fedavg", "analog"),
-                                               ("fedavg", "digital_ofdma"), ("signsgd", "one_bit")])
-def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme):
+@pytest.mark.parametrize("algorithm, scheme, more", [
+    ("bayes_aircomp", "analog", []), ("fedavg", "analog", []), ("fedavg", "digital_ofdma", []),
+    ("fedavg", "digital_ofdma", ["ofdm.num_subcarriers=3"]),  # K = 8 > F: slot groups of 3, 3, 2
+    ("signsgd", "one_bit", [])])
+def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme, more):
     """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same
     columns, every compared column within float32 rounding over three rounds."""
-    scheme_set = [f'uplink.scheme="{scheme}"']
+    scheme_set = [f'uplink.scheme="{scheme}"', *more]
     whole = _trace(tmp_path, algorithm, scheme_set, "whole")
     streamed = _trace(tmp_path, algorithm, [*scheme_set, "runtime.devices_in_memory=3"], "streamed")
     assert set(streamed) == set(whole)
