@@ -65,7 +65,7 @@ class MovingChannel:
         self._starts = {0: 0.0}
         self.channel_per_symbol = False
         """``mobility.channel_within_phase = "per_symbol"``: a scheme that receives symbol by
-        symbol (the analog and one-bit ones) gets :meth:`per_symbol`'s channel of each OFDM symbol
+        symbol (the analog, one-bit and non-coherent ones) gets :meth:`per_symbol`'s channel of each OFDM symbol
         instead of the one at the phase's middle (set by the run)."""
 
     # ------------------------------------------------------------------ the clock

@@ -384,8 +384,8 @@ class StraightMobility(Parameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="f_c of the Doppler f_D = v f_c / c [Hz]")
     num_sinusoids: int = Field(8, ge=1, le=1024, description="M, sinusoids per Jakes process")
     channel_within_phase: Literal["phase_middle", "per_symbol"] = Field(
-        "phase_middle", description="the true channel of an analog or one-bit phase: one, at the phase's "
-        "middle, or each OFDM symbol's own (phy.uplink.moving_link)")
+        "phase_middle", description="the true channel of an analog, one-bit or non-coherent vote "
+        "phase: one, at the phase's middle, or each OFDM symbol's own (phy.uplink.moving_link)")
 
     @model_validator(mode="after")
     def _check(self) -> StraightMobility:

@@ -216,6 +216,9 @@ class NoncoherentMvScheme(SchemeParameters):
 
     carries: ClassVar[str] = "signs"
     phase_seconds: ClassVar[float | None] = 0.60  # signSGD's one phase, measured as digital_ofdma's
+    # moving devices: each OFDM symbol's tones received through the channel at its own time
+    # (phy.uplink.moving_link; phy.uplink.noncoherent_mv)
+    channel_per_symbol: ClassVar[bool] = True
     noncoherent_power: Literal[NONCOHERENT_POWER] = Field(
         "path_gain_inversion", description="path_gain_inversion: mean received power pi_k c "
         "(large-scale fading compensated); full_power: P / (F/2) per active tone")

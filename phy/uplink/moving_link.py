@@ -12,8 +12,8 @@ earlier phases' symbols times ``T_sym``):
   stream).
 * **Reception.** A scheme that occupies a known number N of symbols (analog, one-bit,
   non-coherent: ``nominal_symbols``) precodes all of them with ``h_hat_p``. A scheme with
-  ``channel_per_symbol`` (analog, one-bit) is received symbol by symbol: OFDM symbol n through
-  ``h(t_n)``, ``t_n = tau_p + (n + 1/2) T_sym`` (``h`` [K, N, F],
+  ``channel_per_symbol`` (analog, one-bit, non-coherent) is received symbol by symbol:
+  OFDM symbol n through ``h(t_n)``, ``t_n = tau_p + (n + 1/2) T_sym`` (``h`` [K, N, F],
   :meth:`phy.moving_channel.MovingChannel.per_symbol`). The others receive through the
   channel at the phase's middle, ``h(tau_p + N T_sym / 2)``: the channel is taken constant
   over the phase at its middle value (one evaluation per phase; docs/schemes.md gives the

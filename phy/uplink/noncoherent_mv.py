@@ -29,6 +29,12 @@ simulation). Without noise the vote equals the majority exactly where the sender
 unanimous (the other tone holds no energy); where they are not, the fading and the random
 phases decide even without noise.
 
+With moving devices and ``mobility.channel_within_phase = "per_symbol"``
+(:mod:`phy.uplink.moving_link`) the phase gets ``h`` [K, N, F], the channel of each of its
+OFDM symbols, and tone f of symbol n is received through that symbol's channel,
+``y[n, f] = sum_k h_knf x_k[n, f] + z[n, f]`` (the tone powers read the path gains only).
+Every symbol's channel equal to a [K, F] ``h`` gives that ``h``'s result bit for bit.
+
 Columns: ``vote_error_rate_<phase>``, ``vote_tie_rate_<phase>``
 (:mod:`phy.uplink.majority_vote`); per sender ``tx_power_w_<phase>`` (with
 ``trace.per_device``); the signals ``y_<phase>``, ``estimate_<phase>`` (when kept).
@@ -70,6 +76,7 @@ class NoncoherentMajorityVote:
     """
 
     carries = NoncoherentMvScheme.carries
+    channel_per_symbol = NoncoherentMvScheme.channel_per_symbol  # moving devices: h [K, N, F]
     accounts_privacy = getattr(NoncoherentMvScheme, "accounts_privacy", False)
 
     def __init__(self, power: str = "path_gain_inversion"):
@@ -98,8 +105,8 @@ class NoncoherentMajorityVote:
         plus, minus = tf.cast(grid > 0, tf.float32), tf.cast(grid < 0, tf.float32)
         if link.uplink is None:  # each tone of the pairs on its own: [N, M] each
             amplitude = np.broadcast_to(np.sqrt(p)[:, None], (num_devices, m))
-            h = tf.convert_to_tensor(link.h)
-            tones = [superpose(mask * cos, mask * sin, amplitude, h[:, offset: 2 * m: 2])
+            h = tf.convert_to_tensor(link.h)  # [K, F], or [K, N, F]: a channel per OFDM symbol
+            tones = [superpose(mask * cos, mask * sin, amplitude, h[..., offset: 2 * m: 2])
                      for offset, mask in ((0, plus), (1, minus))]
             y = tf.reshape(tf.stack(tones, axis=-1), [num_symbols, 2 * m])
             y = tf.pad(y, [[0, 0], [0, f - 2 * m]])

@@ -174,15 +174,16 @@ def test_the_analog_phases_see_the_channel_symbol_by_symbol(tmp_path, monkeypatc
         assert np.all(errors[True] != errors[False])
 
 
+@pytest.mark.parametrize("scheme", ["one_bit", "noncoherent_mv"])
 @pytest.mark.parametrize("speed", [0.0, 30.0])
-def test_the_one_bit_phase_sees_the_channel_symbol_by_symbol(tmp_path, speed):
-    """signSGD over ``uplink.scheme = "one_bit"`` with moving devices and
+def test_the_vote_phases_see_the_channel_symbol_by_symbol(tmp_path, speed, scheme):
+    """signSGD over ``uplink.scheme = "one_bit"`` and ``"noncoherent_mv"`` with moving devices and
     ``mobility.channel_within_phase = "per_symbol"``, against the same run with the channel
     of the phase's middle: at rest the two are the same run bit for bit; at 30 m/s the
     received signal of some round differs."""
     traces = {}
     for per_symbol in (True, False):
-        overrides = ['mobility.model="straight"', f"mobility.speed_mps={speed}", 'uplink.scheme="one_bit"',
+        overrides = ['mobility.model="straight"', f"mobility.speed_mps={speed}", f'uplink.scheme="{scheme}"',
                      'algorithm.name="signsgd"', "algorithm.signsgd.server_learning_rate=0.01",
                      "trace.signals=true",
                      f'mobility.channel_within_phase="{"per_symbol" if per_symbol else "phase_middle"}"']
