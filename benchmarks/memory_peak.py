@@ -24,7 +24,11 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
   (digital OFDMA gives every sender a subcarrier of its own in one slot, so it refuses
   K > F); here the figure is the whole process's peak (``peak_kib``), not
   the growth. One sample per device at K = 100,000 (a fixed total of 100,000 samples),
-  ten at 10,000 (``--dimension massive``; about an hour on two cores).
+  ten at 10,000 (``--dimension massive``; about an hour on two cores). ``--devices 1000
+  --devices-in-memory 200`` runs the same two points at another K (ten samples per device,
+  120,000 training samples) with that many devices in memory (without it, every device:
+  the one-call round); each point also records the peak once its world is built
+  (``built_kib``) and after each round (``rounds_kib``).
 
 Usage::
 
@@ -125,8 +129,8 @@ def _status_kib(key: str) -> int:
 
 def child(overrides: dict) -> dict:
     """Run ``overrides`` (on the default scenario) for its rounds in this process; the
-    peak resident set (KiB) after the imports and after the rounds, the estimate and its
-    parts (bytes)."""
+    peak resident set (KiB) after the imports, once the world is built (the dataset, the
+    channel, the model), after each round and at the end, and the estimate (bytes)."""
     import numpy as np  # noqa: F401  (everything a run imports, before the baseline)
     import tensorflow as tf  # noqa: F401
 
@@ -138,10 +142,12 @@ def child(overrides: dict) -> dict:
     baseline_kib = _status_kib("VmHWM")
     engine = Engine(scenario)
     state = engine.initial_state()
+    built_kib, rounds_kib = _status_kib("VmHWM"), []
     for t in range(scenario.rounds):
         state, _ = engine.run_round(t, state)
-    return {"baseline_kib": baseline_kib, "peak_kib": _status_kib("VmHWM"),
-            "num_params": engine.num_params,
+        rounds_kib.append(_status_kib("VmHWM"))
+    return {"baseline_kib": baseline_kib, "built_kib": built_kib, "rounds_kib": rounds_kib,
+            "peak_kib": _status_kib("VmHWM"), "num_params": engine.num_params,
             "estimate_bytes": memory_estimate_bytes(scenario, engine.num_params, engine.world.devices_in_memory)}
 
 
@@ -186,13 +192,30 @@ def table_row(row: dict, first: dict) -> str:
             f"| {(row['estimate_bytes'] - first['estimate_bytes']) / 2**20:+,.1f} |")
 
 
+def massive_points(devices: int, in_memory: int | None) -> list[dict]:
+    """The ``massive`` dimension's two points (the proposed method on analog, signSGD on
+    one-bit) at ``devices`` = K with ten samples per device and 120,000 training samples
+    (the K = 10,000 points' data), ``in_memory`` devices in memory (None: every device,
+    the one-call round)."""
+    chunk = devices if in_memory is None else in_memory
+    return [{"cell.num_devices": devices, "data.mean_samples_per_device": 10,
+             "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": chunk, **scheme}
+            for scheme in ({}, {"uplink.scheme": "one_bit", "algorithm.name": "signsgd"})]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dimension", action="append", choices=sorted(DIMENSIONS),
                         help="measure only this dimension (repeatable; default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    parser.add_argument("--devices", type=int, help="massive only: these K instead of 10,000 and "
+                        "100,000 (ten samples per device, 120,000 training samples)")
+    parser.add_argument("--devices-in-memory", type=int, help="massive with --devices: devices in "
+                        "memory (default: every device, the one-call round)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.devices is not None:
+        DIMENSIONS["massive"]["points"] = massive_points(args.devices, args.devices_in_memory)
     if args.child is not None:
         print(json.dumps(child(json.loads(args.child))))
         return
