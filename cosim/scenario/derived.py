@@ -219,8 +219,9 @@ def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk:
 
     - state, what the round holds for every device whatever the chunk: ``16 F`` for the
       channel's draw (its [2, K, F] float32 normals beside the complex64 h [K, F]; the
-      estimate h_hat is h itself under ``csi.model = "perfect"``), ``24 F`` under the other
-      CSI models (h held while h_hat is drawn the same way), plus the scheme's
+      estimate h_hat is h itself where the CSI model's parameters say
+      ``estimate_is_channel``, ``csi.model = "perfect"``), ``24 F`` under the other CSI
+      models (h held while h_hat is drawn the same way), plus the scheme's
       ``stream_bytes_per_device(n, F)``;
     - local step: ``4 m d c``, the [m, d] buffers of the local step
       (:func:`_vectors_per_device`), which stay pooled between the chunks
@@ -232,7 +233,7 @@ def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk:
     """
     d, n, f = int(num_params), int(num_values), scenario.ofdm.num_subcarriers
     senders = min(cohort_devices(scenario), int(chunk))
-    channel = 16 * f if scenario.csi.model == "perfect" else 24 * f
+    channel = 16 * f if getattr(scenario.csi.variant_parameters(), "estimate_is_channel", False) else 24 * f
     per_device = channel + scenario.uplink.variant_parameters().stream_bytes_per_device(n, f)
     local = 4 * senders * d * _vectors_per_device(scenario)
     return (scenario.cell.num_devices * per_device, local,
