@@ -19,7 +19,7 @@ from cosim.scenario.mobility_rules import moving
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
-from learning.runtime import PROPOSED_METHOD, resolve  # stdlib only
+from learning.runtime import resolve  # stdlib only
 from phy.parameters import CHANNEL_MODELS, COMBINERS, SCHEDULING, moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
@@ -93,30 +93,19 @@ RUNTIME_BYTES = 750_600 * 1024
 ``benchmarks/memory_peak.py``): 750,296 to 750,572 KiB in four processes, 2026-12-02
 (TensorFlow 2.18.1, Numba 0.68.1, NumPy 1.26.4; ``benchmarks/README.md``)."""
 
-NUMBA_LRT_STEP_VECTORS = 3
-"""c of the proposed method's local reparameterization on the Numba steps (the MLP's
-``runtime.backend = "auto"``): they write the phase-0 updates (kept as phase 1's carry)
-and the phase-1 updates in place into pooled [K, d] arrays, where the TensorFlow path
-holds 4. Measured (``benchmarks/README.md``, 2026-12-02): a one-call round's own peak of
-2.64 d-vectors per device at K = 1,000 and about 2.5 at K = 10,000; 3 is the whole
-number above."""
-
-
 def _vectors_per_device(scenario: Scenario) -> int:
-    """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds:
-    the catalog's (:meth:`learning.catalog.Entry.local_step_vectors`), or
-    :data:`NUMBA_LRT_STEP_VECTORS` where the proposed method's local reparameterization
-    resolves to the Numba steps."""
+    """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds
+    on the backend the scenario's ``[runtime]`` resolves to
+    (:meth:`learning.catalog.Entry.local_step_vectors_on`; the local reparameterization's
+    Numba steps hold 3, measured: :data:`learning.catalog.NUMBA_LRT_STEP_VECTORS`)."""
     s, hyper = scenario, scenario.hyper_parameters()
-    c = CATALOG[s.algorithm.name].local_step_vectors(hyper)
-    if s.algorithm.name != PROPOSED_METHOD or hyper.get("estimator") != "local_reparameterization":
-        return c
+    entry = CATALOG[s.algorithm.name]
     try:
         backend = resolve(s.runtime.runtime(), algorithm=s.algorithm.name, architecture=s.model.architecture,
-                          estimator=hyper["estimator"]).backend
+                          estimator=hyper.get("estimator", "reparameterization")).backend
     except ValueError:  # a combination the run refuses: not this estimate's to say
-        return c
-    return min(c, NUMBA_LRT_STEP_VECTORS) if backend == "numba" else c
+        backend = "tensorflow"
+    return entry.local_step_vectors_on(backend, hyper)
 
 
 def cohort_devices(scenario: Scenario) -> int:
@@ -274,7 +263,7 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None
     ``c = 4 + 2 M`` with the reparameterization estimator (local parameter, its
     gradient, the other local vector, the update, and M weight samples plus M noise
     draws) and ``c = 4`` with the local reparameterization estimator (3 on its Numba
-    steps, measured: :data:`NUMBA_LRT_STEP_VECTORS`); ``c = 3`` for
+    steps, measured: :data:`learning.catalog.NUMBA_LRT_STEP_VECTORS`); ``c = 3`` for
     FedAvg-like algorithms (weights, gradient, update) and ``c = 4`` for those with a
     second d-vector (SCAFFOLD, FedSMOO); ``u`` the uplink scheme's bytes per sender
     (analog ``4 n + 8 N F``). The antenna, time-domain, cohort and scheme terms were
