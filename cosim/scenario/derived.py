@@ -93,6 +93,7 @@ RUNTIME_BYTES = 750_600 * 1024
 ``benchmarks/memory_peak.py``): 750,296 to 750,572 KiB in four processes, 2026-12-02
 (TensorFlow 2.18.1, Numba 0.68.1, NumPy 1.26.4; ``benchmarks/README.md``)."""
 
+
 def _vectors_per_device(scenario: Scenario) -> int:
     """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds
     on the backend the scenario's ``[runtime]`` resolves to
@@ -427,8 +428,9 @@ def check_resources(
 ) -> int:
     """Refuse a scenario that cannot fit in memory, before anything is allocated.
 
-    Compares :func:`memory_estimate_bytes` (a lower bound of a round's peak: no
-    activations, dataset or TensorFlow workspace) with the memory available now.
+    Compares :func:`memory_estimate_bytes` (the run's peak in a process of its own: the
+    runtime, the dataset and a round; no activations, nor what TensorFlow and Numba
+    allocate once the run starts) with the memory available now.
 
     Parameters
     ----------
