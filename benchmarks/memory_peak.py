@@ -4,10 +4,11 @@
 Each point runs a small synthetic scenario for a few rounds in a fresh Python process
 (``--child``), which records its ``VmHWM`` (peak resident set, ``/proc/self/status``)
 once everything is imported and once the rounds are done. The run's peak growth is the difference, so
-the interpreter, TensorFlow and Numba do not count. What the estimate claims is
-compared with what was measured as *growth between the points of one dimension*: the
-other parts of a run (the dataset, the model, TensorFlow's workspace) are the same at
-every point of a dimension and cancel.
+the interpreter, TensorFlow and Numba do not count (the estimate counts them as its
+runtime term, ``RUNTIME_BYTES``: the table sets the estimate less that beside the
+growth). What the estimate claims is compared with what was measured as *growth
+between the points of one dimension*: the other parts of a run (the dataset, the
+model, TensorFlow's workspace) are the same at every point of a dimension and cancel.
 
 Dimensions (each on its own base scenario, sized so that its term is tens of MB):
 
@@ -24,7 +25,12 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
   FedAvg on digital OFDMA at 8 bits (its senders in slot groups of at most F); here the
   figure is the whole process's peak (``peak_kib``), not the growth. One sample per
   device at K = 100,000 (a fixed total of 100,000 samples), ten at 10,000
-  (``--dimension massive``; hours on two cores, ``--point`` picks points).
+  (``--dimension massive``; hours on two cores, ``--point`` picks points). ``--devices 1000
+  --devices-in-memory 200`` runs the same points at another K (ten samples per device,
+  120,000 training samples) with that many devices in memory (without it, every device:
+  the one-call round); each point also records the peak once its world is built
+  (``built_kib``) and the rounds' own peak (``rounds_kib``, with the peak reset after the
+  world is built: loading a synthetic dataset has its own peak, above a small round's).
 
 Usage::
 
@@ -33,8 +39,8 @@ Usage::
     PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py --dimension massive --point 2  # one point
     PYTHONPATH=$PWD .venv/bin/python benchmarks/memory_peak.py --json      # a JSON line per point
 
-Prints, per point as it is measured, the measured peak growth in MiB, the estimate in
-MiB, and both relative to the dimension's first point.
+Prints, per point as it is measured, the measured peak growth in MiB, the estimate
+less its runtime term in MiB, and both relative to the dimension's first point.
 """
 
 from __future__ import annotations
@@ -129,10 +135,25 @@ def _status_kib(key: str) -> int:
     raise KeyError(key)
 
 
+def _reset_peak() -> int | None:
+    """Reset ``VmHWM`` to the resident set now (``5`` to ``/proc/self/clear_refs``, Linux
+    4.0 on), so that what follows is a peak of its own: the resident set then (KiB), or
+    None when the reset is refused (the peaks after it then include what came before)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        return None
+    return _status_kib("VmHWM")
+
+
 def child(overrides: dict) -> dict:
     """Run ``overrides`` (on the default scenario) for its rounds in this process; the
-    peak resident set (KiB) after the imports and after the rounds, the estimate and its
-    parts (bytes)."""
+    peak resident set (KiB) after the imports (``baseline_kib``), once the world is built
+    (the dataset, the channel, the model: ``built_kib``), the resident set then
+    (``held_kib``, where the peak is reset: :func:`_reset_peak`), the peak of the rounds
+    after each (``rounds_kib``, from that reset), the whole process's (``peak_kib``) and
+    the estimate (bytes)."""
     import numpy as np  # noqa: F401  (everything a run imports, before the baseline)
     import tensorflow as tf  # noqa: F401
 
@@ -144,9 +165,13 @@ def child(overrides: dict) -> dict:
     baseline_kib = _status_kib("VmHWM")
     engine = Engine(scenario)
     state = engine.initial_state()
+    built_kib, rounds_kib = _status_kib("VmHWM"), []
+    held_kib = _reset_peak()
     for t in range(scenario.rounds):
         state, _ = engine.run_round(t, state)
-    return {"baseline_kib": baseline_kib, "peak_kib": _status_kib("VmHWM"),
+        rounds_kib.append(_status_kib("VmHWM"))
+    return {"baseline_kib": baseline_kib, "built_kib": built_kib, "held_kib": held_kib,
+            "rounds_kib": rounds_kib, "peak_kib": max(built_kib, _status_kib("VmHWM")),
             "num_params": engine.num_params,
             "estimate_bytes": memory_estimate_bytes(scenario, engine.num_params, engine.world.devices_in_memory)}
 
@@ -178,18 +203,30 @@ def measure_point(name: str, point: dict) -> dict:
             **measure(overrides, timeout_s=DIMENSIONS[name].get("timeout_s", 600.0))}
 
 
-HEADER = ("| dimension | point | d | measured growth MiB | estimate MiB | measured - first MiB "
+HEADER = ("| dimension | point | d | measured growth MiB | estimate less the runtime MiB | measured - first MiB "
           "| estimate - first MiB |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 
 
 def table_row(row: dict, first: dict) -> str:
-    """One Markdown row: the measured growth and the estimate, and both against the
-    dimension's first point ``first`` (MiB)."""
+    """One Markdown row: the measured growth and the estimate less its runtime term, and
+    both against the dimension's first point ``first`` (MiB)."""
+    from cosim.scenario.derived import RUNTIME_BYTES
+
     point = ", ".join(f"{k} = {json.dumps(v)}" for k, v in row["point"].items())
     return (f"| {row['dimension']} | {point} | {row['num_params']:,} | {row['growth_bytes'] / 2**20:,.1f} "
-            f"| {row['estimate_bytes'] / 2**20:,.1f} "
+            f"| {(row['estimate_bytes'] - RUNTIME_BYTES) / 2**20:,.1f} "
             f"| {(row['growth_bytes'] - first['growth_bytes']) / 2**20:+,.1f} "
             f"| {(row['estimate_bytes'] - first['estimate_bytes']) / 2**20:+,.1f} |")
+
+
+def massive_points(devices: int, in_memory: int | None) -> list[dict]:
+    """The ``massive`` dimension's points (:data:`MASSIVE_SCHEMES`) at ``devices`` = K with ten samples per device and 120,000 training samples
+    (the K = 10,000 points' data), ``in_memory`` devices in memory (None: every device,
+    the one-call round)."""
+    chunk = devices if in_memory is None else in_memory
+    return [{"cell.num_devices": devices, "data.mean_samples_per_device": 10,
+             "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": chunk, **scheme}
+            for scheme in MASSIVE_SCHEMES]
 
 
 def main() -> None:
@@ -199,8 +236,14 @@ def main() -> None:
     parser.add_argument("--point", action="append", type=int,
                         help="measure only the dimensions' point of this index (repeatable; default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    parser.add_argument("--devices", type=int, help="massive only: these K instead of 10,000 and "
+                        "100,000 (ten samples per device, 120,000 training samples)")
+    parser.add_argument("--devices-in-memory", type=int, help="massive with --devices: devices in "
+                        "memory (default: every device, the one-call round)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.devices is not None:
+        DIMENSIONS["massive"]["points"] = massive_points(args.devices, args.devices_in_memory)
     if args.child is not None:
         print(json.dumps(child(json.loads(args.child))))
         return

@@ -78,6 +78,10 @@ class Entry:
     """Whether its local step draws ``mc_samples`` weight samples with an ``estimator`` and
     its evaluation ``predictive_samples`` (a posterior's): the cost estimate scales with
     both and is tabled per estimator."""
+    numba_step_vectors: Callable[[dict], int | None] | None = None
+    """Float32 d-vectors its local step holds on the Numba steps where they are fewer than
+    :attr:`step_vectors` (a function of the hyper-parameters, None where the same; read
+    when ``runtime.backend`` resolves to ``"numba"``, :func:`learning.runtime.resolve`)."""
     step_vector_keys: tuple[str, ...] = ()
     """Hyper-parameters ``step_vectors`` may depend on (``cosim validate`` names those
     that do under the scenario's values)."""
@@ -99,6 +103,14 @@ class Entry:
         vectors = self.step_vectors
         return int(vectors(hyper_parameters) if callable(vectors) else vectors)
 
+    def local_step_vectors_on(self, backend: str, hyper_parameters: dict) -> int:
+        """:meth:`local_step_vectors` on ``backend`` (``"numba"`` or ``"tensorflow"``, as
+        resolved): :attr:`numba_step_vectors` where it gives a number."""
+        vectors = self.local_step_vectors(hyper_parameters)
+        fewer = None if backend != "numba" or self.numba_step_vectors is None else (
+            self.numba_step_vectors(hyper_parameters))
+        return vectors if fewer is None else min(vectors, int(fewer))
+
     def device_tables(self, hyper_parameters: dict) -> int:
         """The per-device [K, d] tables of its state under ``hyper_parameters``."""
         return self.device_state + sum(bool(hyper_parameters.get(key)) for key in self.device_state_switches)
@@ -118,13 +130,30 @@ def _bayes_step_vectors(hyper: dict) -> int:
     return 4 + 2 * int(hyper["mc_samples"]) if hyper["estimator"] == "reparameterization" else 4
 
 
+NUMBA_LRT_STEP_VECTORS = 3
+"""The proposed method's local reparameterization on the Numba steps (the MLP's
+``runtime.backend = "auto"``): they write the phase-0 updates (kept as phase 1's carry)
+and the phase-1 updates in place into pooled [K, d] arrays, where the TensorFlow path
+holds 4 d-vectors per device. Measured (``benchmarks/README.md``, "The memory estimate
+against measured peaks", 2026-12-02): a one-call round's own peak of 2.64 d-vectors per
+device at K = 1,000 (with its uplink phase) and about 2.3 at K = 10,000; 3 is the
+whole number above."""
+
+
+def _bayes_numba_step_vectors(hyper: dict) -> int | None:
+    """:data:`NUMBA_LRT_STEP_VECTORS` with the local reparameterization; None (as on
+    TensorFlow) with the exact estimator, never measured apart."""
+    return NUMBA_LRT_STEP_VECTORS if hyper["estimator"] == "local_reparameterization" else None
+
+
 CATALOG = {
     "bayes_aircomp": Entry(("rho", "nu"), 2, "learning.algorithms.bayes_aircomp:BayesAirComp",
                            BayesAirCompParameters, own_table=False, training_phases=2,
                            divergence_keys=(("nll_reduction", '"mean" divides the step on the means by |D_k|'),
                                             ("init_std", "the posterior's initial std"),
                                             ("covariance_learning_rate", "phase 1's own step")),
-                           label="Proposed", step_vectors=_bayes_step_vectors, monte_carlo=True,
+                           label="Proposed", step_vectors=_bayes_step_vectors,
+                           numba_step_vectors=_bayes_numba_step_vectors, monte_carlo=True,
                            step_vector_keys=("mc_samples",), streams_devices=True),
     "fedavg": Entry(("delta",), 1, "learning.algorithms.fedavg:FedAvg", FedAvgParameters,
                     label="FedAvg", streams_devices=True),

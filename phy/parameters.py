@@ -429,6 +429,10 @@ nothing (block fading, every draw as without ``[mobility]``); a moving model bui
 class PerfectCsi(Parameters):
     """Each device knows its own channel exactly (TDD reciprocity; the paper's assumption)."""
 
+    estimate_is_channel: ClassVar[bool] = True
+    """h_hat is h itself, no array of its own (the memory estimate counts none; the other
+    models draw h_hat beside h)."""
+
 
 class GaussianCsi(Parameters):
     """Additive Gaussian estimation error at a normalised MSE."""

@@ -83,9 +83,11 @@ class AnalogScheme(SchemeParameters):
     channel_per_symbol: ClassVar[bool] = True
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
-        """``16 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the
-        scale (float64) and the dead flag per device (:mod:`phy.aircomp_stream`)."""
-        return 16 * self.symbols(num_values, num_subcarriers) + 9
+        """``48 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the
+        scale (float64) and the dead flag per device (:mod:`phy.aircomp_stream`), and at
+        the phase's end (``AggregateStream.finish``) the row sums' tensor and the rows'
+        power, distortion and attenuation [K, N] float32 with their tensors (32 N)."""
+        return 48 * self.symbols(num_values, num_subcarriers) + 9
 
     def uplink_bytes_per_sender(self, num_values: int, num_subcarriers: int) -> int:
         """``4 n + 8 N F``: the [K_S, n] float32 updates and the complex64 grid [K_S, N, F]."""

@@ -13,11 +13,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from cosim.scenario import dataset_memory
 from cosim.scenario.errors import ScenarioError, ScenarioTooLarge
 from cosim.scenario.mobility_rules import moving
 from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
+from learning.runtime import resolve  # stdlib only
 from phy.parameters import CHANNEL_MODELS, COMBINERS, SCHEDULING, moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
@@ -85,9 +87,26 @@ def scenario_num_params(scenario: Scenario) -> int:
                             scenario.data.num_classes, scenario.model.hidden_units)
 
 
+RUNTIME_BYTES = 750_600 * 1024
+"""The process before its run: the interpreter with NumPy, TensorFlow, Numba and
+:mod:`cosim.engine` imported (``VmHWM`` after the imports, ``baseline_kib`` of
+``benchmarks/memory_peak.py``): 750,296 to 750,572 KiB in four processes, 2026-12-02
+(TensorFlow 2.18.1, Numba 0.68.1, NumPy 1.26.4; ``benchmarks/README.md``)."""
+
+
 def _vectors_per_device(scenario: Scenario) -> int:
-    """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds."""
-    return CATALOG[scenario.algorithm.name].local_step_vectors(scenario.hyper_parameters())
+    """c of :func:`memory_estimate_bytes`: float32 d-vectors a device's local step holds
+    on the backend the scenario's ``[runtime]`` resolves to
+    (:meth:`learning.catalog.Entry.local_step_vectors_on`; the local reparameterization's
+    Numba steps hold 3, measured: :data:`learning.catalog.NUMBA_LRT_STEP_VECTORS`)."""
+    s, hyper = scenario, scenario.hyper_parameters()
+    entry = CATALOG[s.algorithm.name]
+    try:
+        backend = resolve(s.runtime.runtime(), algorithm=s.algorithm.name, architecture=s.model.architecture,
+                          estimator=hyper.get("estimator", "reparameterization")).backend
+    except ValueError:  # a combination the run refuses: not this estimate's to say
+        backend = "tensorflow"
+    return entry.local_step_vectors_on(backend, hyper)
 
 
 def cohort_devices(scenario: Scenario) -> int:
@@ -124,14 +143,18 @@ def _uplink_bytes_per_sender(scenario: Scenario, num_values: int) -> int:
 
 
 def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) -> dict[str, int]:
-    """The parts of a round's peak memory (bytes) that grow with the scenario's
-    dimensions, measured against real runs one dimension at a time
-    (``benchmarks/memory_peak.py``, ``benchmarks/README.md``).
+    """The parts of a round's peak memory (bytes), each from the arrays' shapes; the
+    scheme, antenna, time-domain and cohort terms measured against real runs one
+    dimension at a time (``benchmarks/memory_peak.py``, ``benchmarks/README.md``).
 
     With K devices, K_S of them in the round's cohort (:func:`cohort_devices`), d
     weights, n = the largest phase's values and N its OFDM symbols under
     ``uplink.scheme`` (:func:`scheme_symbols_per_phase`), F subcarriers, N_r BS antennas:
 
+    - ``"runtime"``: :data:`RUNTIME_BYTES`, the process with its libraries imported;
+    - ``"dataset"``, ``"dataset load"``: the training and test sets and the devices'
+      local datasets, held through the run, and the loader's own peak before any round
+      (:func:`cosim.scenario.dataset_memory.memory_terms`);
     - ``"device state"``: ``4 K d s``, the s per-device [K, d] float32 tables an
       algorithm keeps across rounds for all K devices (SCAFFOLD's c_k: s = 1; FedSMOO's
       mu_k and h_k: 2; FedGMT's h_k: 1; signSGD's e_k with error feedback: 1; the
@@ -148,23 +171,22 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
       projectors [F, N_r, N_r] and their eigenvectors);
     - with a moving ``[mobility]`` model: :func:`_moving_terms`;
     - with ``chunk`` devices in memory at a time (a round that streams its devices,
-      :func:`devices_in_memory`): the local step and the uplink phase count
-      ``min(K_S, chunk)`` senders, and the state adds what the round holds for every
-      device: ``16 F`` (the channel and its estimate, complex64 [K, F]) plus the scheme's
-      ``stream_bytes_per_device(n, F)``.
+      :func:`devices_in_memory`): :func:`_streamed_terms`.
 
-    The local step, the uplink phase and the channel draw happen one after another
-    (the arrays of one are freed before the next: measured, a scheme's arrays raise the
-    peak only where they outweigh the local step), the state is held throughout.
+    The local step, the uplink phase and the channel draw of a round that holds every
+    device happen one after another (the arrays of one are freed before the next:
+    measured, a scheme's arrays raise the peak only where they outweigh the local
+    step); the runtime, the dataset and the state are held throughout
+    (:func:`memory_estimate_bytes`).
     """
     k, d, k_s = scenario.cell.num_devices, int(num_params), cohort_devices(scenario)
     f, antennas = scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
     n = max(uplink_phase_values(scenario, d).values())
+    local = 4 * k_s * d * _vectors_per_device(scenario)
+    uplink = k_s * _uplink_bytes_per_sender(scenario, n)
     streamed = 0
     if chunk is not None:
-        streamed = k * (16 * f + scenario.uplink.variant_parameters().stream_bytes_per_device(n, f))
-        k_s = min(k_s, int(chunk))
-    uplink = k_s * _uplink_bytes_per_sender(scenario, n)
+        streamed, local, uplink = _streamed_terms(scenario, d, n, int(chunk))
     if scenario.ofdm.domain == "time":
         uplink += 8 * antennas * scheme_symbols_per_phase(scenario, n) * f
     channel = 0
@@ -175,9 +197,37 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
     held, moving_uplink, moving_channel = _moving_terms(scenario, n)
     uplink, channel = uplink + moving_uplink, max(channel, moving_channel)
-    return {"device state": 4 * k * d * tables + held + streamed,
-            "local step": 4 * k_s * d * _vectors_per_device(scenario),
-            "uplink phase": uplink, "channel draw": channel}
+    return {"runtime": RUNTIME_BYTES, **dataset_memory.memory_terms(scenario.data, k, chunk is not None),
+            "device state": 4 * k * d * tables + held + streamed,
+            "local step": local, "uplink phase": uplink, "channel draw": channel}
+
+
+def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk: int) -> tuple[int, int, int]:
+    """``(state, local step, uplink phase)`` bytes of a round that streams its devices
+    ``chunk`` at a time (:mod:`cosim.streamed_round`), m = ``min(K_S, chunk)`` senders of
+    ``num_values`` = n values:
+
+    - state, what the round holds for every device whatever the chunk: ``16 F`` for the
+      channel's draw (its [2, K, F] float32 normals beside the complex64 h [K, F]; the
+      estimate h_hat is h itself where the CSI model's parameters say
+      ``estimate_is_channel``, ``csi.model = "perfect"``), ``24 F`` under the other CSI
+      models (h held while h_hat is drawn the same way), plus the scheme's
+      ``stream_bytes_per_device(n, F)``;
+    - local step: ``4 m d c``, the [m, d] buffers of the local step
+      (:func:`_vectors_per_device`), which stay pooled between the chunks
+      (:class:`native.host_arrays.BufferPool`);
+    - uplink phase: those buffers (the updates a phase's stream takes are the local
+      step's own arrays, held while it sends them) plus the scheme's other arrays of the
+      chunk, ``m (u - 4 n)`` with u its bytes per sender (:func:`_uplink_bytes_per_sender`:
+      analog ``8 N F``, one-bit ``28 N F p``, digital OFDMA ``10 n``).
+    """
+    d, n, f = int(num_params), int(num_values), scenario.ofdm.num_subcarriers
+    senders = min(cohort_devices(scenario), int(chunk))
+    channel = 16 * f if getattr(scenario.csi.variant_parameters(), "estimate_is_channel", False) else 24 * f
+    per_device = channel + scenario.uplink.variant_parameters().stream_bytes_per_device(n, f)
+    local = 4 * senders * d * _vectors_per_device(scenario)
+    return (scenario.cell.num_devices * per_device, local,
+            local + senders * (_uplink_bytes_per_sender(scenario, n) - 4 * n))
 
 
 def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
@@ -202,28 +252,43 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:
-    """A round's peak memory that grows with the scenario, in bytes: the devices' state
-    plus the largest of the local step, the uplink phase and the channel draw
-    (:func:`memory_parts`)::
+    """A run's peak memory in a process of its own, in bytes: the runtime, then the
+    larger of the dataset's loading and a round, which holds the dataset and the
+    devices' state and adds the largest of the local step, the uplink phase and the
+    channel draw (:func:`memory_parts`)::
 
-        4 K d s + max(4 K_S d c, K_S u + [8 N_r N F], 64 K N_r F + 32 F N_r^2)
+        R + max(L, D + 4 K d s + max(4 K_S d c, K_S u + [8 N_r N F], 64 K N_r F + 32 F N_r^2))
 
-    with ``c`` float32 vectors of length d per training device: for ``bayes_aircomp``
+    (R the runtime, L the dataset's loading, D the dataset held) with ``c`` float32
+    vectors of length d per training device: for ``bayes_aircomp``
     ``c = 4 + 2 M`` with the reparameterization estimator (local parameter, its
     gradient, the other local vector, the update, and M weight samples plus M noise
-    draws) and ``c = 4`` with the local reparameterization estimator; ``c = 3`` for
+    draws) and ``c = 4`` with the local reparameterization estimator (3 on its Numba
+    steps, measured: :data:`learning.catalog.NUMBA_LRT_STEP_VECTORS`); ``c = 3`` for
     FedAvg-like algorithms (weights, gradient, update) and ``c = 4`` for those with a
     second d-vector (SCAFFOLD, FedSMOO); ``u`` the uplink scheme's bytes per sender
     (analog ``4 n + 8 N F``). The antenna, time-domain, cohort and scheme terms were
     measured against real runs' peaks, one dimension at a time
     (``benchmarks/memory_peak.py``); c and s follow the arrays' shapes (c overstates
-    the exact estimator: paper MNIST is estimated at 2.43 GiB, its whole process was
-    measured at 1.90 GiB). What does not grow with the scenario (TensorFlow's and
-    Numba's workspace, about 0.1 GiB in those runs, the dataset, activations) is not
-    included.
+    the exact estimator: paper MNIST is estimated at 3.36 GiB, its local step 2.43 GiB
+    of it, where its whole process was measured at 1.90 GiB). A round that streams its
+    devices counts its chunk's local step and uplink together and its per-device arrays
+    (:func:`_streamed_terms`). Not counted: the activations, and what TensorFlow and
+    Numba allocate once the run starts (their compiled kernels and graphs, the
+    allocators' free memory). Against measured peaks (``benchmarks/README.md``,
+    "The memory estimate against measured peaks"): at K = 1,000 at most 0.17 GiB above
+    (streamed or not), the one-call round at K = 10,000 25 % above, streamed rounds at
+    K = 10,000 and 100,000 from 17 % (0.86 GiB) below to 6 % above.
     """
     parts = memory_parts(scenario, num_params, chunk)
-    return parts["device state"] + max(parts["local step"], parts["uplink phase"], parts["channel draw"])
+    return parts["runtime"] + max(parts["dataset load"], _round_bytes(parts))
+
+
+def _round_bytes(parts: dict[str, int]) -> int:
+    """A round's peak above the runtime: the dataset and the state held, plus the largest
+    of the local step, the uplink phase and the channel draw (:func:`memory_parts`)."""
+    return parts["dataset"] + parts["device state"] + max(parts["local step"], parts["uplink phase"],
+                                                          parts["channel draw"])
 
 
 AUTO_FIT_SHARE = 0.75
@@ -287,8 +352,8 @@ def devices_in_memory(scenario: Scenario, num_params: int, memory_bytes: int | N
     ``"auto"``: None when the whole round's estimate is within :data:`AUTO_FIT_SHARE` of
     ``memory_bytes`` (default: the machine's physical memory, :func:`total_memory_bytes`;
     None also when that cannot be read or the round cannot stream, :func:`stream_refusal`),
-    else the most devices whose streamed round takes at most :data:`AUTO_MEMORY_SHARE` of
-    it (at least 1). A number below K streams with that many, and a round that cannot
+    else the most devices whose streamed round (:func:`memory_parts`' round beside the
+    runtime) takes at most :data:`AUTO_MEMORY_SHARE` of it (at least 1). A number below K streams with that many, and a round that cannot
     stream is refused (:class:`ScenarioError` naming the key and the reason)."""
     asked, k = scenario.runtime.devices_in_memory, scenario.cell.num_devices
     reason = stream_refusal(scenario)
@@ -302,9 +367,9 @@ def devices_in_memory(scenario: Scenario, num_params: int, memory_bytes: int | N
     have = total_memory_bytes() if memory_bytes is None else int(memory_bytes)
     if reason is not None or have is None or memory_estimate_bytes(scenario, num_params) <= AUTO_FIT_SHARE * have:
         return None
-    budget = AUTO_MEMORY_SHARE * have
-    one = memory_estimate_bytes(scenario, num_params, chunk=1)
-    per_device = memory_estimate_bytes(scenario, num_params, chunk=2) - one
+    budget = AUTO_MEMORY_SHARE * have - RUNTIME_BYTES  # the round's, beside the runtime
+    one = _round_bytes(memory_parts(scenario, num_params, chunk=1))
+    per_device = _round_bytes(memory_parts(scenario, num_params, chunk=2)) - one
     return max(1, min(k - 1, int((budget - one) // max(per_device, 1)) + 1))
 
 
@@ -340,14 +405,18 @@ def _size_keys(scenario: Scenario, num_params: int) -> list[str]:
 
 
 def _memory_summary(scenario: Scenario, num_params: int, chunk: int | None = None) -> str:
-    """``"the largest of local step 2.43, uplink phase 0.52 GiB"``: the parts of
-    :func:`memory_parts` that are not 0, in GiB (with ``chunk`` devices in memory, and
-    then what the streamed round holds for every device with the state)."""
+    """``"the largest of local step 2.43, uplink phase 0.52 GiB, plus dataset 0.21,
+    runtime 0.72 GiB"``: the parts of :func:`memory_parts` that are not 0, in GiB (with
+    ``chunk`` devices in memory, and then what the streamed round holds for every device
+    with the state); the dataset's loading where it sets the peak instead of the round."""
     parts = memory_parts(scenario, num_params, chunk)
     stages = ", ".join(f"{name} {parts[name] / 2**30:,.2f}"
                        for name in ("local step", "uplink phase", "channel draw") if parts[name])
-    state = parts["device state"]
-    return f"the largest of {stages} GiB" + (f", plus device state {state / 2**30:,.2f} GiB" if state else "")
+    held = ", ".join(f"{name} {parts[name] / 2**30:,.2f}" for name in ("device state", "dataset") if parts[name])
+    text = f"the largest of {stages} GiB, plus {held}, runtime {parts['runtime'] / 2**30:,.2f} GiB"
+    if parts["dataset load"] > _round_bytes(parts):
+        text += f"; loading the dataset sets the peak ({parts['dataset load'] / 2**30:,.2f} GiB)"
+    return text
 
 
 def check_resources(
@@ -359,8 +428,9 @@ def check_resources(
 ) -> int:
     """Refuse a scenario that cannot fit in memory, before anything is allocated.
 
-    Compares :func:`memory_estimate_bytes` (a lower bound of a round's peak: no
-    activations, dataset or TensorFlow workspace) with the memory available now.
+    Compares :func:`memory_estimate_bytes` (the run's peak in a process of its own: the
+    runtime, the dataset and a round; no activations, nor what TensorFlow and Numba
+    allocate once the run starts) with the memory available now.
 
     Parameters
     ----------

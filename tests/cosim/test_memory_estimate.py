@@ -12,10 +12,18 @@ import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from cosim.scenario import ScenarioTooLarge, check_resources, load_scenario
+from cosim.scenario import (
+    ScenarioTooLarge,
+    check_resources,
+    dataset_memory,
+    describe,
+    load_scenario,
+)
 from cosim.scenario.derived import (
+    RUNTIME_BYTES,
     cohort_devices,
     memory_estimate_bytes,
     memory_parts,
@@ -24,6 +32,8 @@ from cosim.scenario.derived import (
 from learning.catalog import CATALOG
 
 ROOT = Path(__file__).resolve().parents[2]
+STAGES = ("local step", "uplink phase", "channel draw")
+"""The parts of a round that follow one another (the largest counts)."""
 SMALL = {"data.dataset": "synthetic", "data.synthetic_shape": [6, 6, 1], "model.hidden_units": [8]}
 """A small model (d = 340) beside the default K = 100, F = 1024: the channel dominates."""
 
@@ -46,8 +56,8 @@ def test_the_antennas_add_their_channel_and_the_combiners_projectors():
     # [F, K, N_r] copy and its product (32), the effective channel's complex128 copy (16);
     # centroid: the complex128 projectors [F, N_r, N_r] and their eigenvectors (32)
     assert parts["channel draw"] == 64 * k * 16 * f + 32 * f * 16**2
-    assert memory_estimate_bytes(many, d) - memory_estimate_bytes(one, d) == (
-        parts["channel draw"] - max(memory_parts(one, d).values()))
+    assert parts["channel draw"] == max(parts[stage] for stage in STAGES)
+    assert memory_estimate_bytes(many, d) == parts["runtime"] + parts["dataset"] + parts["channel draw"]
     mrc = _scenario(**{"bs.num_antennas": 16, "bs.combiner": "mrc_strongest"})
     assert memory_parts(mrc, d)["channel draw"] == 64 * k * 16 * f  # no projectors
     assert memory_parts(one, d)["channel draw"] == 0
@@ -189,3 +199,76 @@ def test_moving_devices_add_the_one_bit_phases_channel_per_symbol(modulation):
     assert n == -(-d // (1024 * (2 if modulation == "qpsk" else 1)))
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
             == 16 * 100 * n * 1024)
+
+
+# ------------------------------------------------------------------ the dataset, the runtime
+
+def test_the_dataset_is_held_and_its_loading_has_its_own_peak():
+    """The training and test sets are held through the run (float32 images, int32
+    labels); loading synthetic data peaks at two float64 copies of the training set
+    (measured, ``dataset_memory.load_peak_bytes``), which sets the estimate when the
+    round is smaller."""
+    d = 10**6  # a round far above the loading: 14 d-vectors of 100 devices
+    small, large = _scenario(), _scenario(**{"data.synthetic_train_size": 20_000})
+    grown = memory_parts(large, d)["dataset"] - memory_parts(small, d)["dataset"]
+    assert grown == 4 * (36 + 1) * 10_000
+    assert memory_estimate_bytes(large, d) - memory_estimate_bytes(small, d) == grown
+    assert memory_parts(large, d)["dataset load"] == 16 * 20_000 * 36
+    mnist = load_scenario(None, {})
+    assert memory_parts(mnist, d)["dataset load"] == (13 * 60_000 + 9 * 10_000) * 784
+    loaded = _scenario(**{"data.synthetic_train_size": 10**7})  # 5.8 GB of float64 noise
+    parts = memory_parts(loaded, _d(loaded))
+    assert memory_estimate_bytes(loaded, _d(loaded)) == RUNTIME_BYTES + parts["dataset load"] == (
+        RUNTIME_BYTES + 16 * 10**7 * 36)
+    assert "loading the dataset sets the peak" in describe(loaded, _d(loaded))
+
+
+def test_the_local_datasets_are_padded_to_a_bound_every_device_stays_within():
+    """B bounds the largest local dataset of K draws (here against drawn sizes); the
+    one-call round holds the padded inputs [K, B, p], a streamed one the indices [K, B]."""
+    from learning.data.sizes import sample_sizes
+
+    s = _scenario(**{"cell.num_devices": 10_000, "data.size_distribution": "shifted_poisson"})
+    b = dataset_memory.largest_local_dataset(s.data, 10_000)
+    drawn = [int(sample_sizes(10_000, 10.0, "shifted_poisson", np.random.default_rng(seed)).max())
+             for seed in range(20)]
+    assert max(drawn) <= b <= max(drawn) + 6
+    assert dataset_memory.largest_local_dataset(_scenario(**{"data.mean_samples_per_device": 1,
+                                                             "data.size_distribution": "shifted_poisson"}).data,
+                                                100_000) == 1
+    held = dataset_memory.held_bytes(s.data)
+    assert memory_parts(s, 1000)["dataset"] == held + 4 * 10_000 * b * (36 + 2)
+    assert memory_parts(s, 1000, chunk=100)["dataset"] == held + 9 * 10_000 * b
+
+
+def test_a_streamed_round_holds_per_device_arrays_and_its_chunks_pooled_buffers():
+    """With devices in chunks the state grows with K by the channel's draw (16 F; 24 F
+    when h_hat is drawn beside h) and the scheme's stream bytes (analog: 48 N + 9); the
+    uplink phase holds the chunk's pooled local-step buffers and the scheme's other arrays."""
+    d, f = 100_000, 1024
+    base = {"data.synthetic_train_size": 1000}
+
+    def parts(k, **more):
+        s = _scenario(**{**base, "cell.num_devices": k, **more})
+        return s, memory_parts(s, d, chunk=50)
+
+    s, ten = parts(10_000)
+    _, twenty = parts(20_000)
+    n = scheme_symbols_per_phase(s, d)
+    assert twenty["device state"] - ten["device state"] == 10_000 * (16 * f + 48 * n + 9)
+    _, noisy = parts(10_000, **{"csi.model": "gaussian", "csi.nmse_db": -20.0})
+    assert noisy["device state"] - ten["device state"] == 10_000 * 8 * f
+    assert ten["local step"] == 4 * 50 * d * 3  # the default: the local reparameterization on Numba
+    assert ten["uplink phase"] == ten["local step"] + 50 * 8 * n * f  # analog: its grid beside the updates
+    assert memory_estimate_bytes(s, d, 50) == RUNTIME_BYTES + ten["dataset"] + ten["device state"] + ten["uplink phase"]
+
+
+def test_the_numba_steps_of_the_local_reparameterization_hold_three_vectors():
+    """c = 3 where the proposed method's local reparameterization resolves to the Numba
+    steps (the MLP, measured); 4 on TensorFlow, 4 + 2M for the exact estimator."""
+    d, lrt = 100_000, {"algorithm.estimator": "local_reparameterization"}
+    step = {name: memory_parts(_scenario(**lrt, **more), d)["local step"] for name, more in (
+        ("numba", {}), ("tensorflow", {"runtime.backend": "tensorflow"}))}
+    assert step == {"numba": 4 * 100 * d * 3, "tensorflow": 4 * 100 * d * 4}
+    exact = _scenario(**{"algorithm.estimator": "reparameterization"})
+    assert memory_parts(exact, d)["local step"] == 4 * 100 * d * (4 + 2 * exact.hyper_parameters()["mc_samples"])

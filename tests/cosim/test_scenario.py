@@ -25,6 +25,7 @@ from cosim.scenario import (
     symbols_per_phase,
     toml_value,
 )
+from cosim.scenario.derived import memory_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "scenarios").glob("*.toml"))
@@ -255,8 +256,12 @@ def test_describe_and_memory():
     assert "d = 466,698" in text and "N_rho = 456" in text and "N_nu = 456" in text
     assert "912 uplink" in text
     # the local step 4 K d (4 + 2M) with K = 100, M = 5 outweighs the uplink phase
-    # K (4 d + 8 N F) with N = 456, F = 1024
-    assert memory_estimate_bytes(s, 466_698) == 4 * 100 * 466_698 * 14 > 100 * (4 * 466_698 + 8 * 456 * 1024)
+    # K (4 d + 8 N F) with N = 456, F = 1024; beside it the runtime and MNIST with the
+    # devices' padded local datasets (memory_parts)
+    parts = memory_parts(s, 466_698)
+    assert memory_estimate_bytes(s, 466_698) == parts["runtime"] + parts["dataset"] + 4 * 100 * 466_698 * 14
+    assert parts["local step"] == 4 * 100 * 466_698 * 14 > 100 * (4 * 466_698 + 8 * 456 * 1024)
+    assert "plus dataset 0.21, runtime 0.72 GiB" in text
     assert "+ 1000 downlink = 1912 channel uses" in describe(s, 466_698, downlink_symbols=1000)
     with pytest.raises(ValueError, match="num_values"):
         symbols_per_phase(0, 1024)
@@ -359,7 +364,7 @@ def test_check_resources():
     text = str(error)
     assert text.startswith("scenario paper_mnist.toml does not fit in memory:")
     assert ("cell.num_devices = 100, model.hidden_units = [256, 256, 256, 256, 256], "
-            "algorithm.mc_samples = 5: need ~2.43 GiB") in text
+            "algorithm.mc_samples = 5: need ~3.36 GiB") in text
     assert "d = 466,698 weights" in text
 
 

@@ -97,9 +97,10 @@ def test_auto_streams_only_a_round_that_does_not_fit(tmp_path):
     a number at or above K is every device."""
     scenario = load_scenario(write_tiny(tmp_path), [])
     assert devices_in_memory(scenario, 1000, memory_bytes=2**34) is None
-    # d = 10^6: the round needs 0.42 GiB (14 float32 d-vectors per device, 56 MB); on a
-    # machine of 0.3 GiB, half of it holds two devices' steps and the per-device stream terms
-    chunk = devices_in_memory(scenario, 10**6, memory_bytes=int(0.3 * 2**30))
+    # d = 10^7: the round needs 4.2 GiB (14 float32 d-vectors per device, 560 MB) beside
+    # the runtime; on a machine of 4 GiB, half of it holds the runtime, two or three
+    # devices' steps and the per-device stream terms
+    chunk = devices_in_memory(scenario, 10**7, memory_bytes=4 * 2**30)
     assert chunk is not None and 1 < chunk < 8
     assert devices_in_memory(load_scenario(write_tiny(tmp_path), ["runtime.devices_in_memory=8"]), 10) is None
 
