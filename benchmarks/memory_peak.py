@@ -22,7 +22,9 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
 * ``massive``: the quickstart's MLP (d = 118,282, MNIST's shape, synthetic samples) at
   K = 10,000 and 100,000 for 3 rounds with the round's devices streamed
   (``runtime.devices_in_memory``), the proposed method on analog, signSGD on one-bit and
-  FedAvg on digital OFDMA at 8 bits (its senders in slot groups of at most F); here the
+  FedAvg on digital OFDMA at 8 bits (its senders in slot groups of at most F), and
+  signSGD on one-bit with ``runtime.backend = "numba"`` at K = 10,000 (point 6; its
+  other points take the baselines' ``"auto"``, TensorFlow's steps); here the
   figure is the whole process's peak (``peak_kib``), not the growth. One sample per
   device at K = 100,000 (a fixed total of 100,000 samples), ten at 10,000
   (``--dimension massive``; hours on two cores, ``--point`` picks points). ``--devices 1000
@@ -109,7 +111,7 @@ DIMENSIONS: dict[str, dict] = {
                  "data.synthetic_shape": [16, 16, 1], "model.hidden_units": [384]},
         "points": [{"uplink.scheme": s} for s in ("analog", "digital_ofdma", "one_bit", "noncoherent_mv")],
     },
-    "massive": {  # --point picks some: 0-2 at K = 10,000, 3-5 at 100,000
+    "massive": {  # --point picks some: 0-2 at K = 10,000, 3-5 at 100,000, 6 signSGD on Numba at 10,000
         "timeout_s": 3600.0,  # a K = 100,000 point takes 15-30 minutes
         "base": {"rounds": 3, "data.synthetic_shape": [28, 28, 1], "data.synthetic_test_size": 1000,
                  "model.hidden_units": [128, 128], "ofdm.num_subcarriers": 1024,
@@ -122,6 +124,9 @@ DIMENSIONS: dict[str, dict] = {
             *({"cell.num_devices": 100_000, "data.mean_samples_per_device": 1,
                "data.synthetic_train_size": 100_000, "runtime.devices_in_memory": 500, **scheme}
               for scheme in MASSIVE_SCHEMES),
+            {"cell.num_devices": 10_000, "data.mean_samples_per_device": 10,
+             "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": 500,
+             **MASSIVE_SCHEMES[1], "runtime.backend": "numba"},
         ],
     },
 }

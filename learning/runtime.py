@@ -25,10 +25,11 @@ device_loop   on for the exact estimator on the TensorFlow backend (one device's
 ============  =========================================================================
 
 The baselines draw no noise and take ``backend`` and ``jit_compile`` only: ``"auto"``
-is TensorFlow (off unless ``jit_compile = true``); FedAvg and FedProx on the MLP
-(:data:`NUMBA_BASELINES`) also run on ``backend = "numba"`` (their E gradient steps
-device by device, :mod:`learning.local.fused_sgd`), the other baselines refuse it, and
-all refuse Philox noise (:func:`check_tensorflow_only`).
+is TensorFlow (off unless ``jit_compile = true``); FedAvg, FedProx and signSGD on the
+MLP (:data:`NUMBA_BASELINES`) also run on ``backend = "numba"`` (their E gradient steps
+device by device, :mod:`learning.local.fused_sgd`; signSGD's are FedAvg's, its sign and
+error memory follow in TensorFlow), the other baselines refuse it, and all refuse Philox
+noise (:func:`check_tensorflow_only`).
 
 Standard library only (``cosim validate`` imports it without TensorFlow).
 """
@@ -45,9 +46,12 @@ NUMBA_ARCHITECTURES = ("mlp",)
 can draw Philox noise: the plain ReLU MLP."""
 PROPOSED_METHOD = "bayes_aircomp"
 """The algorithm whose ``"auto"`` may take the Numba backend and Philox noise."""
-NUMBA_BASELINES = ("fedavg", "fedprox")
+NUMBA_BASELINES = ("fedavg", "fedprox", "signsgd")
 """Baselines with Numba steps for the MLP (``runtime.backend = "numba"``, asked for
-explicitly: their ``"auto"`` is TensorFlow); the others run on TensorFlow only."""
+explicitly: their ``"auto"`` is TensorFlow): those whose local solver is FedAvg's plain
+E gradient steps, with FedProx's proximal term or without (signSGD takes the sign of
+FedAvg's update); the others run on TensorFlow only. By name, as :func:`resolve` is
+asked with the algorithm's name and this module imports no algorithm."""
 DEVICE_CHUNK = 100
 """Default of ``device_chunk``."""
 
@@ -59,8 +63,8 @@ class Runtime:
     Attributes
     ----------
     backend : str
-        ``"auto"``, ``"numba"`` (the MLP's steps in Numba: the proposed method's, FedAvg's
-        and FedProx's) or ``"tensorflow"`` (TF's graph and autodiff; the path a GPU would use).
+        ``"auto"``, ``"numba"`` (the MLP's steps in Numba: the proposed method's, FedAvg's,
+        FedProx's and signSGD's) or ``"tensorflow"`` (TF's graph and autodiff; the path a GPU would use).
     noise : str
         ``"auto"``, ``"philox"`` (Philox-4x32-10 and a ziggurat, :mod:`native.sampling`;
         the same numbers on both backends) or ``"tensorflow"``

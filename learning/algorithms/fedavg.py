@@ -29,7 +29,7 @@ adds :func:`population_sum`.
 
 Hyper-parameters: ``learning_rate`` (0.1), ``local_steps`` E (3); runtime: ``jit_compile``
 and ``backend`` (``"numba"``: FedAvg's and FedProx's steps for the MLP device by device,
-:class:`NumbaSGD`).
+:class:`NumbaSGD`; signSGD's are FedAvg's).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ class NumbaSGD:
         """:meth:`LocalSGD.updates` (``inputs`` and ``carried`` empty: FedAvg's and
         FedProx's steps read none): updates [K, d], losses [E, K], ``()``."""
         if inputs or carried:
-            raise ValueError("the Numba steps take no inputs or carried state (FedAvg, FedProx)")
+            raise ValueError("the Numba steps take no inputs or carried state (FedAvg, FedProx, signSGD)")
         out = self.buffers.take([int(tf.shape(y)[0]), self.model.num_params])
         delta, losses = self.steps.run(anchor, x, y, mask, out,
                                        device_steps=None if steps is None else np.asarray(steps))
@@ -283,8 +283,8 @@ class FedAvg:
         default; every key validated (a ValueError naming an unknown or bad one) and kept
         as an attribute. The local solver is :meth:`_make_solver`: the one thing most
         variants change (a proximal term, a control-variate correction, a SAM step);
-        with ``backend = "numba"`` it is :meth:`_make_numba_solver` (FedAvg and FedProx
-        on the MLP, :data:`learning.runtime.NUMBA_BASELINES`; a ValueError naming
+        with ``backend = "numba"`` it is :meth:`_make_numba_solver` (FedAvg, FedProx and
+        signSGD on the MLP, :data:`learning.runtime.NUMBA_BASELINES`; a ValueError naming
         ``runtime.backend`` elsewhere)."""
         if int(num_devices) < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")

@@ -2,7 +2,9 @@
 Bernstein, Zhao, Azizzadenesheli, Anandkumar, ICLR 2019) as a delta on FedAvg.
 
 Local training is FedAvg's (E full-batch gradient steps from w_t, the same
-:class:`~learning.algorithms.fedavg.LocalSGD`). Each device sends the sign of its
+:class:`~learning.algorithms.fedavg.LocalSGD`; on ``runtime.backend = "numba"`` FedAvg's
+:class:`~learning.algorithms.fedavg.NumbaSGD` for the MLP, asked for explicitly: the
+baselines' ``"auto"`` is TensorFlow). Each device sends the sign of its
 update, one phase ``("delta", d)``::
 
     s_k = sgn(Delta_k),   Delta_k = w_k^E - w_t            (entries in {-1, 0, +1})

@@ -78,6 +78,7 @@ def test_allowed_combinations():
         {"algorithm": {"name": "fedavg"}, "runtime": {"jit_compile": True, "backend": "tensorflow"}},
         {"algorithm": {"name": "fedavg"}, "runtime": {"backend": "numba"}},
         {"algorithm": {"name": "fedprox"}, "runtime": {"backend": "numba"}},
+        {"algorithm": {"name": "signsgd"}, "runtime": {"backend": "numba"}},
     ):
         parse_scenario(table)
 

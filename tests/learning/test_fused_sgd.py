@@ -1,6 +1,7 @@
 """FedAvg's and FedProx's Numba steps (learning/local/fused_sgd.py) conform to TensorFlow's
 LocalSGD / ProximalSGD on the same inputs; ``runtime.backend = "numba"`` selects them for
-those two only.
+those two and signSGD (FedAvg's steps, then the sign and the error memory), whose signs
+equal TensorFlow's.
 
 Sizes. The MLP 33-131-9-5 (d = 5,692; odd widths everywhere: the kernels' four-row
 passes end in remainders) on K = 7 devices (two Numba workers take devices 0, 2, 4, 6
@@ -29,6 +30,14 @@ device of 100 (a pre-activation of 9e-8): Numba 1.3e-4 off the same steps in flo
 there, TF 3.6e-8; with other kernels it was another device, where TF was 4.8e-4 off
 (benchmarks/README.md, ``fedavg_step.py``). The data here are drawn so that no unit is
 that close.
+
+signSGD: the Numba updates are within ``1e-5 |want| + 1e-6`` of TF's (above), so a sign
+can differ only where TF's ``Delta_k`` (with error feedback ``Delta_k + e_k``) is within
+about 1e-6 of 0; the signs are compared where it is not, and where it is exactly 0 (the
+kernel rows of the blank inputs, which no step moves on either side). Measured at these
+sizes on 2026-12-02: all 39,844 signs equal in each of the four cases (with and without
+error feedback and stragglers), 7-19 entries within 1e-6 of 0 and not 0; the new
+memories within 1.2e-7 of TF's (``|e_k|`` up to 0.30), checked with ``rtol 1e-5, atol 1e-6``.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from conformance import assert_conforms
 
 from learning.algorithms import build
 from learning.algorithms.base import DeviceData
+from learning.algorithms.fedavg import LocalSGD, NumbaSGD
 from learning.models.architectures import build_model
 from learning.runtime import Runtime, resolve
 
@@ -111,8 +121,51 @@ def test_fedprox_penalty_changes_the_numba_steps_as_tensorflows(rng, model):
     np.testing.assert_allclose(gap_numba.numpy(), gap_tf.numpy(), atol=1e-6)
 
 
-def test_runtime_backend_numba_selects_the_steps_for_fedavg_and_fedprox_only(model):
-    for name in ("fedavg", "fedprox"):
+SIGN_NEAR_ZERO = 1e-6
+"""Below this |Delta_k (+ e_k)| (and above 0) the Numba and TF signs may differ: the
+``atol`` the FedAvg updates meet."""
+
+
+def assert_signs_equal(got, want, reference) -> None:
+    """The signs ``got`` equal ``want`` [K, d] wherever the ``reference`` (TF's signed
+    quantity) is 0 or at least :data:`SIGN_NEAR_ZERO` in magnitude."""
+    compared = (np.abs(reference) >= SIGN_NEAR_ZERO) | (reference == 0)
+    assert set(np.unique(want)) <= {-1.0, 0.0, 1.0} and compared.mean() > 0.99
+    np.testing.assert_array_equal(np.asarray(got)[compared], np.asarray(want)[compared])
+
+
+@pytest.mark.parametrize("stragglers", [False, True], ids=["all-steps", "stragglers"])
+@pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error-feedback"])
+def test_signsgd_on_the_numba_steps_sends_tensorflows_signs(rng, model, error_feedback, stragglers):
+    """signSGD on ``backend = "numba"`` runs FedAvg's Numba steps and sends the signs
+    (and, with error feedback, keeps the memories) TensorFlow's steps give, within the
+    module's tolerance; memories e_k != 0 so that ``sgn(Delta_k + e_k)`` is tested."""
+    reference, numba = _both(model, "signsgd", {"error_feedback": error_feedback})
+    assert type(numba.solver) is NumbaSGD and type(reference.solver) is LocalSGD
+    data = _data(rng, STRAGGLERS if stragglers else None)
+    state = reference.init(tf.constant([1, 2]))
+    if error_feedback:
+        memory = rng.normal(scale=1e-3, size=(K, model.num_params)).astype(np.float32)
+        state = type(state)(w=state.w, v=state.v, e_k=tf.constant(memory))
+    seed = tf.constant([0, 0])
+    want, want_carry, want_metrics = reference.local_update(0, state, None, data, seed)
+    got, got_carry, got_metrics = numba.local_update(0, state, None, data, seed)
+    delta, _, _ = reference.solver.updates(state.w, data.x, data.y, data.mask, steps=data.local_steps)
+    signed = delta.numpy() + (state.e_k.numpy() if error_feedback else 0.0)
+    assert_signs_equal(got.numpy(), want.numpy(), signed)
+    assert np.all(got.numpy()[1] == np.sign(signed[1]))  # no data: sgn(e_k), or 0
+    assert_conforms(got_metrics["train_loss"], want_metrics["train_loss"], "objective", "train_loss")
+    if error_feedback:
+        np.testing.assert_allclose(got_carry.rows[0]["e_k"].numpy(), want_carry.rows[0]["e_k"].numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    wrong = got.numpy().copy()
+    wrong.flat[np.argmax(np.abs(signed))] *= -1  # the surest sign flipped
+    with pytest.raises(AssertionError):
+        assert_signs_equal(wrong, want.numpy(), signed)
+
+
+def test_runtime_backend_numba_selects_the_steps_for_fedavg_fedprox_and_signsgd_only(model):
+    for name in ("fedavg", "fedprox", "signsgd"):
         assert resolve(Runtime(backend="numba"), algorithm=name, architecture="mlp").backend == "numba"
         assert resolve(Runtime(), algorithm=name, architecture="mlp").backend == "tensorflow"  # auto
         with pytest.raises(ValueError, match=r"^runtime\.backend: model\.architecture = 'cnn' has no Numba"):
@@ -121,7 +174,7 @@ def test_runtime_backend_numba_selects_the_steps_for_fedavg_and_fedprox_only(mod
             resolve(Runtime(backend="numba", jit_compile=True), algorithm=name, architecture="mlp")
         with pytest.raises(ValueError, match=r"^runtime\.noise: algorithm\.name = '.*' draws no noise"):
             resolve(Runtime(noise="philox"), algorithm=name, architecture="mlp")
-    for name in ("scaffold", "fedsmoo", "fedgmt", "signsgd"):
+    for name in ("scaffold", "fedsmoo", "fedgmt"):
         with pytest.raises(ValueError, match=r"^runtime\.backend: .* runs on TensorFlow only"):
             build(name, model, K, runtime=Runtime(backend="numba"))
         with pytest.raises(ValueError, match=r"^runtime\.backend: .* runs on TensorFlow only"):
