@@ -225,8 +225,8 @@ def table_row(row: dict, first: dict) -> str:
 
 
 def massive_points(devices: int, in_memory: int | None) -> list[dict]:
-    """The ``massive`` dimension's points (:data:`MASSIVE_SCHEMES`) at ``devices`` = K with ten samples per device and 120,000 training samples
-    (the K = 10,000 points' data), ``in_memory`` devices in memory (None: every device,
+    """The ``massive`` dimension's points (:data:`MASSIVE_SCHEMES`) at ``devices`` = K with
+    ten samples per device and 120,000 training samples (the K = 10,000 points' data), ``in_memory`` devices in memory (None: every device,
     the one-call round)."""
     chunk = devices if in_memory is None else in_memory
     return [{"cell.num_devices": devices, "data.mean_samples_per_device": 10,
