@@ -28,18 +28,30 @@ equal weights that cancel)."""
 def signs_of(updates) -> tf.Tensor:
     """``sgn(u)`` [K, n] tf.float32 in {-1, 0, +1} of ``updates`` [K, n] (NaN votes 0)."""
     u = tf.convert_to_tensor(updates, tf.float32)
-    return tf.where(tf.math.is_nan(u), tf.zeros_like(u), tf.sign(u))
+    s = tf.sign(u)
+    return tf.where(tf.math.is_nan(s), tf.constant(0.0, tf.float32), s)
+
+
+MAJORITY_BLOCK_ENTRIES = 8192
+""":func:`majority_sums` takes the entries this many at a time: its float64 copies of the
+signs are [K, 8192] (64 MiB at K = 1,000), not [K, n]."""
 
 
 def majority_sums(signs, weights) -> tuple[np.ndarray, np.ndarray]:
     """``(margin, scale)`` [n] float64: ``m_i = sum_k pi_k s_ki`` and the entry's voting
     weight ``sum_k pi_k |s_ki|`` of ``signs`` [K, n] in {-1, 0, +1} with ``weights`` [K]
-    (the BS's pi_k). Sums over disjoint groups of senders add up to the whole's (up to
-    the float64 rounding of the sum's order)."""
-    s = tf.cast(tf.convert_to_tensor(signs), tf.float64)
+    (the BS's pi_k), :data:`MAJORITY_BLOCK_ENTRIES` entries at a time. Sums over disjoint
+    groups of senders add up to the whole's (up to the float64 rounding of the sum's
+    order)."""
+    signs = tf.convert_to_tensor(signs)
     w = tf.constant(np.asarray(weights, np.float64))
-    return (tf.linalg.matvec(s, w, transpose_a=True).numpy(),
-            tf.linalg.matvec(tf.abs(s), w, transpose_a=True).numpy())
+    n = int(signs.shape[1])
+    margin, scale = np.empty(n), np.empty(n)
+    for lo in range(0, n, MAJORITY_BLOCK_ENTRIES):
+        s = tf.cast(signs[:, lo: lo + MAJORITY_BLOCK_ENTRIES], tf.float64)
+        margin[lo: lo + MAJORITY_BLOCK_ENTRIES] = tf.linalg.matvec(s, w, transpose_a=True).numpy()
+        scale[lo: lo + MAJORITY_BLOCK_ENTRIES] = tf.linalg.matvec(tf.abs(s), w, transpose_a=True).numpy()
+    return margin, scale
 
 
 def majority_of(sums) -> tuple[np.ndarray, np.ndarray]:

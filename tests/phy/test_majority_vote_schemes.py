@@ -243,3 +243,17 @@ def test_the_time_domain_waveform_without_offsets_gives_the_frequency_domain_vot
     np.testing.assert_allclose(b.columns.signals["y_delta"], a.columns.signals["y_delta"],
                                rtol=0, atol=1e-5 * np.abs(a.columns.signals["y_delta"]).max())
     np.testing.assert_array_equal(b.estimate.numpy(), a.estimate.numpy())
+
+
+def test_the_majority_sums_cover_every_entry_block_by_block(rng):
+    """Entries past several blocks of ``MAJORITY_BLOCK_ENTRIES``: the margin and the voting
+    weight are the float64 sums of every entry (a block left out or shifted fails)."""
+    from phy.uplink.majority_vote import MAJORITY_BLOCK_ENTRIES, majority_sums
+
+    n = 2 * MAJORITY_BLOCK_ENTRIES + 5
+    signs = np.sign(rng.standard_normal((7, n))).astype(np.float32)
+    signs[2, ::3] = 0.0
+    weights = rng.uniform(0.1, 1.0, 7)
+    margin, scale = majority_sums(tf.constant(signs), weights)
+    np.testing.assert_allclose(margin, weights @ signs.astype(np.float64), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(scale, weights @ np.abs(signs).astype(np.float64), rtol=0, atol=1e-12)
