@@ -237,8 +237,9 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
     wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``), ``32 K F_c M``
     for one evaluation (float64 phases, their complex128 and complex64 rotations) as the
     channel draw; with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
-    ``channel_per_symbol`` (analog) adds ``16 K N F`` to the uplink phase (the channel per
-    OFDM symbol, complex64 [K, N, F], and the chain's gains G and G m, float32 each)."""
+    ``channel_per_symbol`` (analog, one-bit, non-coherent) adds ``16 K N F`` to the uplink
+    phase (the channel per OFDM symbol, complex64 [K, N, F], and the chain's gains G and
+    G m, or the vote's real and imaginary terms, float32 each)."""
     if not moving(scenario):
         return 0, 0, 0
     k, f = scenario.cell.num_devices, scenario.ofdm.num_subcarriers
