@@ -4,8 +4,9 @@ One round is exactly what the engine runs: the block-fading channel and CSI draw
 the downlink count, and for both phases of the proposed method the local training
 of all K devices, :func:`phy.aircomp.aggregate` and the server update (evaluation is
 switched off inside the timed rounds and timed on its own). The PHY's share is
-measured by wrapping the engine's PHY calls (channel, CSI, downlink count and
-``aircomp.aggregate``) with stopwatches; TensorFlow on the CPU runs eagerly and
+measured by wrapping the engine's PHY calls (channel, CSI, downlink count,
+``aircomp.aggregate`` and, in a round that streams its devices, the phases' streams'
+``add`` and ``finish``) with stopwatches; TensorFlow on the CPU runs eagerly and
 synchronously, so a call's wall time is its cost.
 """
 
@@ -25,6 +26,7 @@ from learning.metrics import evaluate_probs
 from native.streams import EVAL, stream_seed
 from phy import aircomp as aircomp_module
 from phy.uplink import block as block_module
+from phy.uplink.phase_stream import PhaseStream
 
 
 class _Stopwatch:
@@ -81,8 +83,12 @@ class ProjectRounds:
     def _run(self):
         original_aggregate = aircomp_module.aggregate
         original_multicast = block_module.multicast_symbols
+        original_add, original_finish = PhaseStream.add, PhaseStream.finish
         aircomp_module.aggregate = self.watch.wrap("aircomp", original_aggregate)
         block_module.multicast_symbols = self.watch.wrap("downlink", original_multicast)
+        # a streamed round (runtime.devices_in_memory below K) sends through its phases' streams
+        PhaseStream.add = self.watch.wrap("uplink_stream", original_add)
+        PhaseStream.finish = self.watch.wrap("uplink_stream", original_finish)
         self.watch.reset()
         try:
             start = time.perf_counter()
@@ -91,6 +97,7 @@ class ProjectRounds:
         finally:
             aircomp_module.aggregate = original_aggregate
             block_module.multicast_symbols = original_multicast
+            PhaseStream.add, PhaseStream.finish = original_add, original_finish
         self.round += 1
         return seconds, record
 
