@@ -125,8 +125,8 @@ def _uplink_bytes_per_sender(scenario: Scenario, num_values: int) -> int:
     the scheme's arrays; measured, ``benchmarks/memory_peak.py``): the scheme's memory
     term, ``uplink_bytes_per_sender(n, F)`` of its parameters
     (:class:`phy.parameters.SchemeParameters`: analog ``4 n + 8 N F``, digital OFDMA
-    ``14 n``, one-bit ``4 n + 28 N F p``, non-coherent MV ``4 n + 54 N M``). A scheme
-    whose parameters declare none is refused naming ``uplink.scheme``
+    ``14 n``, one-bit ``4 n + 12 N F`` (BPSK) or ``4 n + 40 N F`` (QPSK), non-coherent MV
+    ``4 n + 54 N M``). A scheme whose parameters declare none is refused naming ``uplink.scheme``
     (:class:`ScenarioError`), not counted as another."""
     parameters = scenario.uplink.variant_parameters()
     term = getattr(parameters, "uplink_bytes_per_sender", None)
@@ -219,7 +219,7 @@ def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk:
     - uplink phase: those buffers (the updates a phase's stream takes are the local
       step's own arrays, held while it sends them) plus the scheme's other arrays of the
       chunk, ``m (u - 4 n)`` with u its bytes per sender (:func:`_uplink_bytes_per_sender`:
-      analog ``8 N F``, one-bit ``28 N F p``, digital OFDMA ``10 n``).
+      analog ``8 N F``, one-bit ``12 N F`` or ``40 N F``, digital OFDMA ``10 n``).
     """
     d, n, f = int(num_params), int(num_values), scenario.ofdm.num_subcarriers
     senders = min(cohort_devices(scenario), int(chunk))

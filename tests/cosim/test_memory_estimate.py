@@ -93,7 +93,7 @@ def test_only_the_cohort_trains_and_sends_but_the_state_of_all_devices_is_held()
 @pytest.mark.parametrize(("scheme", "per_sender"), [
     ("analog", lambda n, symbols, f: 4 * n + 8 * symbols * f),
     ("digital_ofdma", lambda n, symbols, f: 14 * n),
-    ("one_bit", lambda n, symbols, f: 4 * n + 28 * symbols * f),
+    ("one_bit", lambda n, symbols, f: 4 * n + 12 * symbols * f),
     ("noncoherent_mv", lambda n, symbols, f: 4 * n + 54 * symbols * (f // 2)),
 ])
 def test_each_scheme_counts_its_own_arrays(scheme, per_sender):
@@ -104,7 +104,7 @@ def test_each_scheme_counts_its_own_arrays(scheme, per_sender):
     qpsk = _scenario(**{"algorithm.name": "signsgd", "uplink.scheme": "one_bit",
                         "uplink.one_bit_modulation": "qpsk"})
     assert memory_parts(qpsk, d)["uplink phase"] == 100 * (
-        4 * d + 28 * scheme_symbols_per_phase(qpsk, d) * 1024 * 2)
+        4 * d + 40 * scheme_symbols_per_phase(qpsk, d) * 1024)
 
 
 def test_the_catalog_counts_every_per_device_table_of_an_algorithms_state():
