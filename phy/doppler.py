@@ -120,13 +120,17 @@ class SumOfSinusoids:
         self.shape = shape
 
     def at(self, distance_m) -> np.ndarray:
-        """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres)."""
+        """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres):
+        each term's phase ``s w_m`` in float64, its rotation rounded to complex64 and
+        multiplied by the complex64 gain, the M terms summed in complex64."""
         s = np.asarray(distance_m, np.float64)
         if s.shape[-1:] != (self.shape[0],) or s.ndim > 2:
             raise ValueError(f"distance_m must have shape [K] or [T, K] with K = {self.shape[0]}, got {s.shape}")
-        phase = s[..., :, None, None] * self.wavenumber  # [..., K, F_c, M]
-        rotation = np.exp(1j * phase).astype(np.complex64)
-        return np.einsum("...kfm,kfm->...kf", rotation, self.gains)
+        times = np.ascontiguousarray(s.reshape(-1, self.shape[0]))
+        out = np.empty((times.shape[0], *self.shape[:2]), np.complex64)
+        with LAUNCH:
+            _at(self.wavenumber, self.gains, times, out)
+        return out[0] if s.ndim == 1 else out
 
     def at_pairs(self, distance_m, devices, coefficients) -> np.ndarray:
         """Selected processes only: ``[T, P]`` complex64 at the travelled distances
@@ -161,6 +165,22 @@ class SumOfSinusoids:
         with LAUNCH:
             _along(self.wavenumber, self.gains, start, step, amplitude, out)
         return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _at(wavenumber, gains, distance, out):
+    # one (time, device) per job: its F_c processes, each the M terms summed in order
+    num_times, num_devices = distance.shape
+    num_coefficients, num_sinusoids = wavenumber.shape[1], wavenumber.shape[2]
+    for job in prange(num_times * num_devices):
+        t, k = job // num_devices, job % num_devices
+        s = distance[t, k]
+        for f in range(num_coefficients):
+            total = np.complex64(0.0)
+            for m in range(num_sinusoids):
+                phase = s * wavenumber[k, f, m]
+                total += np.complex64(complex(np.cos(phase), np.sin(phase))) * gains[k, f, m]
+            out[t, k, f] = total
 
 
 @njit(parallel=True, nogil=True, cache=True)
