@@ -245,3 +245,17 @@ def test_a_moving_tdl_is_sionnas_own_tdl_at_the_same_seed():
     np.testing.assert_allclose(h, grid[..., 2] @ channel.tap_responses.numpy(), rtol=1e-4, atol=1e-6)
     start, soon = moving.paths_at(0.0), moving.paths_at(1e-4)  # J0(2 pi f_D 0.1 ms) = 0.9991
     assert 0 < np.linalg.norm(soon - start) < 0.1 * np.linalg.norm(start)
+
+
+def test_the_processes_at_a_time_are_the_sum_of_their_sinusoids():
+    """``SumOfSinusoids.at`` (one Numba pass) against the sum written out in NumPy, at [K]
+    and [T, K] distances: sum_m c_m exp(j s w_m), to complex64 rounding."""
+    from phy.doppler import SumOfSinusoids
+
+    fading = SumOfSinusoids(5, 7, 4, 3.5e9, np.random.default_rng(4))
+    distance = np.random.default_rng(5).uniform(0.0, 900.0, (3, 5))
+    expected = np.einsum("tkfm,kfm->tkf", np.exp(1j * distance[:, :, None, None] * fading.wavenumber),
+                         fading.gains.astype(np.complex128))
+    np.testing.assert_allclose(fading.at(distance), expected, rtol=0, atol=2e-6)
+    np.testing.assert_array_equal(fading.at(distance[1]), fading.at(distance)[1])
+    assert fading.at(distance).dtype == np.complex64 and fading.at(distance[0]).shape == (5, 7)
