@@ -279,7 +279,8 @@ def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None
     allocators' free memory). Against measured peaks (``benchmarks/README.md``,
     "The memory estimate against measured peaks"): at K = 1,000 at most 0.17 GiB above
     (streamed or not), the one-call round at K = 10,000 25 % above, streamed rounds at
-    K = 10,000 and 100,000 from 17 % (0.86 GiB) below to 6 % above.
+    K = 10,000 and 100,000 from 21 % (0.67 GiB; signSGD on the Numba steps) or 0.86 GiB
+    (17 %) below to 6 % above.
     """
     parts = memory_parts(scenario, num_params, chunk)
     return parts["runtime"] + max(parts["dataset load"], _round_bytes(parts))

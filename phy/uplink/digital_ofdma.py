@@ -531,6 +531,20 @@ class DigitalOfdma:
         return result
 
 
+def needed_symbols(schedule: Plan) -> float:
+    """The slot that would carry every sender with a positive rate without a budget: the
+    largest finite N_k (a sender at rate 0 is in outage; 0 when none has a rate), with G
+    slot groups the sum over the groups of each group's (:func:`slot_groups`)."""
+    num_senders = schedule.symbols.shape[0]
+    groups = slot_groups(num_senders, schedule.owner.shape[-1]) if schedule.owner.ndim == 2 else [(0, num_senders)]
+    total = 0.0
+    for lo, hi in groups:
+        symbols = schedule.symbols[lo:hi]
+        finite = symbols[np.isfinite(symbols)]
+        total += float(finite.max()) if finite.size else 0.0
+    return total
+
+
 def phase_columns(schedule: Plan, aged, link_weights: np.ndarray, *, phase: str, per_device: bool) -> Columns:
     """The scheme's columns of one phase (:class:`DigitalOfdma`) from its ``schedule``,
     the aging of moving devices (``aged``, :meth:`DigitalOfdma.phase_plan`) and the BS's
@@ -539,8 +553,7 @@ def phase_columns(schedule: Plan, aged, link_weights: np.ndarray, *, phase: str,
     scalars = columns.scalars
     scalars[f"outage_devices_{phase}"] = float(np.sum(schedule.outage))
     scalars[f"bits_sent_{phase}"] = float(np.sum(schedule.bits[schedule.transmits]))
-    finite = schedule.symbols[np.isfinite(schedule.symbols)]  # a sender at rate 0 is in outage
-    scalars[f"symbols_needed_{phase}"] = float(finite.max()) if finite.size else 0.0
+    scalars[f"symbols_needed_{phase}"] = needed_symbols(schedule)
     scalars[f"decoded_weight_{phase}"] = (float(link_weights[schedule.decoded].sum() / link_weights.sum())
                                           if link_weights.sum() > 0.0 else 0.0)
     if aged is not None:

@@ -36,7 +36,7 @@ COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "t
 
 @pytest.mark.parametrize("algorithm, scheme, more", [
     ("bayes_aircomp", "analog", []), ("fedavg", "analog", []), ("fedavg", "digital_ofdma", []),
-    ("fedavg", "digital_ofdma", ["ofdm.num_subcarriers=3"]),  # K = 8 > F: slot groups of 3, 3, 2
+    ("fedavg", "digital_ofdma", ["ofdm.num_subcarriers=3"]),  # K = 8 > F: slot groups of 2, 3, 3
     ("signsgd", "one_bit", [])])
 def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme, more):
     """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same

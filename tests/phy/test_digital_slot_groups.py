@@ -114,3 +114,22 @@ def test_a_phase_of_more_senders_than_subcarriers_streams_bit_for_bit(rng, movin
     sent = _sent(scheme, link, air)
     assert sent.num_symbols == scheme.phase_plan(link, air, 3000)[0].num_symbols
     _assert_same(_streamed(scheme, link, air, UNEVEN), sent)
+
+
+def test_the_symbols_needed_are_the_sum_of_the_groups_slots_without_a_budget(rng):
+    """``symbols_needed_<phase>``, the slot that would carry every sender with a rate
+    without a budget: with slot groups the sum over the groups of each group's largest
+    N_k (the phase's slot when no budget drops anyone), not the largest N_k of all."""
+    link, air = _link(rng, 10, 4, 50, gain=np.geomspace(1e-8, 1e-10, 10)), _air(4, 0.1, 1e-13)
+    free = DigitalOfdma(bits_per_value=4, rate_margin_db=1.0)
+    schedule, _ = free.phase_plan(link, air, 50)
+    result = _sent(free, link, air)
+    groups = slot_groups(10, 4)
+    largest = [schedule.symbols[lo:hi][np.isfinite(schedule.symbols[lo:hi])].max() for lo, hi in groups]
+    assert result.columns.scalars["symbols_needed_delta"] == sum(largest) == result.num_symbols
+    assert sum(largest) > max(largest)  # the largest N_k of all would be one group's slot
+
+    budget = int(np.median(schedule.symbols))  # some senders over the budget in some group
+    capped = DigitalOfdma(bits_per_value=4, rate_margin_db=1.0, slot_symbols=budget)
+    capped_result = _sent(capped, link, air)
+    assert capped_result.columns.scalars["symbols_needed_delta"] == sum(largest) > capped_result.num_symbols
