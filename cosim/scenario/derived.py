@@ -234,9 +234,11 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
     """``(held, uplink, channel draw)`` bytes of a moving ``[mobility]`` model
     (:func:`memory_parts`; :mod:`phy.moving_channel`, from the arrays' shapes, not
     measured): ``16 K F_c M`` held with the state (the Jakes processes' float64
-    wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``), ``32 K F_c M``
-    for one evaluation (float64 phases, their complex128 and complex64 rotations) as the
-    channel draw; with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
+    wavenumbers and complex64 gains, F_c = F, or 1 for ``flat_rayleigh``), ``32 K F`` for
+    one evaluation as the channel draw (the processes' complex64 [K, F_c], their
+    complex128 product with the amplitudes, its complex64 copy and the tensor made of it;
+    the sinusoids are summed in one pass, :func:`phy.doppler._at`, without [K, F_c, M]
+    arrays); with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
     ``channel_per_symbol`` (analog, one-bit, non-coherent) adds ``16 K N F`` to the uplink
     phase (the channel per OFDM symbol, complex64 [K, N, F], and the chain's gains G and
     G m, or the vote's real and imaginary terms, float32 each)."""
@@ -249,7 +251,7 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
         uplink = 16 * k * scheme_symbols_per_phase(scenario, num_values) * f
     flat = moving_fading(scenario.channel.model) == "flat"
     terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
-    return 16 * terms, uplink, 32 * terms
+    return 16 * terms, uplink, 32 * k * f
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:

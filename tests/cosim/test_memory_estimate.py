@@ -272,3 +272,13 @@ def test_the_numba_steps_of_the_local_reparameterization_hold_three_vectors():
     assert step == {"numba": 4 * 100 * d * 3, "tensorflow": 4 * 100 * d * 4}
     exact = _scenario(**{"algorithm.estimator": "reparameterization"})
     assert memory_parts(exact, d)["local step"] == 4 * 100 * d * (4 + 2 * exact.hyper_parameters()["mc_samples"])
+
+
+def test_moving_devices_hold_their_processes_and_draw_the_channel_once_per_evaluation():
+    """A moving model holds 16 K F_c M (the Jakes processes' wavenumbers and gains) with the
+    state and draws 32 K F per evaluation (no [K, F_c, M] arrays: one Numba pass)."""
+    still, moving = _scenario(), _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(still)
+    k, f, m = 100, 1024, moving.mobility.num_sinusoids
+    assert memory_parts(moving, d)["device state"] - memory_parts(still, d)["device state"] == 16 * k * f * m
+    assert memory_parts(moving, d)["channel draw"] == 32 * k * f
