@@ -34,7 +34,7 @@ def signs_of(updates) -> tf.Tensor:
 
 MAJORITY_BLOCK_ENTRIES = 8192
 """:func:`majority_sums` takes the entries this many at a time: its float64 copies of the
-signs are [K, 8192] (64 MiB at K = 1,000), not [K, n]."""
+signs are [K, 8192] (two of 62.5 MiB at K = 1,000), not [K, n]."""
 
 
 def majority_sums(signs, weights) -> tuple[np.ndarray, np.ndarray]:
