@@ -8,30 +8,13 @@ from __future__ import annotations
 
 import h5py
 import numpy as np
-import pytest
 from tiny_scenario import write_tiny
 
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario
-from learning.algorithms.fedavg import LocalSGD, NumbaSGD
 
 SIGNSGD = ['uplink.scheme="one_bit"', "algorithm.signsgd.server_learning_rate=0.01"]
 COMPARED = ("train_loss", "test_accuracy", "vote_error_rate_delta", "uplink_energy_j")
-
-
-@pytest.fixture
-def solver_calls(monkeypatch) -> dict[str, list]:
-    """The names of the solver classes whose ``updates`` ran, per backend."""
-    calls = {"numba": [], "tensorflow": []}
-    for cls, backend in ((NumbaSGD, "numba"), (LocalSGD, "tensorflow")):
-        original = cls.updates
-
-        def spy(self, *args, _original=original, _calls=calls[backend], **kwargs):
-            _calls.append(type(self).__name__)
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "updates", spy)
-    return calls
 
 
 def _trace(tmp_path, tag: str, overrides: list[str]) -> dict[str, np.ndarray]:
