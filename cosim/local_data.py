@@ -26,22 +26,28 @@ def scenario_dataset(scenario) -> Dataset:
 
 def scenario_partition(scenario, dataset: Dataset) -> Partition:
     """The devices' local datasets of ``scenario`` over ``dataset``; ``ValueError`` naming
-    ``data.partition``, ``data.mean_samples_per_device`` and ``cell.num_devices`` with
-    their values when a class's pool cannot feed them."""
+    ``data.partition``, ``data.mean_samples_per_device`` and ``cell.num_devices`` (and
+    ``data.disjoint``) with their values when a class's pool cannot feed them."""
     data, num_devices = scenario.data, scenario.cell.num_devices
     try:
         return partition(
             dataset.y_train, dataset.num_classes, num_devices=num_devices, scheme=data.partition,
             mean_samples_per_device=data.mean_samples_per_device,
             size_distribution=data.size_distribution, labels_per_device=data.labels_per_device,
-            dirichlet_alpha=data.dirichlet_alpha,
+            dirichlet_alpha=data.dirichlet_alpha, disjoint=data.disjoint,
             rng=numpy_rng(scenario.seed, STATIC_ROUND, PARTITION))
     except PoolExhausted as error:  # learning/ speaks of its arguments; name the scenario keys
+        if error.disjoint:
+            raise ValueError(
+                f"data.partition = {data.partition!r}: class {error.label} has {error.available} "
+                f"training samples but all devices together need {error.needed}; lower "
+                f"data.mean_samples_per_device (now {data.mean_samples_per_device:g}) or "
+                f"cell.num_devices (now {num_devices}), or set data.disjoint = false (devices may "
+                "then share images)") from error
         raise ValueError(
             f"data.partition = {data.partition!r}: class {error.label} has {error.available} "
-            f"training samples but all devices together need {error.needed}; lower "
-            f"data.mean_samples_per_device (now {data.mean_samples_per_device:g}) or "
-            f"cell.num_devices (now {num_devices})") from error
+            f"training samples but one device needs {error.needed} with data.disjoint = false; "
+            f"lower data.mean_samples_per_device (now {data.mean_samples_per_device:g})") from error
 
 
 def partition_line(scenario, source: str | None = None) -> str:

@@ -313,6 +313,7 @@ class DataConfig(_Section):
     dirichlet_alpha: float = Field(0.1, gt=0)
     mean_samples_per_device: float = Field(10.0, gt=0)
     size_distribution: Literal["poisson", "shifted_poisson"] = "poisson"
+    disjoint: bool = True  # no training image held by two devices (false: each device draws on its own)
     synthetic_classes: int = Field(10, ge=2)
     synthetic_shape: Annotated[tuple[int, ...], BeforeValidator(deep_tuple)] = (28, 28, 1)
     synthetic_train_size: int = Field(10000, ge=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tiny_scenario import write_tiny
 
@@ -83,6 +84,29 @@ def test_validate_draws_the_partition_and_refuses_one_a_class_cannot_feed(tmp_pa
     err = capsys.readouterr().err
     assert "data.synthetic_train_size=100" in err and "training samples but all devices together need" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["study.toml", "tiny.toml"]
+
+
+def test_devices_that_may_share_images_draw_each_from_the_whole_pool(tmp_path, capsys):
+    """``data.disjoint = false``: a partition the disjoint draw refuses (8 devices of 20
+    samples on a training set of 100) is drawn, each device's images distinct but shared
+    across devices (a fixed per-device dataset at any K); only a device that alone needs
+    more than a class holds is refused, naming ``data.disjoint``."""
+    from cosim.local_data import scenario_dataset, scenario_partition
+    from cosim.scenario import load_scenario
+
+    path = write_tiny(tmp_path)
+    shared = ["data.synthetic_train_size=100", "data.disjoint=false"]
+    assert main(["validate", str(path), *(arg for o in shared for arg in ("--set", o))]) == 0
+    assert "partition 8 devices hold" in capsys.readouterr().out
+    scenario = load_scenario(path, shared)
+    indices = scenario_partition(scenario, scenario_dataset(scenario)).indices
+    assert all(np.unique(rows).size == rows.size for rows in indices)
+    assert np.unique(np.concatenate(indices)).size < sum(rows.size for rows in indices)
+    assert main(["validate", str(path), "--set", "data.synthetic_train_size=100"]) == 2
+    assert "or set data.disjoint = false" in capsys.readouterr().err
+    assert main(["validate", str(path), "--set", "data.synthetic_train_size=20", "--set", "data.disjoint=false"]) == 2
+    assert re.search(r"but one device needs \d+ with data.disjoint = false; lower "
+                     r"data.mean_samples_per_device \(now 20\)", capsys.readouterr().err)
 
 
 def test_a_broken_pipe_ends_quietly_only_when_it_is_stdouts(monkeypatch):
