@@ -43,6 +43,14 @@ class SchemeParameters(Parameters):
     streams: ClassVar[bool] = False
     """Whether a phase can take its senders' updates in chunks of devices (the scheme's
     ``open_stream``, :mod:`phy.uplink.phase_stream`), for rounds that stream their devices."""
+    channel_per_symbol: ClassVar[bool] = False
+    """Whether moving devices under ``mobility.channel_within_phase = "per_symbol"`` are
+    received symbol by symbol (h [K, N, F], :mod:`phy.uplink.moving_link`); else at the
+    phase's middle, or per coherence block (digital OFDMA's ``ages_per_block``)."""
+    streams_channel_per_symbol: ClassVar[bool] = False
+    """Whether its stream takes a channel per OFDM symbol ([K, N, F], moving devices under
+    ``mobility.channel_within_phase = "per_symbol"``); a scheme that streams without it
+    streams moving devices through the channel at each phase's middle only."""
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """The bytes a phase's stream holds per device of the population, whatever the
@@ -176,6 +184,7 @@ class OneBitScheme(SchemeParameters):
     # moving devices: each OFDM symbol received through the channel at its own time
     # (phy.uplink.moving_link; the superposition takes h [K, N, F], phy.uplink.one_bit)
     channel_per_symbol: ClassVar[bool] = True
+    streams_channel_per_symbol: ClassVar[bool] = True  # OneBitStream takes a chunk's rows of h [K, N, F]
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``8``: each sender's power (float64); the precoders are formed per chunk

@@ -17,18 +17,25 @@ spread are :meth:`~phy.uplink.RoundLink.send`'s, written once.
 
 What needs every update at once, or rows other than the whole population, does not
 stream and is refused at :meth:`PhaseStream.__init__` with the key that asks for it: a
-cohort (``[participation]``), moving devices (``[mobility]``), kept signals
-(``trace.signals``), a scheme round that changes the phase's link (``[privacy]``'s
-clipping) and a scheme without ``open_stream``.
+cohort (``[participation]``), kept signals (``trace.signals``), a scheme round that
+changes the phase's link (``[privacy]``'s clipping), a scheme without ``open_stream``, and
+moving devices received symbol by symbol (``mobility.channel_within_phase =
+"per_symbol"``) by a scheme whose stream takes one channel per phase (the analog one's).
+Moving devices otherwise stream: each phase's estimate and channel are
+:meth:`~phy.uplink.RoundLink.send`'s (:func:`phy.uplink.moving_link.phase_channels`), for
+every device at once, and the chunks take their rows.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from native.columns import Columns
 from phy.aggregate_error import StreamedError
 from phy.stream_rows import RowOrder
+from phy.uplink import moving_link
 from phy.uplink import participation as cohorts
 from phy.uplink.scheme import SchemeRound
 
@@ -42,8 +49,10 @@ def stream_refusal(round_link) -> str | None:
     block = round_link.block
     if round_link.cohort is not None:
         return "[participation] schedules a cohort per round: its rows do not stream"
-    if block.moving is not None:
-        return "[mobility] moves the devices within the round: its phases do not stream"
+    if (block.moving is not None and block.moving.channel_per_symbol and getattr(block.scheme, "channel_per_symbol", False)
+            and not getattr(block.scheme, "streams_channel_per_symbol", False)):
+        return (f"mobility.channel_within_phase = 'per_symbol': the stream of {type(block.scheme).__name__} "
+                "takes one channel per phase (its middle)")
     if round_link.keep_signals:
         return "trace.signals keeps the round's raw signals, which need every update at once"
     if type(round_link.scheme_round) is not SchemeRound:
@@ -63,10 +72,14 @@ class PhaseStream:
             raise StreamRefused(reason)
         block = round_link.block
         self.round_link, self.phase = round_link, phase
+        h, h_hat, gain, slot = round_link.h, round_link.h_hat, round_link.path_gain, None
+        if block.moving is not None:  # the phase's estimate and channel, as send's
+            h, h_hat, gain, slot = moving_link.phase_channels(round_link, phase, first=round_link.phases_done == 0)
         self.link = cohorts.phase_link(
-            None, block.phase_index[phase], weights, None, round_link.h, round_link.h_hat, None,
-            path_gain=round_link.path_gain, population_weights=block.population_weights,
-            bs_knows_dropouts=False)
+            None, block.phase_index[phase], weights, None, h, h_hat, None,
+            path_gain=gain, population_weights=block.population_weights, bs_knows_dropouts=False)
+        if slot is not None:  # every device sends: the slot's senders are the population
+            self.link = dataclasses.replace(self.link, slot=slot)
         self.weights = np.asarray(weights, np.float64)
         self.scheme = block.scheme.open_stream(self.link, block.air, phase=phase,
                                                seed=round_link._noise_seed(phase),

@@ -28,16 +28,22 @@ def _trace(tmp_path, algorithm: str, overrides: list[str], tag: str) -> dict:
     return out
 
 
+MOVING = ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]", "mobility.compute_seconds_per_round=0.25"]
 COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "test_accuracy",
             "per_device/tx_power_w_rho", "per_device/tx_power_w_delta", "per_device/tx_energy_j",
             "uplink_energy_j", "aggregate_nmse_rho", "aggregate_nmse_nu", "aggregate_nmse_delta",
-            "vote_error_rate_delta", "per_device/bits_per_symbol_delta", "bits_sent_delta")
+            "vote_error_rate_delta", "per_device/bits_per_symbol_delta", "bits_sent_delta",
+            "round_seconds", "per_device/position_x_m", "per_device/aging_correlation_rho",
+            "per_device/aging_correlation_delta", "outage_devices_delta")
 
 
 @pytest.mark.parametrize("algorithm, scheme, more", [
     ("bayes_aircomp", "analog", []), ("fedavg", "analog", []), ("fedavg", "digital_ofdma", []),
     ("fedavg", "digital_ofdma", ["ofdm.num_subcarriers=3"]),  # K = 8 > F: slot groups of 2, 3, 3
-    ("signsgd", "one_bit", [])])
+    ("signsgd", "one_bit", []),
+    ("bayes_aircomp", "analog", MOVING),  # the channel at each phase's middle
+    ("fedavg", "digital_ofdma", [*MOVING, 'uplink.rate_adaptation="coherence_block"', "ofdm.num_subcarriers=3"]),
+    ("signsgd", "one_bit", [*MOVING, 'mobility.channel_within_phase="per_symbol"'])])
 def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme, more):
     """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same
     columns, every compared column within float32 rounding over three rounds."""
@@ -82,10 +88,11 @@ def test_chunk_bounds_cover_the_population_in_order():
     ("participation.fraction=0.5", "[participation]"),
     ("trace.signals=true", "trace.signals"),
     ('power.gamma="joint"', "power.gamma"),
+    ('mobility.model="straight"\nmobility.channel_within_phase="per_symbol"', "mobility.channel_within_phase"),
 ])
 def test_a_round_that_cannot_stream_is_refused_naming_the_key(tmp_path, override, key):
     path = write_tiny(tmp_path)
-    scenario = load_scenario(path, ["runtime.devices_in_memory=3", override])
+    scenario = load_scenario(path, ["runtime.devices_in_memory=3", *override.split("\n")])
     with pytest.raises(ScenarioError, match=r"runtime\.devices_in_memory") as info:
         devices_in_memory(scenario, 1000)
     assert key in str(info.value)
