@@ -236,7 +236,8 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
         radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
         num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
         path_loss_exponent=scenario.channel.path_loss_exponent,
-        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel)
+        rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel,
+        num_antennas=scenario.bs.num_antennas)
     built.channel_per_symbol = mobility.channel_within_phase == "per_symbol"
     return built
 

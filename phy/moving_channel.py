@@ -12,7 +12,10 @@ with ``z`` the unit-power Jakes processes of :class:`phy.doppler.SumOfSinusoids`
 independent ones per device for ``channel.model = "iid_rayleigh"``, one repeated on every
 subcarrier for ``"flat_rayleigh"``. So ``h_kf(t) ~ CN(0, g_k(t))`` at every t (the
 block-fading models' marginal) and two times tau apart are correlated as
-``J0(2 pi f_D,k tau)``, ``f_D,k = v_k f_c / c``.
+``J0(2 pi f_D,k tau)``, ``f_D,k = v_k f_c / c``. With N_r > 1 BS antennas each antenna
+has processes of its own (``h_krf(t)``, N_r F_c per device, independent across antennas
+as the block-fading draw's, all at the device's speed): the channel is ``[K, N_r, F]``,
+and the round link combines it (:mod:`phy.uplink.moving_link`).
 
 **The round's timeline** (:meth:`MovingChannel.start_round`, :meth:`MovingChannel.end_round`):
 round t starts at ``T_t``; the devices compute for ``compute_seconds_per_round``; each
@@ -42,7 +45,8 @@ class MovingChannel:
     ----------
     motion : phy.mobility.StraightMotion
     fading : phy.doppler.SumOfSinusoids
-        K x F_c unit-power processes (F_c = F, or 1 for a flat channel).
+        K x N_r F_c unit-power processes (F_c = F, or 1 for a flat channel; antenna r's
+        are coefficients r F_c .. (r + 1) F_c - 1).
     num_subcarriers : int
         F.
     path_loss_exponent : float
@@ -51,13 +55,20 @@ class MovingChannel:
         f_c.
     compute_seconds_per_round : float
         The devices' local computation before the round's first phase [s].
+    num_antennas : int
+        N_r (default 1: the channel is [K, F]; else [K, N_r, F]).
     """
 
     def __init__(self, motion: StraightMotion, fading: SumOfSinusoids, num_subcarriers: int,
-                 path_loss_exponent: float, carrier_frequency_hz: float, compute_seconds_per_round: float):
+                 path_loss_exponent: float, carrier_frequency_hz: float, compute_seconds_per_round: float,
+                 num_antennas: int = 1):
         self.motion, self.fading = motion, fading
-        self.num_subcarriers = int(num_subcarriers)
-        self.flat = fading.shape[1] == 1 and self.num_subcarriers > 1
+        self.num_subcarriers, self.num_antennas = int(num_subcarriers), int(num_antennas)
+        if fading.shape[1] % self.num_antennas:
+            raise ValueError(f"the fading's {fading.shape[1]} processes per device are not "
+                             f"{self.num_antennas} antennas' worth")
+        self.coefficients = fading.shape[1] // self.num_antennas  # F_c per antenna
+        self.flat = self.coefficients == 1 and self.num_subcarriers > 1
         self.path_loss_exponent = float(path_loss_exponent)
         self.carrier_frequency_hz = float(carrier_frequency_hz)
         self.compute_seconds_per_round = float(compute_seconds_per_round)
@@ -100,18 +111,27 @@ class MovingChannel:
         distance = np.maximum(np.hypot(positions[..., 0], positions[..., 1]), self.motion.inner_m)
         return path_gain(distance, self.path_loss_exponent)
 
-    def at(self, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """``(h [K, F] complex64, path_gain [K] float64)`` at ``offset_s`` seconds after the
-        round's start."""
-        gain = self.path_gain_at([offset_s])[0]
-        z = self.fading.at(self.motion.travelled_m(self.motion.time_s + float(offset_s)))
+    def _by_antenna(self, z: np.ndarray) -> np.ndarray:
+        """Processes ``[..., N_r F_c]`` as the channel's last axes: ``[..., F]`` with one
+        antenna, else ``[..., N_r, F]`` (a flat channel's one process per antenna
+        repeated on every subcarrier)."""
+        if self.num_antennas > 1:
+            z = z.reshape(*z.shape[:-1], self.num_antennas, self.coefficients)
         if self.flat:
-            z = np.broadcast_to(z, (z.shape[0], self.num_subcarriers))
-        return (np.sqrt(gain)[:, None] * z).astype(np.complex64), gain
+            z = np.broadcast_to(z, (*z.shape[:-1], self.num_subcarriers))
+        return z
+
+    def at(self, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(h [K, F] complex64 ([K, N_r, F] with N_r > 1 antennas), path_gain [K]
+        float64)`` at ``offset_s`` seconds after the round's start."""
+        gain = self.path_gain_at([offset_s])[0]
+        z = self._by_antenna(self.fading.at(self.motion.travelled_m(self.motion.time_s + float(offset_s))))
+        amplitude = np.sqrt(gain).reshape(-1, *([1] * (z.ndim - 1)))
+        return (amplitude * z).astype(np.complex64), gain
 
     def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int) -> np.ndarray:
-        """``h`` [K, N, F] complex64: the channel of OFDM symbol n < N = ``num_symbols`` at
-        its middle, ``t_n = start_s + (n + 1/2) symbol_s`` seconds after the round's start
+        """``h`` [K, N, F] complex64 ([K, N, N_r, F] with N_r > 1 antennas): the channel of
+        OFDM symbol n < N = ``num_symbols`` at its middle, ``t_n = start_s + (n + 1/2) symbol_s`` seconds after the round's start
         (each device's path gain at its position then). Equal to :meth:`at` (t_n) up to
         float rounding: the Jakes processes are stepped from symbol to symbol
         (:meth:`phy.doppler.SumOfSinusoids.along`); a TDL's are evaluated per symbol. A
@@ -126,24 +146,32 @@ class MovingChannel:
         else:
             h = along(self.motion.travelled_m(self.motion.time_s + offsets[0]),
                       self.motion.travelled_m(float(symbol_s)), offsets.size, amplitude)
-        if h.shape[2] != self.num_subcarriers:  # a flat channel: one process per device
-            h = np.ascontiguousarray(np.broadcast_to(h, (*h.shape[:2], self.num_subcarriers)))
+        if self.num_antennas > 1 or self.flat:  # antennas apart; a flat channel on every subcarrier
+            h = np.ascontiguousarray(self._by_antenna(h))
         still = np.asarray(self.motion.speed_mps) == 0.0
         if still.any():  # a device at rest: its channel at any time, :meth:`at`'s bits
-            h[still] = self.at(offsets[0])[0][still][:, None, :]
+            h[still] = self.at(offsets[0])[0][still][:, None]
         return h
 
-    def owned_at(self, offsets_s, devices, subcarriers) -> np.ndarray:
+    def owned_at(self, offsets_s, devices, subcarriers, combiner=None) -> np.ndarray:
         """``[T, P]`` complex64: the channel of the pairs ``(devices [P], subcarriers [P])``
         at ``offsets_s`` [T] (ascending) after the round's start, each at its device's
         position then (what a digital slot's coherence blocks need: one pair per subcarrier,
-        its owner)."""
+        its owner). With N_r > 1 antennas the effective channel through ``combiner``
+        [N_r, F] (``sum_r conj(m_rf) h_krf``, :func:`phy.combiner.effective_channel`)."""
         offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
         needed, index = np.unique(devices, return_inverse=True)  # each device's position once
         gain = self.path_gain_at(offsets, needed)[:, index]  # [T, P]
         distance = self.motion.travelled_m(self.motion.time_s + offsets)[:, devices]
-        coefficient = np.zeros_like(subcarriers) if self.fading.shape[1] == 1 else subcarriers
-        z = self.fading.at_pairs(distance, devices, coefficient)
+        coefficient = np.zeros_like(subcarriers) if self.coefficients == 1 else subcarriers
+        if self.num_antennas == 1:
+            z = self.fading.at_pairs(distance, devices, coefficient)
+        else:
+            if combiner is None:
+                raise ValueError(f"owned_at with {self.num_antennas} antennas needs the combiner [N_r, F]")
+            weights = np.conj(np.asarray(combiner, np.complex128))[:, subcarriers]  # [N_r, P]
+            z = sum(weights[r] * self.fading.at_pairs(distance, devices, r * self.coefficients + coefficient)
+                    for r in range(self.num_antennas))
         return (np.sqrt(gain) * z).astype(np.complex64)
 
     def state_columns(self) -> dict[str, np.ndarray]:
@@ -161,7 +189,7 @@ def static(**_) -> None:
 
 def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
            num_sinusoids: int, positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-           path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+           path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1) -> MovingChannel:
     """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
     (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
     with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
@@ -176,30 +204,32 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
         seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
         fading = MovingTdl(channel, positions.shape[0], float(speeds[0]), seed)
     else:
-        fading = SumOfSinusoids(positions.shape[0], 1 if flat else int(num_subcarriers), int(num_sinusoids),
+        per_antenna = 1 if flat else int(num_subcarriers)
+        fading = SumOfSinusoids(positions.shape[0], int(num_antennas) * per_antenna, int(num_sinusoids),
                                 carrier_frequency_hz, rng)
     return MovingChannel(motion, fading, num_subcarriers, path_loss_exponent, carrier_frequency_hz,
-                         compute_seconds_per_round)
+                         compute_seconds_per_round, num_antennas)
 
 
 def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
              positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-             path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+             path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1) -> MovingChannel:
     """``mobility.model = "straight"``: K headings uniform in [0, 2 pi) after the speeds."""
     def motion_of(positions, speeds, rng):
         heading = rng.uniform(0.0, 2.0 * np.pi, size=positions.shape[0])
         return StraightMotion(positions, speeds, heading, radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas)
 
 
 def random_waypoint(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
                     num_sinusoids: int, *, positions_m, radius_m: float, inner_m: float, num_subcarriers: int,
-                    flat: bool, path_loss_exponent: float, rng: np.random.Generator, channel=None) -> MovingChannel:
+                    flat: bool, path_loss_exponent: float, rng: np.random.Generator, channel=None,
+                    num_antennas: int = 1) -> MovingChannel:
     """``mobility.model = "random_waypoint"``: the waypoints' key drawn after the speeds."""
     def motion_of(positions, speeds, rng):
         return RandomWaypoint(positions, speeds, int(rng.integers(2 ** 62)), radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas)

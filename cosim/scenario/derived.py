@@ -241,17 +241,22 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
     arrays); with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
     ``channel_per_symbol`` (analog, one-bit, non-coherent) adds ``16 K N F`` to the uplink
     phase (the channel per OFDM symbol, complex64 [K, N, F], and the chain's gains G and
-    G m, or the vote's real and imaginary terms, float32 each)."""
+    G m, or the vote's real and imaginary terms, float32 each). With N_r > 1 BS antennas
+    the processes and one evaluation are N_r times as many, the combining adds
+    ``32 K F`` (a complex128 sum and term, :func:`phy.uplink.moving_link.combined`), and
+    per symbol ``8 K N N_r F + 32 K N F`` (the antennas' channels per symbol and their
+    combining); from the shapes, not measured."""
     if not moving(scenario):
         return 0, 0, 0
-    k, f = scenario.cell.num_devices, scenario.ofdm.num_subcarriers
+    k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
     uplink = 0
     if (getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
             and scenario.mobility.channel_within_phase == "per_symbol"):
-        uplink = 16 * k * scheme_symbols_per_phase(scenario, num_values) * f
+        symbols = scheme_symbols_per_phase(scenario, num_values)
+        uplink = 16 * k * symbols * f + (8 * k * symbols * antennas * f + 32 * k * symbols * f if antennas > 1 else 0)
     flat = moving_fading(scenario.channel.model) == "flat"
-    terms = k * (1 if flat else f) * scenario.mobility.num_sinusoids
-    return 16 * terms, uplink, 32 * k * f
+    terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
+    return 16 * terms, uplink, 32 * k * f * antennas + (32 * k * f if antennas > 1 else 0)
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:

@@ -3,7 +3,7 @@
 A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters.MOBILITY_MODELS`)
 evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
 models, and TDL with every device at one speed and the Doppler at the TDL's carrier
-(:mod:`phy.moving_tdl`), one BS antenna, the frequency-domain uplink, devices kept off the BS by a positive
+(:mod:`phy.moving_tdl`, one BS antenna; the Rayleigh models take N_r antennas), the frequency-domain uplink, devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
 No TensorFlow.
@@ -33,8 +33,9 @@ def check_mobility(scenario) -> None:
          f"{', '.join(repr(m) for m in CHANNEL_MODELS if moving_fading(m))} in time; set one of them"),
         (scenario.ofdm.domain == "frequency", "ofdm.domain",
          f"= {scenario.ofdm.domain!r}: {model} runs the frequency-domain uplink only; set \"frequency\""),
-        (scenario.bs.num_antennas == 1, "bs.num_antennas",
-         f"= {scenario.bs.num_antennas}: {model} is for a single-antenna BS; set 1"),
+        (fading != "sionna_tdl" or scenario.bs.num_antennas == 1, "bs.num_antennas",
+         f"= {scenario.bs.num_antennas}: {model} with channel.model = {scenario.channel.model!r} is for a "
+         "single-antenna BS (Sionna's TDL in motion draws one receive antenna); set 1"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
         (fading != "sionna_tdl" or not ranged,

@@ -163,8 +163,10 @@ class Uplink:
             channel = self.drops.at(t)[0]
             path_gain = tf.constant(np.asarray(channel.path_gain, np.float64), tf.float32)
         if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
-            h, h_hat, gain = moving_link.round_channel(self.moving, self.csi, self.seed, t)
-            return RoundLink(self, t, (channel, gain), (h, h_hat), None, None, self.draw_cohort(t, h_hat))
+            h, h_hat, gain, combiner = moving_link.round_channel(self.moving, self.csi, self.seed, t, self.air)
+            link = RoundLink(self, t, (channel, gain), (h, h_hat), None, None, self.draw_cohort(t, h_hat))
+            link.combiner = combiner  # the first phase's (N_r > 1), phy.uplink.moving_link
+            return link
         h, uplink, offsets = self.draw_channel(t, channel, path_gain)
         h_hat = self.csi(h, path_gain, stream_seed(self.seed, t, streams.CSI))
         return RoundLink(self, t, (channel, path_gain), (h, h_hat), uplink, offsets, self.draw_cohort(t, h_hat))
@@ -265,7 +267,8 @@ class RoundLink:
     effective channel with N_r > 1; with moving devices the channel and estimate at the
     first phase's start), ``uplink`` (the time-domain uplink or None), ``offsets``
     ((timing, CFO) [K] or None), ``cohort`` (:class:`~phy.uplink.participation.RoundCohort`
-    or None: every device), ``moving`` and ``offset_s`` (moving devices: the next phase's
+    or None: every device), ``combiner`` (moving devices with N_r > 1: the first phase's
+    combiner [N_r, F], else None), ``moving`` and ``offset_s`` (moving devices: the next phase's
     start, seconds after the round's), ``ledger`` (the round's
     :class:`phy.uplink.ledger.RoundLedger`) and ``scheme_round`` (the scheme's
     :class:`phy.uplink.scheme.SchemeRound`, made last: it may read all of the above).
@@ -278,6 +281,7 @@ class RoundLink:
         self.aging: dict[str, np.ndarray] = {}
         self.phases_done = 0
         self.h, self.h_hat = estimates
+        self.combiner = None
         self.uplink, self.offsets, self.cohort = uplink, offsets, cohort
         self.keep_signals = block.trace.keep_signals(t)
         self.ledger = RoundLedger(block.num_devices)

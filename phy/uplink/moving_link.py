@@ -22,6 +22,12 @@ earlier phases' symbols times ``T_sym``):
   A scheme with ``ages_per_block`` (digital OFDMA, whose slot is decided by the rates)
   gets the channel at the phase's start and a :class:`SlotChannel` to evaluate its
   senders' channels over their slots (:mod:`phy.uplink.digital_ofdma`).
+* **Antennas.** With N_r > 1 the BS forms each phase's combiner ``m_p`` [N_r, F]
+  (``bs.combiner``) from the channels ``h_kr(tau_p)`` at the phase's start, as the
+  block-fading round forms it from the round's draw, and keeps it over the phase: the
+  devices estimate their effective channel ``m_p^H h_k(tau_p)`` then, and the phase is
+  received through ``m_p^H h_k(t)`` at the phase's middle, at each symbol, or over a
+  digital slot's coherence blocks (:class:`SlotChannel`'s ``combiner``).
 * **Aging.** Per sender, ``aging_correlation_<phase>`` = ``J0(2 pi f_D,k Delta_k)``, Jakes'
   correlation between the channel at the estimate and at the phase's middle (``Delta_k``
   half the phase, also for a scheme with ``channel_per_symbol``, or half the device's own
@@ -51,6 +57,8 @@ class SlotChannel:
     start_s: float
     devices: np.ndarray
     doppler_hz: np.ndarray
+    combiner: np.ndarray | None = None
+    """The phase's combiner [N_r, F] with N_r > 1 BS antennas (None: one antenna)."""
 
     @property
     def num_sinusoids(self) -> int:
@@ -61,18 +69,39 @@ class SlotChannel:
         """``[T, P]`` complex64: sender ``rows`` [P]'s channel on ``subcarriers`` [P] at
         ``offsets_s`` [T] (ascending) seconds after the phase's start."""
         offsets = self.start_s + np.asarray(offsets_s, np.float64)
-        return self.moving.owned_at(offsets, self.devices[rows], subcarriers)
+        return self.moving.owned_at(offsets, self.devices[rows], subcarriers, self.combiner)
 
 
-def round_channel(moving, csi, seed: int, t: int):
+def combined(h: np.ndarray, combiner: np.ndarray | None) -> np.ndarray:
+    """The effective channel ``m_f^H h_kf`` of ``h`` [..., N_r, F] through ``combiner``
+    [N_r, F] (:func:`phy.combiner.effective_channel`, any leading axes), complex64; ``h``
+    itself with one antenna (``combiner`` None)."""
+    if combiner is None:
+        return h
+    weights = np.conj(np.asarray(combiner, np.complex128))
+    total = weights[0] * h[..., 0, :]  # complex128, one antenna at a time (no complex128 copy of h)
+    for r in range(1, weights.shape[0]):
+        total += weights[r] * h[..., r, :]
+    return total.astype(np.complex64)
+
+
+def phase_combiner(air, h: np.ndarray) -> np.ndarray | None:
+    """The combiner the BS forms from the channels ``h`` [K, N_r, F] at a phase's start
+    (``air.combiner``, :class:`phy.combiner.ReceiveCombiner`); None with one antenna."""
+    return air.combiner(h) if h.ndim == 3 else None
+
+
+def round_channel(moving, csi, seed: int, t: int, air=None):
     """Round t's channel ``h`` [K, F], estimate ``h_hat`` (the CSI model ``csi`` from the
-    run ``seed``'s ``"csi"`` stream) and path gain [K] at its first phase's start (after the
-    devices' computation), the clock of ``moving`` moved to the round's start."""
+    run ``seed``'s ``"csi"`` stream), path gain [K] at its first phase's start (after the
+    devices' computation) and the first phase's combiner (None with one antenna; formed by
+    ``air``'s, :func:`phase_combiner`), the clock of ``moving`` moved to the round's start."""
     moving.start_round(t)
     h, gain = moving.at(moving.compute_seconds_per_round)
+    combiner = phase_combiner(air, h)
     gain_t = tf.constant(gain, tf.float32)
-    h_t = tf.constant(h)
-    return h_t, csi(h_t, gain_t, stream_seed(seed, t, CSI)), gain_t
+    h_t = tf.constant(combined(h, combiner))
+    return h_t, csi(h_t, gain_t, stream_seed(seed, t, CSI)), gain_t, combiner
 
 
 def phase_channels(round_link, phase: str, first: bool):
@@ -84,21 +113,25 @@ def phase_channels(round_link, phase: str, first: bool):
     moving, start = round_link.moving, round_link.offset_s
     if first:
         h_start, h_hat, gain = round_link.h, round_link.h_hat, round_link.path_gain
+        combiner = round_link.combiner
     else:
         h, g = moving.at(start)
-        h_start, gain = tf.constant(h), tf.constant(g, tf.float32)
+        combiner = phase_combiner(air, h)
+        h_start, gain = tf.constant(combined(h, combiner)), tf.constant(g, tf.float32)
         h_hat = block.csi(h_start, gain, stream_seed(block.seed, round_link.t, phase_csi_purpose(phase)))
     if getattr(block.scheme, "ages_per_block", False):
-        slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz)
+        slot = SlotChannel(moving, start, np.arange(block.num_devices), moving.doppler_hz, combiner)
         return h_start, h_hat, gain, slot
     num_symbols = block.scheme.nominal_symbols(block.grids[phase])
     half_s = 0.5 * num_symbols * air.symbol_duration_s
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
     if getattr(block.scheme, "channel_per_symbol", False) and moving.channel_per_symbol:
         h_symbols = moving.per_symbol(start, air.symbol_duration_s, num_symbols)
+        if combiner is not None:
+            return tf.constant(combined(h_symbols, combiner)), h_hat, gain, None
         return _as_tensor(h_symbols), h_hat, gain, None
     h_mid, _ = moving.at(start + half_s)
-    return tf.constant(h_mid), h_hat, gain, None
+    return tf.constant(combined(h_mid, combiner)), h_hat, gain, None
 
 
 def _as_tensor(array: np.ndarray) -> tf.Tensor:

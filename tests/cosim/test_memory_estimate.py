@@ -180,6 +180,14 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
                            "uplink.scheme": "digital_ofdma"})
     plain = _scenario(**{"uplink.scheme": "digital_ofdma"})
     assert memory_parts(digital, d)["uplink phase"] == memory_parts(plain, d)["uplink phase"]
+    two = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0,
+                       "mobility.channel_within_phase": "per_symbol", "bs.num_antennas": 2})
+    one_antenna, antennas = memory_parts(moving, d), memory_parts(two, d)
+    static_antennas = (memory_parts(_scenario(**{"bs.num_antennas": 2}), d)["uplink phase"]
+                       - memory_parts(still, d)["uplink phase"])  # the static N_r = 2 terms
+    assert (antennas["uplink phase"] - one_antenna["uplink phase"] - static_antennas
+            == 8 * 100 * n * 2 * 1024 + 32 * 100 * n * 1024)  # the antennas' channels per symbol, combined
+    assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
 @pytest.mark.parametrize("modulation", ["bpsk", "qpsk"])

@@ -108,7 +108,7 @@ def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_p
     (['channel.model="tdl"', "mobility.speed_mps=3.0", "channel.carrier_frequency_hz=2.0e9"],
      "mobility.carrier_frequency_hz"),
     (['ofdm.domain="time"'], "ofdm.domain"),
-    (["bs.num_antennas=2"], "bs.num_antennas"),
+    (['channel.model="tdl"', "mobility.speed_mps=3.0", "bs.num_antennas=2"], "bs.num_antennas"),
     (["cell.min_distance_m=0.0"], "cell.min_distance_m"),
     (["mobility.speed_mps=[5.0, 1.0]"], "mobility.speed_mps"),
     (["mobility.speed_mps=-1.0"], "mobility.speed_mps"),
@@ -206,3 +206,51 @@ def test_the_vote_phases_see_the_channel_symbol_by_symbol(tmp_path, speed, schem
             np.testing.assert_array_equal(values, traces[False][1][name], err_msg=name)
     else:
         assert any(not np.array_equal(values, traces[False][1][name]) for name, values in traces[True][1].items())
+
+
+def test_a_multi_antenna_bs_combines_each_phase_from_its_start(tmp_path):
+    """``bs.num_antennas = 2`` with moving devices: the round's first phase is received
+    through ``m^H h(t_mid)`` with ``m`` the combiner of the channels at the phase's start,
+    and the devices estimate ``m^H h(t_start)``; the next phase forms its own combiner."""
+    import tensorflow as tf
+
+    from cosim.world import build_world
+    from phy.uplink.moving_link import combined, phase_channels
+
+    overrides = ['mobility.model="straight"', "mobility.speed_mps=30.0", "bs.num_antennas=2",
+                 "mobility.compute_seconds_per_round=0.25"]
+    world = build_world(load_scenario(write_tiny(tmp_path, rounds=1, every=1, hidden=4), overrides))
+    block = world.uplink
+    link = block.round(0)
+    moving, air = block.moving, block.air
+    start = moving.compute_seconds_per_round
+    h_start = moving.at(start)[0]
+    assert h_start.ndim == 3
+    combiner = air.combiner(h_start)
+    np.testing.assert_array_equal(link.combiner, combiner)
+    np.testing.assert_allclose(link.h.numpy(), combined(h_start, combiner), rtol=1e-6, atol=1e-12)
+    h, _, _, _ = phase_channels(link, "rho", first=True)
+    half = 0.5 * block.scheme.nominal_symbols(block.grids["rho"]) * air.symbol_duration_s
+    np.testing.assert_allclose(h.numpy(), combined(moving.at(start + half)[0], combiner), rtol=1e-6, atol=1e-12)
+    later = start + 0.01
+    link.offset_s = later
+    h_later, h_hat, _, _ = phase_channels(link, "nu", first=False)
+    m_later = air.combiner(moving.at(later)[0])
+    assert not np.allclose(m_later, combiner)
+    np.testing.assert_allclose(h_later.numpy(), combined(moving.at(later + half)[0], m_later), rtol=1e-6, atol=1e-12)
+    assert h_hat.dtype == tf.complex64 and h_hat.shape == h_later.shape
+
+
+@pytest.mark.parametrize(("scheme", "algorithm", "more"), [
+    ("analog", "bayes_aircomp", ['mobility.channel_within_phase="per_symbol"']),
+    ("digital_ofdma", "fedavg", ['uplink.rate_adaptation="coherence_block"']),
+    ("one_bit", "signsgd", ['mobility.channel_within_phase="per_symbol"'])])
+def test_moving_devices_reach_a_multi_antenna_bs_in_every_scheme(tmp_path, scheme, algorithm, more):
+    """Two rounds at 30 m/s with N_r = 2 (per symbol, or per coherence block): the run ends
+    with finite estimates' errors and each phase's aging correlation per device."""
+    overrides = [*STRAIGHT, "mobility.speed_mps=30.0", "bs.num_antennas=2", f'uplink.scheme="{scheme}"', *more]
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4, algorithm=algorithm), overrides)
+    rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
+    errors = [name for name in rounds if name.startswith(("aggregate_nmse_", "vote_error_rate_"))]
+    assert errors and all(np.all(np.isfinite(rounds[name])) for name in errors)
+    assert any(name.startswith("aging_correlation_") for name in per_device)

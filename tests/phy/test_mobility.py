@@ -259,3 +259,43 @@ def test_the_processes_at_a_time_are_the_sum_of_their_sinusoids():
     np.testing.assert_allclose(fading.at(distance), expected, rtol=0, atol=2e-6)
     np.testing.assert_array_equal(fading.at(distance[1]), fading.at(distance)[1])
     assert fading.at(distance).dtype == np.complex64 and fading.at(distance[0]).shape == (5, 7)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_each_bs_antenna_has_its_own_processes_at_the_devices_speed(flat):
+    """With N_r = 2 antennas the channel is [K, N_r, F]: antenna r's processes are the
+    coefficients r F_c .. of the same draw, at the device's speed; one antenna is the
+    single-antenna channel bit for bit; the symbols' channels are ``at``'s at their times,
+    and a digital slot's pairs through a combiner are the combined channel's entries."""
+    from phy.uplink.moving_link import combined
+
+    def build(antennas):
+        return straight(30.0, 0.0, CARRIER_HZ, 8, positions_m=[[50.0, 0.0], [0.0, 60.0], [-70.0, 0.0]],
+                        radius_m=100.0, inner_m=10.0, num_subcarriers=4, flat=flat, path_loss_exponent=4.0,
+                        rng=np.random.default_rng(3), num_antennas=antennas)
+
+    one, two = build(1), build(2)
+    for moving in (one, two):
+        moving.start_round(0)
+    h1, gain = one.at(0.01)
+    h2, gain2 = two.at(0.01)
+    assert h1.shape == (3, 4) and h2.shape == (3, 2, 4)
+    np.testing.assert_array_equal(gain, gain2)
+    per_antenna = 1 if flat else 4
+    z = two.fading.at(two.motion.travelled_m(two.motion.time_s + 0.01))  # [K, 2 F_c]
+    for r in range(2):
+        expected = np.sqrt(gain)[:, None] * np.broadcast_to(z[:, r * per_antenna:(r + 1) * per_antenna], (3, 4))
+        np.testing.assert_allclose(h2[:, r], expected, rtol=1e-6)
+    assert not np.allclose(h2[:, 0], h2[:, 1])  # the antennas' processes differ
+    symbols = two.per_symbol(0.01, 1e-3, 5)  # [K, N, N_r, F]
+    assert symbols.shape == (3, 5, 2, 4)
+    for n in (0, 4):
+        np.testing.assert_allclose(symbols[:, n], two.at(0.01 + (n + 0.5) * 1e-3)[0], rtol=2e-5, atol=2e-6)
+    combiner = np.exp(1j * np.arange(8).reshape(2, 4)) / np.sqrt(2.0)
+    devices, subcarriers = np.array([0, 2, 1, 2]), np.array([3, 0, 1, 2])
+    pairs = two.owned_at([0.01, 0.02], devices, subcarriers, combiner)
+    for i, offset in enumerate((0.01, 0.02)):
+        whole = combined(two.at(offset)[0], combiner)
+        np.testing.assert_allclose(pairs[i], whole[devices, subcarriers], rtol=2e-5, atol=2e-6)
+    with pytest.raises(ValueError, match="combiner"):
+        two.owned_at([0.01], devices, subcarriers)
