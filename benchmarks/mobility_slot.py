@@ -65,6 +65,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--within-phase", type=lambda s: [v for v in s.split(",") if v], default=["phase_middle"])
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    if args.rounds and not args.within_phase:
+        parser.error("--within-phase: give at least one of phase_middle, per_symbol (with --rounds)")
     results = {}
     for speed_kmh in args.speed_kmh:
         results.update(slot_times(speed_kmh, args.slots, args.devices, args.subcarriers))

@@ -228,7 +228,7 @@ class OneBitStream:
                           [num_devices, num_symbols, f, per])
         precoder = self._precoder(lo, hi)
         c_re, c_im = grid[..., 0], (grid[..., 1] if per == 2 else None)
-        y = superpose(c_re, c_im, precoder, tf.convert_to_tensor(self.link.h)[lo:hi], self.uplink)
+        y = superpose(c_re, c_im, precoder, tf.convert_to_tensor(self.link.h[lo:hi]), self.uplink)
         y = y.numpy()
         part = (np.real(y).astype(np.float64), np.imag(y).astype(np.float64))
         used = tf.reduce_sum(tf.abs(grid), axis=[1, 3]).numpy().astype(np.float64)  # [K, F]: sum of |c|^2
