@@ -67,7 +67,7 @@ class AirCompResult:
     x: tf.Tensor | None = None
 
 
-def transmit_terms(weights, h, h_hat):
+def transmit_terms(weights, h, h_hat, per_symbol: bool | None = None):
     """The prologue's per-device terms.
 
     Input: ``weights`` pi [K], ``h`` [K, F] or [K, N, F] (the true channel per OFDM
@@ -75,16 +75,17 @@ def transmit_terms(weights, h, h_hat):
     tf.float32 |h_hat|^2, gain64 [K, F] tf.float64, phase [K, F] tf.complex64
     conj(sgn h_hat), c [K, F] tf.complex64 h conj(sgn h_hat))``; c is None for ``h``
     [K, N, F] (the fast chain forms its gains per symbol in one pass,
-    :mod:`phy.symbol_gains`, and the reference chain needs no c).
+    :mod:`phy.symbol_gains`, and the reference chain needs no c). ``per_symbol`` says so
+    where ``h`` is not at hand (None: from ``h``'s rank; True: ``h`` is not read).
     """
     w = tf.cast(weights, tf.float32)
     gain = tf.square(tf.abs(h_hat))
     phase = tf.math.conj(tf.math.divide_no_nan(h_hat, tf.cast(tf.abs(h_hat), tf.complex64)))
-    c = None if h.shape.rank == 3 else h * phase
+    c = None if (h.shape.rank == 3 if per_symbol is None else per_symbol) else h * phase
     return w, gain, tf.cast(gain, tf.float64), phase, c
 
 
-def device_terms(weights, h, h_hat, reference_gain, gamma_w, power_control):
+def device_terms(weights, h, h_hat, reference_gain, gamma_w, power_control, per_symbol: bool | None = None):
     """The prologue's per-device terms a power control needs, for any set of devices (the
     chain's all K, a stream's chunk or gathered rows: each row's terms are its own).
 
@@ -95,7 +96,7 @@ def device_terms(weights, h, h_hat, reference_gain, gamma_w, power_control):
     maximum, 1 where none), ``dead`` [K, F] bool (a device that sends, pi_k != 0, on a
     subcarrier without estimate), ``mask`` [K, F] (the regular amplitudes' mask).
     """
-    w, gain, gain64, phase, c = transmit_terms(weights, h, h_hat)
+    w, gain, gain64, phase, c = transmit_terms(weights, h, h_hat, per_symbol)
     # u = coef_k / |h_hat|^2 with coef = pi^2 gamma / delta_bar (eq. PowerAlloc_1)
     on = power_control.transmit_mask(gain, reference_gain[:, None])
     inv_gain = tf.where(on > 0.0, 1.0 / gain64, tf.zeros_like(gain64))

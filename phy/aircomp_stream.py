@@ -35,6 +35,14 @@ chain to float32 rounding of the sum (tested, ``tests/phy/test_aircomp_stream.py
 the KKT control's rows are solved without warm starts across a device's symbols (the
 same Newton iteration to its tolerance).
 
+With a channel per OFDM symbol (``h`` [K, N, F], moving devices) the devices still send
+as ``h_hat`` dictates and only the estimate gain changes, to ``G_knf``
+(:func:`phy.symbol_gains.symbol_gains`): each chunk forms its rows' gains from its rows of
+``h`` (``h[lo:hi]``: an array, or a :class:`phy.uplink.moving_link.SymbolChannel` that
+evaluates them then), and the rows kept as budget candidates keep their gains beside
+their values. Whether G is pi exactly (every symbol's channel equal to the estimate, every
+subcarrier live) is decided over all devices at the start, a few devices at a time.
+
 Not streamed (refused by :class:`AggregateStream`): the time-domain uplink and kept
 signals (both need every device's transmitted symbols at once).
 """
@@ -50,6 +58,7 @@ from phy.grid import GroupingRule
 from phy.grid_sums import gather_rows, grid_sums
 from phy.power import PowerControl
 from phy.stream_rows import RowOrder
+from phy.symbol_gains import channel_is_estimate, symbol_gains
 
 _SCREEN_MARGIN = 1e-3  # the chain's (phy.aircomp)
 _BOUND_SLACK = 1.0 - 1e-4
@@ -57,6 +66,8 @@ _BOUND_SLACK = 1.0 - 1e-4
 float32 one (relative rounding ~1e-6): the screening bound is then a bound."""
 _OPEN_CHUNK = 4096
 """Devices per step of the per-device prologue over all K (the exact-gain flag)."""
+_OPEN_CHUNK_PER_SYMBOL = 64
+"""The same with a channel per OFDM symbol (each device's [N, F] channel is evaluated)."""
 
 
 class AggregateStream:
@@ -70,7 +81,8 @@ class AggregateStream:
     weights : [K], float
         pi_k of every sender.
     h, h_hat : [K, F], complex64
-        True channel and each device's estimate.
+        True channel and each device's estimate; ``h`` may be [K, N, F], a channel per
+        OFDM symbol (any object whose ``h[lo:hi]`` gives those rows, module docstring).
     power_control, tx_power_w, noise_power_w, gamma_w, seed, path_gain, public_delta_bar
         As :func:`phy.aircomp.aggregate`.
 
@@ -81,13 +93,15 @@ class AggregateStream:
     def __init__(self, num_values: int, weights, h, h_hat, *, power_control: PowerControl,
                  tx_power_w: float, noise_power_w: float, gamma_w: float, seed,
                  path_gain=None, public_delta_bar: float | None = None):
-        self.h = tf.convert_to_tensor(h, tf.complex64)
+        self.per_symbol = len(h.shape) == 3
+        self.h = h if self.per_symbol else tf.convert_to_tensor(h, tf.complex64)
         self.h_hat = tf.convert_to_tensor(h_hat, tf.complex64)
         self.weights = tf.convert_to_tensor(weights, tf.float32)
-        num_devices, num_subcarriers = self.h.shape
-        if self.h_hat.shape != self.h.shape or self.weights.shape != (num_devices,):
-            raise ValueError(f"h, h_hat must be [K, F] and weights [K]; got {self.h.shape}, "
-                             f"{self.h_hat.shape} and {self.weights.shape}")
+        num_devices, num_subcarriers = self.h_hat.shape
+        expected = (num_devices, -(-int(num_values) // int(num_subcarriers)), num_subcarriers)
+        if tuple(h.shape) not in (tuple(self.h_hat.shape), expected) or self.weights.shape != (num_devices,):
+            raise ValueError(f"h must be [K, F] like h_hat, or [K, N, F] = {list(expected)}, and weights [K]; "
+                             f"got {list(h.shape)}, {list(self.h_hat.shape)} and {self.weights.shape}")
         for name, value in (("tx_power_w", tx_power_w), ("gamma_w", gamma_w)):
             if not float(value) > 0.0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
@@ -109,6 +123,7 @@ class AggregateStream:
         self.partial = 0.0  # sum_k pi_k ||Delta_k||^2 over the rows added (float64)
         self.kept_rows: list[np.ndarray] = []   # [R_j, 2] (device, symbol)
         self.kept_values: list[np.ndarray] = []  # [R_j, F] float32
+        self.kept_gains: list[np.ndarray] = []  # [R_j, F] float32, G_knf of those rows (per symbol)
         self.rows = RowOrder(num_devices, "the analog stream")
         self.exact_gain = power_control.over_the_air and self._exact_gain()
 
@@ -120,8 +135,9 @@ class AggregateStream:
         """The chain's per-device prologue (:func:`phy.aircomp_parts.device_terms`) of the
         devices ``rows`` (a slice or an index tensor)."""
         pick = (lambda t: t[rows]) if isinstance(rows, slice) else (lambda t: tf.gather(t, rows))
-        return parts.device_terms(pick(self.weights), pick(self.h), pick(self.h_hat), pick(self.reference_gain),
-                                  self.gamma, self.control)
+        h = None if self.per_symbol else pick(self.h)  # per symbol the terms read h_hat only
+        return parts.device_terms(pick(self.weights), h, pick(self.h_hat), pick(self.reference_gain),
+                                  self.gamma, self.control, per_symbol=self.per_symbol)
 
     def _estimate_gain(self, rows, w, c, dead):
         pick = (lambda t: t[rows]) if isinstance(rows, slice) else (lambda t: tf.gather(t, rows))
@@ -130,6 +146,13 @@ class AggregateStream:
     def _exact_gain(self) -> bool:
         """The chain's ``G = pi`` shortcut holds for every device (perfect CSI, every
         amplitude regular): the same flag as one call over all K."""
+        if self.per_symbol:  # stops at the first chunk with a difference (a moving device: at once)
+            for lo in range(0, self.num_devices, _OPEN_CHUNK_PER_SYMBOL):
+                hi = min(lo + _OPEN_CHUNK_PER_SYMBOL, self.num_devices)
+                *_, mask = self._terms(slice(lo, hi))
+                if not channel_is_estimate(np.asarray(self.h[lo:hi]), self.h_hat[lo:hi].numpy(), mask.numpy()):
+                    return False
+            return True
         for lo in range(0, self.num_devices, _OPEN_CHUNK):
             hi = min(lo + _OPEN_CHUNK, self.num_devices)
             *_, mask = self._terms(slice(lo, hi))
@@ -146,10 +169,17 @@ class AggregateStream:
             self.ideal += tf.linalg.matvec(updates, self.weights[lo:hi], transpose_a=True).numpy()
             self.sums[lo:hi, 0, 1] = tf.reduce_sum(tf.square(updates), axis=1).numpy()
             return
-        w, _, _, _, c, on, inv_gain, unit, dead, mask = self._terms(slice(lo, hi))
-        est_gain = self._estimate_gain(slice(lo, hi), w, c, dead)
+        w, _, _, phase, c, on, inv_gain, unit, dead, mask = self._terms(slice(lo, hi))
+        if self.per_symbol:  # G_knf from the chunk's channel per symbol (phy.symbol_gains)
+            h_hat = self.h_hat[lo:hi]
+            est_gain, coeff = symbol_gains(np.asarray(self.h[lo:hi]), h_hat.numpy(), phase.numpy(),
+                                           tf.abs(h_hat).numpy(), w.numpy(), dead.numpy(), mask.numpy(),
+                                           exact=self.exact_gain)
+        else:
+            est_gain = self._estimate_gain(slice(lo, hi), w, c, dead)
+            coeff = (est_gain * mask).numpy()
         sums, linear = grid_sums(updates, tf.cast(inv_gain / unit[:, None], tf.float32).numpy(),
-                                 on.numpy(), (est_gain * mask).numpy())
+                                 on.numpy(), coeff)
         self.sums[lo:hi], self.unit[lo:hi] = sums, unit.numpy()
         self.linear += linear
         self.dead_device[lo:hi] = tf.reduce_any(dead, axis=1).numpy()
@@ -159,11 +189,12 @@ class AggregateStream:
             self.off_sum -= tf.reduce_sum(grid * (w[:, None] * off)[:, None, :], 0).numpy()
             self.off_count[lo:hi] = tf.matmul(tf.cast(grid != 0.0, tf.float32), off[..., None])[..., 0].numpy()
         self.partial += float(np.dot(w.numpy().astype(np.float64), sums[..., 1].sum(axis=1, dtype=np.float64)))
-        self._keep_candidates(lo, hi, updates, w.numpy(), sums[..., 0])
+        self._keep_candidates(lo, hi, updates, w.numpy(), sums[..., 0], est_gain if self.per_symbol else None)
 
-    def _keep_candidates(self, lo: int, hi: int, updates, w, row_energy) -> None:
+    def _keep_candidates(self, lo: int, hi: int, updates, w, row_energy, gains=None) -> None:
         """Keep the rows of lo:hi whose budget could bind under any ``delta_bar`` at least
-        the partial one (and every row of a device with a dead subcarrier)."""
+        the partial one (and every row of a device with a dead subcarrier), with their
+        gains G_knf when ``gains`` [hi - lo, N, F] (a channel per symbol)."""
         special = np.repeat(self.dead_device[lo:hi, None], row_energy.shape[1], axis=1)
         if self.control.budgeted:
             lower = self.public if self.public > 0.0 else self.partial * _BOUND_SLACK / self.rule.num_values
@@ -177,6 +208,8 @@ class AggregateStream:
         if devices.size:
             self.kept_values.append(gather_rows(updates, devices, symbols, self.rule.num_subcarriers))
             self.kept_rows.append(np.stack([devices + lo, symbols], 1))
+            if gains is not None:
+                self.kept_gains.append(np.asarray(gains)[devices, symbols])
 
     def finish(self) -> AirCompResult:
         """The phase's result once every row was added."""
@@ -195,10 +228,11 @@ class AggregateStream:
         power = (tf.cast(coef * self.unit, tf.float32)[:, None] * sums[..., 0]).numpy()
         dist, att = self.sums[..., 2].copy(), self.off_count.copy()
         corrections = np.zeros((rule.num_symbols, rule.num_subcarriers, 2), np.float32)
-        rows, values = self._binding_rows(power)
+        rows, values, gains = self._binding_rows(power)
         for n in np.unique(rows[:, 1]):
             at = np.nonzero(rows[:, 1] == n)[0]
-            corr, row_power, row_dist, row_att = self._solve(rows[at, 0], values[at], coef)
+            corr, row_power, row_dist, row_att = self._solve(rows[at, 0], values[at], coef,
+                                                             None if gains is None else gains[at])
             corrections[n] += corr
             power[rows[at, 0], n], dist[rows[at, 0], n], att[rows[at, 0], n] = row_power, row_dist, row_att
         clean = self.linear + corrections[..., 0]
@@ -215,24 +249,26 @@ class AggregateStream:
 
     def _binding_rows(self, power):
         """The kept rows the chain's screening marks with the final ``delta_bar``:
-        ``([R, 2] (device, symbol), [R, F] values)``."""
+        ``([R, 2] (device, symbol), [R, F] values, [R, F] gains G_knf or None)``."""
         if not self.kept_rows:
-            return np.zeros((0, 2), np.int64), np.zeros((0, self.rule.num_subcarriers), np.float32)
+            empty = np.zeros((0, self.rule.num_subcarriers), np.float32)
+            return np.zeros((0, 2), np.int64), empty, (empty if self.per_symbol else None)
         rows, values = np.concatenate(self.kept_rows), np.concatenate(self.kept_values)
+        gains = np.concatenate(self.kept_gains) if self.per_symbol else None
         special = self.dead_device[rows[:, 0]]
         if self.control.budgeted:
             row_power = power[rows[:, 0], rows[:, 1]]
             bound = np.float32(self.tx_power_w) * np.float32(1.0 - _SCREEN_MARGIN)
             special = special | (row_power > bound) | ~np.isfinite(row_power)
-        return rows[special], values[special]
+        return rows[special], values[special], (None if gains is None else gains[special])
 
-    def _solve(self, devices, values, coef):
+    def _solve(self, devices, values, coef, gains=None):
         """The power control's kernel on rows of one OFDM symbol: each row a device of one
-        symbol of F values. Output: corrections [F, 2] and per row power, distortion,
-        attenuated count."""
+        symbol of F values (with a channel per symbol, ``gains`` [R, F] their G_knf).
+        Output: corrections [F, 2] and per row power, distortion, attenuated count."""
         index = tf.constant(devices, tf.int32)
         w, gain, gain64, _, c, _, _, _, dead, mask = self._terms(index)
-        est_gain = self._estimate_gain(index, w, c, dead)
+        est_gain = self._estimate_gain(index, w, c, dead) if gains is None else tf.constant(gains)
         u = parts.allocation(tf.gather(coef, index), gain64, dead)
         rows = tf.range(len(devices), dtype=tf.int32)
         corrections, row_power, row_dist, row_att, _ = self.control.budget_rows(

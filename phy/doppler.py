@@ -119,17 +119,21 @@ class SumOfSinusoids:
         self.gains = (parts[0] + 1j * parts[1]).astype(np.complex64)
         self.shape = shape
 
-    def at(self, distance_m) -> np.ndarray:
+    def at(self, distance_m, rows: slice = slice(None)) -> np.ndarray:
         """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres):
         each term's phase ``s w_m`` in float64, its rotation rounded to complex64 and
-        multiplied by the complex64 gain, the M terms summed in complex64."""
+        multiplied by the complex64 gain, the M terms summed in complex64. With ``rows``
+        (a slice of the devices) only theirs, ``distance_m`` [P] or [T, P]: each device's
+        values are the same as in the whole evaluation."""
+        wavenumber, gains = self.wavenumber[rows], self.gains[rows]
+        count = wavenumber.shape[0]
         s = np.asarray(distance_m, np.float64)
-        if s.shape[-1:] != (self.shape[0],) or s.ndim > 2:
-            raise ValueError(f"distance_m must have shape [K] or [T, K] with K = {self.shape[0]}, got {s.shape}")
-        times = np.ascontiguousarray(s.reshape(-1, self.shape[0]))
-        out = np.empty((times.shape[0], *self.shape[:2]), np.complex64)
+        if s.shape[-1:] != (count,) or s.ndim > 2:
+            raise ValueError(f"distance_m must have shape [K] or [T, K] with K = {count}, got {s.shape}")
+        times = np.ascontiguousarray(s.reshape(-1, count))
+        out = np.empty((times.shape[0], count, self.shape[1]), np.complex64)
         with LAUNCH:
-            _at(self.wavenumber, self.gains, times, out)
+            _at(wavenumber, gains, times, out)
         return out[0] if s.ndim == 1 else out
 
     def at_pairs(self, distance_m, devices, coefficients) -> np.ndarray:
@@ -141,10 +145,12 @@ class SumOfSinusoids:
         return np.einsum("tpm,pm->tp", np.exp(1j * phase).astype(np.complex64),
                          self.gains[devices, coefficients])
 
-    def along(self, start_m, step_m, num_steps: int, amplitude) -> np.ndarray:
+    def along(self, start_m, step_m, num_steps: int, amplitude, rows: slice = slice(None)) -> np.ndarray:
         """The processes at ``num_steps`` equally spaced distances, each scaled:
         ``[K, T, F_c]`` complex64, entry (k, n, f) = ``amplitude[n, k] h_kf(s_k + n ds_k)``
-        with ``start_m`` s [K], ``step_m`` ds [K] (metres) and ``amplitude`` [T, K].
+        with ``start_m`` s [K], ``step_m`` ds [K] (metres) and ``amplitude`` [T, K]; with
+        ``rows`` (a slice of the devices) only theirs (K their count), each device's values
+        those of the whole evaluation.
 
         Each sinusoid ``exp(j w s)`` is evaluated at s_k and then multiplied by
         ``exp(j w ds_k)`` once per step (complex128: after n steps its phase is off by
@@ -156,14 +162,15 @@ class SumOfSinusoids:
         start = np.asarray(start_m, np.float64)
         step = np.asarray(step_m, np.float64)
         amplitude = np.asarray(amplitude, np.float64)
-        num_devices = self.shape[0]
+        wavenumber, gains = self.wavenumber[rows], self.gains[rows]
+        num_devices = wavenumber.shape[0]
         if start.shape != (num_devices,) or step.shape != (num_devices,) \
                 or amplitude.shape != (int(num_steps), num_devices):
             raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
                              f"[T = {num_steps}, K], got {start.shape}, {step.shape}, {amplitude.shape}")
         out = aligned_empty((num_devices, int(num_steps), self.shape[1]), np.complex64)  # a tensor as it is
         with LAUNCH:
-            _along(self.wavenumber, self.gains, start, step, amplitude, out)
+            _along(wavenumber, gains, start, step, amplitude, out)
         return out
 
 

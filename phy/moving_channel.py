@@ -121,36 +121,52 @@ class MovingChannel:
             z = np.broadcast_to(z, (*z.shape[:-1], self.num_subcarriers))
         return z
 
-    def at(self, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+    def at(self, offset_s: float, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
         """``(h [K, F] complex64 ([K, N_r, F] with N_r > 1 antennas), path_gain [K]
-        float64)`` at ``offset_s`` seconds after the round's start."""
-        gain = self.path_gain_at([offset_s])[0]
-        z = self._by_antenna(self.fading.at(self.motion.travelled_m(self.motion.time_s + float(offset_s))))
+        float64)`` at ``offset_s`` seconds after the round's start; with ``rows`` (a slice
+        of the devices) theirs only, each the same as in the whole evaluation."""
+        devices = None if rows == slice(None) else np.arange(self.doppler_hz.shape[0])[rows]
+        gain = self.path_gain_at([offset_s], devices)[0]
+        distance = self.motion.travelled_m(self.motion.time_s + float(offset_s))[rows]
+        z = self.fading.at(distance) if devices is None else self._rows_at(distance, rows)
+        z = self._by_antenna(z)
         amplitude = np.sqrt(gain).reshape(-1, *([1] * (z.ndim - 1)))
         return (amplitude * z).astype(np.complex64), gain
 
-    def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int) -> np.ndarray:
+    def _rows_at(self, distance_m, rows: slice) -> np.ndarray:
+        """The fading of the devices ``rows`` at their distances: the Jakes processes' own
+        rows, or a TDL's whole evaluation cut to them (Sionna draws every device at once)."""
+        if isinstance(self.fading, SumOfSinusoids):
+            return self.fading.at(distance_m, rows)
+        whole = np.zeros(self.doppler_hz.shape[0], np.float64)
+        whole[rows] = distance_m
+        return self.fading.at(whole)[rows]
+
+    def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int, rows: slice = slice(None)) -> np.ndarray:
         """``h`` [K, N, F] complex64 ([K, N, N_r, F] with N_r > 1 antennas): the channel of
         OFDM symbol n < N = ``num_symbols`` at its middle, ``t_n = start_s + (n + 1/2) symbol_s`` seconds after the round's start
         (each device's path gain at its position then). Equal to :meth:`at` (t_n) up to
         float rounding: the Jakes processes are stepped from symbol to symbol
         (:meth:`phy.doppler.SumOfSinusoids.along`); a TDL's are evaluated per symbol. A
-        device at rest (speed 0) has :meth:`at`'s channel on every symbol, bit for bit."""
+        device at rest (speed 0) has :meth:`at`'s channel on every symbol, bit for bit.
+        With ``rows`` (a slice of the devices) theirs only, each device's channel the same
+        as in the whole evaluation (a streamed phase takes a chunk's at a time)."""
         offsets = float(start_s) + (np.arange(int(num_symbols)) + 0.5) * float(symbol_s)
-        amplitude = np.sqrt(self.path_gain_at(offsets))  # [N, K]
+        devices = None if rows == slice(None) else np.arange(self.doppler_hz.shape[0])[rows]
+        amplitude = np.sqrt(self.path_gain_at(offsets, devices))  # [N, K]
         along = getattr(self.fading, "along", None)
         if along is None:  # phy.moving_tdl.MovingTdl
-            z = np.stack([self.fading.at(self.motion.travelled_m(self.motion.time_s + offset))
+            z = np.stack([self.fading.at(self.motion.travelled_m(self.motion.time_s + offset))[rows]
                           for offset in offsets], axis=1)
             h = (amplitude.T[:, :, None] * z).astype(np.complex64)
         else:
-            h = along(self.motion.travelled_m(self.motion.time_s + offsets[0]),
-                      self.motion.travelled_m(float(symbol_s)), offsets.size, amplitude)
+            h = along(self.motion.travelled_m(self.motion.time_s + offsets[0])[rows],
+                      self.motion.travelled_m(float(symbol_s))[rows], offsets.size, amplitude, rows)
         if self.num_antennas > 1 or self.flat:  # antennas apart; a flat channel on every subcarrier
             h = np.ascontiguousarray(self._by_antenna(h))
-        still = np.asarray(self.motion.speed_mps) == 0.0
+        still = np.asarray(self.motion.speed_mps)[rows] == 0.0
         if still.any():  # a device at rest: its channel at any time, :meth:`at`'s bits
-            h[still] = self.at(offsets[0])[0][still][:, None]
+            h[still] = self.at(offsets[0], rows)[0][still][:, None]
         return h
 
     def owned_at(self, offsets_s, devices, subcarriers, combiner=None) -> np.ndarray:

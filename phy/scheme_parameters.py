@@ -89,6 +89,7 @@ class AnalogScheme(SchemeParameters):
     # moving devices: each OFDM symbol received through the channel at its own time
     # (phy.uplink.moving_link; the chain takes h [K, N, F], phy.aircomp)
     channel_per_symbol: ClassVar[bool] = True
+    streams_channel_per_symbol: ClassVar[bool] = True  # AggregateStream takes a chunk's rows of h [K, N, F]
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``48 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the

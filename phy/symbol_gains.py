@@ -58,19 +58,22 @@ def _gains(h, phase, magnitude, weights, dead, mask, exact, gain, coeff):
                 coeff[k, n, f] = g * mask[k, f]
 
 
-def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask):
+def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask, exact: bool | None = None):
     """``(G, G m)``: the estimate gain per (device, OFDM symbol, subcarrier) and its product
     with the regular rows' amplitude mask, [K, N, F] float32 each.
 
     Input: ``h`` [K, N, F] complex64, ``h_hat`` [K, F] complex64, the precoder's phase
     ``conj(sgn h_hat)`` [K, F] complex64 and ``|h_hat|`` [K, F] float32 (as the chain
     computes them), the weights pi [K] float32, ``dead`` [K, F] bool, the mask m [K, F]
-    float32 (module docstring).
+    float32 (module docstring). ``exact``: whether G is pi exactly (None: these devices'
+    own test, every symbol equal to ``h_hat`` and every subcarrier live; a streamed phase
+    gives the test over all its devices, :func:`channel_is_estimate`).
     """
     h = read_only(h, np.complex64)
     h_hat = read_only(h_hat, np.complex64)
     mask = read_only(mask)
-    exact = bool(_equal(h, h_hat)) and bool(np.all(mask > 0.0))
+    if exact is None:
+        exact = channel_is_estimate(h, h_hat, mask)
     # aligned: tf.numpy_function takes them as tensors without a copy
     gain = aligned_empty(h.shape, np.float32)
     coeff = aligned_empty(h.shape, np.float32)
@@ -78,3 +81,10 @@ def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask):
         _gains(h, read_only(phase, np.complex64), read_only(magnitude), read_only(weights),
                read_only(dead, np.bool_), mask, exact, gain, coeff)
     return gain, coeff
+
+
+def channel_is_estimate(h, h_hat, mask) -> bool:
+    """Whether every symbol of ``h`` [K, N, F] equals ``h_hat`` [K, F] and every entry of
+    ``mask`` [K, F] is positive: the estimate gain is then pi exactly."""
+    return bool(_equal(read_only(h, np.complex64), read_only(h_hat, np.complex64))) and bool(
+        np.all(np.asarray(mask) > 0.0))

@@ -195,7 +195,7 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
         if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
-    held, moving_uplink, moving_channel = _moving_terms(scenario, n)
+    held, moving_uplink, moving_channel = _moving_terms(scenario, n, chunk)
     uplink, channel = uplink + moving_uplink, max(channel, moving_channel)
     return {"runtime": RUNTIME_BYTES, **dataset_memory.memory_terms(scenario.data, k, chunk is not None),
             "device state": 4 * k * d * tables + held + streamed,
@@ -230,7 +230,7 @@ def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk:
             local + senders * (_uplink_bytes_per_sender(scenario, n) - 4 * n))
 
 
-def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
+def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None) -> tuple[int, int, int]:
     """``(held, uplink, channel draw)`` bytes of a moving ``[mobility]`` model
     (:func:`memory_parts`; :mod:`phy.moving_channel`, from the arrays' shapes, not
     measured): ``16 K F_c M`` held with the state (the Jakes processes' float64
@@ -245,7 +245,10 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
     the processes and one evaluation are N_r times as many, the combining adds
     ``32 K F`` (a complex128 sum and term, :func:`phy.uplink.moving_link.combined`), and
     per symbol ``8 K N N_r F + 32 K N F`` (the antennas' channels per symbol and their
-    combining); from the shapes, not measured."""
+    combining); from the shapes, not measured. A round that streams its devices ``chunk``
+    at a time evaluates the channel per symbol a chunk's devices at a time
+    (:class:`phy.uplink.moving_link.SymbolChannel`): those terms count ``min(K, chunk)``
+    devices."""
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
@@ -253,7 +256,8 @@ def _moving_terms(scenario: Scenario, num_values: int) -> tuple[int, int, int]:
     if (getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
             and scenario.mobility.channel_within_phase == "per_symbol"):
         symbols = scheme_symbols_per_phase(scenario, num_values)
-        uplink = 16 * k * symbols * f + (8 * k * symbols * antennas * f + 32 * k * symbols * f if antennas > 1 else 0)
+        m = k if chunk is None else min(k, int(chunk))
+        uplink = 16 * m * symbols * f + (8 * m * symbols * antennas * f + 32 * m * symbols * f if antennas > 1 else 0)
     flat = moving_fading(scenario.channel.model) == "flat"
     terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
     return 16 * terms, uplink, 32 * k * f * antennas + (32 * k * f if antennas > 1 else 0)

@@ -72,6 +72,35 @@ class SlotChannel:
         return self.moving.owned_at(offsets, self.devices[rows], subcarriers, self.combiner)
 
 
+@dataclass(frozen=True)
+class SymbolChannel:
+    """A phase's channel per OFDM symbol, evaluated a slice of devices at a time:
+    ``channel[lo:hi]`` is rows lo:hi of :meth:`phy.moving_channel.MovingChannel.per_symbol`
+    ([hi - lo, N, F] complex64, combined through ``combiner`` with N_r > 1), the values of
+    the whole evaluation; ``shape`` (K, N, F). A phase whose devices stream holds this
+    instead of the [K, N, F] channel (8 K N F bytes), so its memory follows the chunk."""
+
+    moving: object
+    start_s: float
+    symbol_s: float
+    num_symbols: int
+    combiner: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (int(self.moving.doppler_hz.shape[0]), int(self.num_symbols), int(self.moving.num_subcarriers))
+
+    @property
+    def ndim(self) -> int:
+        return 3
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise TypeError(f"a SymbolChannel takes a slice of devices, got {rows!r}")
+        h = self.moving.per_symbol(self.start_s, self.symbol_s, self.num_symbols, rows)
+        return combined(h, self.combiner)
+
+
 def combined(h: np.ndarray, combiner: np.ndarray | None) -> np.ndarray:
     """The effective channel ``m_f^H h_kf`` of ``h`` [..., N_r, F] through ``combiner``
     [N_r, F] (:func:`phy.combiner.effective_channel`, any leading axes), complex64; ``h``
@@ -104,9 +133,11 @@ def round_channel(moving, csi, seed: int, t: int, air=None):
     return h_t, csi(h_t, gain_t, stream_seed(seed, t, CSI)), gain_t, combiner
 
 
-def phase_channels(round_link, phase: str, first: bool):
+def phase_channels(round_link, phase: str, first: bool, lazy: bool = False):
     """``(h, h_hat, path_gain, slot)`` of phase ``phase`` for every device (module docstring),
     ``slot`` a :class:`SlotChannel` of all devices (rows picked by the caller) or None.
+    With ``lazy`` a channel per OFDM symbol is a :class:`SymbolChannel` (a streamed phase
+    evaluates it a chunk at a time), else the [K, N, F] tensor.
     The round link's ``moving``, ``air`` and clock; of its block the CSI model, the seed,
     the scheme and the phase's grid."""
     block, air = round_link.block, round_link.air
@@ -126,6 +157,8 @@ def phase_channels(round_link, phase: str, first: bool):
     half_s = 0.5 * num_symbols * air.symbol_duration_s
     round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
     if getattr(block.scheme, "channel_per_symbol", False) and moving.channel_per_symbol:
+        if lazy:
+            return SymbolChannel(moving, start, air.symbol_duration_s, num_symbols, combiner), h_hat, gain, None
         h_symbols = moving.per_symbol(start, air.symbol_duration_s, num_symbols)
         if combiner is not None:
             return tf.constant(combined(h_symbols, combiner)), h_hat, gain, None

@@ -20,10 +20,11 @@ stream and is refused at :meth:`PhaseStream.__init__` with the key that asks for
 cohort (``[participation]``), kept signals (``trace.signals``), a scheme round that
 changes the phase's link (``[privacy]``'s clipping), a scheme without ``open_stream``, and
 moving devices received symbol by symbol (``mobility.channel_within_phase =
-"per_symbol"``) by a scheme whose stream takes one channel per phase (the analog one's).
-Moving devices otherwise stream: each phase's estimate and channel are
-:meth:`~phy.uplink.RoundLink.send`'s (:func:`phy.uplink.moving_link.phase_channels`), for
-every device at once, and the chunks take their rows.
+"per_symbol"``) by a scheme whose stream takes one channel per phase (no shipped one:
+the analog and one-bit streams take it). Moving devices stream: each phase's estimate and
+channel are :meth:`~phy.uplink.RoundLink.send`'s (:func:`phy.uplink.moving_link.phase_channels`),
+for every device at once, and the chunks take their rows; a channel per OFDM symbol is a
+:class:`phy.uplink.moving_link.SymbolChannel`, evaluated a chunk's devices at a time.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class PhaseStream:
         self.round_link, self.phase = round_link, phase
         h, h_hat, gain, slot = round_link.h, round_link.h_hat, round_link.path_gain, None
         if block.moving is not None:  # the phase's estimate and channel, as send's
-            h, h_hat, gain, slot = moving_link.phase_channels(round_link, phase, first=round_link.phases_done == 0)
+            h, h_hat, gain, slot = moving_link.phase_channels(round_link, phase, first=round_link.phases_done == 0,
+                                                              lazy=True)
         self.link = cohorts.phase_link(
             None, block.phase_index[phase], weights, None, h, h_hat, None,
             path_gain=gain, population_weights=block.population_weights, bs_knows_dropouts=False)

@@ -176,6 +176,9 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     n = scheme_symbols_per_phase(moving, d)
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
             == 16 * 100 * n * 1024)
+    # streamed 10 devices at a time, the channel per symbol is evaluated a chunk at a time
+    assert (memory_parts(moving, d, 10)["uplink phase"] - memory_parts(still, d, 10)["uplink phase"]
+            == 16 * 10 * n * 1024)
     digital = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0,
                            "uplink.scheme": "digital_ofdma"})
     plain = _scenario(**{"uplink.scheme": "digital_ofdma"})

@@ -42,6 +42,7 @@ COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "t
     ("fedavg", "digital_ofdma", ["ofdm.num_subcarriers=3"]),  # K = 8 > F: slot groups of 2, 3, 3
     ("signsgd", "one_bit", []),
     ("bayes_aircomp", "analog", MOVING),  # the channel at each phase's middle
+    ("bayes_aircomp", "analog", [*MOVING, 'mobility.channel_within_phase="per_symbol"', "bs.num_antennas=2"]),
     ("fedavg", "digital_ofdma", [*MOVING, 'uplink.rate_adaptation="coherence_block"', "ofdm.num_subcarriers=3"]),
     ("signsgd", "one_bit", [*MOVING, 'mobility.channel_within_phase="per_symbol"'])])
 def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme, more):
@@ -88,11 +89,10 @@ def test_chunk_bounds_cover_the_population_in_order():
     ("participation.fraction=0.5", "[participation]"),
     ("trace.signals=true", "trace.signals"),
     ('power.gamma="joint"', "power.gamma"),
-    ('mobility.model="straight"\nmobility.channel_within_phase="per_symbol"', "mobility.channel_within_phase"),
 ])
 def test_a_round_that_cannot_stream_is_refused_naming_the_key(tmp_path, override, key):
     path = write_tiny(tmp_path)
-    scenario = load_scenario(path, ["runtime.devices_in_memory=3", *override.split("\n")])
+    scenario = load_scenario(path, ["runtime.devices_in_memory=3", override])
     with pytest.raises(ScenarioError, match=r"runtime\.devices_in_memory") as info:
         devices_in_memory(scenario, 1000)
     assert key in str(info.value)

@@ -87,3 +87,57 @@ def test_rows_out_of_order_are_refused():
     stream.add(0, 2, updates[:2])
     with pytest.raises(ValueError, match="after row 2 of 4"):
         stream.finish()
+
+
+class _Rows:
+    """A channel per symbol read a slice of devices at a time (as a SymbolChannel)."""
+
+    def __init__(self, h):
+        self.h, self.shape, self.reads = np.asarray(h), tuple(h.shape), []
+
+    def __getitem__(self, rows):
+        self.reads.append((rows.start, rows.stop))
+        return self.h[rows]
+
+
+def _per_symbol(h, h_hat, change, seed=5):
+    """``h`` [K, F] varied from OFDM symbol to symbol by ``change`` (0: h_hat itself on
+    every symbol): [K, N, F] complex64 for the setup's N = 11."""
+    rng = np.random.default_rng(seed)
+    k, f = h.shape
+    if change == 0.0:
+        return tf.constant(np.broadcast_to(h_hat.numpy()[:, None, :], (k, 11, f)).copy())
+    wobble = 1.0 + change * (rng.standard_normal((k, 11, f)) + 1j * rng.standard_normal((k, 11, f)))
+    return tf.constant((h.numpy()[:, None, :] * wobble).astype(np.complex64))
+
+
+@pytest.mark.parametrize("control", sorted(CONTROLS))
+@pytest.mark.parametrize("tx_power_w", [0.1, 3e-4])
+@pytest.mark.parametrize("change", [0.0, 0.2])
+def test_a_channel_per_symbol_streams_as_the_one_call_chain(control, tx_power_w, change):
+    """h [K, N, F] (moving devices, a channel per OFDM symbol) read a chunk's rows at a
+    time: the one-call chain's result to float32 rounding, the budget-bound rows solved
+    with their own symbols' gains; an unchanging channel equal to the estimate takes G = pi
+    exactly, as the one-call chain."""
+    updates, weights, h, h_hat = _setup(csi_error=0.0 if change == 0.0 else 0.05)
+    h_symbols = _per_symbol(h, h_hat, change)
+    args = {"power_control": CONTROLS[control], "tx_power_w": tx_power_w, "noise_power_w": NOISE_W,
+            "gamma_w": NOISE_W, "seed": SEED}
+    whole = aggregate(updates, weights, h_symbols, h_hat, **args)
+    rows = _Rows(h_symbols.numpy())
+    stream = AggregateStream(int(updates.shape[1]), weights, rows, h_hat, **args)
+    for lo, hi in itertools.pairwise([0, 7, 8, 21, 40]):
+        stream.add(lo, hi, updates[lo:hi])
+    streamed = stream.finish()
+    assert stream.exact_gain == (change == 0.0 and control in ("optimal", "full"))
+    scale = float(tf.reduce_max(tf.abs(whole.estimate)))
+    np.testing.assert_allclose(streamed.estimate.numpy(), whole.estimate.numpy(), rtol=0, atol=2e-5 * scale)
+    for field in ("local_distortion", "tx_power_mean_w", "tx_power_max_w", "attenuated_fraction"):
+        np.testing.assert_allclose(getattr(streamed, field).numpy(), getattr(whole, field).numpy(),
+                                   rtol=1e-4, atol=1e-12, err_msg=field)
+    assert float(streamed.aggregated_distortion) == pytest.approx(float(whole.aggregated_distortion),
+                                                                  rel=1e-4, abs=1e-12)
+    if CONTROLS[control].over_the_air:  # the ideal sum reads no channel
+        assert rows.reads[-1] == (21, 40) and {(0, 7), (7, 8), (8, 21)} <= set(rows.reads)
+    if tx_power_w == 3e-4 and control == "optimal":
+        assert sum(len(r) for r in stream.kept_rows) > 0 and len(stream.kept_gains) == len(stream.kept_rows)

@@ -299,3 +299,28 @@ def test_each_bs_antenna_has_its_own_processes_at_the_devices_speed(flat):
         np.testing.assert_allclose(pairs[i], whole[devices, subcarriers], rtol=2e-5, atol=2e-6)
     with pytest.raises(ValueError, match="combiner"):
         two.owned_at([0.01], devices, subcarriers)
+
+
+@pytest.mark.parametrize("antennas", [1, 2])
+def test_a_slice_of_devices_has_the_channel_of_the_whole_evaluation(antennas):
+    """``per_symbol`` and ``at`` over a slice of the devices (a streamed phase's chunk)
+    give those devices' rows of the whole evaluation bit for bit, a device at rest
+    included; a SymbolChannel reads them a slice at a time, combined per antenna."""
+    from phy.uplink.moving_link import SymbolChannel, combined
+
+    moving = straight([0.0, 40.0], 0.0, CARRIER_HZ, 8,
+                      positions_m=[[50.0, 0.0], [0.0, 60.0], [-70.0, 0.0], [0.0, -80.0], [30.0, 30.0]],
+                      radius_m=100.0, inner_m=10.0, num_subcarriers=4, flat=False, path_loss_exponent=4.0,
+                      rng=np.random.default_rng(11), num_antennas=antennas)
+    moving.motion.speed_mps[2] = 0.0  # one device at rest
+    moving.start_round(0)
+    whole = moving.per_symbol(0.01, 1e-3, 6)
+    for rows in (slice(0, 2), slice(2, 3), slice(3, 5)):
+        np.testing.assert_array_equal(moving.per_symbol(0.01, 1e-3, 6, rows), whole[rows])
+        np.testing.assert_array_equal(moving.at(0.02, rows)[0], moving.at(0.02)[0][rows])
+    combiner = None if antennas == 1 else np.exp(1j * np.arange(8).reshape(2, 4)) / np.sqrt(2.0)
+    lazy = SymbolChannel(moving, 0.01, 1e-3, 6, combiner)
+    assert lazy.shape == (5, 6, 4)
+    np.testing.assert_array_equal(lazy[1:4], combined(whole, combiner)[1:4])
+    with pytest.raises(TypeError, match="slice"):
+        lazy[[0, 1]]

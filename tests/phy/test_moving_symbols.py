@@ -36,7 +36,8 @@ def _phase(moving, per_symbol=True):
     moving.channel_per_symbol = per_symbol  # mobility.channel_within_phase
     block = SimpleNamespace(scheme=scheme, grids={"rho": SimpleNamespace(num_symbols=N)}, num_devices=K)
     link = SimpleNamespace(block=block, air=SimpleNamespace(symbol_duration_s=SYMBOL_S), moving=moving,
-                           offset_s=START_S, h=None, h_hat="h_hat", path_gain="gain", t=0, aging={})
+                           offset_s=START_S, h=None, h_hat="h_hat", path_gain="gain", t=0, aging={},
+                           combiner=None)
     h, h_hat, gain, slot = phase_channels(link, "rho", first=True)
     assert (h_hat, gain, slot) == ("h_hat", "gain", None)
     return np.asarray(h)
