@@ -391,8 +391,8 @@ def stream_refusal(scenario: Scenario) -> str | None:
     or None: what needs every device's update at once, or rows other than the population's."""
     s, hyper = scenario, scenario.hyper_parameters()
     if not CATALOG[s.algorithm.name].streams(hyper):
-        return (f"algorithm.name = {s.algorithm.name!r}: its devices keep per-device tables or its "
-                "phases' carry cannot be formed again per chunk")
+        return (f"algorithm.name = {s.algorithm.name!r}: its phases' carry cannot be formed again "
+                "per chunk")
     if not s.uplink.variant_parameters().streams:
         return f"uplink.scheme = {s.uplink.scheme!r}: the scheme has no stream of its senders' updates"
     every_device = type(s.participation)()  # the defaults: every device trains and sends
