@@ -24,7 +24,10 @@ Dimensions (each on its own base scenario, sized so that its term is tens of MB)
   (``runtime.devices_in_memory``), the proposed method on analog, signSGD on one-bit and
   FedAvg on digital OFDMA at 8 bits (its senders in slot groups of at most F), and
   signSGD on one-bit with ``runtime.backend = "numba"`` at K = 10,000 (point 6; its
-  other points take the baselines' ``"auto"``, TensorFlow's steps); here the
+  other points take the baselines' ``"auto"``, TensorFlow's steps), and SCAFFOLD on
+  analog at K = 10,000 (point 7; its control variates c_k on disk,
+  ``learning/device_table.py``, in a temporary directory, one version kept after each
+  round as a run keeps them); here the
   figure is the whole process's peak (``peak_kib``), not the growth. One sample per
   device at K = 100,000 (a fixed total of 100,000 samples), ten at 10,000
   (``--dimension massive``; hours on two cores, ``--point`` picks points). ``--devices 1000
@@ -111,7 +114,8 @@ DIMENSIONS: dict[str, dict] = {
                  "data.synthetic_shape": [16, 16, 1], "model.hidden_units": [384]},
         "points": [{"uplink.scheme": s} for s in ("analog", "digital_ofdma", "one_bit", "noncoherent_mv")],
     },
-    "massive": {  # --point picks some: 0-2 at K = 10,000, 3-5 at 100,000, 6 signSGD on Numba at 10,000
+    "massive": {  # --point picks some: 0-2 at K = 10,000, 3-5 at 100,000, 6 signSGD on Numba at 10,000,
+        # 7 SCAFFOLD (per-device tables on disk) at 10,000
         "timeout_s": 3600.0,  # a K = 100,000 point takes 15-30 minutes
         "base": {"rounds": 3, "data.synthetic_shape": [28, 28, 1], "data.synthetic_test_size": 1000,
                  "model.hidden_units": [128, 128], "ofdm.num_subcarriers": 1024,
@@ -127,6 +131,9 @@ DIMENSIONS: dict[str, dict] = {
             {"cell.num_devices": 10_000, "data.mean_samples_per_device": 10,
              "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": 500,
              **MASSIVE_SCHEMES[1], "runtime.backend": "numba"},
+            {"cell.num_devices": 10_000, "data.mean_samples_per_device": 10,
+             "data.synthetic_train_size": 120_000, "runtime.devices_in_memory": 500,
+             "algorithm.name": "scaffold"},
         ],
     },
 }
@@ -159,6 +166,9 @@ def child(overrides: dict) -> dict:
     (``held_kib``, where the peak is reset: :func:`_reset_peak`), the peak of the rounds
     after each (``rounds_kib``, from that reset), the whole process's (``peak_kib``) and
     the estimate (bytes)."""
+    import shutil
+    import tempfile
+
     import numpy as np  # noqa: F401  (everything a run imports, before the baseline)
     import tensorflow as tf  # noqa: F401
 
@@ -166,15 +176,22 @@ def child(overrides: dict) -> dict:
     from cosim.scenario import load_scenario
     from cosim.scenario.derived import memory_estimate_bytes
 
-    scenario = load_scenario(None, overrides)
+    scratch = Path(tempfile.mkdtemp(prefix="memory-peak-"))  # the device tables' directory, if any
+    scenario = load_scenario(None, {**overrides, "trace.path": str(scratch / "point.h5")})
     baseline_kib = _status_kib("VmHWM")
     engine = Engine(scenario)
     state = engine.initial_state()
     built_kib, rounds_kib = _status_kib("VmHWM"), []
     held_kib = _reset_peak()
-    for t in range(scenario.rounds):
-        state, _ = engine.run_round(t, state)
-        rounds_kib.append(_status_kib("VmHWM"))
+    tables = getattr(engine.algorithm, "table_store", None)
+    try:
+        for t in range(scenario.rounds):
+            state, _ = engine.run_round(t, state)
+            rounds_kib.append(_status_kib("VmHWM"))
+            if tables is not None:  # as a run with a checkpoint every round keeps them
+                tables.keep(state)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return {"baseline_kib": baseline_kib, "built_kib": built_kib, "held_kib": held_kib,
             "rounds_kib": rounds_kib, "peak_kib": max(built_kib, _status_kib("VmHWM")),
             "num_params": engine.num_params,

@@ -303,6 +303,7 @@ def run_scenario(
         if resume and scenario.privacy.target_epsilon is not None and scenario.trace_path.exists():
             resumed_privacy = refuse_spent_target(scenario, scenario.trace_path, source)
     target = check_trace_target(scenario.trace_path, resume=resume, overwrite=overwrite)
+    _check_table_disk(scenario)
     scenario_text = scenario_to_toml(scenario)
     # before the trace: a TensorBoard directory that cannot be written is a SetupError
     board = TensorBoardScalars(tensorboard_dir) if tensorboard_dir is not None else None
@@ -313,6 +314,17 @@ def run_scenario(
     finally:
         if board is not None:
             board.close()
+
+
+def _check_table_disk(scenario: Scenario) -> None:
+    """A run whose rounds stream their devices keeps its algorithm's per-device tables on
+    disk beside the trace: refused (:class:`cosim.scenario.ScenarioError` naming
+    ``runtime.devices_in_memory`` and the bytes) when that disk cannot hold them
+    (:func:`cosim.scenario.derived.check_table_disk`)."""
+    from cosim.scenario.derived import check_table_disk, devices_in_memory, scenario_num_params
+
+    d = scenario_num_params(scenario)
+    check_table_disk(scenario, d, devices_in_memory(scenario, d))
 
 
 def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progress: bool,
@@ -346,6 +358,9 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
         writer = _new_trace(target, scenario, scenario_text, engine)
     try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
         initial, uses = _restored_state(engine, checkpoint, writer, path)
+        tables = _table_store(engine)
+        if tables is not None:  # versions no checkpoint refers to: an interrupted round's, an old run's
+            tables.keep(initial)
         _resume_clock(engine, writer, start)
         privacy = _privacy_account(scenario, engine, writer, start, resumed_privacy)
     except BaseException:
@@ -360,7 +375,7 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
         last_acc, last_ece, diverged, completed = _round_loop(
             scenario, engine, writer, observers, engine.rounds(
                 initial, start_round=start, divergence=divergence, channel_uses=uses, **privacy),
-            uses, start, held is not None, stop_on_divergence)
+            uses, start, held is not None, stop_on_divergence, checkpointed=initial)
     finally:
         observers.close()
         writer.close()
@@ -373,17 +388,26 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
 
 def _round_loop(scenario: Scenario, engine: Engine, writer: TraceWriter,
                 observers: RoundObservers, rounds, uses: ChannelUses, start: int,
-                diverged: bool, stop_on_divergence: bool) -> tuple[float, float, bool, int]:
+                diverged: bool, stop_on_divergence: bool, checkpointed=None) -> tuple[float, float, bool, int]:
     """Append, commit (with a checkpoint every ``trace.checkpoint_every`` rounds and at
     the last) and show every round ``rounds`` (:meth:`Engine.rounds`) yields; stop after
     the first diverged one when ``stop_on_divergence``. ``(last accuracy, last ECE,
-    diverged, completed rounds)``, NaN where nothing was evaluated."""
+    diverged, completed rounds)``, NaN where nothing was evaluated.
+
+    With per-device tables on disk (:mod:`learning.device_table`), once a round is
+    committed only the versions of the newest committed checkpoint's state
+    (``checkpointed``: the state the run started from until a round writes one) and of
+    the current state are kept."""
     last_acc, last_ece, completed = math.nan, math.nan, start
+    tables = _table_store(engine)
     for state, record in rounds:
         writer.append(record)  # record.scalars hold uses' cumulative_* totals of its round
         due = (record.round + 1) % scenario.trace.checkpoint_every == 0 or record.round + 1 == scenario.rounds
         writer.commit_round(record.round, checkpoint=engine.algorithm.state_to_arrays(state) if due else None,
                             checkpoint_attrs=uses.attrs())
+        if tables is not None:  # the versions the trace's checkpoint no longer refers to
+            checkpointed = state if due else checkpointed
+            tables.keep(checkpointed, state)
         completed = record.round + 1
         if record.evaluated:
             last_acc, last_ece = record.scalars["test_accuracy"], record.scalars["ece"]
@@ -578,9 +602,18 @@ def _channel_trace_attrs(world) -> dict:
     return dict(getattr(getattr(getattr(world, "uplink", None), "channel", None), "trace_attrs", {}))
 
 
+def _table_store(engine: Engine):
+    """The store of the algorithm's per-device tables on disk
+    (:class:`learning.device_table.TableStore`), None when it holds them in memory."""
+    return getattr(engine.algorithm, "table_store", None)
+
+
 def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path):
     """``(state, ChannelUses)``: the initial ones, or the checkpoint's; :class:`SetupError`
-    (the writer closed) when the checkpoint does not fit the scenario."""
+    (the writer closed) when the checkpoint does not fit the scenario or a device table it
+    refers to is not on disk (naming the file)."""
+    from learning.device_table import MissingTableError
+
     if checkpoint is None:
         return engine.initial_state(), ChannelUses()
     try:
@@ -592,6 +625,11 @@ def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path)
         if wrong:
             raise ValueError("arrays of the wrong shape: " + ", ".join(wrong))
         return state, ChannelUses.resumed(checkpoint.attrs, writer)
+    except MissingTableError as error:
+        writer.close()
+        raise SetupError(f"cannot resume {path}: {error} (the run's per-device tables, "
+                         "kept beside the trace while runtime.devices_in_memory streams the "
+                         "round; use --overwrite to start again)") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         writer.close()
         raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "

@@ -20,7 +20,7 @@ from cosim import rng as rngs
 from cosim.evaluation import Evaluator
 from cosim.local_data import scenario_dataset, scenario_partition
 from cosim.scenario import Scenario
-from cosim.scenario.derived import devices_in_memory, scenario_num_params
+from cosim.scenario.derived import device_table_directory, devices_in_memory, scenario_num_params
 from cosim.scenario.mobility_rules import moving
 from cosim.scenario.scene import traces_scene
 from learning import algorithms as fl_algorithms
@@ -28,6 +28,7 @@ from learning.algorithms.base import DeviceData, FederatedAlgorithm
 from learning.catalog import CATALOG
 from learning.data.datasets import Dataset
 from learning.data.partition import IndexedDeviceData, Partition, to_device_data
+from learning.device_table import TableStore
 from learning.models.architectures import build_model
 from phy import geometry
 from phy.combiner import ReceiveCombiner
@@ -56,7 +57,8 @@ class World:
     (:class:`learning.algorithms.base.FederatedAlgorithm`), ``uplink``
     (:class:`phy.uplink.Uplink`), ``evaluator`` (:class:`cosim.evaluation.Evaluator`),
     ``local_steps`` (E), ``devices_in_memory`` (the devices whose updates a round holds at
-    once: None for all, else the round streams them, :mod:`cosim.streamed_round`).
+    once: None for all, else the round streams them, :mod:`cosim.streamed_round`, and the
+    algorithm's per-device tables are on disk in :func:`device_table_directory`).
     """
 
     scenario: Scenario
@@ -94,6 +96,8 @@ def build_world(scenario: Scenario) -> World:
                         tuple(scenario.model.hidden_units))
     algorithm = fl_algorithms.build(scenario.algorithm.name, model, scenario.cell.num_devices,
                                     runtime=scenario.runtime.runtime(), **scenario.hyper_parameters())
+    if chunk is not None and getattr(algorithm, "device_fields", tuple)():
+        algorithm.keep_tables_on_disk(TableStore(device_table_directory(scenario.trace_path)))
     return World(
         scenario=scenario, **static, model=model, algorithm=algorithm,
         uplink=build_uplink(scenario, {**static, "channel": traced, "place": place}, algorithm),

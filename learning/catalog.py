@@ -64,7 +64,9 @@ class Entry:
     device_state: int = 0
     """Per-device [K, d] tables its state holds across rounds for every device
     (SCAFFOLD's c_k; FedSMOO's mu_k and h_k; FedGMT's h_k), which the memory estimate
-    counts for all K whatever the cohort."""
+    counts for all K whatever the cohort when the round holds every device; a round that
+    streams its devices keeps them on disk (:mod:`learning.device_table`) and holds a
+    chunk's rows."""
     device_state_switches: tuple[str, ...] = ()
     """Boolean hyper-parameters each of which, when true, adds one such table (signSGD's
     ``error_feedback``: the memories e_k)."""
@@ -89,14 +91,16 @@ class Entry:
     streams_devices: bool = False
     """Whether a round may train and send its devices in chunks (``runtime.devices_in_memory``,
     ``cosim/streamed_round.py``): its local step is each device's own, from the global
-    state and the device's streams, and a later phase's carry can be formed again per
-    chunk (a multi-phase algorithm's ``chunk_carry``). Per-device tables
-    (:meth:`device_tables`) are not streamed."""
+    state and the device's streams and rows of its per-device tables, and a later phase's
+    carry can be formed again per chunk (a multi-phase algorithm's ``chunk_carry``). Its
+    per-device tables (:meth:`device_tables`) are then on disk, read and written a chunk's
+    rows at a time (:mod:`learning.device_table`)."""
 
     def streams(self, hyper_parameters: dict) -> bool:
-        """Whether its rounds stream under ``hyper_parameters`` (:attr:`streams_devices`
-        and no per-device table)."""
-        return self.streams_devices and self.device_tables(hyper_parameters) == 0
+        """Whether its rounds stream under ``hyper_parameters`` (:attr:`streams_devices`;
+        per-device tables go to disk)."""
+        del hyper_parameters
+        return self.streams_devices
 
     def local_step_vectors(self, hyper_parameters: dict) -> int:
         """:attr:`step_vectors` under ``hyper_parameters``."""
@@ -160,11 +164,13 @@ CATALOG = {
     "fedprox": Entry(("delta",), 1, "learning.algorithms.fedprox:FedProx", FedProxParameters,
                      label="FedProx", streams_devices=True),
     "scaffold": Entry(("delta", "control"), 2, "learning.algorithms.scaffold:Scaffold",
-                      ScaffoldParameters, device_state=1, label="SCAFFOLD", step_vectors=4),
+                      ScaffoldParameters, device_state=1, label="SCAFFOLD", step_vectors=4,
+                      streams_devices=True),
     "fedsmoo": Entry(("delta", "perturbation"), 2, "learning.algorithms.fedsmoo:FedSmoo",
-                     FedSmooParameters, device_state=2, label="FedSMOO", step_vectors=4),
+                     FedSmooParameters, device_state=2, label="FedSMOO", step_vectors=4,
+                     streams_devices=True),
     "fedgmt": Entry(("delta",), 1, "learning.algorithms.fedgmt:FedGmt", FedGmtParameters,
-                    device_state=1, label="FedGMT-v2"),
+                    device_state=1, label="FedGMT-v2", streams_devices=True),
     "signsgd": Entry(("delta",), 1, "learning.algorithms.signsgd:SignSgd", SignSgdParameters,
                      sends="signs", divergence_keys=(("server_learning_rate", "the server's step on the vote"),),
                      device_state_switches=("error_feedback",),

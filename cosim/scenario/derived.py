@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from cosim.disk_space import size_text
 from cosim.scenario import dataset_memory
 from cosim.scenario.errors import ScenarioError, ScenarioTooLarge
 from cosim.scenario.mobility_rules import moving
@@ -158,7 +159,9 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
     - ``"device state"``: ``4 K d s``, the s per-device [K, d] float32 tables an
       algorithm keeps across rounds for all K devices (SCAFFOLD's c_k: s = 1; FedSMOO's
       mu_k and h_k: 2; FedGMT's h_k: 1; signSGD's e_k with error feedback: 1; the
-      others 0; from the shapes);
+      others 0; from the shapes); in a round that streams its devices the tables are on
+      disk (:func:`device_table_disk_bytes`) and it holds ``8 m d s``, a chunk's rows
+      read and its new rows (m below);
     - ``"local step"``: ``4 K_S d c``, c float32 d-vectors per training device
       (:func:`_vectors_per_device`);
     - ``"uplink phase"``: ``K_S`` times the scheme's bytes per sender
@@ -195,10 +198,11 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
         if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
             channel += 32 * f * antennas ** 2
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
+    table_rows = k if chunk is None else 2 * min(k_s, int(chunk))  # a streamed chunk: read and new rows
     held, moving_uplink, moving_channel = _moving_terms(scenario, n, chunk)
     uplink, channel = uplink + moving_uplink, max(channel, moving_channel)
     return {"runtime": RUNTIME_BYTES, **dataset_memory.memory_terms(scenario.data, k, chunk is not None),
-            "device state": 4 * k * d * tables + held + streamed,
+            "device state": 4 * table_rows * d * tables + held + streamed,
             "local step": local, "uplink phase": uplink, "channel draw": channel}
 
 
@@ -335,13 +339,69 @@ def _memory_bytes(meminfo_path: str | Path, field: str, pages: str) -> int | Non
         return None
 
 
+def device_table_directory(trace_path: str | Path) -> Path:
+    """Where a run whose rounds stream their devices keeps its algorithm's per-device
+    tables (:mod:`learning.device_table`): ``<trace stem>-device-tables`` beside the
+    trace (``runs/quickstart-seed1.h5`` -> ``runs/quickstart-seed1-device-tables``)."""
+    trace_path = Path(trace_path)
+    return trace_path.with_name(f"{trace_path.stem}-device-tables")
+
+
+def device_table_disk_bytes(scenario: Scenario, num_params: int, chunk: int | None) -> int:
+    """Disk the algorithm's per-device tables take in a run whose rounds stream their
+    devices ``chunk`` at a time (:mod:`learning.device_table`; 0 for a round that holds
+    every device, ``chunk`` None): ``v 4 K d s`` for s tables (:func:`memory_parts`),
+    v = 2 versions (the checkpoint's and the one the round writes) with
+    ``trace.checkpoint_every = 1``, 3 otherwise (the rounds between checkpoints keep the
+    current one besides)."""
+    if chunk is None:
+        return 0
+    tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
+    versions = 2 if scenario.trace.checkpoint_every == 1 else 3
+    return versions * 4 * scenario.cell.num_devices * int(num_params) * tables
+
+
+def check_table_disk(scenario: Scenario, num_params: int, chunk: int | None,
+                     free: int | None = None) -> int:
+    """Refuse a run whose per-device tables (:func:`device_table_disk_bytes`) cannot fit on
+    the disk of their directory (:func:`device_table_directory`; its nearest existing
+    parent is asked), counting the version files already there (a resumed run's):
+    :class:`ScenarioError` naming ``runtime.devices_in_memory`` and the bytes. ``free``:
+    the free bytes, by default ``statvfs``'s (when that cannot be read, nothing is
+    refused). The bytes needed."""
+    need = device_table_disk_bytes(scenario, num_params, chunk)
+    if need == 0:
+        return 0
+    directory = device_table_directory(scenario.trace_path)
+    have_bytes = sum(p.stat().st_size for p in directory.glob("*.f32")) if directory.is_dir() else 0
+    if free is None:
+        where = Path(directory)
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        try:
+            stat = os.statvfs(where)
+            free = stat.f_bavail * stat.f_frsize
+        except OSError:
+            return need
+    if need - int(have_bytes) > free:
+        k, d = scenario.cell.num_devices, int(num_params)
+        tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
+        raise ScenarioError([
+            f"runtime.devices_in_memory = {chunk}: the round streams its devices, so "
+            f"{scenario.algorithm.name}'s per-device tables go to disk in {directory}: "
+            f"{need:,} bytes ({size_text(need)}; {need // (4 * k * d * tables)} versions x {tables} "
+            f"table(s) x 4 K d, K = {k:,}, d = {d:,}), more than the {free:,} bytes free there; "
+            "free some disk, move trace.path, or lower cell.num_devices"], repr(scenario.name))
+    return need
+
+
 def stream_refusal(scenario: Scenario) -> str | None:
     """Why ``scenario``'s rounds cannot stream their devices (``table.key = value: reason``),
     or None: what needs every device's update at once, or rows other than the population's."""
     s, hyper = scenario, scenario.hyper_parameters()
     if not CATALOG[s.algorithm.name].streams(hyper):
-        return (f"algorithm.name = {s.algorithm.name!r}: its devices keep per-device tables or its "
-                "phases' carry cannot be formed again per chunk")
+        return (f"algorithm.name = {s.algorithm.name!r}: its phases' carry cannot be formed again "
+                "per chunk")
     if not s.uplink.variant_parameters().streams:
         return f"uplink.scheme = {s.uplink.scheme!r}: the scheme has no stream of its senders' updates"
     every_device = type(s.participation)()  # the defaults: every device trains and sends
@@ -520,6 +580,7 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
     chunk = devices_in_memory(s, d)
     mem = memory_estimate_bytes(s, d, chunk)
     streamed = "" if chunk is None else f"; the round streams its devices, {chunk:,} at a time"
+    disk = device_table_disk_bytes(s, d, chunk)
     lines = [
         f"scenario {s.name!r}: {s.algorithm.name}, {s.rounds} rounds, seed {s.seed}",
         f"  cell      {s.cell.layout}, K = {s.cell.num_devices}, radius {s.cell.radius_m:g} m",
@@ -541,4 +602,9 @@ def describe(scenario: Scenario, num_params: int, downlink_symbols: int | None =
         f"see memory_estimate_bytes){streamed}",
         f"  trace     {s.trace_path}",
     ]
+    if disk:
+        tables = CATALOG[s.algorithm.name].device_tables(s.hyper_parameters())
+        lines.append(f"  tables    ~{disk / 2**30:,.2f} GiB on disk in {device_table_directory(s.trace_path)} "
+                     f"({tables} per-device table(s) x {disk // (4 * s.cell.num_devices * d * tables)} "
+                     "versions x 4 K d bytes)")
     return "\n".join(lines)

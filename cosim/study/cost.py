@@ -125,13 +125,15 @@ def _test_size(scenario: Scenario, table: dict) -> int:
 
 def _streamed_training(scenario: Scenario, num_params: int) -> float:
     """The local training's factor when the round streams its devices
-    (``runtime.devices_in_memory``): phase i trains the i phases before it again per chunk,
-    so P training phases cost ``(P + 1) / 2`` times theirs (the proposed method: 1.5); 1
-    for a round that holds every device."""
+    (``runtime.devices_in_memory``): uplink phase i trains the training phases before it
+    again per chunk, so P training phases that lead U uplink phases cost
+    ``sum_i (min(i, P) + [i < P]) / P`` times theirs (the proposed method, P = U = 2: 1.5;
+    SCAFFOLD and FedSMOO, P = 1, U = 2: 2); 1 for a round that holds every device."""
     if devices_in_memory(scenario, num_params) is None:
         return 1.0
-    phases = CATALOG[scenario.algorithm.name].training_phases
-    return (phases + 1) / 2
+    entry = CATALOG[scenario.algorithm.name]
+    trains = entry.training_phases
+    return sum(min(i, trains) + (i < trains) for i in range(len(entry.uplink))) / trains
 
 
 def run_cost(scenario: Scenario, num_params: int | None = None) -> RunCost:

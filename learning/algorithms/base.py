@@ -27,7 +27,9 @@ FedAvg's variants, ``FedAvg.local_update`` and ``server_update`` do it for every
 proposed method: the devices' local precisions rho_k of phase 1, which phase 2
 needs); it starts as ``None`` and is dropped at the end of the round. State that
 persists across rounds (for SCAFFOLD: every device's control variate) lives in
-``state``.
+``state``: a [K, d] tensor, or, in a round that streams its devices, a
+:class:`learning.device_table.DeviceTable` on disk whose chunk rows the round reads and
+whose next version it writes chunk by chunk (``cosim/streamed_round.py``).
 
 Shapes: K devices, B padded local samples, d model weights; all float32.
 """
@@ -42,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from learning.catalog import CATALOG
+from learning.device_table import DeviceTable
 
 
 @dataclass(frozen=True)
@@ -161,9 +164,12 @@ def scatter_rows(table: tf.Tensor, received: Received, values: tf.Tensor) -> tf.
     return tf.tensor_scatter_nd_update(table, received.devices[:, None], rows)
 
 
-def cohort_rows(table: tf.Tensor, data: DeviceData) -> tf.Tensor:
+def cohort_rows(table, data: DeviceData) -> tf.Tensor:
     """The cohort's rows of a per-device ``table`` [K, d] (the table itself for the
-    whole population)."""
+    whole population); of a :class:`learning.device_table.DeviceTable` on disk, the
+    chunk's rows read from its file (``data`` a chunk, :meth:`DeviceData.rows`)."""
+    if isinstance(table, DeviceTable):
+        return tf.constant(table.rows_of(data.device_ids))
     return table if data.devices is None else tf.gather(table, data.devices)
 
 

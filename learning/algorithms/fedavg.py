@@ -22,6 +22,13 @@ only the hooks where it differs (``docs/algorithms.md`` lists which):
   :meth:`FedAvg.local_outcome` (the later phases' uploads and the devices' new state
   rows), :meth:`FedAvg.server_step` (the server fields after each phase).
 
+Per-device fields on disk: in a run whose rounds stream their devices
+(``runtime.devices_in_memory``) the ``*_k`` fields are :class:`learning.device_table.DeviceTable`
+versions on disk (:meth:`FedAvg.keep_tables_on_disk`; the checkpoint stores which
+version), whose rows the local step reads per chunk and whose next version the streamed
+round writes chunk by chunk (``cosim/streamed_round.py``); :meth:`FedAvg.server_update`
+installs only the rows of in-memory fields.
+
 Partial participation is FedAvg's alone: the cohort's rows of the ``*_k`` fields are
 gathered for the solver, and a phase's new rows are installed only for the devices the
 BS received (:meth:`FedAvg.server_update`); a server field that mirrors a population sum
@@ -51,6 +58,7 @@ from learning.algorithms.base import (
     round_columns,
     scatter_rows,
 )
+from learning.device_table import DeviceTable, TableStore
 from learning.hyperparameters import AlgorithmParameters, FedAvgParameters, defaults
 from learning.local.device_steps import continue_where
 from learning.local.fused_sgd import FusedSGD
@@ -296,6 +304,7 @@ class FedAvg:
         self.model = model
         self.num_devices = int(num_devices)
         self.backend = backend
+        self.table_store: TableStore | None = None
         learning_rate = hyper_parameters.get("learning_rate", self.learning_rate)
         local_steps = hyper_parameters.get("local_steps", self.local_steps)
         if backend == "numba":
@@ -351,11 +360,24 @@ class FedAvg:
         w = self.model.init_mean(seed)
         return self.state_type(w=w, **self.initial_state(w))
 
+    def keep_tables_on_disk(self, store: TableStore) -> None:
+        """Hold the per-device fields as :class:`learning.device_table.DeviceTable` versions
+        in ``store`` from now on (a run whose rounds stream their devices): the initial
+        state's are version 0 (zeros, no file) and a checkpoint names its version."""
+        self.table_store = store
+
     def initial_state(self, w: tf.Tensor) -> dict[str, tf.Tensor]:
         """The state's fields beside ``w`` at round 0: zeros, [K, d] for a per-device field
-        (named ``*_k``), [d] for a server field."""
-        return {name: tf.zeros([self.num_devices, w.shape[0]]) if name.endswith("_k") else tf.zeros_like(w)
-                for name in self.state_type.__dataclass_fields__ if name != "w"}
+        (named ``*_k``; version 0 of its table with :meth:`keep_tables_on_disk`), [d] for a
+        server field."""
+        def zeros(name):
+            if not name.endswith("_k"):
+                return tf.zeros_like(w)
+            if self.table_store is not None:
+                return self.table_store.zeros(name, self.num_devices, int(w.shape[0]))
+            return tf.zeros([self.num_devices, w.shape[0]])
+
+        return {name: zeros(name) for name in self.state_type.__dataclass_fields__ if name != "w"}
 
     @classmethod
     def device_fields(cls) -> tuple[str, ...]:
@@ -394,12 +416,22 @@ class FedAvg:
         """The state after phase ``phase``: :meth:`server_step`'s fields, and the phase's new
         device rows (``carry.rows[phase]``; none when ``carry`` is None) installed for the
         devices the BS received (all when ``received`` is None; a device it did not receive
-        keeps its own)."""
+        keeps its own). A field on disk (:class:`learning.device_table.DeviceTable`) is left
+        as it is: the streamed round writes each chunk's rows into its next version."""
         self._check_phase(phase, len(self.phases()))
         fields = self.server_step(phase, state, estimate, received)
         for name, values in ({} if carry is None else carry.rows[phase]).items():
+            if isinstance(getattr(state, name), DeviceTable):
+                continue
             fields[name] = values if received is None else scatter_rows(getattr(state, name), received, values)
         return dataclasses.replace(state, **fields), carry, {}
+
+    def chunk_carry(self, chunk: LocalOutcome, round_carry: LocalOutcome) -> LocalOutcome:
+        """The carry a chunk brings to a later phase of a streamed round: its own
+        (``chunk``, its first phase trained again; :class:`LocalOutcome` holds only the
+        chunk's rows, nothing of the server's)."""
+        del round_carry
+        return chunk
 
     def server_step(self, phase: int, state, estimate: tf.Tensor, received: Received | None) -> dict:
         """The server fields after phase ``phase`` from the estimate [n] of the received
@@ -425,12 +457,28 @@ class FedAvg:
         return tf.concat(parts, axis=0)
 
     def state_to_arrays(self, state) -> dict[str, np.ndarray]:
-        """Every field of the state (a :attr:`state_type` dataclass of float32 tensors)."""
-        return {k: getattr(state, k).numpy() for k in self.state_type.__dataclass_fields__}
+        """Every field of the state (a :attr:`state_type` dataclass of float32 tensors); for
+        a field on disk, which version of its table (:meth:`DeviceTable.reference`:
+        ``[version, K, d]``, int64)."""
+        def array(value):
+            return value.reference() if isinstance(value, DeviceTable) else value.numpy()
+
+        return {k: array(getattr(state, k)) for k in self.state_type.__dataclass_fields__}
 
     def state_from_arrays(self, arrays: dict[str, np.ndarray]):
-        fields = self.state_type.__dataclass_fields__
-        return self.state_type(**{k: tf.constant(arrays[k], tf.float32) for k in fields})
+        """Inverse of :meth:`state_to_arrays`; with :meth:`keep_tables_on_disk` a
+        per-device field opens the version its array names
+        (:class:`learning.device_table.MissingTableError` naming the file when it is gone)."""
+        def field(name):
+            if self.table_store is not None and name.endswith("_k"):
+                table = self.table_store.open(name, arrays[name])
+                if table.shape != (self.num_devices, self.model.num_params):
+                    raise ValueError(f"{name}: a table of shape {table.shape} (expected "
+                                     f"{(self.num_devices, self.model.num_params)})")
+                return table
+            return tf.constant(arrays[name], tf.float32)
+
+        return self.state_type(**{k: field(k) for k in self.state_type.__dataclass_fields__})
 
     def is_finite(self, state) -> bool:
         """False when a server field (every field but the per-device ``*_k``) holds NaN or Inf."""

@@ -23,7 +23,8 @@ In the paper's ADMM notation u_k = -alpha h_k (alpha = 1/beta): the local step i
 w <- w - eta (g - u_k), the dual update u_k <- u_k - (w^E - w_t) / beta, and the
 server model mean_k (w_k^E - beta u_k). Full participation and a digital downlink
 make every device's EMA equal to the one the server would keep, so the state holds
-it once ([d]).
+it once ([d]). The duals h_k [K, d] persist in the state (a table on disk when the
+round streams its devices, :mod:`learning.device_table`).
 
 Sources: the authors' code ``harrylee999/FL-SAM`` (``servergmt.py``; README example
 ``-ga 1.0 -al 0.95 -tau 3.0 -be 10``, grids a in {0.95, 0.995, 0.998}, gamma in

@@ -29,7 +29,8 @@ We store h_k = -lambda_k / alpha (device k's accumulated Delta_k) and h = -lambd
 alpha, so w_{t+1} = w_t + AC[Delta_k] + h_{t+1} with h_{t+1} = h_t + AC[Delta_k]:
 error-free this is sum_k pi_k w_k^E + sum_k pi_k h_k, the FedDyn/FedSMOO server
 rule; over the air h integrates every round's aggregation error. Downlink: w and
-s (2 d values). mu_k, h_k [K, d] persist in the state.
+s (2 d values). mu_k, h_k [K, d] persist in the state (tables on disk when the
+round streams its devices, :mod:`learning.device_table`).
 
 Sources: Algorithm 1 of the paper as implemented in the first author's simulator
 (``woodenchild95/FL-Simulator``: ``client/fedsmoo.py``, ``optimizer/DRegSAM.py``,

@@ -20,7 +20,8 @@ computes. Error-free, c = sum_k pi_k c_k at every round (c = c_k = 0 at the star
 tested); over the air c integrates the aggregation errors of the control phase.
 Each device installs c_k^+ exactly (it knows its own control variate). Downlink: x
 and c (2 d values). The device control variates [K, d] are part of the state and of
-checkpoints. With c = c_k = 0 and one local step the model update is FedAvg's
+checkpoints (a version of a table on disk when the round streams its devices,
+:mod:`learning.device_table`). With c = c_k = 0 and one local step the model update is FedAvg's
 (tested bit for bit).
 
 Default ``global_learning_rate`` eta_g = 1 (the paper's experiments).

@@ -26,7 +26,8 @@ the part of its update its scaled sign did not carry and adds it to its next one
     p_k = Delta_k + e_k,   s_k = sgn(p_k),   e_k <- p_k - (||p_k||_1 / d) s_k
 
 The memories e_k [K, d] are part of the state (and of checkpoints: a resumed run equals
-the straight one); FedAvg installs a round's new memories for the devices the BS
+the straight one; a table on disk when the round streams its devices,
+:mod:`learning.device_table`); FedAvg installs a round's new memories for the devices the BS
 received, and a device it did not receive keeps its own. Downlink: w (d values), as
 FedAvg. A delta on FedAvg: ``local_update`` (the sign of FedAvg's update, the memory),
 ``server_step`` (the vote step) and ``device_fields`` (``e_k`` only with error feedback).

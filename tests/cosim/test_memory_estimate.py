@@ -274,6 +274,26 @@ def test_a_streamed_round_holds_per_device_arrays_and_its_chunks_pooled_buffers(
     assert memory_estimate_bytes(s, d, 50) == RUNTIME_BYTES + ten["dataset"] + ten["device state"] + ten["uplink phase"]
 
 
+def test_a_streamed_round_holds_a_chunks_rows_of_the_device_tables_which_go_to_disk():
+    """Streamed, SCAFFOLD's c_k is on disk (2 versions x 4 K d; 3 between checkpoints) and
+    the round holds a chunk's rows read and new (8 m d); FedSMOO's two tables twice that."""
+    from cosim.scenario.derived import device_table_disk_bytes
+
+    d, k = 100_000, 10_000
+    base = {"data.synthetic_train_size": 1000, "cell.num_devices": k}
+    fedavg, scaffold, fedsmoo = (_scenario(**{**base, "algorithm.name": name})
+                                 for name in ("fedavg", "scaffold", "fedsmoo"))
+    held = memory_parts(fedavg, d, chunk=50)["device state"]
+    assert memory_parts(scaffold, d, chunk=50)["device state"] - held == 8 * 50 * d
+    assert memory_parts(fedsmoo, d, chunk=50)["device state"] - held == 2 * 8 * 50 * d
+    assert memory_parts(scaffold, d)["device state"] == 4 * k * d  # every device at once: in memory
+    assert device_table_disk_bytes(scaffold, d, None) == 0
+    assert device_table_disk_bytes(scaffold, d, 50) == 2 * 4 * k * d
+    assert device_table_disk_bytes(fedsmoo, d, 50) == 2 * 2 * 4 * k * d
+    sparse = _scenario(**{**base, "algorithm.name": "scaffold", "trace.checkpoint_every": 5})
+    assert device_table_disk_bytes(sparse, d, 50) == 3 * 4 * k * d
+
+
 def test_the_numba_steps_of_the_local_reparameterization_hold_three_vectors():
     """c = 3 where the proposed method's local reparameterization resolves to the Numba
     steps (the MLP, measured); 4 on TensorFlow, 4 + 2M for the exact estimator."""

@@ -314,3 +314,80 @@ def test_divergence_advice_names_the_algorithms_own_keys(tmp_path, algorithm, ov
         assert text.count("algorithm.") == 1
     if not overrides:
         assert "covariance_learning_rate" not in text
+
+
+# ------------------------------------------------------------------ per-device tables on disk
+def _streamed_scaffold(directory: Path, rounds: int, trace_dir: Path | None = None) -> Path:
+    """The tiny scenario with SCAFFOLD, its rounds streaming chunks of 3 of its 8 devices:
+    its control variates c_k live on disk beside the trace (learning/device_table.py)."""
+    path = write_tiny(directory, rounds=rounds, every=2, algorithm="scaffold", trace_dir=trace_dir)
+    path.write_text(path.read_text() + "\n[runtime]\ndevices_in_memory = 3\n")
+    return path
+
+
+def _table_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in (directory / "tiny-seed3-device-tables").iterdir())
+
+
+def test_a_resumed_streamed_scaffold_run_equals_the_straight_one(tmp_path, capsys):
+    """1 round, then --resume to 3, against 3 straight rounds: the same trace (the
+    checkpoint names the table version, c_k.v1, which the resume reads); once committed,
+    only the last checkpoint's version is left. A version gone from disk is a one-line
+    refusal naming the file."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    straight.mkdir()
+    resumed.mkdir()
+    assert main(["run", str(_streamed_scaffold(straight, 3)), "--no-plots"]) == 0
+    assert main(["run", str(_streamed_scaffold(resumed, 1)), "--no-plots"]) == 0
+    assert _table_files(resumed) == ["c_k.v1.f32"]
+    with h5py.File(resumed / "tiny-seed3.h5", "r") as f:
+        np.testing.assert_array_equal(f["checkpoint/slot_0/c_k"][()], [1, 8, f.attrs["num_params"]])
+    assert main(["run", str(_streamed_scaffold(resumed, 3)), "--no-plots", "--resume"]) == 0
+    assert_same_trace(resumed / "tiny-seed3.h5", straight / "tiny-seed3.h5")
+    assert _table_files(resumed) == _table_files(straight) == ["c_k.v3.f32"]
+    (resumed / "tiny-seed3-device-tables" / "c_k.v3.f32").unlink()
+    capsys.readouterr()
+    assert main(["run", str(_streamed_scaffold(resumed, 4)), "--no-plots", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "c_k.v3.f32: version 3 of the device table 'c_k'" in err and "is missing" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_disk_that_cannot_hold_the_tables_is_refused_up_front(tmp_path, monkeypatch, capsys):
+    import cosim.scenario.derived as derived
+
+    real = derived.check_table_disk
+    monkeypatch.setattr(derived, "check_table_disk",
+                        lambda scenario, d, chunk, free=None: real(scenario, d, chunk, free=1000))
+    assert main(["run", str(_streamed_scaffold(tmp_path, 2)), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "runtime.devices_in_memory = 3" in err and "more than the 1,000 bytes free" in err
+    assert not (tmp_path / "tiny-seed3.h5").exists()
+
+
+def test_a_kill_at_any_instant_of_a_streamed_scaffold_run_resumes_to_the_straight_trace(tmp_path):
+    """SIGKILL while a round writes the next version of c_k (its .partial file exists),
+    and after rounds were committed: each resumed with --resume equals the straight run."""
+    rounds = 4
+    reference_dir = tmp_path / "reference"
+    reference_dir.mkdir()
+    assert main(["run", str(_streamed_scaffold(reference_dir, rounds)), "--no-plots"]) == 0
+    tables = "tiny-seed3-device-tables"
+    instants = {"writing_a_version": lambda where: any((where / tables).glob("*.partial")),
+                "round_2": lambda where: _completed(where / "tiny-seed3.h5") >= 2}
+    for instant, reached in instants.items():
+        where = tmp_path / instant
+        where.mkdir()
+        scenario = _streamed_scaffold(where, rounds)
+        proc = _spawn(scenario, where)
+        deadline = time.monotonic() + 300
+        while (where / tables).is_dir() is False or not reached(where):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.0005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, f"{instant}: the run ended before the kill"
+        assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0, instant
+        assert_same_trace(where / "tiny-seed3.h5", reference_dir / "tiny-seed3.h5")
+        assert _table_files(where) == ["c_k.v4.f32"], instant

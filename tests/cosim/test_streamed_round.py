@@ -1,6 +1,8 @@
 """A round with its devices in chunks (cosim/streamed_round.py) against the one-call round
 (cosim/round.py) on the tiny scenario: the same trace to float32 rounding, for the
-proposed method (whose phase 2 trains phase 1 again per chunk) and FedAvg."""
+proposed method (whose phase 2 trains phase 1 again per chunk), FedAvg, signSGD and the
+algorithms with per-device tables, which a streamed round keeps on disk
+(learning/device_table.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ def _trace(tmp_path, algorithm: str, overrides: list[str], tag: str) -> dict:
 
 MOVING = ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]", "mobility.compute_seconds_per_round=0.25"]
 COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "test_accuracy",
+            "delta_bar_control", "delta_bar_perturbation", "aggregate_nmse_control",
+            "aggregate_nmse_perturbation",
             "per_device/tx_power_w_rho", "per_device/tx_power_w_delta", "per_device/tx_energy_j",
             "uplink_energy_j", "aggregate_nmse_rho", "aggregate_nmse_nu", "aggregate_nmse_delta",
             "vote_error_rate_delta", "per_device/bits_per_symbol_delta", "bits_sent_delta",
@@ -44,7 +48,9 @@ COMPARED = ("train_loss", "delta_bar_rho", "delta_bar_nu", "delta_bar_delta", "t
     ("bayes_aircomp", "analog", MOVING),  # the channel at each phase's middle
     ("bayes_aircomp", "analog", [*MOVING, 'mobility.channel_within_phase="per_symbol"', "bs.num_antennas=2"]),
     ("fedavg", "digital_ofdma", [*MOVING, 'uplink.rate_adaptation="coherence_block"', "ofdm.num_subcarriers=3"]),
-    ("signsgd", "one_bit", [*MOVING, 'mobility.channel_within_phase="per_symbol"'])])
+    ("signsgd", "one_bit", [*MOVING, 'mobility.channel_within_phase="per_symbol"']),
+    ("scaffold", "analog", []), ("fedsmoo", "analog", []), ("fedgmt", "analog", []),
+    ("signsgd", "one_bit", ["algorithm.signsgd.error_feedback=true"])])
 def test_a_streamed_round_writes_the_one_call_rounds_trace(tmp_path, algorithm, scheme, more):
     """Chunks of 3 devices (3, 3, 2 of K = 8) against every device at once: the same
     columns, every compared column within float32 rounding over three rounds."""
@@ -85,7 +91,6 @@ def test_chunk_bounds_cover_the_population_in_order():
 
 
 @pytest.mark.parametrize("override, key", [
-    ('algorithm.name="scaffold"', "algorithm.name"),
     ("participation.fraction=0.5", "[participation]"),
     ("trace.signals=true", "trace.signals"),
     ('power.gamma="joint"', "power.gamma"),
@@ -181,13 +186,25 @@ def test_validate_says_when_the_round_streams(tmp_path, capsys):
     assert "the round streams its devices, 3 at a time" in capsys.readouterr().out
 
 
+def test_validate_says_how_much_disk_the_device_tables_take(tmp_path, capsys):
+    from cosim.cli import main
+
+    path = write_tiny(tmp_path, algorithm="fedsmoo")
+    assert main(["validate", str(path), "--set", "runtime.devices_in_memory=3"]) == 0
+    out = capsys.readouterr().out
+    assert "tables    ~" in out and "tiny-seed3-device-tables (2 per-device table(s) x 2 versions" in out
+    assert main(["validate", str(path)]) == 0
+    assert "tables    " not in capsys.readouterr().out
+
+
 def test_the_cost_estimate_counts_the_training_a_streamed_round_repeats(tmp_path):
     """The proposed method's streamed round trains phase 1 twice: 1.5 times the local
-    training of the round that holds every device; FedAvg's single phase: the same (the
-    analog scheme adds no cost term of its own)."""
+    training of the round that holds every device; SCAFFOLD's second phase trains its
+    first again: twice; FedAvg's single phase: the same (the analog scheme adds no cost
+    term of its own)."""
     from cosim.study.cost import run_cost
 
-    for algorithm, factor in (("bayes_aircomp", 1.5), ("fedavg", 1.0)):
+    for algorithm, factor in (("bayes_aircomp", 1.5), ("scaffold", 2.0), ("fedavg", 1.0)):
         path = write_tiny(tmp_path, algorithm=algorithm)
         whole = run_cost(load_scenario(path, []))
         streamed = run_cost(load_scenario(path, ["runtime.devices_in_memory=3"]))
