@@ -146,7 +146,8 @@ def partial_path(path: str | Path) -> Path:
 
 def drop_checkpoint(path: str | Path) -> int:
     """Rewrite the trace at ``path`` without ``/checkpoint`` (the model state kept for
-    resume) and mark it ``checkpoint_dropped = 1``; the bytes freed.
+    resume) and mark it ``checkpoint_dropped = 1``; the bytes freed (with the per-device
+    tables a streamed run kept beside it for its resume, :func:`_drop_device_tables`).
 
     Everything a reader uses (the root attributes, ``/devices``, ``/rounds``,
     ``/signals``) is copied unchanged into a hidden sibling (``.NAME.compact``), which
@@ -180,6 +181,7 @@ def drop_checkpoint(path: str | Path) -> int:
                     if name != "checkpoint":
                         source.copy(source[name], target, name=name)
             os.replace(compact, path)
+        tables = _drop_device_tables(path)
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
         compact.unlink(missing_ok=True)
         raise TraceError(f"cannot compact trace {path}: {_one_line(exc)}") from None
@@ -188,7 +190,24 @@ def drop_checkpoint(path: str | Path) -> int:
         raise
     finally:
         os.close(fd)
-    return before - path.stat().st_size
+    return before - path.stat().st_size + tables
+
+
+def _drop_device_tables(path: Path) -> int:
+    """Delete the version files of the per-device tables beside the trace at ``path``
+    (:func:`cosim.scenario.derived.device_table_directory`; only a resume reads them) and
+    the directory once empty; the bytes freed (0 without such a directory)."""
+    from cosim.scenario.derived import device_table_directory
+    from learning.device_table import TableStore
+
+    store = TableStore(device_table_directory(path))
+    files = store.files()
+    size = sum(p.stat().st_size for p in files if p.exists())
+    store.keep()
+    if files:
+        with contextlib.suppress(OSError):  # a directory holding other files stays
+            store.directory.rmdir()
+    return size
 
 
 def _create_exclusively(path: Path) -> None:

@@ -353,6 +353,26 @@ def test_a_resumed_streamed_scaffold_run_equals_the_straight_one(tmp_path, capsy
     assert len(err.strip().splitlines()) == 1, err
 
 
+def test_compacting_a_streamed_run_frees_its_tables(tmp_path):
+    """``drop_checkpoint`` (``cosim study compact``) of a streamed SCAFFOLD run deletes its
+    per-device tables with the checkpoint (only a resume reads them) and counts their
+    bytes; a file of another name in their directory is left, with the directory."""
+    from cosim.trace.writer import drop_checkpoint
+
+    assert main(["run", str(_streamed_scaffold(tmp_path, 2)), "--no-plots"]) == 0
+    tables = tmp_path / "tiny-seed3-device-tables"
+    size = (tables / "c_k.v2.f32").stat().st_size
+    trace = tmp_path / "tiny-seed3.h5"
+    before = trace.stat().st_size
+    assert drop_checkpoint(trace) == before - trace.stat().st_size + size
+    assert not tables.exists()
+    (tmp_path / "kept").mkdir()
+    assert main(["run", str(_streamed_scaffold(tmp_path / "kept", 1)), "--no-plots"]) == 0
+    (tmp_path / "kept" / "tiny-seed3-device-tables" / "notes.txt").write_text("mine")
+    drop_checkpoint(tmp_path / "kept" / "tiny-seed3.h5")
+    assert _table_files(tmp_path / "kept") == ["notes.txt"]
+
+
 def test_a_disk_that_cannot_hold_the_tables_is_refused_up_front(tmp_path, monkeypatch, capsys):
     import cosim.scenario.derived as derived
 
