@@ -241,9 +241,24 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
         num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
         path_loss_exponent=scenario.channel.path_loss_exponent,
         rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel,
-        num_antennas=scenario.bs.num_antennas)
+        num_antennas=scenario.bs.num_antennas, paths=_time_domain_paths(scenario, channel))
     built.channel_per_symbol = mobility.channel_within_phase == "per_symbol"
     return built
+
+
+def _time_domain_paths(scenario: Scenario, channel):
+    """The paths of a moving time-domain uplink (:class:`phy.moving_time.PathLayout`), None
+    in the frequency domain: ``flat_rayleigh`` one path at delay 0, ``iid_rayleigh`` its
+    ``num_taps`` taps on the sample grid (delays l / B), each 1/L of the power."""
+    if scenario.ofdm.domain != "time":
+        return None
+    from phy.moving_time import PathLayout
+
+    flat = moving_fading(scenario.channel.model) == "flat"
+    taps = 1 if flat else int(channel.num_taps)
+    return PathLayout.of(np.arange(taps, dtype=np.float64), np.full(taps, 1.0 / taps),
+                         num_subcarriers=scenario.ofdm.num_subcarriers,
+                         cyclic_prefix_length=scenario.ofdm.cyclic_prefix_samples)
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

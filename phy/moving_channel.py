@@ -57,18 +57,26 @@ class MovingChannel:
         The devices' local computation before the round's first phase [s].
     num_antennas : int
         N_r (default 1: the channel is [K, F]; else [K, N_r, F]).
+    paths : phy.moving_time.PathLayout, optional
+        The time-domain uplink's paths (``ofdm.domain = "time"``): the fading's processes
+        are the P paths' coefficients, and the channel is their frequency response
+        ``sum_p sqrt(s_p) z_kp R_pf`` (:mod:`phy.moving_time`); None: the processes are
+        the subcarriers' (or one flat one).
     """
 
     def __init__(self, motion: StraightMotion, fading: SumOfSinusoids, num_subcarriers: int,
                  path_loss_exponent: float, carrier_frequency_hz: float, compute_seconds_per_round: float,
-                 num_antennas: int = 1):
-        self.motion, self.fading = motion, fading
+                 num_antennas: int = 1, paths=None):
+        self.motion, self.fading, self.paths = motion, fading, paths
         self.num_subcarriers, self.num_antennas = int(num_subcarriers), int(num_antennas)
         if fading.shape[1] % self.num_antennas:
             raise ValueError(f"the fading's {fading.shape[1]} processes per device are not "
                              f"{self.num_antennas} antennas' worth")
         self.coefficients = fading.shape[1] // self.num_antennas  # F_c per antenna
-        self.flat = self.coefficients == 1 and self.num_subcarriers > 1
+        self.flat = self.coefficients == 1 and self.num_subcarriers > 1 and paths is None
+        if paths is not None and (self.num_antennas != 1 or fading.shape[1] != paths.num_paths):
+            raise ValueError(f"a time-domain path layout of {paths.num_paths} paths needs one antenna and "
+                             f"that many processes per device, got {self.num_antennas} and {fading.shape[1]}")
         self.path_loss_exponent = float(path_loss_exponent)
         self.carrier_frequency_hz = float(carrier_frequency_hz)
         self.compute_seconds_per_round = float(compute_seconds_per_round)
@@ -129,6 +137,8 @@ class MovingChannel:
         gain = self.path_gain_at([offset_s], devices)[0]
         distance = self.motion.travelled_m(self.motion.time_s + float(offset_s))[rows]
         z = self.fading.at(distance) if devices is None else self._rows_at(distance, rows)
+        if self.paths is not None:  # the paths' frequency response (phy.moving_time)
+            z = (z * np.sqrt(self.paths.power)) @ self.paths.responses
         z = self._by_antenna(z)
         amplitude = np.sqrt(gain).reshape(-1, *([1] * (z.ndim - 1)))
         return (amplitude * z).astype(np.complex64), gain
@@ -205,7 +215,8 @@ def static(**_) -> None:
 
 def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
            num_sinusoids: int, positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-           path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1) -> MovingChannel:
+           path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1,
+           paths=None) -> MovingChannel:
     """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
     (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
     with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
@@ -220,32 +231,35 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
         seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
         fading = MovingTdl(channel, positions.shape[0], float(speeds[0]), seed)
     else:
-        per_antenna = 1 if flat else int(num_subcarriers)
+        per_antenna = paths.num_paths if paths is not None else 1 if flat else int(num_subcarriers)
         fading = SumOfSinusoids(positions.shape[0], int(num_antennas) * per_antenna, int(num_sinusoids),
                                 carrier_frequency_hz, rng)
     return MovingChannel(motion, fading, num_subcarriers, path_loss_exponent, carrier_frequency_hz,
-                         compute_seconds_per_round, num_antennas)
+                         compute_seconds_per_round, num_antennas, paths)
 
 
 def straight(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float, num_sinusoids: int, *,
              positions_m, radius_m: float, inner_m: float, num_subcarriers: int, flat: bool,
-             path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1) -> MovingChannel:
+             path_loss_exponent: float, rng: np.random.Generator, channel=None, num_antennas: int = 1,
+             paths=None) -> MovingChannel:
     """``mobility.model = "straight"``: K headings uniform in [0, 2 pi) after the speeds."""
     def motion_of(positions, speeds, rng):
         heading = rng.uniform(0.0, 2.0 * np.pi, size=positions.shape[0])
         return StraightMotion(positions, speeds, heading, radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas,
+                  paths)
 
 
 def random_waypoint(speed_mps, compute_seconds_per_round: float, carrier_frequency_hz: float,
                     num_sinusoids: int, *, positions_m, radius_m: float, inner_m: float, num_subcarriers: int,
                     flat: bool, path_loss_exponent: float, rng: np.random.Generator, channel=None,
-                    num_antennas: int = 1) -> MovingChannel:
+                    num_antennas: int = 1, paths=None) -> MovingChannel:
     """``mobility.model = "random_waypoint"``: the waypoints' key drawn after the speeds."""
     def motion_of(positions, speeds, rng):
         return RandomWaypoint(positions, speeds, int(rng.integers(2 ** 62)), radius_m, inner_m)
 
     return _build(motion_of, speed_mps, compute_seconds_per_round, carrier_frequency_hz, num_sinusoids,
-                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas)
+                  positions_m, radius_m, inner_m, num_subcarriers, flat, path_loss_exponent, rng, channel, num_antennas,
+                  paths)

@@ -412,11 +412,12 @@ MOBILITY_MODELS = {
     "straight": Variant(StraightMobility, "phy.moving_channel:straight",
                         arguments={"channel_within_phase": None},
                         extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
-                                "path_loss_exponent", "rng", "channel", "num_antennas"), label="straight-line motion"),
+                                "path_loss_exponent", "rng", "channel", "num_antennas", "paths"),
+                        label="straight-line motion"),
     "random_waypoint": Variant(StraightMobility, "phy.moving_channel:random_waypoint",
                                arguments={"channel_within_phase": None},
                                extras=("positions_m", "radius_m", "inner_m", "num_subcarriers", "flat",
-                                       "path_loss_exponent", "rng", "channel", "num_antennas"),
+                                       "path_loss_exponent", "rng", "channel", "num_antennas", "paths"),
                                label="random waypoint"),
 }
 """``mobility.model`` -> its parameters, builder and display name (both moving models share

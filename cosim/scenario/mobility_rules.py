@@ -3,7 +3,9 @@
 A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters.MOBILITY_MODELS`)
 evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
 models, and TDL with every device at one speed and the Doppler at the TDL's carrier
-(:mod:`phy.moving_tdl`, one BS antenna; the Rayleigh models take N_r antennas), the frequency-domain uplink, devices kept off the BS by a positive
+(:mod:`phy.moving_tdl`, one BS antenna; the Rayleigh models take N_r antennas), the
+frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna and
+no timing offset or CFO (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
 No TensorFlow.
@@ -31,8 +33,19 @@ def check_mobility(scenario) -> None:
         (fading is not None, "channel.model",
          f"= {scenario.channel.model!r}: {model} evaluates "
          f"{', '.join(repr(m) for m in CHANNEL_MODELS if moving_fading(m))} in time; set one of them"),
-        (scenario.ofdm.domain == "frequency", "ofdm.domain",
-         f"= {scenario.ofdm.domain!r}: {model} runs the frequency-domain uplink only; set \"frequency\""),
+        (scenario.ofdm.domain == "frequency" or fading in ("per_subcarrier", "flat"), "ofdm.domain",
+         f"= {scenario.ofdm.domain!r}: {model} runs the time-domain uplink with the Rayleigh models only "
+         f"(channel.model = {scenario.channel.model!r}); set \"frequency\""),
+        (scenario.ofdm.domain == "frequency" or scenario.mobility.channel_within_phase == "phase_middle",
+         "mobility.channel_within_phase", f"= {scenario.mobility.channel_within_phase!r}: with ofdm.domain = "
+         "'time' the waveform meets the channel sample by sample; leave \"phase_middle\""),
+        (scenario.ofdm.domain == "frequency" or scenario.bs.num_antennas == 1, "bs.num_antennas",
+         f"= {scenario.bs.num_antennas}: {model} runs the time-domain uplink for one BS antenna; set 1"),
+        (scenario.ofdm.domain == "frequency" or (scenario.sync.timing_offset_max_samples == 0.0
+                                                 and scenario.sync.cfo_max_subcarriers == 0.0),
+         "sync.timing_offset_max_samples", f"= {scenario.sync.timing_offset_max_samples:g} (cfo_max_subcarriers "
+         f"= {scenario.sync.cfo_max_subcarriers:g}): {model} runs the time-domain uplink without timing "
+         "offsets or CFO; set both 0"),
         (fading != "sionna_tdl" or scenario.bs.num_antennas == 1, "bs.num_antennas",
          f"= {scenario.bs.num_antennas}: {model} with channel.model = {scenario.channel.model!r} is for a "
          "single-antenna BS (Sionna's TDL in motion draws one receive antenna); set 1"),

@@ -301,11 +301,12 @@ class RoundLink:
         (:meth:`phy.uplink.scheme.SchemeRound.before_phase`) sees the phase's link first:
         it may replace it (the privacy wrapper clips and adds the artificial noise of the
         phase's floor), charge the round's ledger and add columns."""
-        block, h, h_hat, gain, slot = self.block, self.h, self.h_hat, self.path_gain, None
-        if block.moving is not None:  # each phase's estimate and channel (phy.uplink.moving_link)
+        block, h, h_hat, gain, slot, uplink = self.block, self.h, self.h_hat, self.path_gain, None, self.uplink
+        if block.moving is not None:  # each phase's estimate, channel and waveform (phy.uplink.moving_link)
             h, h_hat, gain, slot = moving_link.phase_channels(self, phase, first=self.phases_done == 0)
+            uplink = moving_link.phase_uplink(self)
         link = cohorts.phase_link(
-            self.cohort, block.phase_index[phase], weights, updates, h, h_hat, self.uplink,
+            self.cohort, block.phase_index[phase], weights, updates, h, h_hat, uplink,
             path_gain=gain, population_weights=block.population_weights,
             bs_knows_dropouts=block.participation is not None and block.participation.bs_knows_dropouts)
         if slot is not None:

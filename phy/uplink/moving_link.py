@@ -28,6 +28,10 @@ earlier phases' symbols times ``T_sym``):
   devices estimate their effective channel ``m_p^H h_k(tau_p)`` then, and the phase is
   received through ``m_p^H h_k(t)`` at the phase's middle, at each symbol, or over a
   digital slot's coherence blocks (:class:`SlotChannel`'s ``combiner``).
+* **The time domain.** With ``ofdm.domain = "time"`` the phase's waveform meets the
+  channel sample by sample (:func:`phase_uplink`, :mod:`phy.moving_time`: Doppler's
+  inter-carrier interference included); the channel the schemes' chains are given is the
+  one at the phase's middle.
 * **Aging.** Per sender, ``aging_correlation_<phase>`` = ``J0(2 pi f_D,k Delta_k)``, Jakes'
   correlation between the channel at the estimate and at the phase's middle (``Delta_k``
   half the phase, also for a scheme with ``channel_per_symbol``, or half the device's own
@@ -165,6 +169,19 @@ def phase_channels(round_link, phase: str, first: bool, lazy: bool = False):
         return _as_tensor(h_symbols), h_hat, gain, None
     h_mid, _ = moving.at(start + half_s)
     return tf.constant(combined(h_mid, combiner)), h_hat, gain, None
+
+
+def phase_uplink(round_link):
+    """The time-domain uplink of the phase that starts now (``round_link.offset_s``): a
+    :class:`phy.moving_time.MovingTimeDomainUplink` through the channel as it moves sample
+    by sample, with ``ofdm.domain = "time"``; None in the frequency domain."""
+    air = round_link.air
+    if air.domain != "time":
+        return None
+    from phy.moving_time import MovingTimeDomainUplink
+
+    return MovingTimeDomainUplink(round_link.moving, round_link.offset_s, air.symbol_duration_s,
+                                  int(air.cyclic_prefix_length))
 
 
 def _as_tensor(array: np.ndarray) -> tf.Tensor:

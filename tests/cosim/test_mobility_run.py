@@ -107,7 +107,10 @@ def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_p
     (['channel.model="tdl"'], "mobility.speed_mps"),  # a range of speeds with TDL
     (['channel.model="tdl"', "mobility.speed_mps=3.0", "channel.carrier_frequency_hz=2.0e9"],
      "mobility.carrier_frequency_hz"),
-    (['ofdm.domain="time"'], "ofdm.domain"),
+    (['ofdm.domain="time"', 'channel.model="tdl"', "mobility.speed_mps=3.0"], "ofdm.domain"),
+    (['ofdm.domain="time"', 'mobility.channel_within_phase="per_symbol"'], "mobility.channel_within_phase"),
+    (['ofdm.domain="time"', "bs.num_antennas=2"], "bs.num_antennas"),
+    (['ofdm.domain="time"', "sync.cfo_max_subcarriers=0.05"], "sync.timing_offset_max_samples"),
     (['channel.model="tdl"', "mobility.speed_mps=3.0", "bs.num_antennas=2"], "bs.num_antennas"),
     (["cell.min_distance_m=0.0"], "cell.min_distance_m"),
     (["mobility.speed_mps=[5.0, 1.0]"], "mobility.speed_mps"),
@@ -254,3 +257,26 @@ def test_moving_devices_reach_a_multi_antenna_bs_in_every_scheme(tmp_path, schem
     errors = [name for name in rounds if name.startswith(("aggregate_nmse_", "vote_error_rate_"))]
     assert errors and all(np.all(np.isfinite(rounds[name])) for name in errors)
     assert any(name.startswith("aging_correlation_") for name in per_device)
+
+
+@pytest.mark.parametrize("channel", ["flat_rayleigh", "iid_rayleigh"])
+def test_the_time_domain_uplink_of_moving_devices(tmp_path, channel):
+    """``ofdm.domain = "time"`` with moving devices (phy/moving_time.py): a flat channel at
+    rest gives the frequency-domain moving run's estimates (the same process; the waveform
+    of a constant channel without offsets is eq. ``ReceivedSignal``) to float32 rounding,
+    and at 120 m/s other ones (the channel changes sample by sample, Doppler's ICI
+    included); the i.i.d. model's taps (not its frequency-domain subcarrier processes) run
+    at both speeds."""
+    nmse = {}
+    for speed in (0.0, 120.0 / 3.6):
+        for domain in ("frequency", "time"):
+            (tmp_path / f"{domain}{speed}").mkdir()
+            path = write_tiny(tmp_path / f"{domain}{speed}", rounds=2, every=2, hidden=4)
+            scenario = load_scenario(path, ['mobility.model="straight"', f"mobility.speed_mps={speed}",
+                                            f'channel.model="{channel}"', f'ofdm.domain="{domain}"'])
+            rounds, _ = _columns(run_scenario(scenario, progress=False).trace_path)
+            nmse[speed, domain] = np.concatenate([rounds[f"aggregate_nmse_{p}"] for p in ("rho", "nu")])
+    assert np.all(np.isfinite(nmse[120.0 / 3.6, "time"])) and np.all(np.isfinite(nmse[0.0, "time"]))
+    if channel == "flat_rayleigh":
+        np.testing.assert_allclose(nmse[0.0, "time"], nmse[0.0, "frequency"], rtol=1e-3)
+        assert not np.allclose(nmse[120.0 / 3.6, "time"], nmse[120.0 / 3.6, "frequency"], rtol=1e-3)

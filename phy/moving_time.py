@@ -1,0 +1,205 @@
+"""The time-domain uplink of moving devices: the waveform through a channel that changes
+from sample to sample (issue 58), so that Doppler's inter-carrier interference appears.
+
+:class:`phy.ofdm_time.TimeDomainUplink` holds each device's discrete-time channel
+``g_k[l]`` constant over a phase. With a moving ``[mobility]`` model and
+``ofdm.domain = "time"`` each device's paths are Jakes processes instead
+(:class:`phy.moving_channel.MovingChannel` with a :class:`PathLayout`): path p of device
+k has the coefficient ``a_kp(t) = sqrt(g_k s_p) z_kp(v_k t)``, ``s_p`` its power share and
+``z`` unit-power sums of sinusoids (:class:`phy.doppler.SumOfSinusoids`), and its taps are
+``g_kl(t) = sum_p a_kp(t) w_pl`` with ``w_pl`` the path's band-limited pulse at lag l
+(:func:`phy.ofdm_time.discrete_taps`, a single tap for a path on the sample grid). A phase
+that starts ``tau`` seconds after the round's start sends its N OFDM symbols as
+:class:`MovingTimeDomainUplink` says:
+
+1. each device's symbols ``X_k`` [N, F] through Sionna's
+   :class:`~sionna.phy.ofdm.OFDMModulator` (unitary IFFT, a cyclic prefix of C samples):
+   ``s_k[n]``, n < S = N (F + C), sample n at ``t_n = tau + n / B``;
+2. ``y[n] = sum_k sum_l g_kl(t_n) s_k[n - l]``: each tap at the time of the received
+   sample (the paths' sinusoids stepped from sample to sample,
+   :meth:`phy.doppler.SumOfSinusoids.along`);
+3. Sionna's :class:`~sionna.phy.ofdm.OFDMDemodulator` (the FFT window ``-l_min`` samples
+   into the prefix), as :meth:`phy.ofdm_time.TimeDomainUplink.reference`.
+
+A channel constant over the phase gives :meth:`~phy.ofdm_time.TimeDomainUplink.reference`'s
+grid for the same taps; a changing one leaks each subcarrier's power to the others
+(:mod:`phy.doppler_ici`: for one path, ``P_ICI = 1 - (1/F^2) sum_{m,n} J0(2 pi f_D (m - n) / B)``
+of the received power; tested through this uplink). The devices' CSI is the frequency
+response at the phase's start (:meth:`frequency_response`), the path gain the one at the
+phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). No timing offsets, CFO or
+receive antennas here (refused with motion, ``cosim/scenario/mobility_rules.py``).
+
+Cost: K S P M complex multiplications for the taps (each sinusoid stepped once per
+sample) and K S L for the convolution, devices a chunk at a time (memory O(chunk S P)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from native.launch import LAUNCH
+from phy.limits import first_tap_lag, last_tap_lag
+from phy.ofdm_time import discrete_taps, frequency_response
+
+_DEVICES_PER_PASS = 16
+"""Devices whose sample-by-sample taps are held at once (``[16, S, P]`` complex64)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PathLayout:
+    """The paths of a time-domain channel as seen by the BS's receiver: P paths at delays
+    ``delays_samples`` [P] (on or off the sample grid) with power shares ``power`` [P]
+    (summing to one), their taps ``pulse`` [P, L] at the lags ``l_min .. l_min + L - 1``
+    and their frequency responses ``responses`` [P, F] (:func:`phy.ofdm_time.frequency_response`
+    of each path's taps: Sionna's subcarrier order, the window ``-l_min`` samples into the
+    prefix)."""
+
+    delays_samples: np.ndarray
+    power: np.ndarray
+    pulse: np.ndarray
+    l_min: int
+    responses: np.ndarray
+
+    @classmethod
+    def of(cls, delays_samples, power, *, num_subcarriers: int, cyclic_prefix_length: int) -> PathLayout:
+        delays = np.asarray(delays_samples, np.float64).reshape(-1)
+        share = np.asarray(power, np.float64).reshape(-1)
+        if delays.shape != share.shape or delays.size < 1 or np.any(delays < 0) or np.any(share < 0):
+            raise ValueError(f"delays_samples and power must be [P] >= 0 of one length, got {delays} and {share}")
+        l_min, l_max = first_tap_lag(cyclic_prefix_length), last_tap_lag(float(delays.max()))
+        pulse = discrete_taps(np.eye(delays.size), np.broadcast_to(delays, (delays.size, delays.size)), l_min, l_max)
+        responses = frequency_response(pulse, l_min, num_subcarriers)
+        return cls(delays, share / share.sum(), pulse, l_min, responses)
+
+    @property
+    def num_paths(self) -> int:
+        return int(self.delays_samples.size)
+
+
+@dataclass(frozen=True, eq=False)
+class MovingTimeDomainUplink:
+    """One phase of the time-domain uplink with moving devices (module docstring), the
+    interface of :class:`phy.ofdm_time.TimeDomainUplink` that the schemes read.
+
+    Parameters
+    ----------
+    moving : phy.moving_channel.MovingChannel
+        With a :class:`PathLayout` (``moving.paths``); its clock at the round's start.
+    start_s : float
+        The phase's start, seconds after the round's.
+    symbol_s : float
+        An OFDM symbol with its prefix, ``(F + C) / B`` [s].
+    cyclic_prefix_length : int
+        C [samples].
+    devices : [K'] int, optional
+        The senders (:meth:`subset`; None: every device).
+
+    Call
+    ----
+    x : [K, N, F], complex64 (Sionna's subcarrier order). Output: ``y`` [N, F] complex64,
+    the demodulated sum without noise.
+    """
+
+    moving: object
+    start_s: float
+    symbol_s: float
+    cyclic_prefix_length: int
+    devices: np.ndarray | None = None
+    cut_power_fraction: np.ndarray | None = None  # no path is cut: the layout's taps are all kept
+
+    @property
+    def rows(self) -> np.ndarray:
+        count = self.moving.doppler_hz.shape[0]
+        return np.arange(count) if self.devices is None else np.asarray(self.devices, np.int64)
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.rows.size)
+
+    @property
+    def num_subcarriers(self) -> int:
+        return int(self.moving.num_subcarriers)
+
+    def subset(self, rows) -> MovingTimeDomainUplink:
+        """The uplink of the devices ``rows`` [K'] (indices into this uplink's devices)."""
+        return dataclasses.replace(self, devices=self.rows[np.asarray(rows, np.int64)])
+
+    def frequency_response(self) -> np.ndarray:
+        """[K, F] complex64: each device's response at the phase's start (what it estimates)."""
+        return self.moving.at(self.start_s)[0][self.rows]
+
+    def transmit(self, updates, precoder, mask, devices, symbols, row_amplitudes, num_symbols: int) -> np.ndarray:
+        """:meth:`phy.ofdm_time.TimeDomainUplink.transmit`'s symbols (eq. ``Gen_x``: ``precoder
+        mask Delta``, the listed rows ``precoder row_amplitudes``) through this uplink."""
+        updates = np.asarray(updates, np.float32)
+        num_devices, num_values = updates.shape
+        f, n = self.num_subcarriers, int(num_symbols)
+        grid = np.zeros((num_devices, n * f), np.float32)
+        grid[:, :num_values] = updates
+        grid = grid.reshape(num_devices, n, f) * np.asarray(mask, np.float32)[:, None, :]
+        rows = np.asarray(devices, np.int64), np.asarray(symbols, np.int64)
+        grid[rows] = np.asarray(row_amplitudes, np.float32).reshape(-1, f)
+        return self(np.asarray(precoder, np.complex64)[:, None, :] * grid)
+
+    def reference(self, x) -> np.ndarray:
+        """The same map (there is one implementation here)."""
+        return self(x)
+
+    def __call__(self, x) -> np.ndarray:
+        import tensorflow as tf
+        from sionna.phy.ofdm import OFDMDemodulator, OFDMModulator
+
+        x = np.asarray(x, np.complex64)
+        if x.ndim != 3 or x.shape[0] != self.num_devices or x.shape[2] != self.num_subcarriers:
+            raise ValueError(f"x must be [K={self.num_devices}, N, F={self.num_subcarriers}], got {x.shape}")
+        layout, moving, cp = self.moving.paths, self.moving, int(self.cyclic_prefix_length)
+        num_samples = x.shape[1] * (x.shape[2] + cp)
+        sample_s = self.symbol_s / (x.shape[2] + cp)
+        middle = self.start_s + 0.5 * num_samples * sample_s
+        gain = moving.path_gain_at([middle], self.rows)[0]  # [K]
+        received = np.zeros(num_samples, np.complex128)
+        weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
+        for lo in range(0, self.num_devices, _DEVICES_PER_PASS):
+            part = slice(lo, min(lo + _DEVICES_PER_PASS, self.num_devices))
+            devices = self.rows[part]
+            stream = OFDMModulator(cp)(tf.constant(x[part])).numpy()  # [m, S]
+            # output sample n is the received sample at time n + l_min (Sionna's convention)
+            first = self.start_s + layout.l_min * sample_s
+            start = moving.motion.travelled_m(moving.motion.time_s + first)[devices]
+            step = moving.motion.travelled_m(sample_s)[devices]
+            amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part])[None, :], (num_samples, devices.size)))
+            paths = moving.fading.along(start, step, num_samples, amplitude, devices)  # [m, S, P]
+            with LAUNCH:
+                _convolve(stream, paths, weights.astype(np.complex128), layout.l_min, received)
+        demodulator = OFDMDemodulator(self.num_subcarriers, layout.l_min, cp)
+        y = demodulator(tf.constant(received[None].astype(np.complex64)))
+        return y.numpy()[0]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _convolve(stream, paths, weights, l_min, out):
+    """``out[n] += sum_k sum_j g_kj[n] stream[k, n - j]`` with ``g_kj[n] = sum_p paths[k, n, p]
+    weights[p, j]``, tap j at lag ``l_min + j``: output sample n is the received sample at
+    time ``n + l_min`` (as :meth:`phy.ofdm_time.TimeDomainUplink.reference`'s convolution),
+    each device's taps evaluated then."""
+    num_devices, num_samples = stream.shape
+    num_paths, num_lags = weights.shape
+    for n in prange(num_samples):
+        total = 0j
+        for k in range(num_devices):
+            for j in range(num_lags):
+                source = n - j
+                if source < 0 or source >= num_samples:
+                    continue
+                tap = 0j
+                for p in range(num_paths):
+                    tap += paths[k, n, p] * weights[p, j]
+                if tap != 0j:
+                    total += tap * stream[k, source]
+        out[n] += total
+
+

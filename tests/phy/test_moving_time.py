@@ -1,0 +1,83 @@
+"""The time-domain uplink of moving devices (phy/moving_time.py): at rest it is the static
+waveform uplink's map, and in motion its inter-carrier interference is Jakes' closed form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phy.doppler import SPEED_OF_LIGHT_MPS
+from phy.doppler_ici import jakes_ici_power
+from phy.moving_channel import straight
+from phy.moving_time import MovingTimeDomainUplink, PathLayout
+from phy.ofdm_time import TimeDomainUplink
+
+F, CP, BANDWIDTH_HZ, CARRIER_HZ = 64, 16, 1.0e6, 3.5e9  # T_s = 1 us, subcarrier spacing 15.6 kHz
+SYMBOL_S = (F + CP) / BANDWIDTH_HZ
+
+
+def _moving(speed_mps, num_devices, delays, power, seed, sinusoids=8):
+    layout = PathLayout.of(delays, power, num_subcarriers=F, cyclic_prefix_length=CP)
+    angle = np.linspace(0.0, 2.0 * np.pi, num_devices, endpoint=False)
+    positions = 50.0 * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    moving = straight(speed_mps, 0.0, CARRIER_HZ, sinusoids, positions_m=positions, radius_m=100.0, inner_m=10.0,
+                      num_subcarriers=F, flat=len(delays) == 1, path_loss_exponent=4.0,
+                      rng=np.random.default_rng(seed), paths=layout)
+    moving.start_round(0)
+    return moving, layout
+
+
+def _qpsk(rng, shape):
+    return ((rng.choice([-1.0, 1.0], shape) + 1j * rng.choice([-1.0, 1.0], shape)) / np.sqrt(2)).astype(np.complex64)
+
+
+@pytest.mark.parametrize(("delays", "power"), [([0.0], [1.0]), ([0.0, 1.0, 3.0], [0.5, 0.3, 0.2])])
+def test_at_rest_the_waveform_is_the_static_uplinks(delays, power):
+    """Devices at rest: the phase's grid is :meth:`TimeDomainUplink.reference`'s through the
+    taps sqrt(g_k s_p) z_kp at the lags of the paths; the devices' CSI is those taps'
+    response; ``transmit`` sends ``precoder mask Delta`` as the static uplink's does."""
+    moving, layout = _moving(0.0, 5, delays, power, seed=3)
+    uplink = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP)
+    x = _qpsk(np.random.default_rng(4), (5, 3, F))
+    z = moving.fading.at(moving.motion.travelled_m(0.01))  # [K, P]
+    gain = moving.path_gain_at([0.01])[0]
+    taps = (np.sqrt(gain)[:, None] * z * np.sqrt(layout.power)) @ layout.pulse
+    static = TimeDomainUplink(taps, layout.l_min, np.zeros(5), CP, F)
+    y = uplink(x)
+    np.testing.assert_allclose(y, static.reference(x), rtol=0, atol=1e-5 * np.abs(y).max())
+    np.testing.assert_allclose(uplink.frequency_response(), static.frequency_response(), rtol=1e-5, atol=1e-12)
+    rng = np.random.default_rng(5)
+    updates = rng.standard_normal((5, 3 * F - 7)).astype(np.float32)
+    precoder = _qpsk(rng, (5, F))
+    mask = (rng.uniform(size=(5, F)) > 0.2).astype(np.float32)
+    rows, symbols, amplitudes = np.array([1]), np.array([2]), rng.uniform(size=(1, F)).astype(np.float32)
+    direct = static.transmit(updates, precoder, mask, rows, symbols, amplitudes, 3)
+    np.testing.assert_allclose(uplink.transmit(updates, precoder, mask, rows, symbols, amplitudes, 3), direct,
+                               rtol=0, atol=1e-5 * np.abs(direct).max())
+    assert uplink.subset([0, 3]).num_devices == 2
+    np.testing.assert_allclose(uplink.subset([0, 3])(x[[0, 3]]), TimeDomainUplink(
+        taps[[0, 3]], layout.l_min, np.zeros(2), CP, F).reference(x[[0, 3]]), rtol=0, atol=1e-5 * np.abs(y).max())
+
+
+@pytest.mark.parametrize("normalised_doppler", [0.05, 0.2])
+def test_the_ici_through_the_uplink_is_jakes_closed_form(normalised_doppler):
+    """One device at a time through a flat channel at f_D / Delta_f = 0.05 and 0.2 (closed
+    form 4.10e-3 and 6.32e-2 at F = 64): the received grid less its least-squares fit
+    ``hbar_n X`` per OFDM symbol, over the device's power, averaged over 200 devices of 20
+    symbols each (16 sinusoids per process), is within 10 % of
+    1 - (1/F^2) sum_{m,n} J0(2 pi f_D (m - n) / B) (measured 2026-12-03: 7.4 % and 1.7 %
+    below, 1.5 and 0.5 standard errors of the mean)."""
+    speed = normalised_doppler * BANDWIDTH_HZ / F * SPEED_OF_LIGHT_MPS / CARRIER_HZ
+    devices = 200
+    moving, _ = _moving(speed, devices, [0.0], [1.0], seed=7, sinusoids=16)
+    uplink = MovingTimeDomainUplink(moving, 0.37, SYMBOL_S, CP)
+    rng = np.random.default_rng(8)
+    gain = moving.path_gain_at([0.37])[0]
+    measured = []
+    for k in range(devices):
+        x = _qpsk(rng, (1, 20, F))
+        y = uplink.subset([k])(x).astype(np.complex128)
+        fit = np.sum(y * np.conj(x[0]), axis=1) / np.sum(np.abs(x[0]) ** 2, axis=1)  # hbar_n
+        measured.append(np.mean(np.abs(y - fit[:, None] * x[0]) ** 2) / gain[k])
+    expected = jakes_ici_power(normalised_doppler, F)
+    assert np.mean(measured) == pytest.approx(expected, rel=0.10)
