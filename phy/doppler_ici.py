@@ -19,8 +19,9 @@ Stuber, VTC 1995; Li and Cimini, IEEE Commun. Lett. 2001)
 ``P_ICI = 1 - (1 / N^2) sum_{m,n=0}^{N-1} J0(2 pi f_D T_s (m - n))``
 
 (:func:`jakes_ici_power`), a function of the normalised Doppler ``f_D N T_s`` (the Doppler
-over the subcarrier spacing) and N; :func:`ici_power` measures it. Not wired into the
-uplink: motion refuses ``ofdm.domain = "time"``.
+over the subcarrier spacing) and N; :func:`ici_power` measures it. The uplink of moving
+devices in the time domain (:mod:`phy.moving_time`) passes every phase's waveform through
+such taps, and its ICI is held to the same closed form (``tests/phy/test_moving_time.py``).
 
 No TensorFlow: NumPy (complex128).
 """

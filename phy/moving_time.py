@@ -30,7 +30,8 @@ phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). No timing offsets,
 receive antennas here (refused with motion, ``cosim/scenario/mobility_rules.py``).
 
 Cost: K S P M complex multiplications for the taps (each sinusoid stepped once per
-sample) and K S L for the convolution, devices a chunk at a time (memory O(chunk S P)).
+sample) and K S E for the convolution (E the nonzero path-lag entries: P for paths on the
+sample grid), devices a chunk at a time (memory O(chunk S P)).
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ class MovingTimeDomainUplink:
         gain = moving.path_gain_at([middle], self.rows)[0]  # [K]
         received = np.zeros(num_samples, np.complex128)
         weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
+        path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
+        entries = weights[path, lag].astype(np.complex128)
         for lo in range(0, self.num_devices, _DEVICES_PER_PASS):
             part = slice(lo, min(lo + _DEVICES_PER_PASS, self.num_devices))
             devices = self.rows[part]
@@ -174,32 +177,25 @@ class MovingTimeDomainUplink:
             amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part])[None, :], (num_samples, devices.size)))
             paths = moving.fading.along(start, step, num_samples, amplitude, devices)  # [m, S, P]
             with LAUNCH:
-                _convolve(stream, paths, weights.astype(np.complex128), layout.l_min, received)
+                _convolve(stream, paths, path, lag, entries, received)
         demodulator = OFDMDemodulator(self.num_subcarriers, layout.l_min, cp)
         y = demodulator(tf.constant(received[None].astype(np.complex64)))
         return y.numpy()[0]
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _convolve(stream, paths, weights, l_min, out):
+def _convolve(stream, paths, path, lag, entries, out):
     """``out[n] += sum_k sum_j g_kj[n] stream[k, n - j]`` with ``g_kj[n] = sum_p paths[k, n, p]
-    weights[p, j]``, tap j at lag ``l_min + j``: output sample n is the received sample at
-    time ``n + l_min`` (as :meth:`phy.ofdm_time.TimeDomainUplink.reference`'s convolution),
-    each device's taps evaluated then."""
+    w_pj`` over the nonzero pulse entries ``w_pj`` = ``entries`` at (``path``, ``lag``), tap j
+    at lag ``l_min + j``: output sample n is the received sample at time ``n + l_min`` (as
+    :meth:`phy.ofdm_time.TimeDomainUplink.reference`'s convolution), each device's taps
+    evaluated then."""
     num_devices, num_samples = stream.shape
-    num_paths, num_lags = weights.shape
     for n in prange(num_samples):
         total = 0j
         for k in range(num_devices):
-            for j in range(num_lags):
-                source = n - j
-                if source < 0 or source >= num_samples:
-                    continue
-                tap = 0j
-                for p in range(num_paths):
-                    tap += paths[k, n, p] * weights[p, j]
-                if tap != 0j:
-                    total += tap * stream[k, source]
+            for e in range(entries.size):
+                source = n - lag[e]
+                if 0 <= source < num_samples:
+                    total += paths[k, n, path[e]] * entries[e] * stream[k, source]
         out[n] += total
-
-
