@@ -356,6 +356,7 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
             writer.close()
     if writer is None:
         writer = _new_trace(target, scenario, scenario_text, engine)
+        _drop_stale_tables(path)  # an overwritten trace's per-device tables, if any
     try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
         initial, uses = _restored_state(engine, checkpoint, writer, path)
         tables = _table_store(engine)
@@ -600,6 +601,17 @@ def _channel_trace_attrs(world) -> dict:
     """The channel's ``trace_attrs`` (a ray-traced drop's cache entry); none without (or
     without an uplink: the tests' stand-ins)."""
     return dict(getattr(getattr(getattr(world, "uplink", None), "channel", None), "trace_attrs", {}))
+
+
+def _drop_stale_tables(path: Path) -> None:
+    """Delete the per-device table versions beside a trace just created at ``path`` (those
+    of a trace it overwrote, which a run that does not stream would never read or clear)."""
+    from cosim.scenario.derived import device_table_directory
+    from learning.device_table import TableStore
+
+    store = TableStore(device_table_directory(path))
+    if store.files():
+        store.keep()
 
 
 def _table_store(engine: Engine):

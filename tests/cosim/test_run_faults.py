@@ -373,6 +373,16 @@ def test_compacting_a_streamed_run_frees_its_tables(tmp_path):
     assert _table_files(tmp_path / "kept") == ["notes.txt"]
 
 
+def test_overwriting_a_streamed_run_with_one_that_holds_every_device_clears_its_tables(tmp_path):
+    """``--overwrite`` by a run whose rounds hold every device (no tables on disk): the
+    overwritten run's table versions are deleted with it."""
+    assert main(["run", str(_streamed_scaffold(tmp_path, 1)), "--no-plots"]) == 0
+    assert _table_files(tmp_path) == ["c_k.v1.f32"]
+    path = write_tiny(tmp_path, rounds=1, every=2, algorithm="scaffold")  # every device in memory
+    assert main(["run", str(path), "--no-plots", "--overwrite"]) == 0
+    assert _table_files(tmp_path) == []
+
+
 def test_a_disk_that_cannot_hold_the_tables_is_refused_up_front(tmp_path, monkeypatch, capsys):
     import cosim.scenario.derived as derived
 
