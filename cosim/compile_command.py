@@ -15,6 +15,7 @@ per process and cannot be cached this way; they take seconds, not minutes.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from cosim.exit_codes import EXIT_OK
 
@@ -67,8 +68,13 @@ def compile_command(scenario_file: str | None, overrides: list[str]) -> int:
     def say(line: str) -> None:
         print(f"cosim compile: {line}", file=sys.stderr, flush=True)
 
-    with CompileWatch(say=say) as watch:
-        engine = Engine(shrunk)
+    import tempfile
+
+    # the round writes nothing beside the real run's trace: a streamed round's per-device
+    # tables go to a scratch directory, removed after
+    with tempfile.TemporaryDirectory(prefix="cosim-compile-") as scratch, CompileWatch(say=say) as watch:
+        trace = shrunk.trace.model_copy(update={"path": str(Path(scratch) / "compile.h5")})
+        engine = Engine(shrunk.model_copy(update={"trace": trace}))
         engine.run_round(0, engine.initial_state())
     print(f"cosim compile: {watch.summary()}; Numba's cache: {cache_place()}")
     return EXIT_OK

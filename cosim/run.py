@@ -628,6 +628,7 @@ def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path)
 
     if checkpoint is None:
         return engine.initial_state(), ChannelUses()
+    _refuse_other_table_form(engine, checkpoint, writer, path)
     try:
         state = engine.algorithm.state_from_arrays(checkpoint.arrays)
         expected = engine.algorithm.state_to_arrays(engine.initial_state())
@@ -647,6 +648,26 @@ def _restored_state(engine: Engine, checkpoint, writer: TraceWriter, path: Path)
         raise SetupError(f"cannot resume {path}: its checkpoint does not fit this scenario "
                          f"({type(error).__name__}: {error}); use --overwrite to start "
                          "again") from None
+
+
+def _refuse_other_table_form(engine: Engine, checkpoint, writer: TraceWriter, path: Path) -> None:
+    """:class:`SetupError` naming ``runtime.devices_in_memory`` (the writer closed) when the
+    checkpoint's per-device tables are in the other form than this run's: on disk (the run
+    streamed its devices, a ``[version, K, d]`` reference) against in memory (``[K, d]``),
+    or the other way round; resume with the value the run had."""
+    fields = getattr(engine.algorithm, "device_fields", lambda: ())()
+    on_disk_now = _table_store(engine) is not None
+    for name in fields:
+        stored = np.shape(checkpoint.arrays.get(name))
+        if len(stored) not in (1, 2) or (len(stored) == 1) == on_disk_now:
+            continue
+        value = engine.scenario.runtime.devices_in_memory
+        then, now = (("held every device", "streams them") if on_disk_now else
+                     ("streamed its devices (its per-device tables on disk)", "holds every device"))
+        writer.close()
+        raise SetupError(f"cannot resume {path}: the run {then}, and runtime.devices_in_memory = {value!r} "
+                         f"now {now} (per-device table {name}); resume with the value the run had, or "
+                         "use --overwrite to start again")
 
 
 def _resume_clock(engine: Engine, writer: TraceWriter, start: int) -> None:

@@ -252,7 +252,10 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     combining); from the shapes, not measured. A round that streams its devices ``chunk``
     at a time evaluates the channel per symbol a chunk's devices at a time
     (:class:`phy.uplink.moving_link.SymbolChannel`): those terms count ``min(K, chunk)``
-    devices."""
+    devices. In the time domain (:mod:`phy.moving_time`) the processes are the P paths'
+    (``16 K P M``) and a pass of 16 devices holds their paths per sample (complex64
+    [16, S, P]), their waveform (complex64) and amplitudes (float64 [S, 16]), beside the
+    received samples (complex128 [S]): ``16 S (8 P + 16) + 16 S`` with S = N (F + C)."""
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
@@ -263,6 +266,12 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         m = k if chunk is None else min(k, int(chunk))
         uplink = 16 * m * symbols * f + (8 * m * symbols * antennas * f + 32 * m * symbols * f if antennas > 1 else 0)
     flat = moving_fading(scenario.channel.model) == "flat"
+    if scenario.ofdm.domain == "time":  # phy.moving_time: the paths are the processes, the waveform a pass
+        paths = 1 if flat else int(scenario.channel.num_taps)
+        samples = scheme_symbols_per_phase(scenario, num_values) * (f + scenario.ofdm.cyclic_prefix_samples)
+        passes = min(k, 16)  # phy.moving_time._DEVICES_PER_PASS
+        uplink += passes * samples * (8 * paths + 8 + 8) + 16 * samples
+        return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
     terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
     return 16 * terms, uplink, 32 * k * f * antennas + (32 * k * f if antennas > 1 else 0)
 

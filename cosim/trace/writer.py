@@ -168,8 +168,8 @@ def drop_checkpoint(path: str | Path) -> int:
         with _open_for_reading(path) as source:
             if "schema_version" not in source.attrs:
                 raise TraceError(f"{path} is not an aircomp-cosim trace")
-            if source.attrs.get(CHECKPOINT_DROPPED):
-                return 0
+            if source.attrs.get(CHECKPOINT_DROPPED):  # tables a kill after the rename left
+                return _drop_device_tables(path)
             if compact.is_symlink() or compact.exists():  # a stale one, or planted
                 compact.unlink()
             _create_exclusively(compact)

@@ -50,6 +50,8 @@ def stream_refusal(round_link) -> str | None:
     block = round_link.block
     if round_link.cohort is not None:
         return "[participation] schedules a cohort per round: its rows do not stream"
+    if round_link.air.domain == "time":
+        return "ofdm.domain = 'time' needs every sender's symbols at once: it does not stream"
     if (block.moving is not None and block.moving.channel_per_symbol and getattr(block.scheme, "channel_per_symbol", False)
             and not getattr(block.scheme, "streams_channel_per_symbol", False)):
         return (f"mobility.channel_within_phase = 'per_symbol': the stream of {type(block.scheme).__name__} "

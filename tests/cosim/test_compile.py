@@ -57,6 +57,14 @@ def test_compile_shrinks_the_scenario_and_says_what_it_did(tmp_path, capsys):
     assert not list(tmp_path.glob("*.h5"))  # no trace written
 
 
+def test_compile_writes_nothing_beside_the_runs_trace(tmp_path):
+    """A run whose rounds stream SCAFFOLD's devices keeps its per-device tables beside its
+    trace; compiling it writes none there (the round's tables go to a scratch directory)."""
+    path = write_tiny(tmp_path, rounds=3, every=3, algorithm="scaffold")
+    assert main(["compile", str(path), "--set", "runtime.devices_in_memory=2"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
 def test_a_bad_scenario_is_refused_before_anything_compiles(tmp_path, capsys):
     path = str(write_tiny(tmp_path))
     assert main(["compile", path, "--set", "cell.num_devices=0"]) == 2

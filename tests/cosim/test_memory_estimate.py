@@ -193,6 +193,18 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
+def test_moving_devices_in_the_time_domain_add_the_waveforms_pass():
+    """``ofdm.domain = "time"`` with moving devices: a pass of 16 devices' paths per sample,
+    their waveform and amplitudes, and the received samples (phy/moving_time.py)."""
+    still = _scenario(**{"ofdm.domain": "time"})
+    moving = _scenario(**{"ofdm.domain": "time", "mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(moving)
+    n, taps = scheme_symbols_per_phase(moving, d), moving.channel.num_taps
+    samples = n * (1024 + moving.ofdm.cyclic_prefix_samples)
+    assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
+            == 16 * samples * (8 * taps + 16) + 16 * samples)
+
+
 @pytest.mark.parametrize("modulation", ["bpsk", "qpsk"])
 def test_moving_devices_add_the_one_bit_phases_channel_per_symbol(modulation):
     """signSGD over one_bit with ``channel_within_phase = "per_symbol"``: the channel per

@@ -383,6 +383,28 @@ def test_overwriting_a_streamed_run_with_one_that_holds_every_device_clears_its_
     assert _table_files(tmp_path) == []
 
 
+def test_resuming_with_the_other_form_of_the_tables_names_devices_in_memory(tmp_path, capsys):
+    """A streamed run resumed with every device in memory, and the other way round: one
+    line naming runtime.devices_in_memory; the trace keeps its round and checkpoint."""
+    streamed, whole = tmp_path / "streamed", tmp_path / "whole"
+    streamed.mkdir()
+    whole.mkdir()
+    assert main(["run", str(_streamed_scaffold(streamed, 1)), "--no-plots"]) == 0
+    assert main(["run", str(write_tiny(whole, rounds=1, every=2, algorithm="scaffold")), "--no-plots"]) == 0
+    capsys.readouterr()
+    for directory, path in ((streamed, write_tiny(streamed, rounds=2, every=2, algorithm="scaffold")),
+                            (whole, _streamed_scaffold(whole, 2))):
+        with h5py.File(directory / "tiny-seed3.h5", "r") as f:
+            before = f["checkpoint/slot_0/c_k"][()]
+        assert main(["run", str(path), "--no-plots", "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert "runtime.devices_in_memory" in err and "resume with the value the run had" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        with h5py.File(directory / "tiny-seed3.h5", "r") as f:
+            assert f.attrs["completed_rounds"] == 1
+            np.testing.assert_array_equal(f["checkpoint/slot_0/c_k"][()], before)
+
+
 def test_a_disk_that_cannot_hold_the_tables_is_refused_up_front(tmp_path, monkeypatch, capsys):
     import cosim.scenario.derived as derived
 

@@ -81,3 +81,31 @@ def test_the_ici_through_the_uplink_is_jakes_closed_form(normalised_doppler):
         measured.append(np.mean(np.abs(y - fit[:, None] * x[0]) ** 2) / gain[k])
     expected = jakes_ici_power(normalised_doppler, F)
     assert np.mean(measured) == pytest.approx(expected, rel=0.10)
+
+
+def test_a_delayed_path_is_taken_at_the_received_samples_time():
+    """One moving device, one path 3 samples late: the grid is Sionna's demodulation of
+    ``y[b] = a(t_b) s[b - 3]``, the path's coefficient at the time of the received sample b
+    (``t_b = start + b / B``, b counted from the first sample of the phase), computed here
+    directly with NumPy from the process's own values."""
+    from sionna.phy.ofdm import OFDMDemodulator, OFDMModulator
+
+    moving, layout = _moving(250.0, 1, [3.0], [1.0], seed=9)
+    start = 0.02
+    uplink = MovingTimeDomainUplink(moving, start, SYMBOL_S, CP)
+    x = _qpsk(np.random.default_rng(10), (1, 4, F))
+    stream = OFDMModulator(CP)(x).numpy()[0].astype(np.complex128)  # [S]
+    num_samples = stream.size
+    times = start + np.arange(layout.l_min, num_samples + layout.l_min) / BANDWIDTH_HZ  # output sample n: time n + l_min
+    gain = moving.path_gain_at([start + 0.5 * num_samples / BANDWIDTH_HZ])[0][0]
+    a = np.sqrt(gain) * moving.fading.at(moving.motion.travelled_m(times)[:, :1])[:, 0, 0]  # [S]
+    received = np.zeros(num_samples, np.complex128)
+    lag = 3 - layout.l_min  # tap index of lag 3
+    received[lag:] = a[lag:] * stream[:num_samples - lag]
+    expected = OFDMDemodulator(F, layout.l_min, CP)(received[None].astype(np.complex64)).numpy()[0]
+    y = uplink(x)
+    np.testing.assert_allclose(y, expected, rtol=0, atol=2e-5 * np.abs(expected).max())
+    shifted = np.sqrt(gain) * moving.fading.at(moving.motion.travelled_m(times + 40 / BANDWIDTH_HZ)[:, :1])[:, 0, 0]
+    assert not np.allclose(y, OFDMDemodulator(F, layout.l_min, CP)(
+        (np.concatenate([np.zeros(lag), shifted[lag:] * stream[:num_samples - lag]])[None]).astype(np.complex64)
+    ).numpy()[0], rtol=0, atol=2e-5 * np.abs(expected).max())
