@@ -41,6 +41,18 @@ def _both(control, chunks, tx_power_w, **setup):
     return whole, stream.finish(), stream
 
 
+def _assert_same_result(streamed, whole):
+    """The estimate to float32 rounding of the sum, the per-device columns and the
+    aggregated distortion to float32 rounding of their own values."""
+    scale = float(tf.reduce_max(tf.abs(whole.estimate)))
+    np.testing.assert_allclose(streamed.estimate.numpy(), whole.estimate.numpy(), rtol=0, atol=2e-5 * scale)
+    for field in ("local_distortion", "tx_power_mean_w", "tx_power_max_w", "attenuated_fraction"):
+        np.testing.assert_allclose(getattr(streamed, field).numpy(), getattr(whole, field).numpy(),
+                                   rtol=1e-4, atol=1e-12, err_msg=field)
+    assert float(streamed.aggregated_distortion) == pytest.approx(float(whole.aggregated_distortion),
+                                                                  rel=1e-4, abs=1e-12)
+
+
 @pytest.mark.parametrize("control", sorted(CONTROLS))
 @pytest.mark.parametrize("tx_power_w", [0.1, 3e-4])
 def test_the_streamed_chain_is_the_one_call_chain(control, tx_power_w):
@@ -49,13 +61,7 @@ def test_the_streamed_chain_is_the_one_call_chain(control, tx_power_w):
     estimate to float32 rounding of the sum (a small budget makes rows bind)."""
     whole, streamed, _ = _both(control, [7, 1, 13, 19], tx_power_w, csi_error=0.05)
     assert float(streamed.delta_bar) == pytest.approx(float(whole.delta_bar), rel=1e-6)
-    scale = float(tf.reduce_max(tf.abs(whole.estimate)))
-    np.testing.assert_allclose(streamed.estimate.numpy(), whole.estimate.numpy(), rtol=0, atol=2e-5 * scale)
-    for field in ("local_distortion", "tx_power_mean_w", "tx_power_max_w", "attenuated_fraction"):
-        np.testing.assert_allclose(getattr(streamed, field).numpy(), getattr(whole, field).numpy(),
-                                   rtol=1e-4, atol=1e-12, err_msg=field)
-    assert float(streamed.aggregated_distortion) == pytest.approx(float(whole.aggregated_distortion),
-                                                                  rel=1e-4, abs=1e-12)
+    _assert_same_result(streamed, whole)
     assert float(streamed.noise_power) == pytest.approx(float(whole.noise_power), rel=1e-6)
     assert streamed.num_symbols == whole.num_symbols
 
@@ -130,13 +136,7 @@ def test_a_channel_per_symbol_streams_as_the_one_call_chain(control, tx_power_w,
         stream.add(lo, hi, updates[lo:hi])
     streamed = stream.finish()
     assert stream.exact_gain == (change == 0.0 and control in ("optimal", "full"))
-    scale = float(tf.reduce_max(tf.abs(whole.estimate)))
-    np.testing.assert_allclose(streamed.estimate.numpy(), whole.estimate.numpy(), rtol=0, atol=2e-5 * scale)
-    for field in ("local_distortion", "tx_power_mean_w", "tx_power_max_w", "attenuated_fraction"):
-        np.testing.assert_allclose(getattr(streamed, field).numpy(), getattr(whole, field).numpy(),
-                                   rtol=1e-4, atol=1e-12, err_msg=field)
-    assert float(streamed.aggregated_distortion) == pytest.approx(float(whole.aggregated_distortion),
-                                                                  rel=1e-4, abs=1e-12)
+    _assert_same_result(streamed, whole)
     if CONTROLS[control].over_the_air:  # the ideal sum reads no channel
         assert rows.reads[-1] == (21, 40) and {(0, 7), (7, 8), (8, 21)} <= set(rows.reads)
     if tx_power_w == 3e-4 and control == "optimal":
