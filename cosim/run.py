@@ -9,14 +9,8 @@ The engine's records carry the running channel-use totals of every round
 ``cumulative_uplink_seconds`` and ``cumulative_uplink_energy_j``;
 :meth:`cosim.engine.Engine.rounds`, :class:`cosim.channel_uses.ChannelUses`);
 the run keeps them across ``--resume`` in the checkpoint's attributes. It also watches the proposed method's
-``precision_rel_change``: when the global precision has changed by less than
-:data:`INERT_RELATIVE_CHANGE` (mean relative change per round) for
-:data:`INERT_ROUNDS` rounds in a row, phase 1 is inert (at the paper's settings with
-the precision reading it moves the precision by 1.5e-11 per round), and the run says
-so once on stderr, naming the scenario key ``algorithm.covariance_parameter``. The
-server keeps the precision in float64, so "not at all" would never trigger: the
-precision reading's 1.5e-11 still changes a float64 value, and crosses a float32
-rounding boundary for ~0.1 % of the entries every round.
+``precision_rel_change`` and says once when phase 1 is inert
+(:class:`cosim.inert_precision.InertPrecisionWatch`).
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +28,7 @@ from cosim.display_names import metric_label
 from cosim.divergence import DivergenceWatch, SimulationDiverged, replay_divergence
 from cosim.engine import ChannelUses, Engine, RoundRecord
 from cosim.exit_codes import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE
+from cosim.inert_precision import InertPrecisionWatch
 from cosim.printable import printable
 from cosim.scenario import Scenario, check_resources, load_scenario, scenario_to_toml
 from cosim.trace import (
@@ -47,15 +41,7 @@ from cosim.trace import (
     check_trace_target,
 )
 from native.compile_watch import CompileWatch
-
-INERT_ROUNDS = 10
-"""Rounds in a row of an inert phase 1 before the run warns."""
-INERT_RELATIVE_CHANGE = 1e-6
-"""A round's ``precision_rel_change`` below this counts as inert: 1e-4 over 100 rounds.
-Measured at paper-MNIST size (K = 100, d = 466,698, LRT, eta = 0.1, 100 rounds, seeds
-1-3, mean NLL): the precision reading 1.5e-11 per round, ``softplus_std`` and
-``log_std`` about 1e-5 (summed NLL, seed 1, rounds 0-18: ``softplus_std`` 4.7e-5 to
-6.6e-4; docs/reproduction.md)."""
+from native.table_files import drop_table_files
 
 
 class SetupError(Exception):
@@ -86,68 +72,6 @@ def _last_evaluation(path: Path) -> tuple[float, float]:
         return math.nan, math.nan
     last = int(np.flatnonzero(np.isfinite(accuracy))[-1])
     return float(accuracy[last]), float(rounds.get("ece", np.full(last + 1, math.nan))[last])
-
-
-class InertPrecisionWatch:
-    """Warns once when the global precision has been inert for ``rounds`` rounds in a row.
-
-    Fed one ``precision_rel_change`` per round (the proposed method's round metric;
-    rounds without it, or with NaN, break the streak). The first time the value has
-    been below ``threshold`` for ``rounds`` consecutive rounds, :meth:`observe`
-    returns the warning; afterwards it returns None.
-
-    Parameters
-    ----------
-    rounds : int
-        Length of the streak that triggers the warning (>= 1).
-    history : iterable of float, optional
-        The committed ``precision_rel_change`` of rounds 0 .. start-1 of a resumed
-        trace: a streak may span the resume. History alone never warns.
-    current : str, optional
-        The scenario's ``algorithm.covariance_parameter``, named in the warning.
-    threshold : float
-        A round whose relative change is below it is inert (:data:`INERT_RELATIVE_CHANGE`).
-    """
-
-    def __init__(
-        self,
-        rounds: int = INERT_ROUNDS,
-        history: Iterable[float] | None = None,
-        current: str | None = None,
-        threshold: float = INERT_RELATIVE_CHANGE,
-    ):
-        self.threshold = float(threshold)
-        if int(rounds) < 1:
-            raise ValueError(f"rounds must be >= 1, got {rounds!r}")
-        self.rounds = int(rounds)
-        self.current = current
-        self.warned = False
-        self._first: int | None = None  # first round of the current streak of zeros
-        for t, value in enumerate(history if history is not None else ()):
-            self._track(t, value)
-
-    def _track(self, round_index: int, value: float | None) -> int:
-        if value is not None and value < self.threshold:  # NaN compares false: breaks the streak
-            if self._first is None:
-                self._first = round_index
-            return round_index - self._first + 1
-        self._first = None
-        return 0
-
-    def observe(self, round_index: int, value: float | None) -> str | None:
-        """Track round ``round_index`` (0-based); the warning text once, else None."""
-        streak = self._track(round_index, value)
-        if streak < self.rounds or self.warned:
-            return None
-        self.warned = True
-        first, last = self._first, self._first + self.rounds - 1
-        now = f' (it is "{self.current}")' if self.current else ""
-        return (
-            f"cosim run: warning: the global precision has changed by less than {self.threshold:g} "
-            f"(mean relative change per round) for {self.rounds} rounds "
-            f"(trace rounds {first}-{last}): phase 1 is inert; try "
-            f'algorithm.covariance_parameter = "softplus_std" (or "log_std"){now}'
-        )
 
 
 COMPILE_NOTE = ("about 2 minutes from a cold cache on 2 cores (the quickstart's round 0 took "
@@ -356,7 +280,7 @@ def _run(scenario: Scenario, target: TraceTarget, scenario_text: str, *, progres
             writer.close()
     if writer is None:
         writer = _new_trace(target, scenario, scenario_text, engine)
-        _drop_stale_tables(path)  # an overwritten trace's per-device tables, if any
+        drop_table_files(path)  # an overwritten trace's per-device tables, if any
     try:  # a refusal here (a damaged checkpoint, a stored multiplier) closes the trace as it was
         initial, uses = _restored_state(engine, checkpoint, writer, path)
         tables = _table_store(engine)
@@ -601,17 +525,6 @@ def _channel_trace_attrs(world) -> dict:
     """The channel's ``trace_attrs`` (a ray-traced drop's cache entry); none without (or
     without an uplink: the tests' stand-ins)."""
     return dict(getattr(getattr(getattr(world, "uplink", None), "channel", None), "trace_attrs", {}))
-
-
-def _drop_stale_tables(path: Path) -> None:
-    """Delete the per-device table versions beside a trace just created at ``path`` (those
-    of a trace it overwrote, which a run that does not stream would never read or clear)."""
-    from cosim.scenario.derived import device_table_directory
-    from learning.device_table import TableStore
-
-    store = TableStore(device_table_directory(path))
-    if store.files():
-        store.keep()
 
 
 def _table_store(engine: Engine):

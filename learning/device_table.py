@@ -29,17 +29,17 @@ import contextlib
 import dataclasses
 import errno
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from native.table_files import table_file_name, table_files
+
 __all__ = ["DeviceTable", "MissingTableError", "TableStore", "TableWriter", "tables_of"]
 
 _VALUE_BYTES = 4  # float32
 _IO_BYTES = 1 << 30  # one read or write call moves at most this much (Linux caps one at ~2 GiB)
-_FILE = re.compile(r"^(?P<name>\w+)\.v(?P<version>\d+)\.f32(?P<partial>\.partial)?$")
 
 
 class MissingTableError(FileNotFoundError):
@@ -201,7 +201,7 @@ class TableStore:
     directory: Path
 
     def path(self, name: str, version: int) -> Path:
-        return self.directory / f"{name}.v{int(version)}.f32"
+        return self.directory / table_file_name(name, version)
 
     def zeros(self, name: str, num_devices: int, num_values: int) -> DeviceTable:
         """Version 0 of ``name``: zeros, no file."""
@@ -229,9 +229,7 @@ class TableStore:
 
     def files(self) -> list[Path]:
         """Every version file (and unfinished one) in the directory."""
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if _FILE.match(p.name))
+        return table_files(self.directory)
 
     def keep(self, *states: Any) -> list[Path]:
         """Delete every version file that none of ``states``' tables (:func:`tables_of`)

@@ -21,6 +21,7 @@ from cosim.scenario.tables import Scenario
 from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
 from learning.runtime import resolve  # stdlib only
+from native.table_files import table_directory as device_table_directory
 from phy.parameters import CHANNEL_MODELS, COMBINERS, SCHEDULING, moving_fading  # pydantic only
 
 # --------------------------------------------------------------------------- derived quantities
@@ -192,11 +193,7 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
         streamed, local, uplink = _streamed_terms(scenario, d, n, int(chunk))
     if scenario.ofdm.domain == "time":
         uplink += 8 * antennas * scheme_symbols_per_phase(scenario, n) * f
-    channel = 0
-    if antennas > 1:
-        channel = 64 * k * antennas * f
-        if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier"):
-            channel += 32 * f * antennas ** 2
+    channel = _antenna_channel_bytes(scenario)
     tables = CATALOG[scenario.algorithm.name].device_tables(scenario.hyper_parameters())
     table_rows = k if chunk is None else 2 * min(k_s, int(chunk))  # a streamed chunk: read and new rows
     held, moving_uplink, moving_channel = _moving_terms(scenario, n, chunk)
@@ -204,6 +201,16 @@ def memory_parts(scenario: Scenario, num_params: int, chunk: int | None = None) 
     return {"runtime": RUNTIME_BYTES, **dataset_memory.memory_terms(scenario.data, k, chunk is not None),
             "device state": 4 * table_rows * d * tables + held + streamed,
             "local step": local, "uplink phase": uplink, "channel draw": channel}
+
+
+def _antenna_channel_bytes(scenario: Scenario) -> int:
+    """The channel draw with N_r > 1 antennas (:func:`memory_parts`): ``64 K N_r F``, plus
+    ``32 F N_r^2`` for a combiner with a Gram matrix per subcarrier; 0 with one antenna."""
+    k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
+    if antennas == 1:
+        return 0
+    gram = 32 * f * antennas ** 2 if COMBINERS[scenario.bs.combiner].fact("gram_per_subcarrier") else 0
+    return 64 * k * antennas * f + gram
 
 
 def _streamed_terms(scenario: Scenario, num_params: int, num_values: int, chunk: int) -> tuple[int, int, int]:
@@ -346,14 +353,6 @@ def _memory_bytes(meminfo_path: str | Path, field: str, pages: str) -> int | Non
         return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, AttributeError):
         return None
-
-
-def device_table_directory(trace_path: str | Path) -> Path:
-    """Where a run whose rounds stream their devices keeps its algorithm's per-device
-    tables (:mod:`learning.device_table`): ``<trace stem>-device-tables`` beside the
-    trace (``runs/quickstart-seed1.h5`` -> ``runs/quickstart-seed1-device-tables``)."""
-    trace_path = Path(trace_path)
-    return trace_path.with_name(f"{trace_path.stem}-device-tables")
 
 
 def device_table_disk_bytes(scenario: Scenario, num_params: int, chunk: int | None) -> int:

@@ -174,7 +174,9 @@ def compact_study(out_dir: str | Path, *, stream: TextIO | None = None) -> int:
 def _compact_if_finished(path: Path) -> int | None:
     """The bytes :func:`cosim.trace.drop_checkpoint` freed of the trace at ``path`` if it
     is finished (complete or diverged); None if it is not, or was compacted before."""
-    from cosim.trace.writer import CHECKPOINT_DROPPED, TraceError, drop_checkpoint, read_trace
+    from cosim.trace.compact import drop_checkpoint
+    from cosim.trace.file_format import CHECKPOINT_DROPPED
+    from cosim.trace.writer import TraceError, read_trace
 
     trace = read_trace(path)
     rounds = trace.scenario.get("rounds")

@@ -19,7 +19,8 @@ from tiny_scenario import write_tiny
 
 from cosim.cli import main
 from cosim.study import RUNS_DIR, STUDY_COPY, run_name
-from cosim.trace.writer import drop_checkpoint, partial_path
+from cosim.trace.compact import drop_checkpoint
+from cosim.trace.writer import partial_path
 
 
 def _victim(tmp_path: Path) -> tuple[Path, bytes]:

@@ -13,7 +13,8 @@ import pytest
 from tiny_scenario import write_tiny
 
 from cosim.engine import ChannelUses, Engine, RoundRecord
-from cosim.run import INERT_ROUNDS, InertPrecisionWatch, run_scenario
+from cosim.inert_precision import INERT_ROUNDS, InertPrecisionWatch
+from cosim.run import run_scenario
 from cosim.scenario import load_scenario
 from cosim.trace import TIMING_COLUMNS, read_trace
 

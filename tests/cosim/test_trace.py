@@ -12,12 +12,12 @@ import h5py
 import numpy as np
 import pytest
 
+from cosim.trace.compact import drop_checkpoint
 from cosim.trace.writer import (
     SCHEMA_VERSION,
     TraceError,
     TraceExistsError,
     TraceWriter,
-    drop_checkpoint,
     read_trace,
     summarize,
 )
