@@ -443,3 +443,41 @@ def test_a_kill_at_any_instant_of_a_streamed_scaffold_run_resumes_to_the_straigh
         assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0, instant
         assert_same_trace(where / "tiny-seed3.h5", reference_dir / "tiny-seed3.h5")
         assert _table_files(where) == ["c_k.v4.f32"], instant
+
+
+def test_a_kill_between_checkpoints_resumes_from_the_older_table_version(tmp_path):
+    """``trace.checkpoint_every = 2`` (three versions of c_k on disk): SIGKILL after round 3
+    is committed without a checkpoint, the trace's checkpoint that of round 2. The resume
+    reads version 2, which the run kept beside its current version 3, drops version 3, and
+    ends with the straight run's trace."""
+    rounds, tables = 5, "tiny-seed3-device-tables"
+
+    def scenario_in(directory: Path) -> Path:
+        path = _streamed_scaffold(directory, rounds)
+        path.write_text(path.read_text().replace("[trace]\n", "[trace]\ncheckpoint_every = 2\n", 1))
+        assert "checkpoint_every = 2" in path.read_text()
+        return path
+
+    reference_dir, where = tmp_path / "reference", tmp_path / "killed"
+    reference_dir.mkdir()
+    where.mkdir()
+    assert main(["run", str(scenario_in(reference_dir)), "--no-plots"]) == 0
+    scenario = scenario_in(where)
+    proc = _spawn(scenario, where)
+    deadline = time.monotonic() + 300
+    while _completed(where / "tiny-seed3.h5") < 3:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.0005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before the kill"
+    with h5py.File(where / "tiny-seed3.h5", "r") as f:
+        completed = int(f.attrs["completed_rounds"])
+    assert completed in (3, 4)
+    if completed == 3:  # the checkpoint's version kept beside the current one
+        assert "c_k.v2.f32" in _table_files(where)
+    assert main(["run", str(scenario), "--no-plots", "--resume"]) == 0
+    assert_same_trace(where / "tiny-seed3.h5", reference_dir / "tiny-seed3.h5")
+    assert _table_files(where) == ["c_k.v5.f32"]
+    assert (where / tables).is_dir()
