@@ -135,51 +135,63 @@ class MovingTimeDomainUplink:
 
     def transmit(self, updates, precoder, mask, devices, symbols, row_amplitudes, num_symbols: int) -> np.ndarray:
         """:meth:`phy.ofdm_time.TimeDomainUplink.transmit`'s symbols (eq. ``Gen_x``: ``precoder
-        mask Delta``, the listed rows ``precoder row_amplitudes``) through this uplink."""
+        mask Delta``, the listed rows ``precoder row_amplitudes``) through this uplink, formed
+        a pass of devices at a time (no [K, N, F] grid)."""
         updates = np.asarray(updates, np.float32)
-        num_devices, num_values = updates.shape
+        precoder, mask = np.asarray(precoder, np.complex64), np.asarray(mask, np.float32)
+        listed_devices, listed_symbols = np.asarray(devices, np.int64), np.asarray(symbols, np.int64)
+        amplitudes = np.asarray(row_amplitudes, np.float32).reshape(-1, self.num_subcarriers)
         f, n = self.num_subcarriers, int(num_symbols)
-        grid = np.zeros((num_devices, n * f), np.float32)
-        grid[:, :num_values] = updates
-        grid = grid.reshape(num_devices, n, f) * np.asarray(mask, np.float32)[:, None, :]
-        rows = np.asarray(devices, np.int64), np.asarray(symbols, np.int64)
-        grid[rows] = np.asarray(row_amplitudes, np.float32).reshape(-1, f)
-        return self(np.asarray(precoder, np.complex64)[:, None, :] * grid)
+
+        def symbols_of(part: slice) -> np.ndarray:
+            rows = updates[part]
+            grid = np.zeros((rows.shape[0], n * f), np.float32)
+            grid[:, :rows.shape[1]] = rows
+            grid = grid.reshape(rows.shape[0], n, f) * mask[part, None, :]
+            listed = (listed_devices >= part.start) & (listed_devices < part.stop)
+            grid[listed_devices[listed] - part.start, listed_symbols[listed]] = amplitudes[listed]
+            return precoder[part, None, :] * grid
+
+        return self._receive(symbols_of, updates.shape[0], n)
 
     def reference(self, x) -> np.ndarray:
         """The same map (there is one implementation here)."""
         return self(x)
 
     def __call__(self, x) -> np.ndarray:
-        import tensorflow as tf
-        from sionna.phy.ofdm import OFDMDemodulator, OFDMModulator
-
         x = np.asarray(x, np.complex64)
         if x.ndim != 3 or x.shape[0] != self.num_devices or x.shape[2] != self.num_subcarriers:
             raise ValueError(f"x must be [K={self.num_devices}, N, F={self.num_subcarriers}], got {x.shape}")
+        return self._receive(lambda part: x[part], x.shape[0], x.shape[1])
+
+    def _receive(self, symbols_of, num_devices: int, num_symbols: int) -> np.ndarray:
+        """The demodulated grid [N, F] of the devices whose symbols ``symbols_of(part)``
+        gives ([m, N, F] complex64 for the slice ``part`` of them), a pass at a time."""
+        import tensorflow as tf
+        from sionna.phy.ofdm import OFDMDemodulator, OFDMModulator
+
+        if num_devices != self.num_devices:
+            raise ValueError(f"{num_devices} devices' symbols for an uplink of {self.num_devices}")
         layout, moving, cp = self.moving.paths, self.moving, int(self.cyclic_prefix_length)
-        num_samples = x.shape[1] * (x.shape[2] + cp)
-        sample_s = self.symbol_s / (x.shape[2] + cp)
-        middle = self.start_s + 0.5 * num_samples * sample_s
-        gain = moving.path_gain_at([middle], self.rows)[0]  # [K]
-        received = np.zeros(num_samples, np.complex128)
+        f = self.num_subcarriers
+        num_samples = num_symbols * (f + cp)
+        sample_s = self.symbol_s / (f + cp)
+        gain = moving.path_gain_at([self.start_s + 0.5 * num_samples * sample_s], self.rows)[0]  # [K]
+        # output sample n is the received sample at time n + l_min (Sionna's convention)
+        start = moving.motion.travelled_m(moving.motion.time_s + self.start_s + layout.l_min * sample_s)[self.rows]
+        step = moving.motion.travelled_m(sample_s)[self.rows]
         weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
         path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
         entries = weights[path, lag].astype(np.complex128)
+        modulator, received = OFDMModulator(cp), np.zeros(num_samples, np.complex128)
         for lo in range(0, self.num_devices, _DEVICES_PER_PASS):
             part = slice(lo, min(lo + _DEVICES_PER_PASS, self.num_devices))
-            devices = self.rows[part]
-            stream = OFDMModulator(cp)(tf.constant(x[part])).numpy()  # [m, S]
-            # output sample n is the received sample at time n + l_min (Sionna's convention)
-            first = self.start_s + layout.l_min * sample_s
-            start = moving.motion.travelled_m(moving.motion.time_s + first)[devices]
-            step = moving.motion.travelled_m(sample_s)[devices]
-            amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part])[None, :], (num_samples, devices.size)))
-            paths = moving.fading.along(start, step, num_samples, amplitude, devices)  # [m, S, P]
+            stream = modulator(tf.constant(symbols_of(part))).numpy()  # [m, S]
+            amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part]), (num_samples, stream.shape[0])))
+            paths = moving.fading.along(start[part], step[part], num_samples, amplitude, self.rows[part])  # [m, S, P]
             with LAUNCH:
                 _convolve(stream, paths, path, lag, entries, received)
-        demodulator = OFDMDemodulator(self.num_subcarriers, layout.l_min, cp)
-        y = demodulator(tf.constant(received[None].astype(np.complex64)))
+        y = OFDMDemodulator(f, layout.l_min, cp)(tf.constant(received[None].astype(np.complex64)))
         return y.numpy()[0]
 
 

@@ -262,7 +262,8 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     devices. In the time domain (:mod:`phy.moving_time`) the processes are the P paths'
     (``16 K P M``) and a pass of 16 devices holds their paths per sample (complex64
     [16, S, P]), their waveform (complex64) and amplitudes (float64 [S, 16]), beside the
-    received samples (complex128 [S]): ``16 S (8 P + 16) + 16 S`` with S = N (F + C)."""
+    received samples (complex128 [S]) and the pass's symbols (float32 and complex64 [16, N, F],
+    under 12 bytes a sample): ``16 S (8 P + 28) + 16 S`` with S = N (F + C)."""
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
@@ -277,7 +278,7 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         paths = 1 if flat else int(scenario.channel.num_taps)
         samples = scheme_symbols_per_phase(scenario, num_values) * (f + scenario.ofdm.cyclic_prefix_samples)
         passes = min(k, 16)  # phy.moving_time._DEVICES_PER_PASS
-        uplink += passes * samples * (8 * paths + 8 + 8) + 16 * samples
+        uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
         return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
     terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
     return 16 * terms, uplink, 32 * k * f * antennas + (32 * k * f if antennas > 1 else 0)

@@ -202,7 +202,7 @@ def test_moving_devices_in_the_time_domain_add_the_waveforms_pass():
     n, taps = scheme_symbols_per_phase(moving, d), moving.channel.num_taps
     samples = n * (1024 + moving.ofdm.cyclic_prefix_samples)
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
-            == 16 * samples * (8 * taps + 16) + 16 * samples)
+            == 16 * samples * (8 * taps + 28) + 16 * samples)
 
 
 @pytest.mark.parametrize("modulation", ["bpsk", "qpsk"])
