@@ -254,9 +254,9 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     phase (the channel per OFDM symbol, complex64 [K, N, F], and the chain's gains G and
     G m, or the vote's real and imaginary terms, float32 each). With N_r > 1 BS antennas
     the processes and one evaluation are N_r times as many, the combining adds
-    ``32 K F`` (a complex128 sum and term, :func:`phy.uplink.moving_link.combined`), and
-    per symbol ``8 K N N_r F + 32 K N F`` (the antennas' channels per symbol and their
-    combining); from the shapes, not measured. A round that streams its devices ``chunk``
+    ``16 K N_r F + 24 K F`` (:func:`phy.combiner.effective_channel`'s complex128 copy of
+    h, its complex128 product and that product's complex64 copy), and per symbol ``24 K N N_r F + 24 K N F`` (the antennas' channels per
+    symbol, their complex128 copy, the complex128 product and its complex64 copy); from the shapes, not measured. A round that streams its devices ``chunk``
     at a time evaluates the channel per symbol a chunk's devices at a time
     (:class:`phy.uplink.moving_link.SymbolChannel`): those terms count ``min(K, chunk)``
     devices. In the time domain (:mod:`phy.moving_time`) the processes are the P paths'
@@ -272,7 +272,7 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
             and scenario.mobility.channel_within_phase == "per_symbol"):
         symbols = scheme_symbols_per_phase(scenario, num_values)
         m = k if chunk is None else min(k, int(chunk))
-        uplink = 16 * m * symbols * f + (8 * m * symbols * antennas * f + 32 * m * symbols * f if antennas > 1 else 0)
+        uplink = 16 * m * symbols * f + (24 * m * symbols * antennas * f + 24 * m * symbols * f if antennas > 1 else 0)
     flat = moving_fading(scenario.channel.model) == "flat"
     if scenario.ofdm.domain == "time":  # phy.moving_time: the paths are the processes, the waveform a pass
         paths = 1 if flat else int(scenario.channel.num_taps)
@@ -281,7 +281,7 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
         return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
     terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
-    return 16 * terms, uplink, 32 * k * f * antennas + (32 * k * f if antennas > 1 else 0)
+    return 16 * terms, uplink, 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:

@@ -49,6 +49,7 @@ import tensorflow as tf
 
 from native.launch import ALIGNMENT_BYTES
 from native.streams import CSI, phase_csi_purpose, stream_seed
+from phy.combiner import effective_channel
 from phy.doppler import jakes_correlation
 
 
@@ -106,16 +107,14 @@ class SymbolChannel:
 
 
 def combined(h: np.ndarray, combiner: np.ndarray | None) -> np.ndarray:
-    """The effective channel ``m_f^H h_kf`` of ``h`` [..., N_r, F] through ``combiner``
-    [N_r, F] (:func:`phy.combiner.effective_channel`, any leading axes), complex64; ``h``
-    itself with one antenna (``combiner`` None)."""
+    """:func:`phy.combiner.effective_channel` of ``h`` [..., N_r, F] (any leading axes:
+    a channel per OFDM symbol is [K, N, N_r, F]) through ``combiner`` [N_r, F], complex64;
+    ``h`` itself with one antenna (``combiner`` None)."""
     if combiner is None:
         return h
-    weights = np.conj(np.asarray(combiner, np.complex128))
-    total = weights[0] * h[..., 0, :]  # complex128, one antenna at a time (no complex128 copy of h)
-    for r in range(1, weights.shape[0]):
-        total += weights[r] * h[..., r, :]
-    return total.astype(np.complex64)
+    h = np.asarray(h)
+    flat = effective_channel(h.reshape(-1, *h.shape[-2:]), combiner)
+    return flat.reshape(*h.shape[:-2], h.shape[-1])
 
 
 def phase_combiner(air, h: np.ndarray) -> np.ndarray | None:

@@ -189,7 +189,7 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     static_antennas = (memory_parts(_scenario(**{"bs.num_antennas": 2}), d)["uplink phase"]
                        - memory_parts(still, d)["uplink phase"])  # the static N_r = 2 terms
     assert (antennas["uplink phase"] - one_antenna["uplink phase"] - static_antennas
-            == 8 * 100 * n * 2 * 1024 + 32 * 100 * n * 1024)  # the antennas' channels per symbol, combined
+            == 24 * 100 * n * 2 * 1024 + 24 * 100 * n * 1024)  # the antennas' channels per symbol, combined
     assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
