@@ -96,12 +96,6 @@ class Entry:
     per-device tables (:meth:`device_tables`) are then on disk, read and written a chunk's
     rows at a time (:mod:`learning.device_table`)."""
 
-    def streams(self, hyper_parameters: dict) -> bool:
-        """Whether its rounds stream under ``hyper_parameters`` (:attr:`streams_devices`;
-        per-device tables go to disk)."""
-        del hyper_parameters
-        return self.streams_devices
-
     def local_step_vectors(self, hyper_parameters: dict) -> int:
         """:attr:`step_vectors` under ``hyper_parameters``."""
         vectors = self.step_vectors

@@ -407,8 +407,8 @@ def check_table_disk(scenario: Scenario, num_params: int, chunk: int | None,
 def stream_refusal(scenario: Scenario) -> str | None:
     """Why ``scenario``'s rounds cannot stream their devices (``table.key = value: reason``),
     or None: what needs every device's update at once, or rows other than the population's."""
-    s, hyper = scenario, scenario.hyper_parameters()
-    if not CATALOG[s.algorithm.name].streams(hyper):
+    s = scenario
+    if not CATALOG[s.algorithm.name].streams_devices:
         return (f"algorithm.name = {s.algorithm.name!r}: its phases' carry cannot be formed again "
                 "per chunk")
     if not s.uplink.variant_parameters().streams:
