@@ -47,10 +47,6 @@ class SchemeParameters(Parameters):
     """Whether moving devices under ``mobility.channel_within_phase = "per_symbol"`` are
     received symbol by symbol (h [K, N, F], :mod:`phy.uplink.moving_link`); else at the
     phase's middle, or per coherence block (digital OFDMA's ``ages_per_block``)."""
-    streams_channel_per_symbol: ClassVar[bool] = False
-    """Whether its stream takes a channel per OFDM symbol ([K, N, F], moving devices under
-    ``mobility.channel_within_phase = "per_symbol"``); a scheme that streams without it
-    streams moving devices through the channel at each phase's middle only."""
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """The bytes a phase's stream holds per device of the population, whatever the
@@ -89,7 +85,6 @@ class AnalogScheme(SchemeParameters):
     # moving devices: each OFDM symbol received through the channel at its own time
     # (phy.uplink.moving_link; the chain takes h [K, N, F], phy.aircomp)
     channel_per_symbol: ClassVar[bool] = True
-    streams_channel_per_symbol: ClassVar[bool] = True  # AggregateStream takes a chunk's rows of h [K, N, F]
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``48 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the
@@ -185,7 +180,6 @@ class OneBitScheme(SchemeParameters):
     # moving devices: each OFDM symbol received through the channel at its own time
     # (phy.uplink.moving_link; the superposition takes h [K, N, F], phy.uplink.one_bit)
     channel_per_symbol: ClassVar[bool] = True
-    streams_channel_per_symbol: ClassVar[bool] = True  # OneBitStream takes a chunk's rows of h [K, N, F]
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``8``: each sender's power (float64); the precoders are formed per chunk

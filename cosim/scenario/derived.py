@@ -417,12 +417,7 @@ def stream_refusal(scenario: Scenario) -> str | None:
     if any(getattr(s.participation, key) != getattr(every_device, key)
            for key in ("fraction", "scheduling", "dropout_probability", "deadline_s")):
         return "[participation]: a cohort per round does not stream (every device must send)"
-    scheme = s.uplink.variant_parameters()
-    per_symbol = (moving(s) and s.mobility.channel_within_phase == "per_symbol" and scheme.channel_per_symbol
-                  and not scheme.streams_channel_per_symbol)
-    for refused, words in ((per_symbol, f"mobility.channel_within_phase = 'per_symbol': the stream of "
-                            f"uplink.scheme = {s.uplink.scheme!r} takes one channel per phase; set 'phase_middle'"),
-                           (s.privacy is not None, "[privacy]: the clipping wrapper does not stream"),
+    for refused, words in ((s.privacy is not None, "[privacy]: the clipping wrapper does not stream"),
                            (s.trace.signals, "trace.signals = true: raw signals need every update"),
                            (s.power.gamma == "joint", "power.gamma = 'joint' needs every update first"),
                            (s.ofdm.domain == "time", "ofdm.domain = 'time' needs every sender's symbols")):

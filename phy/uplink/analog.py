@@ -58,7 +58,6 @@ class Analog:
     carries = AnalogScheme.carries
     accounts_privacy = getattr(AnalogScheme, "accounts_privacy", False)
     channel_per_symbol = AnalogScheme.channel_per_symbol  # moving devices: h [K, N, F]
-    streams_channel_per_symbol = AnalogScheme.streams_channel_per_symbol
 
     def __init__(self, power_control: PowerControl, gamma_w: float, joint_gamma: bool = False):
         self.power_control, self.gamma_w, self.joint_gamma = power_control, gamma_w, bool(joint_gamma)

@@ -119,7 +119,6 @@ class OneBit:
 
     carries = OneBitScheme.carries
     channel_per_symbol = OneBitScheme.channel_per_symbol  # moving devices: h [K, N, F]
-    streams_channel_per_symbol = OneBitScheme.streams_channel_per_symbol
     accounts_privacy = getattr(OneBitScheme, "accounts_privacy", False)
 
     def __init__(self, modulation: str = "bpsk", gain_threshold: float = 0.1):

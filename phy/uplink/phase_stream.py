@@ -17,11 +17,9 @@ spread are :meth:`~phy.uplink.RoundLink.send`'s, written once.
 
 What needs every update at once, or rows other than the whole population, does not
 stream and is refused at :meth:`PhaseStream.__init__` with the key that asks for it: a
-cohort (``[participation]``), kept signals (``trace.signals``), a scheme round that
-changes the phase's link (``[privacy]``'s clipping), a scheme without ``open_stream``, and
-moving devices received symbol by symbol (``mobility.channel_within_phase =
-"per_symbol"``) by a scheme whose stream takes one channel per phase (no shipped one:
-the analog and one-bit streams take it). Moving devices stream: each phase's estimate and
+cohort (``[participation]``), the time domain, kept signals (``trace.signals``), a scheme
+round that changes the phase's link (``[privacy]``'s clipping) and a scheme without
+``open_stream``. Moving devices stream: each phase's estimate and
 channel are :meth:`~phy.uplink.RoundLink.send`'s (:func:`phy.uplink.moving_link.phase_channels`),
 for every device at once, and the chunks take their rows; a channel per OFDM symbol is a
 :class:`phy.uplink.moving_link.SymbolChannel`, evaluated a chunk's devices at a time.
@@ -52,10 +50,6 @@ def stream_refusal(round_link) -> str | None:
         return "[participation] schedules a cohort per round: its rows do not stream"
     if round_link.air.domain == "time":
         return "ofdm.domain = 'time' needs every sender's symbols at once: it does not stream"
-    if (block.moving is not None and block.moving.channel_per_symbol and getattr(block.scheme, "channel_per_symbol", False)
-            and not getattr(block.scheme, "streams_channel_per_symbol", False)):
-        return (f"mobility.channel_within_phase = 'per_symbol': the stream of {type(block.scheme).__name__} "
-                "takes one channel per phase (its middle)")
     if round_link.keep_signals:
         return "trace.signals keeps the round's raw signals, which need every update at once"
     if type(round_link.scheme_round) is not SchemeRound:
