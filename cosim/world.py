@@ -125,12 +125,14 @@ def _channel_of(scenario: Scenario, deployment: geometry.Deployment, place=None)
 
 def _place_of(scenario: Scenario):
     """The ray-traced scene with the BS (:class:`phy.ray_tracing.RayTracedPlace`, imported
-    here: only a run with ``channel.model = "ray_traced"`` loads it), else None."""
+    here: only a run with ``channel.model = "ray_traced"`` loads it), else None; with moving
+    devices its paths keep their directions of arrival (:mod:`phy.moving_rays`)."""
     if not traces_scene(scenario.channel.model):
         return None
     from phy.ray_tracing import RayTracedPlace
 
-    return RayTracedPlace(scenario.channel.variant_parameters(), scenario.bs.num_antennas)
+    return RayTracedPlace(scenario.channel.variant_parameters(), scenario.bs.num_antennas,
+                          arrivals=moving(scenario))
 
 
 def _static_data(scenario: Scenario, indexed: bool = False) -> dict:

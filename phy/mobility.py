@@ -197,6 +197,13 @@ class RandomWaypoint:
         self.legs = np.zeros(self.positions_m.shape[0], np.int64)
         self.targets_m = np.stack([self.waypoint(k, 0) for k in range(self.positions_m.shape[0])])
 
+    @property
+    def velocities_mps(self) -> np.ndarray:
+        """``[K, 2]`` float64: each device's velocity now, towards its waypoint (0 for one at rest)."""
+        toward = self.targets_m - self.positions_m
+        length = np.hypot(toward[:, 0], toward[:, 1])
+        return self.speed_mps[:, None] * toward / np.where(length > 0.0, length, 1.0)[:, None]
+
     def waypoint(self, device: int, leg: int) -> np.ndarray:
         """``[2]`` waypoint ``leg`` of ``device``."""
         return _uniform_annulus(np.random.default_rng([self.key, int(device), int(leg)]),

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from phy.doppler import SumOfSinusoids, doppler_hz
+from phy.doppler import SumOfSinusoids, doppler_hz, jakes_correlation
 from phy.geometry import path_gain
 from phy.mobility import RandomWaypoint, StraightMotion, speeds_mps
 
@@ -200,6 +200,13 @@ class MovingChannel:
                     for r in range(self.num_antennas))
         return (np.sqrt(gain) * z).astype(np.complex64)
 
+    def aging_correlation(self, lag_s, devices=None) -> np.ndarray:
+        """``[k]``: the correlation between a device's channel and itself ``lag_s`` seconds
+        later (one value, or one per device), Jakes' ``J0(2 pi f_D,k lag)``; of ``devices``
+        (population ids), or of every device."""
+        shift = self.doppler_hz if devices is None else self.doppler_hz[np.asarray(devices)]
+        return jakes_correlation(shift, lag_s)
+
     def state_columns(self) -> dict[str, np.ndarray]:
         """Per device at the round's start: ``position_x_m``, ``position_y_m``, ``speed_mps``,
         ``doppler_hz``."""
@@ -220,10 +227,18 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
     """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
     (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
     with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
-    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, every device at one speed)."""
+    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, every device at one speed),
+    or with a :class:`phy.ray_traced.RayTracedCell` its traced paths turning with the
+    displacement (:class:`phy.moving_rays.TracedMovingChannel`, at the traced carrier, the
+    motion centred on the BS; nothing more drawn)."""
     positions = np.asarray(positions_m, np.float64)
     speeds = speeds_mps(speed_mps, positions.shape[0], rng)
+    traced = hasattr(channel, "moving_channel")  # a phy.ray_traced.RayTracedCell
+    if traced:  # the walls are centred on the BS
+        positions = positions - channel.bs_xy_m[None, :]
     motion = motion_of(positions, speeds, rng)
+    if traced:
+        return channel.moving_channel(motion, compute_seconds_per_round)
     if getattr(channel, "tap_responses", None) is not None:  # a phy.channel.TDL
         from phy.moving_tdl import MovingTdl  # Sionna's TDL: only a moving TDL run builds it
 

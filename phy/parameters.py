@@ -205,11 +205,12 @@ class _Carrier(ChannelParameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
 
 
-MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl")
+MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl", "traced_paths")
 """What a channel model does when ``[mobility]`` moves the devices (its parameters'
 ``moving_fading``; None: refused in motion): independent Jakes processes per subcarrier,
-one per device on every subcarrier (:mod:`phy.doppler`), or Sionna's TDL process at one
-speed and the TDL's carrier (:mod:`phy.moving_tdl`)."""
+one per device on every subcarrier (:mod:`phy.doppler`), Sionna's TDL process at one
+speed and the TDL's carrier (:mod:`phy.moving_tdl`), or the traced paths each turning
+with its own Doppler as the device moves (:mod:`phy.moving_rays`)."""
 
 
 class IidRayleighChannel(_PathLoss):
@@ -301,6 +302,7 @@ class RayTracedChannel(_Carrier):
     """Paths traced by Sionna RT in a scene, once per drop: absolute path gains, no r^-alpha."""
 
     scene_coordinates: ClassVar[bool] = True
+    moving_fading: ClassVar[str | None] = "traced_paths"
 
     scene: Annotated[str, BeforeValidator(_scene_name)] = Field(
         description="a built-in Sionna RT scene or a Mitsuba .xml file beside the scenario")

@@ -41,20 +41,33 @@ class TracedPaths:
     tau_s : np.ndarray
         ``[K, P]``, float32: path delays [s], device k's first path at 0, 0 where there
         is no path.
+    arrival_xy : np.ndarray, optional
+        ``[K, P, 2]``, float32: the x, y components of the unit vector from device k
+        towards where its path p arrives from, ``r(theta_R, phi_R)`` of Sionna RT (the
+        paths are traced from the BS to the devices; the directions are reciprocal), 0
+        where there is no path. A device moving at ``v`` [m/s] in the plane sees path p
+        shifted by ``v . r / lambda`` [Hz] (:mod:`phy.moving_rays`). None when not traced
+        (a place at rest does not keep them).
     """
 
     a: np.ndarray
     tau_s: np.ndarray
+    arrival_xy: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         a = np.asarray(self.a, np.complex64)
         tau = np.asarray(self.tau_s, np.float32)
         if a.ndim != 3 or tau.shape != (a.shape[0], a.shape[2]):
             raise ValueError(f"a must be [K, N_r, P] and tau_s [K, P], got {a.shape} and {tau.shape}")
-        for array in (a, tau):
-            array.flags.writeable = False
+        arrival = None if self.arrival_xy is None else np.asarray(self.arrival_xy, np.float32)
+        if arrival is not None and arrival.shape != (*tau.shape, 2):
+            raise ValueError(f"arrival_xy must be [K, P, 2] = {[*tau.shape, 2]}, got {list(arrival.shape)}")
+        for array in (a, tau, arrival):
+            if array is not None:
+                array.flags.writeable = False
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "tau_s", tau)
+        object.__setattr__(self, "arrival_xy", arrival)
 
     @property
     def num_devices(self) -> int:
@@ -75,7 +88,8 @@ class TracedPaths:
     def select(self, devices) -> TracedPaths:
         """The paths of ``devices`` (indices), in that order, trailing empty paths dropped."""
         devices = np.asarray(devices, np.int64)
-        return _trimmed(self.a[devices], self.tau_s[devices])
+        return _trimmed(self.a[devices], self.tau_s[devices],
+                        None if self.arrival_xy is None else self.arrival_xy[devices])
 
     @staticmethod
     def concatenate(parts: list[TracedPaths]) -> TracedPaths:
@@ -83,18 +97,31 @@ class TracedPaths:
         num_paths = max(p.a.shape[2] for p in parts)
         a = np.concatenate([np.pad(p.a, [(0, 0), (0, 0), (0, num_paths - p.a.shape[2])]) for p in parts])
         tau = np.concatenate([np.pad(p.tau_s, [(0, 0), (0, num_paths - p.tau_s.shape[1])]) for p in parts])
-        return _trimmed(a, tau)
+        arrival = None
+        if all(p.arrival_xy is not None for p in parts):
+            arrival = np.concatenate([np.pad(p.arrival_xy, [(0, 0), (0, num_paths - p.arrival_xy.shape[1]), (0, 0)])
+                                      for p in parts])
+        return _trimmed(a, tau, arrival)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """``{"a": a, "tau_s": tau_s}`` for :meth:`PathCache.store`."""
-        return {"a": self.a, "tau_s": self.tau_s}
+        """``{"a": a, "tau_s": tau_s}`` (and ``"arrival_xy"`` when traced) for
+        :meth:`PathCache.store`."""
+        arrays = {"a": self.a, "tau_s": self.tau_s}
+        if self.arrival_xy is not None:
+            arrays["arrival_xy"] = self.arrival_xy
+        return arrays
+
+    @staticmethod
+    def of(arrays: Mapping[str, np.ndarray]) -> TracedPaths:
+        """The paths of a cache entry's ``arrays`` (:meth:`arrays`)."""
+        return TracedPaths(arrays["a"], arrays["tau_s"], arrays.get("arrival_xy"))
 
 
-def _trimmed(a: np.ndarray, tau: np.ndarray) -> TracedPaths:
+def _trimmed(a: np.ndarray, tau: np.ndarray, arrival: np.ndarray | None = None) -> TracedPaths:
     """The paths without the trailing path indices no device uses (at least one kept)."""
     used = np.flatnonzero(np.any(np.abs(a) > 0, axis=(0, 1)))
     keep = int(used[-1]) + 1 if used.size else 1
-    return TracedPaths(a[:, :, :keep], tau[:, :keep])
+    return TracedPaths(a[:, :, :keep], tau[:, :keep], None if arrival is None else arrival[:, :keep])
 
 
 def cache_key(settings: Mapping) -> str:

@@ -62,7 +62,13 @@ class RayTracedCell:
     Attributes
     ----------
     paths : phy.path_cache.TracedPaths
-        ``a`` [K, N_r, P] complex64, ``tau_s`` [K, P] float32 [s].
+        ``a`` [K, N_r, P] complex64, ``tau_s`` [K, P] float32 [s] (and ``arrival_xy``
+        from a place built with ``arrivals=True``, for devices that move: :mod:`phy.moving_rays`).
+    frequencies_hz : np.ndarray
+        ``[F]`` float64: the subcarriers' baseband frequencies.
+    carrier_frequency_hz : float
+    bs_xy_m : np.ndarray
+        ``[2]``: the BS's x, y in scene coordinates [m].
     path_gain : np.ndarray
         ``[K]``, float64, linear: ``sum_p |a_knp|^2`` averaged over n.
     trace_attrs : dict
@@ -105,6 +111,9 @@ class RayTracedCell:
         frequencies = np.asarray(subcarrier_frequencies(self.num_subcarriers, float(subcarrier_spacing_hz),
                                                         precision="double"), np.float64)
         tau = self.paths.tau_s.astype(np.float64)
+        self.frequencies_hz = frequencies
+        self.carrier_frequency_hz = float(parameters.carrier_frequency_hz)
+        self.bs_xy_m = np.asarray(place.bs_xy_m, np.float64)
         self._phase_factors = tf.constant(  # [K, P, F]
             np.exp(-2j * np.pi * tau[:, :, None] * frequencies[None, None, :]).astype(np.complex64))
         self._a = tf.constant(self.paths.a)
@@ -114,6 +123,15 @@ class RayTracedCell:
     def num_devices(self) -> int:
         """K."""
         return self.paths.num_devices
+
+    def moving_channel(self, motion, compute_seconds_per_round: float):
+        """This drop's paths turned as ``motion`` (centred on the BS) moves the devices:
+        a :class:`phy.moving_rays.TracedMovingChannel` (the paths need their directions
+        of arrival: a place built with ``arrivals=True``)."""
+        from phy.moving_rays import TracedMovingChannel, TracedPathFading
+
+        fading = TracedPathFading(self.paths, self.frequencies_hz, self.carrier_frequency_hz)
+        return TracedMovingChannel(motion, fading, self.num_subcarriers, compute_seconds_per_round, self.bs_xy_m)
 
     def _round_paths(self, seed: tf.Tensor) -> tf.Tensor:
         """``[K, N_r, P]`` complex64: the traced coefficients, each path's phase redrawn

@@ -12,6 +12,9 @@ two questions, each traced once and kept in a :class:`phy.path_cache.PathCache`:
   Baseband coefficients and delays from :meth:`sionna.rt.Paths.cir` with
   ``normalize_delays=True`` (each device's first path at 0), so the per-device
   propagation delay is not part of the channel (the devices are synchronised).
+  A place built with ``arrivals=True`` (devices that move, :mod:`phy.moving_rays`) also
+  keeps each path's direction of arrival at the device (:func:`arrival_xy`), in cache
+  entries of their own.
 * :meth:`RayTracedPlace.radio_map`: the path gain on a grid of cells at the devices'
   height around the BS (:class:`sionna.rt.RadioMapSolver`), to drop devices where a
   person can stand (:mod:`phy.scene_layouts`).
@@ -97,6 +100,10 @@ class RayTracedPlace:
         N_r >= 1, the BS's elements.
     log : callable, optional
         Receives the progress lines of a trace (default: standard error).
+    arrivals : bool
+        Whether traced paths carry their directions of arrival
+        (:attr:`phy.path_cache.TracedPaths.arrival_xy`; default False: a place at rest,
+        whose cache entries stay those it always wrote).
 
     Attributes
     ----------
@@ -107,8 +114,9 @@ class RayTracedPlace:
     """
 
     def __init__(self, parameters: RayTracedChannel, num_bs_antennas: int,
-                 log: Callable[[str], None] = _stderr):
+                 log: Callable[[str], None] = _stderr, arrivals: bool = False):
         self.parameters = parameters
+        self.arrivals = bool(arrivals)
         self.num_bs_antennas = int(num_bs_antennas)
         self.file = scene_file(parameters.scene)
         if not self.file.is_file():
@@ -131,6 +139,7 @@ class RayTracedPlace:
             "solver_seed": SOLVER_SEED,
             "sionna_rt": metadata.version("sionna-rt"),
         }
+        self._path_settings = {**self._settings, "arrivals": True} if self.arrivals else self._settings
 
     @property
     def bs_xy_m(self) -> np.ndarray:
@@ -169,14 +178,14 @@ class RayTracedPlace:
         """The uplink paths of devices at ``positions_m`` ``[K, 2]`` (scene x, y [m]):
         from the cache, else traced and stored. Sets :attr:`entry`."""
         positions = np.asarray(positions_m, np.float64).reshape(-1, 2)
-        key = cache_key({"kind": "paths", **self._settings, "positions_m": positions.tolist()})
+        key = cache_key({"kind": "paths", **self._path_settings, "positions_m": positions.tolist()})
         found = self.cache.load(key)
         if found is None:
             traced = self._trace(positions)
             checksum = self.cache.store(key, traced.arrays())
         else:
             arrays, checksum = found
-            traced = TracedPaths(arrays["a"], arrays["tau_s"])
+            traced = TracedPaths.of(arrays)
         self.entry = f"{self.cache.path(key).name} sha256:{checksum}"
         return traced
 
@@ -184,7 +193,7 @@ class RayTracedPlace:
         """Store ``paths`` (traced by parts) as the entry of ``positions_m``, so that
         :meth:`paths` finds it."""
         positions = np.asarray(positions_m, np.float64).reshape(-1, 2)
-        key = cache_key({"kind": "paths", **self._settings, "positions_m": positions.tolist()})
+        key = cache_key({"kind": "paths", **self._path_settings, "positions_m": positions.tolist()})
         if not self.cache.path(key).exists():
             self.cache.store(key, paths.arrays())
 
@@ -213,7 +222,8 @@ class RayTracedPlace:
         valid = tau >= 0
         a = np.where(valid[:, None, :], a, 0)
         tau = np.where(valid, tau, 0)
-        traced = TracedPaths(a, tau).select(np.arange(len(positions)))
+        arrival = np.where(valid[..., None], arrival_xy(paths), 0) if self.arrivals else None
+        traced = TracedPaths(a, tau, arrival).select(np.arange(len(positions)))
         self.log(f"ray tracing: done in {time.perf_counter() - started:.1f} s, "
                  f"{int(np.sum(traced.has_path))} of {len(positions)} devices with a path")
         return traced
@@ -244,6 +254,21 @@ class RayTracedPlace:
         self.cache.store(key, {"centres_m": centres, "gain": gain})
         self.log(f"ray tracing: radio map of {gain.size} cells in {time.perf_counter() - started:.1f} s")
         return centres, gain
+
+
+def arrival_xy(paths) -> np.ndarray:
+    """``[K, P, 2]`` float32: the x, y of ``r(theta_R, phi_R)`` (Sionna RT's unit vector
+    towards where path p arrives from at receiver k) of a :class:`sionna.rt.Paths` traced
+    from one transmitter (the BS) to K one-element receivers. A receiver moving at
+    ``v = (v_x, v_y, 0)`` sees path p shifted by ``(v_x x + v_y y) / lambda`` [Hz], Sionna
+    RT's :attr:`sionna.rt.Paths.doppler` with a still transmitter and still scene."""
+    def angles(tensor) -> np.ndarray:
+        values = np.asarray(tensor.numpy(), np.float64)
+        # [rx, rx_ant, tx, tx_ant, P] (per-antenna arrays) or [rx, tx, P] (synthetic)
+        return values[:, 0, 0, 0, :] if values.ndim == 5 else values[:, 0, :]
+
+    theta, phi = angles(paths.theta_r), angles(paths.phi_r)
+    return np.stack([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi)], axis=-1).astype(np.float32)
 
 
 def _inside_closed_mesh(scene, mi, position: list[float], max_crossings: int = 64) -> bool:

@@ -263,7 +263,9 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     (``16 K P M``) and a pass of 16 devices holds their paths per sample (complex64
     [16, S, P]), their waveform (complex64) and amplitudes (float64 [S, 16]), beside the
     received samples (complex128 [S]) and the pass's symbols (float32 and complex64 [16, N, F],
-    under 12 bytes a sample): ``16 S (8 P + 28) + 16 S`` with S = N (F + C)."""
+    under 12 bytes a sample): ``16 S (8 P + 28) + 16 S`` with S = N (F + C). A ray-traced
+    cell's moving paths add no state: they are the drop's (their count is known only once
+    traced, and is not counted at rest either)."""
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
@@ -280,6 +282,8 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         passes = min(k, 16)  # phy.moving_time._DEVICES_PER_PASS
         uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
         return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
+    if moving_fading(scenario.channel.model) == "traced_paths":  # phy.moving_rays: the drop's paths, as at rest
+        return 0, uplink, 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
     terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
     return 16 * terms, uplink, 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
 

@@ -4,7 +4,8 @@ A moving ``mobility.model`` (every model but ``"static"``, :data:`phy.parameters
 evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat Rayleigh
 models, and TDL with every device at one speed and the Doppler at the TDL's carrier
 (:mod:`phy.moving_tdl`, one BS antenna; the Rayleigh models take N_r antennas), the
-frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna and
+ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
+(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna and
 no timing offset or CFO (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
@@ -56,11 +57,18 @@ def check_mobility(scenario) -> None:
          "mobility.speed_mps", f"= {list(speed) if ranged else speed}: channel.model = "
          f"{scenario.channel.model!r} moves every device at one speed (Sionna's TDL draws one per "
          "call); set one value"),
-        (fading != "sionna_tdl"
+        (fading not in ("sionna_tdl", "traced_paths")
          or scenario.mobility.carrier_frequency_hz == scenario.channel.carrier_frequency_hz,
          "mobility.carrier_frequency_hz", f"= {scenario.mobility.carrier_frequency_hz:g}: with channel.model = "
-         f"{scenario.channel.model!r} the Doppler is the TDL's, at channel.carrier_frequency_hz = "
+         f"{scenario.channel.model!r} the Doppler is the channel's, at channel.carrier_frequency_hz = "
          f"{scenario.channel.carrier_frequency_hz:g}; set the two equal"),
+        (fading != "traced_paths" or getattr(scenario.channel, "variation", None) == "static",
+         "channel.variation", f"= {getattr(scenario.channel, 'variation', None)!r}: with {model} each traced "
+         "path's phase follows its device's displacement (the unset default 'phase' redraws it every "
+         "round); set \"static\""),
+        (fading != "traced_paths" or getattr(scenario.channel, "redrop_every_rounds", None) is None,
+         "channel.redrop_every_rounds", f"= {getattr(scenario.channel, 'redrop_every_rounds', None)}: "
+         f"{model} moves the devices of one drop; remove the key or [mobility]"),
         (scenario.cell.min_distance_m > 0.0, "cell.min_distance_m",
          f"= {scenario.cell.min_distance_m:g}: {model} reflects the devices at this exclusion "
          "radius around the BS; set it > 0"),

@@ -457,12 +457,11 @@ class DigitalOfdma:
     def correlation(link, schedule: Plan, air, offset_s: float = 0.0) -> np.ndarray:
         """``[K_T]`` ``J0(2 pi f_D (o + N_k T_sym / 2))`` over the symbols each sender
         occupies, its slot starting ``o = offset_s`` after the estimate (NaN for one that
-        does not transmit)."""
-        from phy.doppler import jakes_correlation
-
+        does not transmit; a ray-traced cell's paths' own correlation,
+        :meth:`phy.uplink.moving_link.SlotChannel.correlation`)."""
         used = schedule.symbols if schedule.sent is None else np.where(schedule.sent > 0, schedule.sent, np.nan)
         half_slot_s = 0.5 * np.where(schedule.transmits, used, np.nan) * air.symbol_duration_s
-        return jakes_correlation(link.slot.doppler_hz, offset_s + half_slot_s)
+        return link.slot.correlation(offset_s + half_slot_s)
 
     def adapted(self, schedule: Plan, link, air) -> Plan:
         """``schedule`` (planned without the budget) with the rate adapted per coherence

@@ -33,7 +33,8 @@ earlier phases' symbols times ``T_sym``):
   inter-carrier interference included); the channel the schemes' chains are given is the
   one at the phase's middle.
 * **Aging.** Per sender, ``aging_correlation_<phase>`` = ``J0(2 pi f_D,k Delta_k)``, Jakes'
-  correlation between the channel at the estimate and at the phase's middle (``Delta_k``
+  correlation between the channel at the estimate and at the phase's middle (a ray-traced
+  cell's is its paths' own, :mod:`phy.moving_rays`; ``Delta_k``
   half the phase, also for a scheme with ``channel_per_symbol``, or half the device's own
   slot for a scheme with ``ages_per_block``).
 
@@ -50,7 +51,6 @@ import tensorflow as tf
 from native.launch import ALIGNMENT_BYTES
 from native.streams import CSI, phase_csi_purpose, stream_seed
 from phy.combiner import effective_channel
-from phy.doppler import jakes_correlation
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,11 @@ class SlotChannel:
         ``offsets_s`` [T] (ascending) seconds after the phase's start."""
         offsets = self.start_s + np.asarray(offsets_s, np.float64)
         return self.moving.owned_at(offsets, self.devices[rows], subcarriers, self.combiner)
+
+    def correlation(self, lag_s) -> np.ndarray:
+        """``[K_T]``: each sender's channel against itself ``lag_s`` (one, or [K_T]) seconds
+        later (:meth:`phy.moving_channel.MovingChannel.aging_correlation`)."""
+        return self.moving.aging_correlation(lag_s, self.devices)
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,7 @@ def phase_channels(round_link, phase: str, first: bool, lazy: bool = False):
         return h_start, h_hat, gain, slot
     num_symbols = block.scheme.nominal_symbols(block.grids[phase])
     half_s = 0.5 * num_symbols * air.symbol_duration_s
-    round_link.aging[phase] = jakes_correlation(moving.doppler_hz, half_s)
+    round_link.aging[phase] = moving.aging_correlation(half_s)
     if getattr(block.scheme, "channel_per_symbol", False) and moving.channel_per_symbol:
         if lazy:
             return SymbolChannel(moving, start, air.symbol_duration_s, num_symbols, combiner), h_hat, gain, None

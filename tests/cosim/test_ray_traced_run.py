@@ -163,3 +163,57 @@ def test_the_scene_file_resolves_beside_the_scenario_and_survives_overrides(tmp_
     assert changed.channel == loaded.channel and changed.cell == loaded.cell and changed.rounds == 3
     plain = with_overrides(load_scenario(None), {"rounds": 3})
     assert plain.channel.scene is None and plain.channel.model == "iid_rayleigh"
+
+
+MOVING = ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]", "mobility.compute_seconds_per_round=0.5",
+          'channel.variation="static"', "trace.per_device=true"]
+
+
+def _per_device(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as trace:
+        return {name: value[()] for name, value in trace["rounds/per_device"].items()}
+
+
+@pytest.mark.parametrize("scheme", ["analog", "digital_ofdma"])
+def test_devices_move_in_the_scene_and_a_resumed_run_is_the_straight_one(tmp_path, capsys, scheme):
+    """Straight-line motion in the scene (:mod:`phy.moving_rays`): positions in scene
+    coordinates, within the cell's walls around the BS, moving between rounds; the
+    response changing from round to round around the traced path gain; each phase's aging correlation the paths' own and below 1 for
+    some device; a run stopped after round 0 and resumed equals the straight run."""
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path, rounds=2, every=1)
+    sets = [*MOVING, f'uplink.scheme="{scheme}"']
+    assert main(["run", *_args(scenario, *sets), "--no-plots"]) == 0
+    straight = tmp_path / "tiny-seed3.h5"
+    per_device, rounds = _per_device(straight), _rounds(straight)
+    xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)  # [T, K, 2]
+    r = np.linalg.norm(xy - [2.0, 3.0], axis=-1)
+    assert np.all((r >= 5.0 - 1e-9) & (r <= 40.0 + 1e-9)) and np.all(np.linalg.norm(xy[1] - xy[0], axis=-1) > 0)
+    gain = per_device["mean_channel_gain"]  # the paths turned: the response changed, not its scale
+    assert np.any(gain[1] != gain[0])
+    with h5py.File(straight, "r") as trace:
+        assert np.all(np.abs(np.log10(gain / trace["devices/path_gain"][()])) < 2.0)
+    aging = per_device["aging_correlation_rho"]
+    assert np.nanmin(aging) < 0.999 and np.all(np.isnan(aging) | (np.abs(aging) <= 1.0))
+    capsys.readouterr()
+    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
+    assert main(["run", *_args(scenario, *sets, again, "rounds=1"), "--no-plots"]) == 0
+    assert main(["run", *_args(scenario, *sets, again), "--resume", "--no-plots"]) == 0
+    resumed = _rounds(tmp_path / "again.h5")
+    for name, values in rounds.items():
+        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
+    np.testing.assert_array_equal(_per_device(tmp_path / "again.h5")["position_x_m"], per_device["position_x_m"])
+
+
+@pytest.mark.parametrize(("more", "key"), [
+    (['mobility.model="straight"', "mobility.speed_mps=3.0"], "channel.variation"),  # the default redraws phases
+    ([*MOVING, "channel.redrop_every_rounds=2"], "channel.redrop_every_rounds"),
+    ([*MOVING, "mobility.carrier_frequency_hz=2.0e9"], "mobility.carrier_frequency_hz"),
+    ([*MOVING, 'ofdm.domain="time"'], "ofdm.domain"),
+])
+def test_what_motion_in_a_scene_does_not_support_is_one_line_naming_the_key(tmp_path, capsys, more, key):
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path)
+    err = _refused(capsys, "validate", *_args(scenario, *more))
+    line = next(line for line in err.splitlines() if key in line)
+    assert line.lstrip().startswith(key)

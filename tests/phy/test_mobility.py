@@ -130,6 +130,9 @@ class _Slot:
         offsets = np.asarray(offsets_s, float)
         return np.sqrt(np.array([[self.gain(int(k), t) for k in rows] for t in offsets])).astype(np.complex64)
 
+    def correlation(self, lag_s):
+        return jakes_correlation(self.doppler_hz, lag_s)
+
 
 def test_a_digital_device_whose_channel_fades_below_its_rate_mid_slot_is_in_outage():
     """Two devices, perfect CSI at the slot's start (gain 1 on each of their subcarriers):

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from phy.doppler import jakes_correlation
 from phy.moving_channel import straight
 from phy.uplink import slot_blocks
 from phy.uplink.digital_ofdma import (
@@ -148,6 +149,9 @@ class _Given:
     def owned_at(self, offsets_s, rows, subcarriers):
         self.blocks.append(len(offsets_s))
         return np.sqrt(np.array([[self.gain(int(k), t) for k in rows] for t in offsets_s])).astype(np.complex64)
+
+    def correlation(self, lag_s):
+        return jakes_correlation(self.doppler_hz, lag_s)
 
 
 def test_a_device_whose_channel_fades_mid_slot_is_decoded_with_the_rate_adapted_per_block():
