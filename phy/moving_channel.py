@@ -136,21 +136,12 @@ class MovingChannel:
         devices = None if rows == slice(None) else np.arange(self.doppler_hz.shape[0])[rows]
         gain = self.path_gain_at([offset_s], devices)[0]
         distance = self.motion.travelled_m(self.motion.time_s + float(offset_s))[rows]
-        z = self.fading.at(distance) if devices is None else self._rows_at(distance, rows)
+        z = self.fading.at(distance) if devices is None else self.fading.at(distance, rows)
         if self.paths is not None:  # the paths' frequency response (phy.moving_time)
             z = (z * np.sqrt(self.paths.power)) @ self.paths.responses
         z = self._by_antenna(z)
         amplitude = np.sqrt(gain).reshape(-1, *([1] * (z.ndim - 1)))
         return (amplitude * z).astype(np.complex64), gain
-
-    def _rows_at(self, distance_m, rows: slice) -> np.ndarray:
-        """The fading of the devices ``rows`` at their distances: the Jakes processes' own
-        rows, or a TDL's whole evaluation cut to them (Sionna draws every device at once)."""
-        if isinstance(self.fading, SumOfSinusoids):
-            return self.fading.at(distance_m, rows)
-        whole = np.zeros(self.doppler_hz.shape[0], np.float64)
-        whole[rows] = distance_m
-        return self.fading.at(whole)[rows]
 
     def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int, rows: slice = slice(None)) -> np.ndarray:
         """``h`` [K, N, F] complex64 ([K, N, N_r, F] with N_r > 1 antennas): the channel of
@@ -166,7 +157,7 @@ class MovingChannel:
         amplitude = np.sqrt(self.path_gain_at(offsets, devices))  # [N, K]
         along = getattr(self.fading, "along", None)
         if along is None:  # phy.moving_tdl.MovingTdl
-            z = np.stack([self.fading.at(self.motion.travelled_m(self.motion.time_s + offset))[rows]
+            z = np.stack([self.fading.at(self.motion.travelled_m(self.motion.time_s + offset)[rows], rows)
                           for offset in offsets], axis=1)
             h = (amplitude.T[:, :, None] * z).astype(np.complex64)
         else:
@@ -227,7 +218,7 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
     """From ``rng``: the K speeds (:func:`phy.mobility.speeds_mps`), the motion's own draws
     (``motion_of(positions, speeds, rng)``), then the Jakes processes' angles and gains, or
     with a :class:`phy.channel.TDL` ``channel`` the seed of Sionna's TDL process
-    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, every device at one speed),
+    (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, each device at its own distance),
     or with a :class:`phy.ray_traced.RayTracedCell` its traced paths turning with the
     displacement (:class:`phy.moving_rays.TracedMovingChannel`, at the traced carrier, the
     motion centred on the BS; nothing more drawn)."""
@@ -244,7 +235,7 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
 
         carrier_frequency_hz = channel.carrier_frequency_hz
         seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
-        fading = MovingTdl(channel, positions.shape[0], float(speeds[0]), seed)
+        fading = MovingTdl(channel, positions.shape[0], seed, int(num_antennas))
     else:
         per_antenna = paths.num_paths if paths is not None else 1 if flat else int(num_subcarriers)
         fading = SumOfSinusoids(positions.shape[0], int(num_antennas) * per_antenna, int(num_sinusoids),

@@ -223,31 +223,39 @@ def test_a_digital_slots_memory_does_not_grow_with_its_length(monkeypatch):
     assert peaks[1] <= 1.1 * peaks[0], peaks
 
 
-def test_a_moving_tdl_is_sionnas_own_tdl_at_the_same_seed():
-    """With channel.model = "tdl" a device's taps at time t are those of one call of Sionna's
-    TDL at the same speed and seed over a grid of times that holds t (Sionna's own Doppler
-    process, double precision), so its response is that times the tap responses; 0.1 ms
-    later the taps have moved, by little (correlated, not redrawn)."""
+@pytest.mark.parametrize(("profile", "num_antennas"), [("A", 1), ("D", 2)])
+def test_a_moving_tdl_is_sionnas_own_tdl_at_each_devices_speed(profile, num_antennas):
+    """With channel.model = "tdl" device k's taps after d_k metres are those of one call of
+    Sionna's TDL at the device's speed v_k and the run's seed at time d_k / v_k (Sionna's
+    own Doppler process, double precision): three devices at three speeds, each held to a
+    call at its own speed, every BS antenna (Sionna's num_rx_ant) and the LoS tap of TDL-D;
+    the response is the taps times the tap responses; 20 us later the taps have moved, by
+    little (correlated, not redrawn)."""
     import tensorflow as tf
     from sionna.phy.channel.tr38901 import TDL as SionnaTDL
 
     from phy.channel import TDL, sionna_rng_seeded
     from phy.moving_tdl import MovingTdl
 
-    channel = TDL("A", 100e-9, 30e3, 16, carrier_frequency_hz=CARRIER_HZ)
-    speed = 30 / 3.6
-    moving = MovingTdl(channel, 3, speed, np.array([5, 9], np.int32))
-    sionna = SionnaTDL(model="A", delay_spread=100e-9, carrier_frequency=CARRIER_HZ, min_speed=speed,
-                       max_speed=speed, precision="double")
-    with sionna_rng_seeded(tf.constant([5, 9], tf.int32)):
-        grid, _ = sionna(3, 4, 1.0 / 2e-3)  # t = 0, 2, 4, 6 ms
-    grid = np.reshape(grid.numpy(), (3, -1, 4))  # [K, L, T]
-    for step in (0, 1, 3):
-        np.testing.assert_allclose(moving.paths_at(2e-3 * step), grid[..., step], rtol=1e-9, atol=1e-12)
-    h = moving.at(np.full(3, speed * 4e-3))
-    np.testing.assert_allclose(h, grid[..., 2] @ channel.tap_responses.numpy(), rtol=1e-4, atol=1e-6)
-    start, soon = moving.paths_at(0.0), moving.paths_at(1e-4)  # J0(2 pi f_D 0.1 ms) = 0.9991
+    channel = TDL(profile, 100e-9, 30e3, 16, carrier_frequency_hz=CARRIER_HZ)
+    speeds = np.array([3.0, 30.0, 120.0]) / 3.6
+    moving = MovingTdl(channel, 3, np.array([5, 9], np.int32), num_antennas)
+    for k, speed in enumerate(speeds):
+        sionna = SionnaTDL(model=profile, delay_spread=100e-9, carrier_frequency=CARRIER_HZ, min_speed=speed,
+                           max_speed=speed, num_rx_ant=num_antennas, precision="double")
+        with sionna_rng_seeded(tf.constant([5, 9], tf.int32)):
+            grid, _ = sionna(3, 4, 1.0 / 2e-3)  # t = 0, 2, 4, 6 ms
+        grid = np.reshape(grid.numpy(), (3, num_antennas, -1, 4))  # [K, N_r, L, T]
+        for step in (0, 1, 3):
+            ours = moving.paths_at(np.full(3, speed * 2e-3 * step))
+            np.testing.assert_allclose(ours[k], grid[k, ..., step], rtol=1e-9, atol=1e-12)
+        h = moving.at(speeds * 4e-3)[k].reshape(num_antennas, -1)
+        np.testing.assert_allclose(h, grid[k, ..., 2] @ channel.tap_responses.numpy(), rtol=1e-4, atol=1e-6)
+    start, soon = moving.paths_at(np.zeros(3)), moving.paths_at(speeds * 2e-5)  # J0(2 pi f_D 20 us) >= 0.9994
     assert 0 < np.linalg.norm(soon - start) < 0.1 * np.linalg.norm(start)
+    pairs = moving.at_pairs(np.array([(speeds * 1e-3)[[2, 0]]]), np.array([2, 0]), np.array([(num_antennas - 1) * 16 + 5, 9]))
+    whole = moving.at(speeds * 1e-3)
+    np.testing.assert_allclose(pairs[0], [whole[2, (num_antennas - 1) * 16 + 5], whole[0, 9]], rtol=1e-5)
 
 
 def test_the_processes_at_a_time_are_the_sum_of_their_sinusoids():
