@@ -7,7 +7,7 @@ largest). This test runs a few rounds of the main paths in a fresh process (the 
 and the local reparameterization estimator on the Numba backend, the TensorFlow
 backend with Philox noise, the time-domain uplink, two covariance readings, the KKT
 power control and a generic one in both domains, FedAvg's Numba steps, moving devices'
-analog phases) and counts
+analog phases, digital OFDMA's quantized sums) and counts
 the specialisations of the kernels launched from Python.
 
 It lives at the root of tests/, collected last, so that it runs after most of the
@@ -39,6 +39,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
     "phy.symbol_gains": ["_equal", "_gains"],
     "phy.doppler": ["_at", "_along"],
+    "phy.quantized_sums": ["_add_quantized"],
 }
 
 TIME_DOMAIN = time_domain(20.0, 0.02)  # offsets beyond the prefix, and CFOs
@@ -59,6 +60,7 @@ PATHS = [
     ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]",  # the channel per symbol
      'mobility.channel_within_phase="per_symbol"'],
     ['algorithm.estimator="local_reparameterization"', "runtime.devices_in_memory=3"],  # a streamed round
+    ['uplink.scheme="digital_ofdma"', 'algorithm.name="fedavg"'],  # the quantized sums
 ]
 
 SCRIPT = """

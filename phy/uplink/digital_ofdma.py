@@ -63,12 +63,17 @@ import tensorflow as tf
 
 from native.columns import Columns
 from phy.parameters import DigitalOfdmaScheme
+from phy.quantized_sums import add_quantized
 from phy.stream_rows import RowOrder
 from phy.uplink.scheme import SchemeResult
 from phy.uplink.slot_blocks import BlockRate, adapted_slot, slot_holds
 
 SCALE_BITS = 32
 """Side information per device and phase: the scale s_k as a 32-bit float."""
+
+QUANTIZED_ROWS_PER_LAUNCH = 64
+"""Senders quantized and added per kernel launch (:func:`phy.quantized_sums.add_quantized`):
+their draws, 8 n bytes each, are held at once."""
 
 DECODE_TOLERANCE = 1e-9
 """Relative slack of the decoding test ``R_k <= C_k`` (float64 rounding: with perfect
@@ -575,7 +580,8 @@ class DigitalStream:
     (:class:`phy.stream_rows.RowOrder`); ``finish()`` returns the
     :class:`phy.uplink.scheme.SchemeResult` of :meth:`DigitalOfdma.send` without signals.
     The schedule depends on the channels only and is made at the first chunk (it needs
-    n); each row is quantized as it comes, its draws taken from the one generator of the
+    n); each row is quantized as it comes (:func:`phy.quantized_sums.add_quantized`, which
+    is :func:`quantize_row` row by row), its draws taken from the one generator of the
     phase's seed in device order, and added to the float64 sum in the same order as one
     call over all rows: any chunking gives the same bits. Holds O(n + K_T F) beyond the
     chunk.
@@ -595,14 +601,15 @@ class DigitalStream:
 
     def add(self, lo: int, hi: int, updates) -> None:
         """Quantize and sum rows ``lo:hi`` of the senders' updates."""
-        updates = self.rows.take(lo, hi, updates)
-        x = updates.numpy() if isinstance(updates, tf.Tensor) else np.asarray(updates)
+        x = np.asarray(self.rows.take(lo, hi, updates))  # a tensor's memory as it is: only read
         if self.schedule is None:
             self._start(x.shape[1])
-        for k, row in zip(range(int(lo), int(hi)), x):
-            q, _ = quantize_row(row, self.scheme.bits_per_value, self.rng)  # every sender's draw, in order
-            if self.weights[k] != 0.0:
-                self.total += self.weights[k] * q
+        for start in range(0, x.shape[0], QUANTIZED_ROWS_PER_LAUNCH):
+            block = x[start:start + QUANTIZED_ROWS_PER_LAUNCH]
+            draws = self.rng.random(block.shape)  # every sender's draws, in order
+            first = int(lo) + start
+            add_quantized(block, draws, self.scheme.bits_per_value, self.weights[first:first + block.shape[0]],
+                          self.total)
 
     def finish(self) -> SchemeResult:
         """The phase's estimate [n], slot, energies [K_T] and columns (no signal)."""

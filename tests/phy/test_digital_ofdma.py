@@ -277,3 +277,34 @@ def test_a_sender_at_rate_zero_is_in_outage_and_the_phase_columns_stay_finite(rn
     assert columns.scalars["symbols_needed_delta"] == symbols.max() == result.num_symbols
     assert all(math.isfinite(value) for value in columns.scalars.values())
     assert result.tx_energy_j[1] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_blocks_quantized_sum_is_the_row_by_row_one_bit_for_bit(dtype):
+    """:func:`phy.quantized_sums.add_quantized` over a block equals adding
+    ``w_k quantize_row(x_k)`` row by row from the same generator: rows of every size of
+    value, a row of zeros, one with an infinity and one with a NaN (sent as they are),
+    senders of weight 0 (drawn, not added)."""
+    from phy.quantized_sums import add_quantized
+    from phy.uplink.digital_ofdma import quantize_row
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((9, 257)) * np.logspace(-6, 3, 9)[:, None]).astype(dtype)
+    x[2] = 0.0
+    x[5, 7] = np.inf
+    x[7, 100] = np.nan
+    weights = rng.random(9)
+    weights[[1, 4]] = 0.0
+    for bits in (1, 4, 8):
+        wanted = np.full(257, 0.25)
+        draws = np.random.default_rng(11)
+        for row, weight in zip(x, weights, strict=True):
+            q, _ = quantize_row(row, bits, draws)
+            if weight != 0.0:
+                wanted += weight * q
+        got = np.full(257, 0.25)
+        block = np.random.default_rng(11)
+        add_quantized(x[:4], block.random((4, 257)), bits, weights[:4], got)
+        add_quantized(x[4:], block.random((5, 257)), bits, weights[4:], got)
+        np.testing.assert_array_equal(got, wanted)
+    assert np.isnan(got[100]) and np.isinf(got[7])
