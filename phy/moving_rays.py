@@ -166,8 +166,11 @@ class TracedMovingChannel(MovingChannel):
         return np.sum(power * np.cos(2.0 * np.pi * shift * lag), axis=1) / np.where(total > 0, total, 1.0)
 
     def state_columns(self) -> dict[str, np.ndarray]:
-        """As :meth:`MovingChannel.state_columns`, the positions in scene coordinates."""
+        """As :meth:`MovingChannel.state_columns`, the positions in scene coordinates, and
+        ``traced_displacement_m``: each device's distance from where its paths were traced."""
         columns = super().state_columns()
+        moved = self.motion.positions_m - self.origins_m
+        columns["traced_displacement_m"] = np.hypot(moved[:, 0], moved[:, 1])
         columns["position_x_m"] += self.bs_xy_m[0]
         columns["position_y_m"] += self.bs_xy_m[1]
         return columns

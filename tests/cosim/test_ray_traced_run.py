@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
+from test_trace_docs import DOC, _pattern, documented_tables
 from tiny_scenario import write_tiny
 
 from cosim.cli import main
@@ -189,6 +190,12 @@ def test_devices_move_in_the_scene_and_a_resumed_run_is_the_straight_one(tmp_pat
     xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)  # [T, K, 2]
     r = np.linalg.norm(xy - [2.0, 3.0], axis=-1)
     assert np.all((r >= 5.0 - 1e-9) & (r <= 40.0 + 1e-9)) and np.all(np.linalg.norm(xy[1] - xy[0], axis=-1) > 0)
+    tables = documented_tables(DOC.read_text())
+    for name in per_device:  # every column documented (docs/trace.md)
+        assert any(_pattern(row[0], ("rho", "nu", "delta")).fullmatch(name) for row in tables["rounds/per_device"]), name
+    displacement = per_device["traced_displacement_m"]
+    assert np.all(displacement[0] == 0.0) and np.all(displacement[1] > 0)
+    assert np.all(displacement[1] <= per_device["speed_mps"][0] * rounds["round_seconds"][0] * (1 + 1e-9))
     gain = per_device["mean_channel_gain"]  # the paths turned: the response changed, not its scale
     assert np.any(gain[1] != gain[0])
     with h5py.File(straight, "r") as trace:

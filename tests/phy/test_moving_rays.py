@@ -133,6 +133,7 @@ def test_the_moving_channel_turns_paths_by_displacement_and_keeps_the_traced_gai
     assert np.all(moving.aging_correlation(0.0) == 1.0)
     columns = moving.state_columns()
     np.testing.assert_allclose(np.stack([columns["position_x_m"], columns["position_y_m"]], 1), DEVICES)
+    np.testing.assert_array_equal(columns["traced_displacement_m"], 0.0)
     np.testing.assert_allclose(columns["doppler_hz"], np.hypot(*VELOCITIES.T) * CARRIER_HZ / SPEED_OF_LIGHT_MPS)
 
 
