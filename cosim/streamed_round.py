@@ -86,7 +86,7 @@ def run_streamed_round(state: Any, world, t: int, chunk: int) -> tuple[Any, Roun
             seeds.append(rngs.stream_seed(seed, t, rngs.local_purpose(phase.name)))
             stream, local, carry = link.open_stream(phase.name, data.weights), None, None
             for lo, hi in chunk_bounds(data.num_devices, chunk):
-                rows = data.rows(lo, hi)
+                rows, carry = data.rows(lo, hi), None  # the last chunk's carry: its buffers free before this one trains
                 updates, carry, chunk_local = algorithm.local_update(
                     index, state, _chunk_carry(algorithm, index, states, carries, rows, seeds), rows, seeds[index])
                 nonfinite += count_nonfinite(updates)

@@ -64,8 +64,13 @@ _SCREEN_MARGIN = 1e-3  # the chain's (phy.aircomp)
 _BOUND_SLACK = 1.0 - 1e-4
 """Factor on the partial ``delta_bar`` (float64) so that it stays below the chain's final
 float32 one (relative rounding ~1e-6): the screening bound is then a bound."""
-_OPEN_CHUNK = 4096
-"""Devices per step of the per-device prologue over all K (the exact-gain flag)."""
+_OPEN_CHUNK = 512
+"""Devices per step of the per-device prologue over all K (the exact-gain flag; each
+device's flag is its own, so the step changes no bit). TensorFlow's CPU allocator (oneDNN's,
+on by default) keeps the peak of its tensors for the process: a step's eager temporaries
+(about 100 bytes per device and subcarrier) stay resident. 4,096 devices a step left
+0.38 GiB at K = 10,000, F = 1,024 (measured, ``benchmarks/README.md``), 512 0.009 GiB; the chunk's
+own prologue in ``add`` takes its devices at once."""
 _OPEN_CHUNK_PER_SYMBOL = 64
 """The same with a channel per OFDM symbol (each device's [N, F] channel is evaluated)."""
 

@@ -210,3 +210,27 @@ def test_the_cost_estimate_counts_the_training_a_streamed_round_repeats(tmp_path
         streamed = run_cost(load_scenario(path, ["runtime.devices_in_memory=3"]))
         assert whole.known and whole.round_core_s > 0
         assert streamed.round_core_s == pytest.approx(factor * whole.round_core_s, rel=1e-12)
+
+
+def test_a_chunk_trains_after_the_last_chunks_carry_is_gone(tmp_path, monkeypatch):
+    """The streamed round lets go of a chunk's carry (the proposed method's: its updates,
+    a [chunk, d] buffer) before the next chunk trains, so a phase holds one chunk's
+    updates, not two; measured, one [500, d] buffer (0.22 GiB) less at K = 10,000."""
+    import weakref
+
+    from learning.algorithms.bayes_aircomp import BayesAirComp
+
+    returned, alive = [], []
+    original = BayesAirComp.local_update
+
+    def spy(self, phase, state, carry, data, seed):
+        alive.append(sum(ref() is not None for ref in returned))
+        out = original(self, phase, state, carry, data, seed)
+        returned.append(weakref.ref(out[1]))
+        return out
+
+    monkeypatch.setattr(BayesAirComp, "local_update", spy)
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    run_scenario(load_scenario(path, ["runtime.devices_in_memory=3"]), progress=False)
+    assert len(alive) == 3 + 2 * 3  # rho in 3 chunks; nu trains rho again in each
+    assert alive == [0] * len(alive), alive  # no earlier chunk's carry when a chunk trains

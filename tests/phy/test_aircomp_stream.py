@@ -141,3 +141,18 @@ def test_a_channel_per_symbol_streams_as_the_one_call_chain(control, tx_power_w,
         assert rows.reads[-1] == (21, 40) and {(0, 7), (7, 8), (8, 21)} <= set(rows.reads)
     if tx_power_w == 3e-4 and control == "optimal":
         assert sum(len(r) for r in stream.kept_rows) > 0 and len(stream.kept_gains) == len(stream.kept_rows)
+
+
+@pytest.mark.parametrize("csi_error", [0.0, 0.1])
+def test_the_exact_gain_flag_does_not_depend_on_the_prologues_step(monkeypatch, csi_error):
+    """The flag over all K is the same in steps of 7 devices as in one (each device's is
+    its own); the step bounds what TensorFlow's allocator keeps (``_OPEN_CHUNK``)."""
+    import phy.aircomp_stream as stream_module
+
+    _, weights, h, h_hat = _setup(k=40, csi_error=csi_error)
+    flags = []
+    for step in (7, 512):
+        monkeypatch.setattr(stream_module, "_OPEN_CHUNK", step)
+        flags.append(AggregateStream(700, weights, h, h_hat, power_control=OptimalPower(), tx_power_w=0.1,
+                                     noise_power_w=NOISE_W, gamma_w=NOISE_W, seed=SEED).exact_gain)
+    assert flags == [csi_error == 0.0] * 2
