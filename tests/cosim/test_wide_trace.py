@@ -76,9 +76,12 @@ def _write(path: Path, k: int) -> Path:
 
 
 def _cells(text: str) -> list[list[str]]:
-    """``cosim inspect``'s lines, split into words, the trace's path and every shape
-    (``[4, 20000]``, ``[20000]``) left out: what must not depend on the width."""
+    """``cosim inspect``'s lines, split into words, the trace's path, every shape
+    (``[4, 20000]``, ``[20000]``) and the time it was started (the two traces are written
+    one after the other, so they may start in different seconds) left out: what must not
+    depend on the width."""
     lines = [line for line in text.splitlines() if not line.startswith("trace ")]
+    lines = [re.sub(r"started \S+", "started [time]", line) for line in lines]
     return [re.sub(r"\[[0-9, ]+\]", "[shape]", line).split() for line in lines]
 
 
