@@ -53,12 +53,12 @@ class TracedPathFading:
 
     Input (:meth:`at`)
     ------------------
-    displacement_m : [k, 2], float64
-        ``p(t) - p(0)`` of the devices ``rows``.
+    displacement_m : [..., k, 2], float64
+        ``p(t) - p(0)`` of the devices ``rows`` (leading axes: several times at once).
 
     Output
     ------
-    h : [k, N_r, F], np.complex64
+    h : [..., k, N_r, F], np.complex64
     """
 
     def __init__(self, paths: TracedPaths, frequencies_hz: np.ndarray, carrier_frequency_hz: float):
@@ -83,8 +83,8 @@ class TracedPathFading:
         return np.exp(1j * phase).astype(np.complex64)
 
     def at(self, displacement_m: np.ndarray, rows=slice(None)) -> np.ndarray:
-        """``[k, N_r, F]`` complex64 (module docstring)."""
-        coefficients = self.a[rows] * self.turns(np.asarray(displacement_m, np.float64), rows)[:, None, :]
+        """``[..., k, N_r, F]`` complex64 (module docstring)."""
+        coefficients = self.a[rows] * self.turns(np.asarray(displacement_m, np.float64), rows)[..., None, :]
         return np.matmul(coefficients, self.delay_phase[rows])
 
     def at_pairs(self, displacement_m: np.ndarray, devices: np.ndarray, subcarriers: np.ndarray,
@@ -112,9 +112,8 @@ class TracedMovingChannel(MovingChannel):
                  bs_xy_m: np.ndarray):
         self.bs_xy_m = np.asarray(bs_xy_m, np.float64)
         self.origins_m = np.array(motion.positions_m, np.float64)  # p_k(0), centred on the BS
-        super().__init__(motion, _Shape(fading.shape), num_subcarriers, 0.0, fading.carrier_frequency_hz,
-                         compute_seconds_per_round, num_antennas=fading.shape[1])
-        self.fading = fading
+        super().__init__(motion, fading, num_subcarriers, 0.0, fading.carrier_frequency_hz,
+                         compute_seconds_per_round, num_antennas=fading.shape[1])  # reads fading.shape only
         self.coefficients, self.flat = int(num_subcarriers), False
         self._gain = fading.path_gain
 
@@ -140,8 +139,8 @@ class TracedMovingChannel(MovingChannel):
         """``[k, N, F]`` ([k, N, N_r, F]): the channel at each OFDM symbol's middle."""
         devices = np.arange(self.doppler_hz.shape[0])[rows]
         offsets = float(start_s) + (np.arange(int(num_symbols)) + 0.5) * float(symbol_s)
-        moved = self._displacement(offsets, devices)  # [N, k, 2]
-        return np.stack([self._antennas(self.fading.at(step, devices)) for step in moved], axis=1)
+        h = self.fading.at(self._displacement(offsets, devices), devices)  # [N, k, N_r, F], every symbol at once
+        return np.ascontiguousarray(self._antennas(np.moveaxis(h, 0, 1)))
 
     def owned_at(self, offsets_s, devices, subcarriers, combiner=None) -> np.ndarray:
         """``[T, P]``: the pairs' channels at ``offsets_s`` (through ``combiner`` with N_r > 1)."""
@@ -175,9 +174,3 @@ class TracedMovingChannel(MovingChannel):
         columns["position_y_m"] += self.bs_xy_m[1]
         return columns
 
-
-class _Shape:
-    """The shape :class:`MovingChannel` reads of its fading: ``(K, N_r, P)``."""
-
-    def __init__(self, shape):
-        self.shape = tuple(shape)

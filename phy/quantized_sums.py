@@ -24,7 +24,7 @@ from native.launch import LAUNCH, read_only
 def _add_quantized(x, u, levels, weights, total):
     """``total[i] += sum_r weights[r] q_ri`` over the rows with a nonzero weight, in row order."""
     num_rows, num_values = x.shape
-    scales = np.empty(num_rows)
+    scales, steps = np.empty(num_rows), np.empty(num_rows)
     for r in prange(num_rows):
         scale, undefined = 0.0, False
         for i in range(num_values):
@@ -34,6 +34,7 @@ def _add_quantized(x, u, levels, weights, total):
             elif magnitude > scale:
                 scale = magnitude
         scales[r] = np.nan if undefined else scale
+        steps[r] = 2.0 * scales[r] / levels
     for i in prange(num_values):
         accumulated = total[i]
         for r in range(num_rows):
@@ -46,7 +47,7 @@ def _add_quantized(x, u, levels, weights, total):
             elif not np.isfinite(scale):
                 quantized = value
             else:
-                step = 2.0 * scale / levels
+                step = steps[r]
                 position = (value + scale) / step
                 if position > levels:
                     position = levels

@@ -276,6 +276,7 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         m = k if chunk is None else min(k, int(chunk))
         uplink = 16 * m * symbols * f + (24 * m * symbols * antennas * f + 24 * m * symbols * f if antennas > 1 else 0)
     flat = moving_fading(scenario.channel.model) == "flat"
+    draw = 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
     if scenario.ofdm.domain == "time":  # phy.moving_time: the paths are the processes, the waveform a pass
         paths = 1 if flat else int(scenario.channel.num_taps)
         samples = scheme_symbols_per_phase(scenario, num_values) * (f + scenario.ofdm.cyclic_prefix_samples)
@@ -283,9 +284,8 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
         return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
     if moving_fading(scenario.channel.model) == "traced_paths":  # phy.moving_rays: the drop's paths, as at rest
-        return 0, uplink, 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
-    terms = k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids
-    return 16 * terms, uplink, 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
+        return 0, uplink, draw
+    return 16 * k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids, uplink, draw
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:
