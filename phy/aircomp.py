@@ -98,7 +98,7 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
     per_symbol = h.shape.rank == 3  # G_knf: the channel of each OFDM symbol
     if per_symbol:  # G and G m [K, N, F] in one pass (phy.symbol_gains)
         est_gain, coeff = tf.numpy_function(
-            symbol_gains, [h, h_hat, phase, tf.abs(h_hat), w, dead, mask], [tf.float32] * 2,
+            _reused_symbol_gains, [h, h_hat, phase, tf.abs(h_hat), w, dead, mask], [tf.float32] * 2,
             stateful=False)
         est_gain, coeff = (tf.ensure_shape(t, [num_devices, n, f]) for t in (est_gain, coeff))
     else:
@@ -160,6 +160,12 @@ def chain(updates, weights, h, h_hat, reference_gain, seed, tx_power_w, noise_po
         out.update({"_devices": k_rows, "_symbols": n_rows, "_u": u, "_mask": mask, "_gain": gain,
                     "_row_state": row_state, "_precoder": precoder, "_noise": noise})
     return out
+
+
+def _reused_symbol_gains(*args):
+    """:func:`phy.symbol_gains.symbol_gains` of the whole phase, in the memory of the last
+    phase's gains when it is free."""
+    return symbol_gains(*args, reuse=True)
 
 
 def _in_order_sum(clean, noise):

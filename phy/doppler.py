@@ -118,6 +118,7 @@ class SumOfSinusoids:
         parts = rng.standard_normal(size=(2, *shape)) * np.sqrt(0.5 / num_sinusoids)
         self.gains = (parts[0] + 1j * parts[1]).astype(np.complex64)
         self.shape = shape
+        self._rotation_of = None  # (step [K], its rotations): :meth:`along` of every device
 
     def at(self, distance_m, rows: slice = slice(None)) -> np.ndarray:
         """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres):
@@ -145,12 +146,14 @@ class SumOfSinusoids:
         return np.einsum("tpm,pm->tp", np.exp(1j * phase).astype(np.complex64),
                          self.gains[devices, coefficients])
 
-    def along(self, start_m, step_m, num_steps: int, amplitude, rows: slice = slice(None)) -> np.ndarray:
+    def along(self, start_m, step_m, num_steps: int, amplitude, rows: slice = slice(None),
+              out: np.ndarray | None = None) -> np.ndarray:
         """The processes at ``num_steps`` equally spaced distances, each scaled:
         ``[K, T, F_c]`` complex64, entry (k, n, f) = ``amplitude[n, k] h_kf(s_k + n ds_k)``
         with ``start_m`` s [K], ``step_m`` ds [K] (metres) and ``amplitude`` [T, K]; with
         ``rows`` (a slice of the devices) only theirs (K their count), each device's values
-        those of the whole evaluation.
+        those of the whole evaluation. ``out``: the C-contiguous complex64 [K, T, F_c]
+        array to write them to (every entry is written), else a new one.
 
         Each sinusoid ``exp(j w s)`` is evaluated at s_k and then multiplied by
         ``exp(j w ds_k)`` once per step (complex128: after n steps its phase is off by
@@ -168,10 +171,31 @@ class SumOfSinusoids:
                 or amplitude.shape != (int(num_steps), num_devices):
             raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
                              f"[T = {num_steps}, K], got {start.shape}, {step.shape}, {amplitude.shape}")
-        out = aligned_empty((num_devices, int(num_steps), self.shape[1]), np.complex64)  # a tensor as it is
+        step_re, step_im = self._rotation(step, rows)
+        shape = (num_devices, int(num_steps), self.shape[1])
+        if out is None:
+            out = aligned_empty(shape, np.complex64)  # a tensor as it is
+        elif out.shape != shape or out.dtype != np.complex64 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be C-contiguous complex64 {shape}, got {out.dtype} {out.shape}")
         with LAUNCH:
-            _along(wavenumber, gains, start, step, amplitude, out)
+            _along(wavenumber, gains, start, step_re, step_im, amplitude, out)
         return out
+
+    def _rotation(self, step: np.ndarray, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+        """Each sinusoid's rotation over the step ``ds_k``, ``exp(j w_m ds_k)``, as real and
+        imaginary parts [K, M, F_c] float64 of ``rows``; kept for the next call when it is
+        of every device (the step of constant speeds is the same every phase)."""
+        whole = isinstance(rows, slice) and rows == slice(None)
+        if whole and self._rotation_of is not None and np.array_equal(self._rotation_of[0], step):
+            return self._rotation_of[1]
+        wavenumber = self.wavenumber[rows]
+        num_devices, num_coefficients, num_sinusoids = wavenumber.shape
+        rotation = tuple(np.empty((num_devices, num_sinusoids, num_coefficients)) for _ in range(2))
+        with LAUNCH:
+            _rotations(wavenumber, step, *rotation)
+        if whole:
+            self._rotation_of = (step.copy(), rotation)
+        return rotation
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -191,26 +215,34 @@ def _at(wavenumber, gains, distance, out):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _along(wavenumber, gains, start, step, amplitude, out):
+def _rotations(wavenumber, step, step_re, step_im):
+    # exp(j w_m ds_k) per sinusoid, [K, M, F_c] planes (the stepping's layout)
+    num_devices, num_coefficients, num_sinusoids = wavenumber.shape
+    for k in prange(num_devices):
+        for f in range(num_coefficients):
+            for m in range(num_sinusoids):
+                advance = step[k] * wavenumber[k, f, m]
+                step_re[k, m, f], step_im[k, m, f] = np.cos(advance), np.sin(advance)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _along(wavenumber, gains, start, step_re, step_im, amplitude, out):
     # per device: the M x F_c terms c_m exp(j w_m s) as real and imaginary planes, the
     # sinusoid index outermost so that the subcarrier loop is contiguous (vectorised)
     num_devices, num_coefficients, num_sinusoids = wavenumber.shape
     for k in prange(num_devices):
         shape = (num_sinusoids, num_coefficients)
         re, im = np.empty(shape), np.empty(shape)
-        step_re, step_im = np.empty(shape), np.empty(shape)
         for f in range(num_coefficients):
             for m in range(num_sinusoids):
                 term = np.complex128(gains[k, f, m]) * np.exp(1j * (start[k] * wavenumber[k, f, m]))
-                advance = step[k] * wavenumber[k, f, m]
                 re[m, f], im[m, f] = term.real, term.imag
-                step_re[m, f], step_im[m, f] = np.cos(advance), np.sin(advance)
         total_re, total_im = np.empty(num_coefficients), np.empty(num_coefficients)
         for n in range(out.shape[1]):
             total_re[:] = 0.0
             total_im[:] = 0.0
             for m in range(num_sinusoids):
-                _rotate(re[m], im[m], step_re[m], step_im[m], total_re, total_im)
+                _rotate(re[m], im[m], step_re[k, m], step_im[k, m], total_re, total_im)
             a = amplitude[n, k]
             for f in range(num_coefficients):
                 out[k, n, f] = np.complex64(complex(a * total_re[f], a * total_im[f]))

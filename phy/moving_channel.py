@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from native.host_arrays import BufferPool
 from phy.doppler import SumOfSinusoids, doppler_hz, jakes_correlation
 from phy.geometry import path_gain
 from phy.mobility import RandomWaypoint, StraightMotion, speeds_mps
@@ -82,6 +83,7 @@ class MovingChannel:
         self.compute_seconds_per_round = float(compute_seconds_per_round)
         self.doppler_hz = doppler_hz(motion.speed_mps, carrier_frequency_hz)  # [K]
         self._starts = {0: 0.0}
+        self._symbol_buffers = BufferPool(max_buffers=1)  # every device's channel per symbol
         self.channel_per_symbol = False
         """``mobility.channel_within_phase = "per_symbol"``: a scheme that receives symbol by
         symbol (the analog, one-bit and non-coherent ones) gets :meth:`per_symbol`'s channel of each OFDM symbol
@@ -161,8 +163,11 @@ class MovingChannel:
                           for offset in offsets], axis=1)
             h = (amplitude.T[:, :, None] * z).astype(np.complex64)
         else:
+            # every device's channel: in the memory of an earlier phase's once it is free
+            out = self._symbol_buffers.take((amplitude.shape[1], offsets.size, self.fading.shape[1]),
+                                            np.complex64) if devices is None else None
             h = along(self.motion.travelled_m(self.motion.time_s + offsets[0])[rows],
-                      self.motion.travelled_m(float(symbol_s))[rows], offsets.size, amplitude, rows)
+                      self.motion.travelled_m(float(symbol_s))[rows], offsets.size, amplitude, rows, out)
         if self.num_antennas > 1 or self.flat:  # antennas apart; a flat channel on every subcarrier
             h = np.ascontiguousarray(self._by_antenna(h))
         still = np.asarray(self.motion.speed_mps)[rows] == 0.0

@@ -23,7 +23,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from native.host_arrays import BufferPool
 from native.launch import LAUNCH, aligned_empty, read_only
+
+_BUFFERS = BufferPool(max_buffers=2)
+"""The whole phase's gains G and G m, handed out again once the chain has let them go
+(the process's, as the compiled chain that asks for them): 95 MB per phase at the
+quickstart, whose fresh pages cost more than the pass on a busy machine."""
 
 
 @njit(nogil=True, cache=True)
@@ -58,7 +64,8 @@ def _gains(h, phase, magnitude, weights, dead, mask, exact, gain, coeff):
                 coeff[k, n, f] = g * mask[k, f]
 
 
-def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask, exact: bool | None = None):
+def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask, exact: bool | None = None,
+                 reuse: bool = False):
     """``(G, G m)``: the estimate gain per (device, OFDM symbol, subcarrier) and its product
     with the regular rows' amplitude mask, [K, N, F] float32 each.
 
@@ -67,7 +74,9 @@ def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask, exact: bool | 
     computes them), the weights pi [K] float32, ``dead`` [K, F] bool, the mask m [K, F]
     float32 (module docstring). ``exact``: whether G is pi exactly (None: these devices'
     own test, every symbol equal to ``h_hat`` and every subcarrier live; a streamed phase
-    gives the test over all its devices, :func:`channel_is_estimate`).
+    gives the test over all its devices, :func:`channel_is_estimate`). ``reuse``: write
+    them to the memory of an earlier call's once nothing refers to it (:data:`_BUFFERS`;
+    the whole phase's gains, once per phase), else to new arrays.
     """
     h = read_only(h, np.complex64)
     h_hat = read_only(h_hat, np.complex64)
@@ -75,8 +84,10 @@ def symbol_gains(h, h_hat, phase, magnitude, weights, dead, mask, exact: bool | 
     if exact is None:
         exact = channel_is_estimate(h, h_hat, mask)
     # aligned: tf.numpy_function takes them as tensors without a copy
-    gain = aligned_empty(h.shape, np.float32)
-    coeff = aligned_empty(h.shape, np.float32)
+    if reuse:
+        gain, coeff = _BUFFERS.take(h.shape), _BUFFERS.take(h.shape)
+    else:
+        gain, coeff = aligned_empty(h.shape, np.float32), aligned_empty(h.shape, np.float32)
     with LAUNCH:
         _gains(h, read_only(phase, np.complex64), read_only(magnitude), read_only(weights),
                read_only(dead, np.bool_), mask, exact, gain, coeff)

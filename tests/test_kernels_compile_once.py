@@ -38,7 +38,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
     "phy.symbol_gains": ["_equal", "_gains"],
-    "phy.doppler": ["_at", "_along"],
+    "phy.doppler": ["_at", "_along", "_rotations"],
     "phy.quantized_sums": ["_add_quantized"],
 }
 

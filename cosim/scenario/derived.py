@@ -252,7 +252,9 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     arrays); with ``mobility.channel_within_phase = "per_symbol"`` a scheme with
     ``channel_per_symbol`` (analog, one-bit, non-coherent) adds ``16 K N F`` to the uplink
     phase (the channel per OFDM symbol, complex64 [K, N, F], and the chain's gains G and
-    G m, or the vote's real and imaginary terms, float32 each). With N_r > 1 BS antennas
+    G m, or the vote's real and imaginary terms, float32 each); a round that holds every
+    device keeps some of them between phases, counted as held instead
+    (:func:`_reused_per_symbol_bytes`). With N_r > 1 BS antennas
     the processes and one evaluation are N_r times as many, the combining adds
     ``16 K N_r F + 24 K F`` (:func:`phy.combiner.effective_channel`'s complex128 copy of
     h, its complex128 product and that product's complex64 copy), and per symbol ``24 K N N_r F + 24 K N F`` (the antennas' channels per
@@ -269,12 +271,15 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
-    uplink = 0
+    uplink = reused = 0
     if (getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
             and scenario.mobility.channel_within_phase == "per_symbol"):
         symbols = scheme_symbols_per_phase(scenario, num_values)
         m = k if chunk is None else min(k, int(chunk))
         uplink = 16 * m * symbols * f + (24 * m * symbols * antennas * f + 24 * m * symbols * f if antennas > 1 else 0)
+        if chunk is None:  # kept between phases (native.launch.REUSED): held through the round
+            reused, in_uplink = _reused_per_symbol_bytes(scenario, symbols)
+            uplink -= in_uplink
     flat = moving_fading(scenario.channel.model) == "flat"
     draw = 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
     if scenario.ofdm.domain == "time":  # phy.moving_time: the paths are the processes, the waveform a pass
@@ -284,8 +289,28 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
         return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
     if moving_fading(scenario.channel.model) == "traced_paths":  # phy.moving_rays: the drop's paths, as at rest
-        return 0, uplink, draw
-    return 16 * k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids, uplink, draw
+        return reused, uplink, draw
+    return 16 * k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids + reused, uplink, draw
+
+
+def _reused_per_symbol_bytes(scenario: Scenario, symbols: int) -> tuple[int, int]:
+    """``(held, of the uplink's)`` bytes that a round holding every device keeps between
+    phases with the channel per OFDM symbol (:func:`_moving_terms`), and how many of them
+    the uplink phase's term counted: the analog chain's gains G and G m (float32 [K, N, F]
+    each, :func:`phy.symbol_gains.symbol_gains`); the Jakes processes' channel per symbol
+    (complex64 [K, N, N_r F_c], :meth:`phy.moving_channel.MovingChannel.per_symbol`; a
+    flat channel's is then copied onto every subcarrier, in the uplink phase) and their
+    rotations over a symbol (float64 [K, M, N_r F_c] twice,
+    :meth:`phy.doppler.SumOfSinusoids.along`)."""
+    k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
+    gains = 8 * k * symbols * f if scenario.uplink.scheme == "analog" else 0
+    held, in_uplink = gains, gains
+    fading = moving_fading(scenario.channel.model)
+    if fading in ("per_subcarrier", "flat") and scenario.ofdm.domain == "frequency":
+        processes = antennas * (1 if fading == "flat" else f)
+        held += 8 * k * symbols * processes + 16 * k * processes * scenario.mobility.num_sinusoids
+        in_uplink += 8 * k * symbols * processes if fading == "per_subcarrier" else 0
+    return held, in_uplink
 
 
 def memory_estimate_bytes(scenario: Scenario, num_params: int, chunk: int | None = None) -> int:

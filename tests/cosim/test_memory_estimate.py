@@ -163,9 +163,12 @@ def test_a_real_runs_peak_grows_as_the_estimate_does(dimension, first, second):
 
 
 def test_moving_devices_add_the_analog_phases_channel_per_symbol():
-    """With ``[mobility]`` and ``channel_within_phase = "per_symbol"`` the analog phase
-    holds its channel per OFDM symbol (complex64 [K, N, F]) and the chain's gains G, G m
-    (float32 [K, N, F] each): 16 K N F more; at the phase's middle (the default) nothing."""
+    """With ``[mobility]`` and ``channel_within_phase = "per_symbol"`` the analog phase's
+    channel per OFDM symbol (complex64 [K, N, F]) and the chain's gains G, G m (float32
+    [K, N, F] each), 16 K N F, are kept between phases when every device is in memory
+    (native.launch.REUSED): held with the state, beside the processes' rotations over a
+    symbol (float64 [K, M, F] twice); streamed, they are the uplink phase's, a chunk's
+    devices at a time. At the phase's middle (the default) nothing."""
     still = _scenario()
     middle = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0})
     d = _d(middle)
@@ -174,11 +177,13 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
                           "mobility.channel_within_phase": "per_symbol"})
     d = _d(moving)
     n = scheme_symbols_per_phase(moving, d)
-    assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
-            == 16 * 100 * n * 1024)
+    parts, at_middle = memory_parts(moving, d), memory_parts(middle, d)
+    assert parts["uplink phase"] == memory_parts(still, d)["uplink phase"]
+    assert parts["device state"] - at_middle["device state"] == 16 * 100 * n * 1024 + 16 * 100 * 1024 * 8
     # streamed 10 devices at a time, the channel per symbol is evaluated a chunk at a time
     assert (memory_parts(moving, d, 10)["uplink phase"] - memory_parts(still, d, 10)["uplink phase"]
             == 16 * 10 * n * 1024)
+    assert memory_parts(moving, d, 10)["device state"] == memory_parts(middle, d, 10)["device state"]
     digital = _scenario(**{"mobility.model": "straight", "mobility.speed_mps": 1.0,
                            "uplink.scheme": "digital_ofdma"})
     plain = _scenario(**{"uplink.scheme": "digital_ofdma"})
@@ -188,8 +193,9 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     one_antenna, antennas = memory_parts(moving, d), memory_parts(two, d)
     static_antennas = (memory_parts(_scenario(**{"bs.num_antennas": 2}), d)["uplink phase"]
                        - memory_parts(still, d)["uplink phase"])  # the static N_r = 2 terms
+    # the antennas' channels per symbol, combined (the pair's complex64 channel kept, held)
     assert (antennas["uplink phase"] - one_antenna["uplink phase"] - static_antennas
-            == 24 * 100 * n * 2 * 1024 + 24 * 100 * n * 1024)  # the antennas' channels per symbol, combined
+            == 16 * 100 * n * 2 * 1024 + 24 * 100 * n * 1024 + 8 * 100 * n * 1024)
     assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
@@ -220,8 +226,11 @@ def test_moving_devices_add_the_one_bit_phases_channel_per_symbol(modulation):
                                   "mobility.channel_within_phase": "per_symbol"})
     n = scheme_symbols_per_phase(moving, d)
     assert n == -(-d // (1024 * (2 if modulation == "qpsk" else 1)))
+    # the channel per symbol kept between phases (held), the vote's terms in the phase
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
-            == 16 * 100 * n * 1024)
+            == 8 * 100 * n * 1024)
+    assert (memory_parts(moving, d)["device state"] - memory_parts(middle, d)["device state"]
+            == 8 * 100 * n * 1024 + 16 * 100 * 1024 * 8)
 
 
 # ------------------------------------------------------------------ the dataset, the runtime

@@ -498,6 +498,7 @@ def test_a_worker_releases_each_runs_memory_before_the_next(tmp_path):
     stayed: +0.55 GB per paper-size run, measured)."""
     import gc
 
+    import phy.symbol_gains  # noqa: F401  (its pool of the compiled chain's gains is the process's)
     from cosim.scenario import load_scenario
     from cosim.study.runner import _run_and_release
     from native.host_arrays import BufferPool

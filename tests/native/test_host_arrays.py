@@ -112,3 +112,40 @@ def test_pool_keeps_at_most_max_buffers_free():
     assert pool.num_free == 1
     del again
     assert pool.num_free == 2
+
+
+def test_pool_keeps_a_numpy_function_output_and_a_complex_array_busy():
+    """A pooled array returned by a ``tf.numpy_function`` (the analog chain's gains per
+    symbol) or handed to TensorFlow through DLPack as complex64 (the moving channel per
+    symbol) is not handed out again while its tensor lives, and is once it is gone."""
+    import tensorflow as tf
+
+    from native.host_arrays import BufferPool
+
+    pool = BufferPool(max_buffers=2)
+    addresses = []
+
+    def produce(value):
+        out = pool.take((4, 32))
+        out[:] = value
+        addresses.append(out.ctypes.data)
+        return out
+
+    @tf.function
+    def chain(value):  # in a graph TensorFlow adopts the aligned output (eagerly it copies)
+        return tf.numpy_function(produce, [value], tf.float32, stateful=False)
+
+    kept = chain(tf.constant(3.0))
+    overwrite = pool.take((4, 32))
+    assert overwrite.ctypes.data != addresses[0]
+    overwrite[:] = -1.0
+    assert np.all(kept.numpy() == 3.0)
+    channel = pool.take((2, 8), np.complex64)
+    channel[:] = 1.0 + 2.0j
+    address = channel.ctypes.data
+    tensor = tf.experimental.dlpack.from_dlpack(channel.__dlpack__())
+    del channel
+    assert pool.take((2, 8), np.complex64).ctypes.data != address
+    assert np.all(tensor.numpy() == 1.0 + 2.0j)
+    del tensor
+    assert pool.take((2, 8), np.complex64).ctypes.data == address

@@ -93,3 +93,26 @@ def test_stepping_the_sinusoids_equals_evaluating_them():
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * amplitude.max())
     with pytest.raises(ValueError, match="amplitude"):
         fading.along(start, step, 3, amplitude)
+
+
+def test_the_kept_rotations_and_a_given_output_change_no_bit():
+    """:meth:`SumOfSinusoids.along` keeps every device's rotations over a step for the next
+    call of that step, and writes to ``out`` when given: the values are those of a fresh
+    evaluation, for rows too, and another step is not served the kept rotations."""
+    rng = np.random.default_rng(5)
+    start, step, amplitude = rng.uniform(0.0, 3000.0, 5), rng.uniform(0.0, 0.01, 5), rng.uniform(0.5, 2.0, (7, 5))
+
+    def fresh(step_m):
+        return SumOfSinusoids(5, 32, 8, CARRIER_HZ, np.random.default_rng(3)).along(start, step_m, 7, amplitude)
+
+    fading = SumOfSinusoids(5, 32, 8, CARRIER_HZ, np.random.default_rng(3))
+    first = fading.along(start, step, 7, amplitude)
+    out = np.empty_like(first)
+    assert fading.along(start, step, 7, amplitude, out=out) is out
+    np.testing.assert_array_equal(out, first)
+    np.testing.assert_array_equal(first, fresh(step))
+    np.testing.assert_array_equal(fading.along(start, 2 * step, 7, amplitude), fresh(2 * step))
+    np.testing.assert_array_equal(fading.along(start[1:3], step[1:3], 7, amplitude[:, 1:3], slice(1, 3)),
+                                  first[1:3])
+    with pytest.raises(ValueError, match="out must be"):
+        fading.along(start, step, 7, amplitude, out=out[:, 1:])
