@@ -14,7 +14,9 @@ that starts ``tau`` seconds after the round's start sends its N OFDM symbols as
 
 1. each device's symbols ``X_k`` [N, F] through Sionna's
    :class:`~sionna.phy.ofdm.OFDMModulator` (unitary IFFT, a cyclic prefix of C samples):
-   ``s_k[n]``, n < S = N (F + C), sample n at ``t_n = tau + n / B``;
+   ``s_k[n]``, n < S = N (F + C), sample n at ``t_n = tau + n / B``, rotated by the
+   device's carrier frequency offset of ``epsilon_k`` subcarrier spacings,
+   ``s_k[n] exp(j 2 pi epsilon_k n / F)`` (as :class:`phy.ofdm_time.TimeDomainUplink`);
 2. ``y[n] = sum_k sum_l g_kl(t_n) s_k[n - l]``: each tap at the time of the received
    sample (the paths' sinusoids stepped from sample to sample,
    :meth:`phy.doppler.SumOfSinusoids.along`);
@@ -26,7 +28,7 @@ grid for the same taps; a changing one leaks each subcarrier's power to the othe
 (:mod:`phy.doppler_ici`: for one path, ``P_ICI = 1 - (1/F^2) sum_{m,n} J0(2 pi f_D (m - n) / B)``
 of the received power; tested through this uplink). The devices' CSI is the frequency
 response at the phase's start (:meth:`frequency_response`), the path gain the one at the
-phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). No timing offsets, CFO or
+phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). No timing offsets or
 receive antennas here (refused with motion, ``cosim/scenario/mobility_rules.py``).
 
 Cost: K S P M complex multiplications for the taps (each sinusoid stepped once per
@@ -98,6 +100,9 @@ class MovingTimeDomainUplink:
         C [samples].
     devices : [K'] int, optional
         The senders (:meth:`subset`; None: every device).
+    cfo_subcarriers : [K] float, optional
+        Every device's carrier frequency offset in subcarrier spacings (``[sync]``, drawn
+        per round; None: none).
 
     Call
     ----
@@ -110,6 +115,7 @@ class MovingTimeDomainUplink:
     symbol_s: float
     cyclic_prefix_length: int
     devices: np.ndarray | None = None
+    cfo_subcarriers: np.ndarray | None = None
     cut_power_fraction: np.ndarray | None = None  # no path is cut: the layout's taps are all kept
 
     @property
@@ -184,9 +190,13 @@ class MovingTimeDomainUplink:
         path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
         entries = weights[path, lag].astype(np.complex128)
         modulator, received = OFDMModulator(cp), np.zeros(num_samples, np.complex128)
+        cfo = None if self.cfo_subcarriers is None else np.asarray(self.cfo_subcarriers, np.float64)[self.rows]
         for lo in range(0, self.num_devices, _DEVICES_PER_PASS):
             part = slice(lo, min(lo + _DEVICES_PER_PASS, self.num_devices))
             stream = modulator(tf.constant(symbols_of(part))).numpy()  # [m, S]
+            if cfo is not None and np.any(cfo[part] != 0.0):  # exp(j 2 pi eps n / F), n from the stream's start
+                rotation = np.exp(2j * np.pi * np.outer(cfo[part], np.arange(num_samples)) / f)
+                stream = (stream * rotation).astype(np.complex64)
             amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part]), (num_samples, stream.shape[0])))
             paths = moving.fading.along(start[part], step[part], num_samples, amplitude, self.rows[part])  # [m, S, P]
             with LAUNCH:

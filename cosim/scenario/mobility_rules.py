@@ -6,7 +6,7 @@ models and TDL with the Doppler at the TDL's carrier (:mod:`phy.moving_tdl`; eac
 at its speed, N_r BS antennas), the
 ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
 (:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna and
-no timing offset or CFO (:mod:`phy.moving_time`), devices kept off the BS by a positive
+no timing offset (a CFO is applied; :mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
 No TensorFlow.
@@ -43,9 +43,6 @@ def check_mobility(scenario) -> None:
         (scenario.ofdm.domain == "frequency" or scenario.sync.timing_offset_max_samples == 0.0,
          "sync.timing_offset_max_samples", f"= {scenario.sync.timing_offset_max_samples:g}: {model} runs the "
          "time-domain uplink without timing offsets; set 0"),
-        (scenario.ofdm.domain == "frequency" or scenario.sync.cfo_max_subcarriers == 0.0,
-         "sync.cfo_max_subcarriers", f"= {scenario.sync.cfo_max_subcarriers:g}: {model} runs the "
-         "time-domain uplink without CFO; set 0"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
         (fading not in ("sionna_tdl", "traced_paths")

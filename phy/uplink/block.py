@@ -164,7 +164,9 @@ class Uplink:
             path_gain = tf.constant(np.asarray(channel.path_gain, np.float64), tf.float32)
         if self.moving is not None:  # the channel at the first phase's start (phy.uplink.moving_link)
             h, h_hat, gain, combiner = moving_link.round_channel(self.moving, self.csi, self.seed, t, self.air)
-            link = RoundLink(self, t, (channel, gain), (h, h_hat), None, None, self.draw_cohort(t, h_hat))
+            offsets = None if self.air.domain != "time" else self.air.sync(
+                self.num_devices, stream_seed(self.seed, t, streams.SYNC))  # each phase's waveform's (timing, CFO)
+            link = RoundLink(self, t, (channel, gain), (h, h_hat), None, offsets, self.draw_cohort(t, h_hat))
             link.combiner = combiner  # the first phase's (N_r > 1), phy.uplink.moving_link
             return link
         h, uplink, offsets = self.draw_channel(t, channel, path_gain)
@@ -379,9 +381,10 @@ class RoundLink:
         columns = Columns()
         scalars, per_device = columns.scalars, columns.per_device
         per_device["mean_channel_gain"], per_device["csi_nmse"] = channel_columns(h, h_hat)
-        if self.uplink is not None:
+        if self.offsets is not None:  # the time domain (moving devices: the waveform's, no path cut)
             per_device["timing_offset_samples"] = self.offsets[0]
             per_device["cfo_subcarriers"] = self.offsets[1]
+        if self.uplink is not None:
             per_device["cut_path_power_fraction"] = self.uplink.cut_power_fraction
         uplink_symbols = self.ledger.symbols
         if cohort is not None:

@@ -184,8 +184,9 @@ def phase_uplink(round_link):
         return None
     from phy.moving_time import MovingTimeDomainUplink
 
+    cfo = None if round_link.offsets is None else round_link.offsets[1]  # the round's [sync] draw
     return MovingTimeDomainUplink(round_link.moving, round_link.offset_s, air.symbol_duration_s,
-                                  int(air.cyclic_prefix_length))
+                                  int(air.cyclic_prefix_length), cfo_subcarriers=cfo)
 
 
 def _as_tensor(array: np.ndarray) -> tf.Tensor:

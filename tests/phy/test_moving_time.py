@@ -57,6 +57,14 @@ def test_at_rest_the_waveform_is_the_static_uplinks(delays, power):
     assert uplink.subset([0, 3]).num_devices == 2
     np.testing.assert_allclose(uplink.subset([0, 3])(x[[0, 3]]), TimeDomainUplink(
         taps[[0, 3]], layout.l_min, np.zeros(2), CP, F).reference(x[[0, 3]]), rtol=0, atol=1e-5 * np.abs(y).max())
+    # each device's carrier frequency offset rotates its stream as the static uplink's does
+    cfo = np.array([0.1, -0.05, 0.0, 0.3, -0.2])
+    rotated = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP, cfo_subcarriers=cfo)
+    want = TimeDomainUplink(taps, layout.l_min, cfo, CP, F).reference(x)
+    np.testing.assert_allclose(rotated(x), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    assert np.max(np.abs(want - y)) > 0.1 * np.abs(y).max()
+    np.testing.assert_allclose(rotated.subset([0, 3])(x[[0, 3]]), TimeDomainUplink(
+        taps[[0, 3]], layout.l_min, cfo[[0, 3]], CP, F).reference(x[[0, 3]]), rtol=0, atol=1e-5 * np.abs(y).max())
 
 
 @pytest.mark.parametrize("normalised_doppler", [0.05, 0.2])
