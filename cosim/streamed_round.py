@@ -16,7 +16,9 @@ That carry is not held for every device: each chunk trains its earlier phases ag
 the same state and the same per-device streams (a device's training reads only its own
 data and its own noise, keyed by its population id, so the values are the ones it sent)
 and the algorithm's ``chunk_carry`` joins them with the round's carry from the server
-steps. The proposed method thus trains phase 1 twice per round when it streams.
+steps, of which the round keeps only what ``chunk_carry`` reads
+(``round_carry_for_chunks``: the proposed method's applied ``delta_rho``, not the last
+chunk's rows). The proposed method thus trains phase 1 twice per round when it streams.
 
 Per-device tables (SCAFFOLD's ``c_k``, FedSMOO's ``mu_k`` and ``h_k``, FedGMT's
 ``h_k``, signSGD's ``e_k``) are :class:`learning.device_table.DeviceTable` versions on
@@ -97,7 +99,8 @@ def run_streamed_round(state: Any, world, t: int, chunk: int) -> tuple[Any, Roun
                     writers[name].write(lo, np.asarray(values))
             sent = stream.finish()
             state, carry, server = algorithm.server_update(index, state, carry, sent.estimate, received=None)
-            carries.append(carry)
+            carries.append(algorithm.round_carry_for_chunks(carry))
+            carry = None
             metrics[phase.name] = scalar_metrics(local, server)
             record.add(sent.columns())
         state = _sealed(state, writers)

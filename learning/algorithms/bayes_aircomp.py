@@ -259,6 +259,12 @@ class BayesAirComp:
         round's applied ``delta_rho`` (set by the phase-0 server step)."""
         return dataclasses.replace(chunk, delta_rho=round_carry.delta_rho)
 
+    def round_carry_for_chunks(self, carry: BayesCarry) -> BayesCarry:
+        """What a streamed round keeps of phase 1's carry for :meth:`chunk_carry`: the applied
+        ``delta_rho`` and ``rho_prev``, without the last chunk's ``delta_rho_k`` ([chunk, d],
+        which would keep that chunk's pooled buffer from phase 2's chunks)."""
+        return dataclasses.replace(carry, delta_rho_k=None)
+
     def server_update(self, phase: int, state: BayesState, carry, estimate: tf.Tensor,
                       received=None):
         """Phase 0: ``rho += estimate`` floored at ``min_precision``; phase 1: ``mu +=

@@ -433,6 +433,11 @@ class FedAvg:
         del round_carry
         return chunk
 
+    def round_carry_for_chunks(self, carry: LocalOutcome | None) -> None:
+        """What a streamed round keeps of a phase's carry for :meth:`chunk_carry`: nothing
+        (the last chunk's rows would be held through the later phases for no use)."""
+        del carry
+
     def server_step(self, phase: int, state, estimate: tf.Tensor, received: Received | None) -> dict:
         """The server fields after phase ``phase`` from the estimate [n] of the received
         devices' mean update (:func:`population_sum` for a population sum): ``w + estimate``."""

@@ -234,3 +234,30 @@ def test_a_chunk_trains_after_the_last_chunks_carry_is_gone(tmp_path, monkeypatc
     run_scenario(load_scenario(path, ["runtime.devices_in_memory=3"]), progress=False)
     assert len(alive) == 3 + 2 * 3  # rho in 3 chunks; nu trains rho again in each
     assert alive == [0] * len(alive), alive  # no earlier chunk's carry when a chunk trains
+
+
+def test_the_round_keeps_no_chunks_rows_of_an_earlier_phase(tmp_path, monkeypatch):
+    """Of phase 1's carry the streamed round keeps only what ``chunk_carry`` reads (the
+    proposed method's applied ``delta_rho``), not the last chunk's ``delta_rho_k`` (a
+    [chunk, d] buffer that phase 2's chunks could not reuse): when phase 2 trains, no
+    update of phase 1's chunks is alive but the one its chunk trained again."""
+    import weakref
+
+    from learning.algorithms.bayes_aircomp import BayesAirComp
+
+    first_pass, alive_at_phase_two = [], []
+    original = BayesAirComp.local_update
+
+    def spy(self, phase, state, carry, data, seed):
+        if phase == 1:
+            alive_at_phase_two.append(sum(ref() is not None for ref in first_pass))
+        out = original(self, phase, state, carry, data, seed)
+        if phase == 0 and len(first_pass) < 3:  # phase 1's three chunks, before phase 2 trains them again
+            first_pass.append(weakref.ref(out[1].delta_rho_k))
+        return out
+
+    monkeypatch.setattr(BayesAirComp, "local_update", spy)
+    path = write_tiny(tmp_path, rounds=1, every=1)
+    run_scenario(load_scenario(path, ["runtime.devices_in_memory=3"]), progress=False)
+    assert len(first_pass) == 3 and len(alive_at_phase_two) == 3
+    assert alive_at_phase_two == [0, 0, 0], alive_at_phase_two
