@@ -277,7 +277,7 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         symbols = scheme_symbols_per_phase(scenario, num_values)
         m = k if chunk is None else min(k, int(chunk))
         uplink = 16 * m * symbols * f + (24 * m * symbols * antennas * f + 24 * m * symbols * f if antennas > 1 else 0)
-        if chunk is None:  # kept between phases (native.launch.REUSED): held through the round
+        if chunk is None:  # kept between phases in BufferPools: held through the round
             reused, in_uplink = _reused_per_symbol_bytes(scenario, symbols)
             uplink -= in_uplink
     flat = moving_fading(scenario.channel.model) == "flat"

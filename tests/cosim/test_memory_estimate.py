@@ -166,7 +166,7 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     """With ``[mobility]`` and ``channel_within_phase = "per_symbol"`` the analog phase's
     channel per OFDM symbol (complex64 [K, N, F]) and the chain's gains G, G m (float32
     [K, N, F] each), 16 K N F, are kept between phases when every device is in memory
-    (native.launch.REUSED): held with the state, beside the processes' rotations over a
+    (BufferPools, native.host_arrays): held with the state, beside the processes' rotations over a
     symbol (float64 [K, M, F] twice); streamed, they are the uplink phase's, a chunk's
     devices at a time. At the phase's middle (the default) nothing."""
     still = _scenario()
