@@ -7,8 +7,10 @@ from sample to sample (issue 58), so that Doppler's inter-carrier interference a
 (:class:`phy.moving_channel.MovingChannel` with a :class:`PathLayout`): path p of device
 k has the coefficient ``a_kp(t) = sqrt(g_k s_p) z_kp(v_k t)``, ``s_p`` its power share and
 ``z`` unit-power sums of sinusoids (:class:`phy.doppler.SumOfSinusoids`), and its taps are
-``g_kl(t) = sum_p a_kp(t) w_pl`` with ``w_pl`` the path's band-limited pulse at lag l
-(:func:`phy.ofdm_time.discrete_taps`, a single tap for a path on the sample grid). A phase
+``g_kl(t) = sum_p a_kp(t) w_kpl`` with ``w_kpl`` the path's band-limited pulse at lag l,
+delayed by the device's timing offset ``theta_k`` samples (:func:`phy.ofdm_time.discrete_taps`
+at ``tau_p + theta_k``, a single tap for a path on the sample grid; a path later than
+:func:`phy.limits.latest_kept_delay_samples` is cut, as at rest, :func:`cut_power_fraction`). A phase
 that starts ``tau`` seconds after the round's start sends its N OFDM symbols as
 :class:`MovingTimeDomainUplink` says:
 
@@ -28,12 +30,14 @@ grid for the same taps; a changing one leaks each subcarrier's power to the othe
 (:mod:`phy.doppler_ici`: for one path, ``P_ICI = 1 - (1/F^2) sum_{m,n} J0(2 pi f_D (m - n) / B)``
 of the received power; tested through this uplink). The devices' CSI is the frequency
 response at the phase's start (:meth:`frequency_response`), the path gain the one at the
-phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). No timing offsets or
-receive antennas here (refused with motion, ``cosim/scenario/mobility_rules.py``).
+phase's middle (a 4 ms phase moves a device 0.1 m at 30 m/s). The CSI leaves the timing
+offset out (pre-compensating it, ``sync.precompensate = "timing"``, and receive antennas
+are refused with motion, ``cosim/scenario/mobility_rules.py``).
 
 Cost: K S P M complex multiplications for the taps (each sinusoid stepped once per
-sample) and K S E for the convolution (E the nonzero path-lag entries: P for paths on the
-sample grid), devices a chunk at a time (memory O(chunk S P)).
+sample) and K S E for the convolution (E the nonzero path-lag entries of a device: P for
+paths on the sample grid and integer offsets, some 13 per path for a fractional one),
+devices a chunk at a time (memory O(chunk S P)).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import numpy as np
 from numba import njit, prange
 
 from native.launch import LAUNCH
-from phy.limits import first_tap_lag, last_tap_lag
+from phy.limits import first_tap_lag, last_tap_lag, latest_kept_delay_samples
 from phy.ofdm_time import discrete_taps, frequency_response
 
 _DEVICES_PER_PASS = 16
@@ -103,6 +107,9 @@ class MovingTimeDomainUplink:
     cfo_subcarriers : [K] float, optional
         Every device's carrier frequency offset in subcarrier spacings (``[sync]``, drawn
         per round; None: none).
+    timing_offset_samples : [K] float, optional
+        Every device's timing offset in samples (``[sync]``, drawn per round, >= 0; None:
+        none).
 
     Call
     ----
@@ -116,7 +123,20 @@ class MovingTimeDomainUplink:
     cyclic_prefix_length: int
     devices: np.ndarray | None = None
     cfo_subcarriers: np.ndarray | None = None
-    cut_power_fraction: np.ndarray | None = None  # no path is cut: the layout's taps are all kept
+    timing_offset_samples: np.ndarray | None = None
+
+    @property
+    def cut_power_fraction(self) -> np.ndarray:
+        """[K'] float64: each device's share of path power cut (a path its timing offset
+        makes later than one OFDM symbol, :func:`cut_power_fraction`)."""
+        return cut_power_fraction(self.moving.paths, self._timing(), self.num_subcarriers,
+                                  int(self.cyclic_prefix_length))
+
+    def _timing(self) -> np.ndarray:
+        """[K'] the senders' timing offsets [samples] (zeros without)."""
+        if self.timing_offset_samples is None:
+            return np.zeros(self.num_devices)
+        return np.asarray(self.timing_offset_samples, np.float64)[self.rows]
 
     @property
     def rows(self) -> np.ndarray:
@@ -186,9 +206,7 @@ class MovingTimeDomainUplink:
         # output sample n is the received sample at time n + l_min (Sionna's convention)
         start = moving.motion.travelled_m(moving.motion.time_s + self.start_s + layout.l_min * sample_s)[self.rows]
         step = moving.motion.travelled_m(sample_s)[self.rows]
-        weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
-        path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
-        entries = weights[path, lag].astype(np.complex128)
+        path, lag, entries = device_taps(layout, self._timing(), f, cp)  # [K', E] each
         modulator, received = OFDMModulator(cp), np.zeros(num_samples, np.complex128)
         cfo = None if self.cfo_subcarriers is None else np.asarray(self.cfo_subcarriers, np.float64)[self.rows]
         for lo in range(0, self.num_devices, _DEVICES_PER_PASS):
@@ -200,24 +218,77 @@ class MovingTimeDomainUplink:
             amplitude = np.ascontiguousarray(np.broadcast_to(np.sqrt(gain[part]), (num_samples, stream.shape[0])))
             paths = moving.fading.along(start[part], step[part], num_samples, amplitude, self.rows[part])  # [m, S, P]
             with LAUNCH:
-                _convolve(stream, paths, path, lag, entries, received)
+                _convolve(stream, paths, path[part], lag[part], entries[part], received)
         y = OFDMDemodulator(f, layout.l_min, cp)(tf.constant(received[None].astype(np.complex64)))
         return y.numpy()[0]
+
+
+def _delays(layout: PathLayout, timing: np.ndarray, num_subcarriers: int, cyclic_prefix_length: int):
+    """``(tau [K, P], late [K, P])``: each device's path delays with its timing offset
+    [samples], a delay within 1e-4 samples of the grid on it, and the paths later than
+    :func:`phy.limits.latest_kept_delay_samples` (as
+    :meth:`phy.ofdm_time.TimeDomainUplink.from_paths`)."""
+    tau = layout.delays_samples[None, :] + np.asarray(timing, np.float64)[:, None]
+    snapped = np.round(tau)
+    tau = np.where(np.abs(tau - snapped) < 1e-4, snapped, tau)
+    return tau, tau > latest_kept_delay_samples(num_subcarriers, cyclic_prefix_length)
+
+
+def cut_power_fraction(layout: PathLayout, timing, num_subcarriers: int, cyclic_prefix_length: int) -> np.ndarray:
+    """[K] float64: the share of each device's path power that its timing offset ``timing``
+    [K] (samples) makes later than :func:`phy.limits.latest_kept_delay_samples` (cut)."""
+    _, late = _delays(layout, timing, num_subcarriers, cyclic_prefix_length)
+    return np.sum(np.where(late, layout.power[None, :], 0.0), axis=1)
+
+
+def device_taps(layout: PathLayout, timing, num_subcarriers: int, cyclic_prefix_length: int):
+    """``(path, lag, entries)`` [K, E] (int64, int64, complex128): each device's nonzero
+    path-lag weights ``sqrt(s_p) sinc(l_min + lag - tau_p - theta_k)`` (the paths' pulses
+    delayed by its timing offset ``theta_k`` = ``timing[k]`` samples, late paths cut),
+    padded with zero entries to the longest device's E. Without offsets every device has
+    the layout's own entries, in its order."""
+    timing = np.asarray(timing, np.float64)
+    if not np.any(timing):  # the layout's pulses, shared
+        weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
+        path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
+        entries = weights[path, lag].astype(np.complex128)
+        return tuple(np.ascontiguousarray(np.broadcast_to(v, (timing.size, v.size))) for v in (path, lag, entries))
+    tau, late = _delays(layout, timing, num_subcarriers, cyclic_prefix_length)
+    share = np.where(late, 0.0, layout.power[None, :])
+    tau = np.where(late, 0.0, tau)
+    l_max = last_tap_lag(float(tau.max()))
+    num_paths = layout.num_paths
+    rows = []
+    for k in range(timing.size):
+        pulse = discrete_taps(np.eye(num_paths), np.broadcast_to(tau[k], (num_paths, num_paths)), layout.l_min, l_max)
+        weights = np.sqrt(share[k])[:, None] * pulse  # [P, L]
+        path, lag = np.nonzero(weights)
+        rows.append((path, lag, weights[path, lag]))
+    width = max(1, max(r[0].size for r in rows))
+    out = (np.zeros((timing.size, width), np.int64), np.zeros((timing.size, width), np.int64),
+           np.zeros((timing.size, width), np.complex128))
+    for k, row in enumerate(rows):
+        for array, values in zip(out, row):
+            array[k, :values.size] = values
+    return out
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def _convolve(stream, paths, path, lag, entries, out):
     """``out[n] += sum_k sum_j g_kj[n] stream[k, n - j]`` with ``g_kj[n] = sum_p paths[k, n, p]
-    w_pj`` over the nonzero pulse entries ``w_pj`` = ``entries`` at (``path``, ``lag``), tap j
-    at lag ``l_min + j``: output sample n is the received sample at time ``n + l_min`` (as
-    :meth:`phy.ofdm_time.TimeDomainUplink.reference`'s convolution), each device's taps
-    evaluated then."""
+    w_kpj`` over device k's nonzero pulse entries ``w_kpj`` = ``entries[k]`` at (``path[k]``,
+    ``lag[k]``; zero entries are padding), tap j at lag ``l_min + j``: output sample n is the
+    received sample at time ``n + l_min`` (as :meth:`phy.ofdm_time.TimeDomainUplink.reference`'s
+    convolution), each device's taps evaluated then."""
     num_devices, num_samples = stream.shape
     for n in prange(num_samples):
         total = 0j
         for k in range(num_devices):
-            for e in range(entries.size):
-                source = n - lag[e]
+            for e in range(entries.shape[1]):
+                weight = entries[k, e]
+                if weight == 0:
+                    continue
+                source = n - lag[k, e]
                 if 0 <= source < num_samples:
-                    total += paths[k, n, path[e]] * entries[e] * stream[k, source]
+                    total += paths[k, n, path[k, e]] * weight * stream[k, source]
         out[n] += total

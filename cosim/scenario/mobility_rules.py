@@ -5,8 +5,8 @@ evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat R
 models and TDL with the Doppler at the TDL's carrier (:mod:`phy.moving_tdl`; each device
 at its speed, N_r BS antennas), the
 ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
-(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna and
-no timing offset (a CFO is applied; :mod:`phy.moving_time`), devices kept off the BS by a positive
+(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna,
+timing offsets and CFO without timing pre-compensation (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
 No TensorFlow.
@@ -40,9 +40,11 @@ def check_mobility(scenario) -> None:
          "'time' the waveform meets the channel sample by sample; leave \"phase_middle\""),
         (scenario.ofdm.domain == "frequency" or scenario.bs.num_antennas == 1, "bs.num_antennas",
          f"= {scenario.bs.num_antennas}: {model} runs the time-domain uplink for one BS antenna; set 1"),
-        (scenario.ofdm.domain == "frequency" or scenario.sync.timing_offset_max_samples == 0.0,
-         "sync.timing_offset_max_samples", f"= {scenario.sync.timing_offset_max_samples:g}: {model} runs the "
-         "time-domain uplink without timing offsets; set 0"),
+        (scenario.ofdm.domain == "frequency" or scenario.sync.timing_offset_max_samples == 0.0
+         or scenario.sync.precompensate in ("none", "cfo"),
+         "sync.precompensate", f"= {scenario.sync.precompensate!r}: {model}'s devices estimate their channel "
+         "without the timing offset (no pre-compensated timing in the moving time-domain uplink); set \"none\" or "
+         "\"cfo\", or sync.timing_offset_max_samples = 0"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
         (fading not in ("sionna_tdl", "traced_paths")

@@ -381,11 +381,12 @@ class RoundLink:
         columns = Columns()
         scalars, per_device = columns.scalars, columns.per_device
         per_device["mean_channel_gain"], per_device["csi_nmse"] = channel_columns(h, h_hat)
-        if self.offsets is not None:  # the time domain (moving devices: the waveform's, no path cut)
+        if self.offsets is not None:  # the time domain (moving devices: each phase's waveform's)
             per_device["timing_offset_samples"] = self.offsets[0]
             per_device["cfo_subcarriers"] = self.offsets[1]
-        if self.uplink is not None:
-            per_device["cut_path_power_fraction"] = self.uplink.cut_power_fraction
+            per_device["cut_path_power_fraction"] = (
+                self.uplink.cut_power_fraction if self.uplink is not None
+                else moving_link.cut_power_fraction(self.moving, self.air, self.offsets[0]))
         uplink_symbols = self.ledger.symbols
         if cohort is not None:
             per_device["participated"] = cohort.status

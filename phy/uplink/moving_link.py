@@ -184,9 +184,17 @@ def phase_uplink(round_link):
         return None
     from phy.moving_time import MovingTimeDomainUplink
 
-    cfo = None if round_link.offsets is None else round_link.offsets[1]  # the round's [sync] draw
+    timing, cfo = (None, None) if round_link.offsets is None else round_link.offsets  # the round's [sync] draw
     return MovingTimeDomainUplink(round_link.moving, round_link.offset_s, air.symbol_duration_s,
-                                  int(air.cyclic_prefix_length), cfo_subcarriers=cfo)
+                                  int(air.cyclic_prefix_length), cfo_subcarriers=cfo, timing_offset_samples=timing)
+
+
+def cut_power_fraction(moving, air, timing_offset_samples) -> np.ndarray:
+    """[K]: each device's share of path power that its timing offset cuts from the moving
+    time-domain uplink (:func:`phy.moving_time.cut_power_fraction`)."""
+    from phy.moving_time import cut_power_fraction as cut
+
+    return cut(moving.paths, timing_offset_samples, air.num_subcarriers, int(air.cyclic_prefix_length))
 
 
 def _as_tensor(array: np.ndarray) -> tf.Tensor:

@@ -109,7 +109,8 @@ def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_p
     (['ofdm.domain="time"', 'channel.model="tdl"', "mobility.speed_mps=3.0"], "ofdm.domain"),
     (['ofdm.domain="time"', 'mobility.channel_within_phase="per_symbol"'], "mobility.channel_within_phase"),
     (['ofdm.domain="time"', "bs.num_antennas=2"], "bs.num_antennas"),
-    (['ofdm.domain="time"', "sync.timing_offset_max_samples=2.0"], "sync.timing_offset_max_samples"),
+    (['ofdm.domain="time"', "sync.timing_offset_max_samples=2.0", 'sync.precompensate="timing"'],
+     "sync.precompensate"),
     (["cell.min_distance_m=0.0"], "cell.min_distance_m"),
     (["mobility.speed_mps=[5.0, 1.0]"], "mobility.speed_mps"),
     (["mobility.speed_mps=-1.0"], "mobility.speed_mps"),
@@ -280,22 +281,25 @@ def test_the_time_domain_uplink_of_moving_devices(tmp_path, channel):
         assert not np.allclose(nmse[120.0 / 3.6, "time"], nmse[120.0 / 3.6, "frequency"], rtol=1e-3)
 
 
-def test_a_carrier_frequency_offset_in_the_moving_time_domain_uplink(tmp_path):
-    """``sync.cfo_max_subcarriers`` with moving devices in the time domain: each round's
-    offsets come from its "sync" stream as at rest (traced per device: the CFO within
-    its bound, no timing offset), each phase's waveform is rotated by them
-    (phy/moving_time.py), and the estimates differ from the run without."""
+@pytest.mark.parametrize(("key", "bound"), [("cfo_max_subcarriers", 0.2), ("timing_offset_max_samples", 30.0)])
+def test_offsets_in_the_moving_time_domain_uplink(tmp_path, key, bound):
+    """``[sync]`` offsets with moving devices in the time domain: each round's offsets come
+    from its "sync" stream as at rest (traced per device within their bounds, with the
+    share of path power a timing offset cuts), each phase's waveform carries them
+    (phy/moving_time.py: a CFO rotates the stream, a timing offset delays the taps), and
+    the estimates differ from the run without."""
     nmse = {}
-    for cfo in (0.0, 0.2):
-        (tmp_path / str(cfo)).mkdir()
-        path = write_tiny(tmp_path / str(cfo), rounds=2, every=2, hidden=4)
-        scenario = load_scenario(path, [*STRAIGHT, 'channel.model="flat_rayleigh"', 'ofdm.domain="time"',
-                                        f"sync.cfo_max_subcarriers={cfo}"])
+    for value in (0.0, bound):
+        (tmp_path / str(value)).mkdir()
+        path = write_tiny(tmp_path / str(value), rounds=2, every=2, hidden=4)
+        scenario = load_scenario(path, [*STRAIGHT, 'channel.model="iid_rayleigh"', 'ofdm.domain="time"',
+                                        f"sync.{key}={value}"])
         rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
-        nmse[cfo] = rounds["aggregate_nmse_rho"]
-        assert np.all(per_device["timing_offset_samples"] == 0.0)
-        drawn = per_device["cfo_subcarriers"]
-        assert drawn.shape[0] == 2 and np.all(np.abs(drawn) <= cfo)
-        if cfo:
+        nmse[value] = rounds["aggregate_nmse_rho"]
+        other = "timing_offset_samples" if key == "cfo_max_subcarriers" else "cfo_subcarriers"
+        drawn = per_device["cfo_subcarriers" if other == "timing_offset_samples" else "timing_offset_samples"]
+        assert np.all(per_device[other] == 0.0) and drawn.shape[0] == 2 and np.all(np.abs(drawn) <= value)
+        assert np.all((per_device["cut_path_power_fraction"] >= 0.0) & (per_device["cut_path_power_fraction"] <= 1.0))
+        if value:
             assert np.all(drawn != 0.0) and not np.array_equal(drawn[0], drawn[1])
-    assert not np.allclose(nmse[0.2], nmse[0.0], rtol=1e-3)
+    assert not np.allclose(nmse[bound], nmse[0.0], rtol=1e-3)

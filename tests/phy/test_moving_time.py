@@ -117,3 +117,34 @@ def test_a_delayed_path_is_taken_at_the_received_samples_time():
     assert not np.allclose(y, OFDMDemodulator(F, layout.l_min, CP)(
         (np.concatenate([np.zeros(lag), shifted[lag:] * stream[:num_samples - lag]])[None]).astype(np.complex64)
     ).numpy()[0], rtol=0, atol=2e-5 * np.abs(expected).max())
+
+
+def test_at_rest_timing_offsets_delay_each_devices_taps_as_the_static_uplinks():
+    """Devices at rest with timing offsets (on and off the sample grid, one making a path
+    later than a symbol) and CFOs: the phase's grid is that of the static uplink whose taps
+    are each device's paths at ``tau_p + theta_k`` (``TimeDomainUplink.from_paths``'s
+    construction: sinc pulses, late paths cut), and the cut share is the late path's."""
+    from phy.limits import first_tap_lag, last_tap_lag
+    from phy.ofdm_time import discrete_taps
+
+    delays, power = np.array([0.0, 1.0, 3.0]), np.array([0.5, 0.3, 0.2])
+    moving, _ = _moving(0.0, 4, delays, power, seed=6)
+    timing = np.array([0.0, 2.0, 1.37, 71.5])  # device 3: its 3-sample path arrives past F + C - 7
+    cfo = np.array([0.0, 0.05, -0.1, 0.0])
+    uplink = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP, cfo_subcarriers=cfo, timing_offset_samples=timing)
+    z = moving.fading.at(moving.motion.travelled_m(0.01))  # [K, P]
+    a = np.sqrt(moving.path_gain_at([0.01])[0])[:, None] * z * np.sqrt(power)
+    tau = delays[None, :] + timing[:, None]
+    late = tau > F + CP - 7
+    a, tau = np.where(late, 0.0, a), np.where(late, 0.0, tau)
+    l_min = first_tap_lag(CP)
+    static = TimeDomainUplink(discrete_taps(a, tau, l_min, last_tap_lag(float(tau.max()))), l_min, cfo, CP, F)
+    x = _qpsk(np.random.default_rng(7), (4, 3, F))
+    want = static.reference(x)
+    np.testing.assert_allclose(uplink(x), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(uplink.cut_power_fraction, [0.0, 0.0, 0.0, 0.2])
+    np.testing.assert_allclose(uplink.subset([1, 2])(x[[1, 2]]), TimeDomainUplink(
+        discrete_taps(a[[1, 2]], tau[[1, 2]], l_min, last_tap_lag(float(tau[[1, 2]].max()))), l_min, cfo[[1, 2]],
+        CP, F).reference(x[[1, 2]]), rtol=0, atol=1e-5 * np.abs(want).max())
+    without = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP, cfo_subcarriers=cfo)(x)
+    assert np.max(np.abs(without - want)) > 0.1 * np.abs(want).max()
