@@ -251,16 +251,18 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
 def _time_domain_paths(scenario: Scenario, channel):
     """The paths of a moving time-domain uplink (:class:`phy.moving_time.PathLayout`), None
     in the frequency domain: ``flat_rayleigh`` one path at delay 0, ``iid_rayleigh`` its
-    ``num_taps`` taps on the sample grid (delays l / B), each 1/L of the power."""
+    ``num_taps`` taps on the sample grid (delays l / B), each 1/L of the power, ``tdl`` the
+    profile's taps at their delays (sinc pulses) and powers."""
     if scenario.ofdm.domain != "time":
         return None
     from phy.moving_time import PathLayout
 
+    shape = dict(num_subcarriers=scenario.ofdm.num_subcarriers, cyclic_prefix_length=scenario.ofdm.cyclic_prefix_samples)
+    if moving_fading(scenario.channel.model) == "sionna_tdl":  # the profile's taps, off the sample grid
+        return PathLayout.of(channel.delays_s * scenario.ofdm.bandwidth_hz, channel.tap_powers, **shape)
     flat = moving_fading(scenario.channel.model) == "flat"
     taps = 1 if flat else int(channel.num_taps)
-    return PathLayout.of(np.arange(taps, dtype=np.float64), np.full(taps, 1.0 / taps),
-                         num_subcarriers=scenario.ofdm.num_subcarriers,
-                         cyclic_prefix_length=scenario.ofdm.cyclic_prefix_samples)
+    return PathLayout.of(np.arange(taps, dtype=np.float64), np.full(taps, 1.0 / taps), **shape)
 
 
 def _privacy_of(scenario: Scenario, world: dict, phases: list[tuple[str, int]]):

@@ -365,6 +365,17 @@ class TDL:
         subcarriers (a response is ``a [K, L] @ tap_responses``)."""
         return self._tap_responses
 
+    @property
+    def delays_s(self) -> np.ndarray:
+        """``[L]`` float64: the taps' delays [s] (the profile's, scaled by the delay spread)."""
+        return np.asarray(self._tdl.delays.numpy(), np.float64).reshape(-1)
+
+    @property
+    def tap_powers(self) -> np.ndarray:
+        """``[L]`` float64: the taps' mean powers, the LoS component's on tap 0 of TDL-D/E
+        (Sionna's ``mean_powers``; they sum to one)."""
+        return np.asarray(self._tdl.mean_powers.numpy(), np.float64).reshape(-1)
+
     @tf.function(autograph=False)
     def _draw(self, num_devices: tf.Tensor) -> tf.Tensor:
         # Zero speed: the sampling frequency only scales a zero Doppler phase.

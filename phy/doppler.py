@@ -120,6 +120,21 @@ class SumOfSinusoids:
         self.shape = shape
         self._rotation_of = None  # (step [K], its rotations): :meth:`along` of every device
 
+    @classmethod
+    def of(cls, wavenumber, gains) -> SumOfSinusoids:
+        """Processes of given sinusoids instead of drawn ones: ``wavenumber`` [K, F_c, M]
+        (``2 pi cos(alpha_m) / lambda``, rad/m) and ``gains`` [K, F_c, M] (complex; a
+        process is unit-power when its gains' squared moduli sum to one)."""
+        fading = cls.__new__(cls)
+        fading.wavenumber = np.ascontiguousarray(wavenumber, np.float64)
+        fading.gains = np.ascontiguousarray(gains, np.complex64)
+        if fading.wavenumber.ndim != 3 or fading.gains.shape != fading.wavenumber.shape:
+            raise ValueError(f"wavenumber and gains must both be [K, F_c, M], got {fading.wavenumber.shape} "
+                             f"and {fading.gains.shape}")
+        fading.shape = fading.wavenumber.shape
+        fading._rotation_of = None
+        return fading
+
     def at(self, distance_m, rows: slice = slice(None)) -> np.ndarray:
         """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres):
         each term's phase ``s w_m`` in float64, its rotation rounded to complex64 and

@@ -241,6 +241,8 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
         carrier_frequency_hz = channel.carrier_frequency_hz
         seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
         fading = MovingTdl(channel, positions.shape[0], seed, int(num_antennas))
+        if paths is not None:  # the time-domain uplink: the taps' processes, stepped sample by sample
+            fading = fading.path_processes()
     else:
         per_antenna = paths.num_paths if paths is not None else 1 if flat else int(num_subcarriers)
         fading = SumOfSinusoids(positions.shape[0], int(num_antennas) * per_antenna, int(num_sinusoids),

@@ -30,10 +30,7 @@ from sionna.phy import config as sionna_config
 from sionna.phy.channel.tr38901 import TDL as SionnaTDL
 
 from phy.channel import TDL, sionna_rng_seeded
-from phy.doppler import SPEED_OF_LIGHT_MPS
-
-SIONNA_TDL_SINUSOIDS = 20
-"""Sionna's TDL default number of sinusoids per tap (the cost of an evaluation)."""
+from phy.doppler import SPEED_OF_LIGHT_MPS, SumOfSinusoids
 
 
 def _sionna_draws(tdl: SionnaTDL, num_devices: int, seed) -> tuple[np.ndarray, ...]:
@@ -92,6 +89,27 @@ class MovingTdl:
         self.tap_responses = np.asarray(channel.tap_responses.numpy(), np.complex128)  # [L, F]
         self.num_subcarriers = self.tap_responses.shape[1]
         self.shape = (self.num_devices, self.num_antennas * self.num_subcarriers, self.alpha.shape[2])
+
+    def path_processes(self):
+        """The taps as unit-power sums of sinusoids for the time-domain uplink
+        (:mod:`phy.moving_time`, one BS antenna): a :class:`phy.doppler.SumOfSinusoids`
+        [K, L, M (+1)] whose process l is ``a_kl(d) / sqrt(s_l)`` (:meth:`paths_at`), with
+        ``s`` [L] the taps' powers (tap 0's with the LoS term of TDL-D/E, an extra sinusoid
+        at ``k cos(theta_LoS)``); ``sqrt(s_l)`` times it is the tap."""
+        if self.num_antennas != 1:
+            raise ValueError(f"the time-domain TDL takes one BS antenna, got {self.num_antennas}")
+        num_devices, taps, sinusoids = self.alpha.shape
+        los = self.phi_0 is not None
+        wavenumber = np.zeros((num_devices, taps, sinusoids + los))
+        gains = np.zeros((num_devices, taps, sinusoids + los), np.complex128)
+        wavenumber[:, :, :sinusoids] = self.wavenumber * np.cos(self.alpha)
+        gains[:, :, :sinusoids] = self.tap_amplitude[None, :, None] * np.exp(1j * self.phi[:, 0])
+        power = sinusoids * self.tap_amplitude ** 2
+        if los:  # the specular component of tap 0
+            wavenumber[:, 0, sinusoids] = self.wavenumber * self.los_cosine
+            gains[:, 0, sinusoids] = self.los_amplitude * np.exp(1j * self.phi_0)
+            power[0] += self.los_amplitude ** 2
+        return SumOfSinusoids.of(wavenumber, gains / np.sqrt(power)[None, :, None])
 
     def paths_at(self, distance_m, devices=None) -> np.ndarray:
         """``[k, N_r, L]`` complex128: the taps of ``devices`` (every device) at their

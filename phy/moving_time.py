@@ -248,12 +248,12 @@ def device_taps(layout: PathLayout, timing, num_subcarriers: int, cyclic_prefix_
     padded with zero entries to the longest device's E. Without offsets every device has
     the layout's own entries, in its order."""
     timing = np.asarray(timing, np.float64)
-    if not np.any(timing):  # the layout's pulses, shared
+    tau, late = _delays(layout, timing, num_subcarriers, cyclic_prefix_length)
+    if not np.any(timing) and not np.any(late):  # the layout's pulses, shared
         weights = np.sqrt(layout.power)[:, None] * layout.pulse  # [P, L]
         path, lag = np.nonzero(weights)  # a path on the sample grid has one tap
         entries = weights[path, lag].astype(np.complex128)
         return tuple(np.ascontiguousarray(np.broadcast_to(v, (timing.size, v.size))) for v in (path, lag, entries))
-    tau, late = _delays(layout, timing, num_subcarriers, cyclic_prefix_length)
     share = np.where(late, 0.0, layout.power[None, :])
     tau = np.where(late, 0.0, tau)
     l_max = last_tap_lag(float(tau.max()))

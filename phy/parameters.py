@@ -178,6 +178,21 @@ SCENE_LAYOUTS = ("radio_map", "scene_explicit")
 TDL_PROFILES = ("A", "B", "C", "D", "E")
 """3GPP TR 38.901's TDL profiles (Sionna's ``TDL``)."""
 
+SIONNA_TDL_SINUSOIDS = 20
+"""Sinusoids per tap of Sionna's TDL process (its default; :mod:`phy.moving_tdl`)."""
+
+
+def tdl_profile_taps(profile: str) -> tuple[int, bool]:
+    """``(taps, los)`` of Sionna's TDL ``profile``: its clusters and whether tap 0 has a LoS
+    component (TDL-D/E), read from Sionna's profile file without importing Sionna."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("sionna").submodule_search_locations[0])
+    spec = json.loads((root / "phy" / "channel" / "tr38901" / "models" / f"TDL-{profile}.json").read_text())
+    return int(spec["num_clusters"]), bool(spec["los"])
+
 
 class ChannelParameters(Parameters):
     """Base of the channel models' parameters, with what the rest of the simulator asks

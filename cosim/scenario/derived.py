@@ -22,7 +22,14 @@ from learning.catalog import CATALOG  # no TensorFlow
 from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
 from learning.runtime import resolve  # stdlib only
 from native.table_files import table_directory as device_table_directory
-from phy.parameters import CHANNEL_MODELS, COMBINERS, SCHEDULING, moving_fading  # pydantic only
+from phy.parameters import (  # pydantic only
+    CHANNEL_MODELS,
+    COMBINERS,
+    SCHEDULING,
+    SIONNA_TDL_SINUSOIDS,
+    moving_fading,
+    tdl_profile_taps,
+)
 
 # --------------------------------------------------------------------------- derived quantities
 
@@ -283,14 +290,25 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     flat = moving_fading(scenario.channel.model) == "flat"
     draw = 32 * k * f * antennas + (16 * k * f * antennas + 24 * k * f if antennas > 1 else 0)
     if scenario.ofdm.domain == "time":  # phy.moving_time: the paths are the processes, the waveform a pass
-        paths = 1 if flat else int(scenario.channel.num_taps)
+        paths, sinusoids = _time_domain_processes(scenario)
         samples = scheme_symbols_per_phase(scenario, num_values) * (f + scenario.ofdm.cyclic_prefix_samples)
         passes = min(k, 16)  # phy.moving_time._DEVICES_PER_PASS
         uplink += passes * samples * (8 * paths + 8 + 8 + 12) + 16 * samples
-        return 16 * k * paths * scenario.mobility.num_sinusoids, uplink, 32 * k * f
+        return 16 * k * paths * sinusoids, uplink, 32 * k * f
     if moving_fading(scenario.channel.model) == "traced_paths":  # phy.moving_rays: the drop's paths, as at rest
         return reused, uplink, draw
     return 16 * k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids + reused, uplink, draw
+
+
+def _time_domain_processes(scenario: Scenario) -> tuple[int, int]:
+    """``(P, M)``: the moving time-domain uplink's paths and sinusoids per path: one path
+    (``flat_rayleigh``), ``channel.num_taps`` (``iid_rayleigh``) or the TDL profile's taps,
+    of ``mobility.num_sinusoids``, or for TDL Sionna's 20 (and one more, TDL-D/E's LoS)."""
+    fading = moving_fading(scenario.channel.model)
+    if fading == "sionna_tdl":
+        taps, los = tdl_profile_taps(scenario.channel.tdl_profile)
+        return taps, SIONNA_TDL_SINUSOIDS + int(los)
+    return (1 if fading == "flat" else int(scenario.channel.num_taps)), int(scenario.mobility.num_sinusoids)
 
 
 def _reused_per_symbol_bytes(scenario: Scenario, symbols: int) -> tuple[int, int]:

@@ -5,7 +5,7 @@ evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat R
 models and TDL with the Doppler at the TDL's carrier (:mod:`phy.moving_tdl`; each device
 at its speed, N_r BS antennas), the
 ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
-(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models, one BS antenna,
+(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models and TDL, one BS antenna,
 timing offsets and CFO without timing pre-compensation (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
@@ -32,8 +32,8 @@ def check_mobility(scenario) -> None:
         (fading is not None, "channel.model",
          f"= {scenario.channel.model!r}: {model} evaluates "
          f"{', '.join(repr(m) for m in CHANNEL_MODELS if moving_fading(m))} in time; set one of them"),
-        (scenario.ofdm.domain == "frequency" or fading in ("per_subcarrier", "flat"), "ofdm.domain",
-         f"= {scenario.ofdm.domain!r}: {model} runs the time-domain uplink with the Rayleigh models only "
+        (scenario.ofdm.domain == "frequency" or fading in ("per_subcarrier", "flat", "sionna_tdl"), "ofdm.domain",
+         f"= {scenario.ofdm.domain!r}: {model} runs the time-domain uplink with the Rayleigh models and TDL only "
          f"(channel.model = {scenario.channel.model!r}); set \"frequency\""),
         (scenario.ofdm.domain == "frequency" or scenario.mobility.channel_within_phase == "phase_middle",
          "mobility.channel_within_phase", f"= {scenario.mobility.channel_within_phase!r}: with ofdm.domain = "

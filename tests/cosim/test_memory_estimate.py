@@ -209,6 +209,12 @@ def test_moving_devices_in_the_time_domain_add_the_waveforms_pass():
     samples = n * (1024 + moving.ofdm.cyclic_prefix_samples)
     assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
             == 16 * samples * (8 * taps + 28) + 16 * samples)
+    # TDL-D's 13 taps (phy.parameters.tdl_profile_taps), each Sionna's 20 sinusoids and tap 0's LoS one
+    tdl = {"ofdm.domain": "time", "channel.model": "tdl", "channel.tdl_profile": "D"}
+    still, moving = _scenario(**tdl), _scenario(**tdl, **{"mobility.model": "straight", "mobility.speed_mps": 1.0})
+    assert (memory_parts(moving, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
+            == 16 * samples * (8 * 13 + 28) + 16 * samples)
+    assert memory_parts(moving, d)["device state"] - memory_parts(still, d)["device state"] == 16 * 100 * 13 * 21
 
 
 @pytest.mark.parametrize("modulation", ["bpsk", "qpsk"])

@@ -148,3 +148,44 @@ def test_at_rest_timing_offsets_delay_each_devices_taps_as_the_static_uplinks():
         CP, F).reference(x[[1, 2]]), rtol=0, atol=1e-5 * np.abs(want).max())
     without = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP, cfo_subcarriers=cfo)(x)
     assert np.max(np.abs(without - want)) > 0.1 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("profile", ["A", "D"])
+def test_a_tdl_in_motion_is_sionnas_taps_at_their_delays(profile):
+    """``channel.model = "tdl"`` in the moving time-domain uplink: the taps' processes
+    (:meth:`MovingTdl.path_processes`, TDL-D's LoS term an extra sinusoid) times their
+    powers' square roots are :meth:`MovingTdl.paths_at` (Sionna's TDL, held to it in
+    test_mobility.py) at any distance, and at rest the waveform is the static uplink's
+    through those taps at the profile's delays (sinc pulses off the sample grid)."""
+    from phy.channel import TDL
+    from phy.limits import first_tap_lag, last_tap_lag
+    from phy.moving_tdl import MovingTdl
+    from phy.ofdm_time import discrete_taps
+
+    tdl = TDL(profile, 1.0e-6, BANDWIDTH_HZ / F, F, CARRIER_HZ)  # delays of up to some 13 samples
+    moving_tdl = MovingTdl(tdl, 3, np.array([5, 6], np.int32))
+    processes = moving_tdl.path_processes()
+    from phy.parameters import SIONNA_TDL_SINUSOIDS, tdl_profile_taps
+
+    taps, los = tdl_profile_taps(profile)
+    assert processes.shape == (3, taps, SIONNA_TDL_SINUSOIDS + los) and tdl.delays_s.shape == (taps,)
+    distance = np.array([0.0, 3.7, 120.0])
+    np.testing.assert_allclose(processes.at(distance) * np.sqrt(tdl.tap_powers), moving_tdl.paths_at(distance)[:, 0],
+                               rtol=0, atol=2e-6)
+    layout = PathLayout.of(tdl.delays_s * BANDWIDTH_HZ, tdl.tap_powers, num_subcarriers=F, cyclic_prefix_length=CP)
+    positions = 50.0 * np.stack([np.cos([0.0, 2.0, 4.0]), np.sin([0.0, 2.0, 4.0])], axis=1)
+    moving = straight(0.0, 0.0, CARRIER_HZ, 8, positions_m=positions, radius_m=100.0, inner_m=10.0,
+                      num_subcarriers=F, flat=False, path_loss_exponent=4.0, rng=np.random.default_rng(8),
+                      channel=tdl, paths=layout)
+    moving.start_round(0)
+    uplink = MovingTimeDomainUplink(moving, 0.01, SYMBOL_S, CP)
+    z = moving.fading.at(moving.motion.travelled_m(0.01))  # [K, L]
+    a = np.sqrt(moving.path_gain_at([0.01])[0])[:, None] * z * np.sqrt(layout.power)
+    tau = np.broadcast_to(layout.delays_samples, a.shape)
+    l_min = first_tap_lag(CP)
+    static = TimeDomainUplink(discrete_taps(a, tau, l_min, last_tap_lag(float(tau.max()))), l_min, np.zeros(3), CP, F)
+    x = _qpsk(np.random.default_rng(9), (3, 2, F))
+    want = static.reference(x)
+    np.testing.assert_allclose(uplink(x), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(uplink.frequency_response(), static.frequency_response(), rtol=0,
+                               atol=1e-5 * np.abs(static.frequency_response()).max())
