@@ -47,6 +47,10 @@ class SchemeParameters(Parameters):
     """Whether moving devices under ``mobility.channel_within_phase = "per_symbol"`` are
     received symbol by symbol (h [K, N, F], :mod:`phy.uplink.moving_link`); else at the
     phase's middle, or per coherence block (digital OFDMA's ``ages_per_block``)."""
+    keeps_symbol_gains: ClassVar[bool] = False
+    """Whether, received symbol by symbol, a phase that holds every device keeps its gains
+    per symbol (G, G m: float32 [K, N, F] each, :func:`phy.symbol_gains.symbol_gains`) in
+    pooled memory between phases (its memory term, ``cosim/scenario/derived.py``)."""
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """The bytes a phase's stream holds per device of the population, whatever the
@@ -85,6 +89,7 @@ class AnalogScheme(SchemeParameters):
     # moving devices: each OFDM symbol received through the channel at its own time
     # (phy.uplink.moving_link; the chain takes h [K, N, F], phy.aircomp)
     channel_per_symbol: ClassVar[bool] = True
+    keeps_symbol_gains: ClassVar[bool] = True  # the chain's G, G m (phy.symbol_gains, pooled)
 
     def stream_bytes_per_device(self, num_values: int, num_subcarriers: int) -> int:
         """``48 N + 9``: the row sums [K, N, 3] and TCI's off counts [K, N] float32, the

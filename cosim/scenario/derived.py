@@ -321,7 +321,7 @@ def _reused_per_symbol_bytes(scenario: Scenario, symbols: int) -> tuple[int, int
     rotations over a symbol (float64 [K, M, N_r F_c] twice,
     :meth:`phy.doppler.SumOfSinusoids.along`)."""
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
-    gains = 8 * k * symbols * f if scenario.uplink.scheme == "analog" else 0
+    gains = 8 * k * symbols * f if getattr(scenario.uplink.variant_parameters(), "keeps_symbol_gains", False) else 0
     held, in_uplink = gains, gains
     fading = moving_fading(scenario.channel.model)
     if fading in ("per_subcarrier", "flat") and scenario.ofdm.domain == "frequency":
