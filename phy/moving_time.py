@@ -256,20 +256,20 @@ def device_taps(layout: PathLayout, timing, num_subcarriers: int, cyclic_prefix_
         return tuple(np.ascontiguousarray(np.broadcast_to(v, (timing.size, v.size))) for v in (path, lag, entries))
     share = np.where(late, 0.0, layout.power[None, :])
     tau = np.where(late, 0.0, tau)
-    l_max = last_tap_lag(float(tau.max()))
-    num_paths = layout.num_paths
-    rows = []
-    for k in range(timing.size):
-        pulse = discrete_taps(np.eye(num_paths), np.broadcast_to(tau[k], (num_paths, num_paths)), layout.l_min, l_max)
-        weights = np.sqrt(share[k])[:, None] * pulse  # [P, L]
-        path, lag = np.nonzero(weights)
-        rows.append((path, lag, weights[path, lag]))
-    width = max(1, max(r[0].size for r in rows))
-    out = (np.zeros((timing.size, width), np.int64), np.zeros((timing.size, width), np.int64),
-           np.zeros((timing.size, width), np.complex128))
-    for k, row in enumerate(rows):
-        for array, values in zip(out, row):
-            array[k, :values.size] = values
+    num_devices, num_paths = tau.shape
+    # every device's every path alone: rows k P + p of one discrete_taps call
+    pulses = discrete_taps(np.tile(np.eye(num_paths), (num_devices, 1)), np.repeat(tau, num_paths, axis=0),
+                           layout.l_min, last_tap_lag(float(tau.max())))
+    weights = np.sqrt(share).reshape(-1, 1) * pulses  # [K P, L]
+    row, lag = np.nonzero(weights)
+    device, path = np.divmod(row, num_paths)
+    counts = np.bincount(device, minlength=num_devices)
+    slot = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)  # entry index within its device
+    width = max(1, int(counts.max(initial=0)))
+    out = (np.zeros((num_devices, width), np.int64), np.zeros((num_devices, width), np.int64),
+           np.zeros((num_devices, width), np.complex128))
+    for array, values in zip(out, (path, lag, weights[row, lag])):
+        array[device, slot] = values
     return out
 
 
