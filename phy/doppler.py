@@ -32,8 +32,9 @@ device turns (isotropic scattering: the angles relative to the motion stay unifo
 At equally spaced distances (the OFDM symbols of a phase, :meth:`SumOfSinusoids.along`) each
 sinusoid is stepped by one complex rotation per symbol instead of evaluated anew.
 
-No TensorFlow: NumPy and one Numba kernel, float64 phases (the phase ``2 pi s / lambda``
-reaches 1e5 rad over a few kilometres), complex64 output.
+No TensorFlow: NumPy and Numba kernels, float64 phases (the phase ``2 pi s / lambda``
+reaches 1e5 rad over a few kilometres) whose cosines and sines are computed without a call
+(:mod:`native.sincos`), complex64 output.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from numba import njit, prange
 from scipy.special import j0
 
 from native.launch import LAUNCH, aligned_empty
+from native.sincos import cos_sin, needs_libm, rounded_cos_sin
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 """c [m/s]."""
@@ -137,7 +139,8 @@ class SumOfSinusoids:
 
     def at(self, distance_m, rows: slice = slice(None)) -> np.ndarray:
         """The processes at the travelled distances ``distance_m`` ([K] or [T, K], metres):
-        each term's phase ``s w_m`` in float64, its rotation rounded to complex64 and
+        each term's phase ``s w_m`` in float64, its rotation (libm's cosine and sine,
+        :func:`native.sincos.rounded_cos_sin`, bit for bit) rounded to complex64 and
         multiplied by the complex64 gain, the M terms summed in complex64. With ``rows``
         (a slice of the devices) only theirs, ``distance_m`` [P] or [T, P]: each device's
         values are the same as in the whole evaluation."""
@@ -170,13 +173,14 @@ class SumOfSinusoids:
         those of the whole evaluation. ``out``: the C-contiguous complex64 [K, T, F_c]
         array to write them to (every entry is written), else a new one.
 
-        Each sinusoid ``exp(j w s)`` is evaluated at s_k and then multiplied by
-        ``exp(j w ds_k)`` once per step (complex128: after n steps its phase is off by
-        some n 1e-16 rad, its modulus by n 1e-16), so this equals :meth:`at` at the same
-        distances up to the complex64 rounding of the sum (:meth:`at` rounds each term
-        to complex64 first), at most 5e-7 of the process's amplitude (measured), without
-        a complex exponential per step: 0.09 s for the quickstart's phase (K = 100,
-        F_c = 1024, M = 8, 116 steps) where :meth:`at` takes 0.025 s per step."""
+        Each sinusoid ``c_m exp(j w s)`` is evaluated at s_k in float64, then stepped:
+        blocks of :data:`STEPS_PER_BLOCK` steps start from it in float32 and multiply it
+        by the float32 ``exp(j w ds_k)`` once per step, while the float64 value is
+        multiplied by ``exp(j w B ds_k)`` once per block. A step thus adds at most some
+        1e-7 of the term's modulus to its error, and a block's errors do not carry to the
+        next: this equals :meth:`at` at the same distances within 1.1e-6 of the largest
+        amplitude at the quickstart's size (K = 100, F_c = 1024, M = 8, 116 steps;
+        measured), 2e-6 tested over 300 steps, without a complex exponential per step."""
         start = np.asarray(start_m, np.float64)
         step = np.asarray(step_m, np.float64)
         amplitude = np.asarray(amplitude, np.float64)
@@ -186,89 +190,139 @@ class SumOfSinusoids:
                 or amplitude.shape != (int(num_steps), num_devices):
             raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
                              f"[T = {num_steps}, K], got {start.shape}, {step.shape}, {amplitude.shape}")
-        step_re, step_im = self._rotation(step, rows)
+        rotations = self._rotation(step, rows)
         shape = (num_devices, int(num_steps), self.shape[1])
         if out is None:
             out = aligned_empty(shape, np.complex64)  # a tensor as it is
         elif out.shape != shape or out.dtype != np.complex64 or not out.flags.c_contiguous:
             raise ValueError(f"out must be C-contiguous complex64 {shape}, got {out.dtype} {out.shape}")
         with LAUNCH:
-            _along(wavenumber, gains, start, step_re, step_im, amplitude, out)
+            _along(wavenumber, gains, start, *rotations, amplitude, out.view(np.float32))
         return out
 
-    def _rotation(self, step: np.ndarray, rows: slice) -> tuple[np.ndarray, np.ndarray]:
-        """Each sinusoid's rotation over the step ``ds_k``, ``exp(j w_m ds_k)``, as real and
-        imaginary parts [K, M, F_c] float64 of ``rows``; kept for the next call when it is
-        of every device (the step of constant speeds is the same every phase)."""
+    def _rotation(self, step: np.ndarray, rows: slice) -> tuple[np.ndarray, ...]:
+        """Each sinusoid's rotations over the step ``ds_k`` and over a block of
+        :data:`STEPS_PER_BLOCK` steps, ``exp(j w_m ds_k)`` as real and imaginary parts
+        [K, M, F_c] float32 and ``exp(j w_m B ds_k)`` as float64 ones, of ``rows``; kept
+        for the next call when it is of every device (the step of constant speeds is the
+        same every phase)."""
         whole = isinstance(rows, slice) and rows == slice(None)
         if whole and self._rotation_of is not None and np.array_equal(self._rotation_of[0], step):
             return self._rotation_of[1]
         wavenumber = self.wavenumber[rows]
         num_devices, num_coefficients, num_sinusoids = wavenumber.shape
-        rotation = tuple(np.empty((num_devices, num_sinusoids, num_coefficients)) for _ in range(2))
+        shape = (num_devices, num_sinusoids, num_coefficients)
+        rotation = (np.empty(shape, np.float32), np.empty(shape, np.float32), np.empty(shape), np.empty(shape))
         with LAUNCH:
-            _rotations(wavenumber, step, *rotation)
+            _rotations(wavenumber, step, STEPS_PER_BLOCK, *rotation)
         if whole:
             self._rotation_of = (step.copy(), rotation)
         return rotation
 
 
+STEPS_PER_BLOCK = 8
+"""B: the steps :meth:`SumOfSinusoids.along` takes in float32 from each float64 value
+(benchmarks/README.md: the choice, measured)."""
+
+_TILE = 256
+"""Processes of a device per work item of :meth:`SumOfSinusoids.along`: its M x 256
+float32 terms and rotations (32 kB) stay in the core's 48 kB L1 over the steps (tiles of
+128 to 1024 measured within 5 % of each other)."""
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _at(wavenumber, gains, distance, out):
-    # one (time, device) per job: its F_c processes, each the M terms summed in order
+    # one (time, device) per job: its F_c M rotations rounded to complex64 (libm's bits,
+    # native.sincos.rounded_cos_sin), then each process's M terms summed in order
     num_times, num_devices = distance.shape
     num_coefficients, num_sinusoids = wavenumber.shape[1], wavenumber.shape[2]
+    size = num_coefficients * num_sinusoids
     for job in prange(num_times * num_devices):
         t, k = job // num_devices, job % num_devices
         s = distance[t, k]
+        numbers = wavenumber[k].reshape(size)
+        phase = np.empty(size)
+        for i in range(size):
+            phase[i] = s * numbers[i]
+        cosine, sine = np.empty(size, np.float32), np.empty(size, np.float32)
+        rounded_cos_sin(phase, cosine, sine, np.empty(size, np.bool_))
         for f in range(num_coefficients):
             total = np.complex64(0.0)
             for m in range(num_sinusoids):
-                phase = s * wavenumber[k, f, m]
-                total += np.complex64(complex(np.cos(phase), np.sin(phase))) * gains[k, f, m]
+                i = f * num_sinusoids + m
+                total += np.complex64(complex(cosine[i], sine[i])) * gains[k, f, m]
             out[t, k, f] = total
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _rotations(wavenumber, step, step_re, step_im):
-    # exp(j w_m ds_k) per sinusoid, [K, M, F_c] planes (the stepping's layout)
+def _rotations(wavenumber, step, block, step_re, step_im, block_re, block_im):
+    # exp(j w_m ds_k) in float32 and exp(j w_m B ds_k) in float64 per sinusoid, [K, M, F_c]
+    # planes (the stepping's layout)
     num_devices, num_coefficients, num_sinusoids = wavenumber.shape
     for k in prange(num_devices):
         for f in range(num_coefficients):
             for m in range(num_sinusoids):
                 advance = step[k] * wavenumber[k, f, m]
                 step_re[k, m, f], step_im[k, m, f] = np.cos(advance), np.sin(advance)
+                advance = (block * step[k]) * wavenumber[k, f, m]
+                block_re[k, m, f], block_im[k, m, f] = np.cos(advance), np.sin(advance)
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def _along(wavenumber, gains, start, step_re, step_im, amplitude, out):
-    # per device: the M x F_c terms c_m exp(j w_m s) as real and imaginary planes, the
-    # sinusoid index outermost so that the subcarrier loop is contiguous (vectorised)
+@njit(parallel=True, nogil=True, cache=True, fastmath={"contract", "nnan", "ninf", "nsz", "arcp"})
+def _along(wavenumber, gains, start, step_re, step_im, block_re, block_im, amplitude, out):
+    # one (device, tile of _TILE processes) per work item: the M x tile terms c_m exp(j w_m s)
+    # in float64 (cos_sin, vectorised), then blocks of float32 steps from them, the
+    # sinusoid index outermost so that the process loop is contiguous (vectorised)
     num_devices, num_coefficients, num_sinusoids = wavenumber.shape
-    for k in prange(num_devices):
-        shape = (num_sinusoids, num_coefficients)
-        re, im = np.empty(shape), np.empty(shape)
-        for f in range(num_coefficients):
-            for m in range(num_sinusoids):
-                term = np.complex128(gains[k, f, m]) * np.exp(1j * (start[k] * wavenumber[k, f, m]))
-                re[m, f], im[m, f] = term.real, term.imag
-        total_re, total_im = np.empty(num_coefficients), np.empty(num_coefficients)
-        for n in range(out.shape[1]):
-            total_re[:] = 0.0
-            total_im[:] = 0.0
-            for m in range(num_sinusoids):
-                _rotate(re[m], im[m], step_re[k, m], step_im[k, m], total_re, total_im)
-            a = amplitude[n, k]
-            for f in range(num_coefficients):
-                out[k, n, f] = np.complex64(complex(a * total_re[f], a * total_im[f]))
-
-
-@njit(inline="always", fastmath={"contract", "nnan", "ninf", "nsz", "arcp"})
-def _rotate(re, im, step_re, step_im, total_re, total_im):
-    """One sinusoid's term on every subcarrier added to the totals, then stepped."""
-    for f in range(re.size):
-        r, i = re[f], im[f]
-        total_re[f] += r
-        total_im[f] += i
-        re[f] = r * step_re[f] - i * step_im[f]
-        im[f] = r * step_im[f] + i * step_re[f]
+    num_steps = out.shape[1]  # out: [K, T, 2 F_c] float32, the complex64 output's parts
+    num_tiles = (num_coefficients + _TILE - 1) // _TILE
+    for job in prange(num_devices * num_tiles):
+        k, first = job // num_tiles, (job % num_tiles) * _TILE
+        width = min(_TILE, num_coefficients - first)
+        shape = (num_sinusoids, width)
+        exact_re, exact_im = np.empty(shape), np.empty(shape)
+        re, im = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        rot_re, rot_im = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        jump_re, jump_im = np.empty(shape), np.empty(shape)
+        total_re, total_im = np.empty(width, np.float32), np.empty(width, np.float32)
+        row = np.empty(2 * width, np.float32)  # a step's output, real and imaginary parts interleaved
+        phase, cosine, sine = np.empty(width), np.empty(width), np.empty(width)
+        for m in range(num_sinusoids):
+            for f in range(width):
+                phase[f] = start[k] * wavenumber[k, first + f, m]
+            for f in range(width):
+                cosine[f], sine[f] = cos_sin(phase[f])
+            for f in range(width):
+                if needs_libm(phase[f]):
+                    cosine[f], sine[f] = np.cos(phase[f]), np.sin(phase[f])
+            for f in range(width):
+                g = gains[k, first + f, m]
+                g_re, g_im = np.float64(g.real), np.float64(g.imag)
+                exact_re[m, f] = g_re * cosine[f] - g_im * sine[f]
+                exact_im[m, f] = g_re * sine[f] + g_im * cosine[f]
+                re[m, f], im[m, f] = exact_re[m, f], exact_im[m, f]
+                rot_re[m, f], rot_im[m, f] = step_re[k, m, first + f], step_im[k, m, first + f]
+                jump_re[m, f], jump_im[m, f] = block_re[k, m, first + f], block_im[k, m, first + f]
+        for block_start in range(0, num_steps, STEPS_PER_BLOCK):
+            if block_start > 0:  # the float64 terms a block on, and the float32 steps from them
+                for m in range(num_sinusoids):
+                    for f in range(width):
+                        r, i = exact_re[m, f], exact_im[m, f]
+                        r, i = r * jump_re[m, f] - i * jump_im[m, f], r * jump_im[m, f] + i * jump_re[m, f]
+                        exact_re[m, f], exact_im[m, f] = r, i
+                        re[m, f], im[m, f] = r, i
+            for n in range(block_start, min(block_start + STEPS_PER_BLOCK, num_steps)):
+                total_re[:] = 0.0
+                total_im[:] = 0.0
+                for m in range(num_sinusoids):
+                    for f in range(width):  # sinusoid m's terms added, then stepped
+                        r, i = re[m, f], im[m, f]
+                        total_re[f] += r
+                        total_im[f] += i
+                        re[m, f] = r * rot_re[m, f] - i * rot_im[m, f]
+                        im[m, f] = r * rot_im[m, f] + i * rot_re[m, f]
+                a = amplitude[n, k]
+                for f in range(width):
+                    row[2 * f] = np.float32(a * total_re[f])
+                    row[2 * f + 1] = np.float32(a * total_im[f])
+                out[k, n, 2 * first:2 * (first + width)] = row

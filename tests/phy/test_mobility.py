@@ -272,6 +272,32 @@ def test_the_processes_at_a_time_are_the_sum_of_their_sinusoids():
     assert fading.at(distance).dtype == np.complex64 and fading.at(distance[0]).shape == (5, 7)
 
 
+def test_the_processes_rotations_are_libms_cos_and_sin_rounded_bit_for_bit():
+    """``SumOfSinusoids.at`` takes its rotations from :func:`native.sincos.rounded_cos_sin`:
+    the same bits as libm's cos and sin rounded to complex64 and summed in order (written
+    out below with libm's calls), also beyond the fast reduction's range (2.2e6 rad)."""
+    from numba import njit
+
+    from phy.doppler import SumOfSinusoids
+
+    @njit(cache=False)
+    def with_libm(wavenumber, gains, distance, out):
+        for t in range(distance.shape[0]):
+            for k in range(distance.shape[1]):
+                for f in range(wavenumber.shape[1]):
+                    total = np.complex64(0.0)
+                    for m in range(wavenumber.shape[2]):
+                        phase = distance[t, k] * wavenumber[k, f, m]
+                        total += np.complex64(complex(np.cos(phase), np.sin(phase))) * gains[k, f, m]
+                    out[t, k, f] = total
+
+    fading = SumOfSinusoids(6, 33, 8, 3.5e9, np.random.default_rng(4))
+    distance = np.random.default_rng(5).uniform(0.0, 30_000.0, (3, 6))
+    want = np.empty((3, 6, 33), np.complex64)
+    with_libm(fading.wavenumber, fading.gains, distance, want)
+    np.testing.assert_array_equal(fading.at(distance).view(np.int32), want.view(np.int32))
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_each_bs_antenna_has_its_own_processes_at_the_devices_speed(flat):
     """With N_r = 2 antennas the channel is [K, N_r, F]: antenna r's processes are the
