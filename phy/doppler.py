@@ -45,6 +45,7 @@ from scipy.special import j0
 
 from native.launch import LAUNCH, aligned_empty
 from native.sincos import cos_sin, needs_libm, rounded_cos_sin
+from phy.parameters import FLOAT32_STEPS_FROM_PROCESSES
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 """c [m/s]."""
@@ -180,7 +181,11 @@ class SumOfSinusoids:
         1e-7 of the term's modulus to its error, and a block's errors do not carry to the
         next: this equals :meth:`at` at the same distances within 1.1e-6 of the largest
         amplitude at the quickstart's size (K = 100, F_c = 1024, M = 8, 116 steps;
-        measured), 2e-6 tested over 300 steps, without a complex exponential per step."""
+        measured), 2e-6 tested over 300 steps, without a complex exponential per step.
+        Devices of fewer than :data:`phy.parameters.FLOAT32_STEPS_FROM_PROCESSES`
+        processes (a flat channel, the time-domain uplink's paths) are stepped in float64
+        throughout (within 5e-7): a float32 loop over so few lanes does not vectorise
+        (16 processes measured 2.7 times slower than in float64)."""
         start = np.asarray(start_m, np.float64)
         step = np.asarray(step_m, np.float64)
         amplitude = np.asarray(amplitude, np.float64)
@@ -197,24 +202,33 @@ class SumOfSinusoids:
         elif out.shape != shape or out.dtype != np.complex64 or not out.flags.c_contiguous:
             raise ValueError(f"out must be C-contiguous complex64 {shape}, got {out.dtype} {out.shape}")
         with LAUNCH:
-            _along(wavenumber, gains, start, *rotations, amplitude, out.view(np.float32))
+            if len(rotations) == 4:
+                _along(wavenumber, gains, start, *rotations, amplitude, out.view(np.float32))
+            else:
+                _along_narrow(wavenumber, gains, start, *rotations, amplitude, out)
         return out
 
     def _rotation(self, step: np.ndarray, rows: slice) -> tuple[np.ndarray, ...]:
-        """Each sinusoid's rotations over the step ``ds_k`` and over a block of
-        :data:`STEPS_PER_BLOCK` steps, ``exp(j w_m ds_k)`` as real and imaginary parts
-        [K, M, F_c] float32 and ``exp(j w_m B ds_k)`` as float64 ones, of ``rows``; kept
-        for the next call when it is of every device (the step of constant speeds is the
-        same every phase)."""
+        """Each sinusoid's rotations of ``rows``, [K, M, F_c] planes of real and imaginary
+        parts: over the step ``ds_k``, ``exp(j w_m ds_k)``, in float32 and over a block of
+        :data:`STEPS_PER_BLOCK` steps, ``exp(j w_m B ds_k)``, in float64 (four planes);
+        with fewer than :data:`phy.parameters.FLOAT32_STEPS_FROM_PROCESSES` processes
+        per device the step's in float64 only (two). Kept for the next call when of every
+        device (the step of constant speeds is the same every phase)."""
         whole = isinstance(rows, slice) and rows == slice(None)
         if whole and self._rotation_of is not None and np.array_equal(self._rotation_of[0], step):
             return self._rotation_of[1]
         wavenumber = self.wavenumber[rows]
         num_devices, num_coefficients, num_sinusoids = wavenumber.shape
         shape = (num_devices, num_sinusoids, num_coefficients)
-        rotation = (np.empty(shape, np.float32), np.empty(shape, np.float32), np.empty(shape), np.empty(shape))
+        rotation = (np.empty(shape), np.empty(shape))
         with LAUNCH:
-            _rotations(wavenumber, step, STEPS_PER_BLOCK, *rotation)
+            _rotations(wavenumber, step, *rotation)
+        if num_coefficients >= FLOAT32_STEPS_FROM_PROCESSES:
+            block = (np.empty(shape), np.empty(shape))
+            with LAUNCH:
+                _rotations(wavenumber, STEPS_PER_BLOCK * step, *block)
+            rotation = (rotation[0].astype(np.float32), rotation[1].astype(np.float32), *block)
         if whole:
             self._rotation_of = (step.copy(), rotation)
         return rotation
@@ -255,30 +269,28 @@ def _at(wavenumber, gains, distance, out):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _rotations(wavenumber, step, block, step_re, step_im, block_re, block_im):
-    # exp(j w_m ds_k) in float32 and exp(j w_m B ds_k) in float64 per sinusoid, [K, M, F_c]
-    # planes (the stepping's layout)
+def _rotations(wavenumber, step, step_re, step_im):
+    # exp(j w_m ds_k) per sinusoid, [K, M, F_c] planes (the stepping's layout)
     num_devices, num_coefficients, num_sinusoids = wavenumber.shape
     for k in prange(num_devices):
         for f in range(num_coefficients):
             for m in range(num_sinusoids):
                 advance = step[k] * wavenumber[k, f, m]
                 step_re[k, m, f], step_im[k, m, f] = np.cos(advance), np.sin(advance)
-                advance = (block * step[k]) * wavenumber[k, f, m]
-                block_re[k, m, f], block_im[k, m, f] = np.cos(advance), np.sin(advance)
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath={"contract", "nnan", "ninf", "nsz", "arcp"})
 def _along(wavenumber, gains, start, step_re, step_im, block_re, block_im, amplitude, out):
-    # one (device, tile of _TILE processes) per work item: the M x tile terms c_m exp(j w_m s)
-    # in float64 (cos_sin, vectorised), then blocks of float32 steps from them, the
-    # sinusoid index outermost so that the process loop is contiguous (vectorised)
+    # one (device, tile of about _TILE processes) per work item: the M x tile terms
+    # c_m exp(j w_m s) in float64 (cos_sin, vectorised), then blocks of float32 steps from
+    # them, the sinusoid index outermost so that the process loop is contiguous (vectorised)
     num_devices, num_coefficients, num_sinusoids = wavenumber.shape
     num_steps = out.shape[1]  # out: [K, T, 2 F_c] float32, the complex64 output's parts
-    num_tiles = (num_coefficients + _TILE - 1) // _TILE
+    num_tiles = -(-num_coefficients // _TILE)
+    tile = -(-num_coefficients // num_tiles)  # tiles of equal width, none narrow
     for job in prange(num_devices * num_tiles):
-        k, first = job // num_tiles, (job % num_tiles) * _TILE
-        width = min(_TILE, num_coefficients - first)
+        k, first = job // num_tiles, (job % num_tiles) * tile
+        width = min(tile, num_coefficients - first)
         shape = (num_sinusoids, width)
         exact_re, exact_im = np.empty(shape), np.empty(shape)
         re, im = np.empty(shape, np.float32), np.empty(shape, np.float32)
@@ -326,3 +338,37 @@ def _along(wavenumber, gains, start, step_re, step_im, block_re, block_im, ampli
                     row[2 * f] = np.float32(a * total_re[f])
                     row[2 * f + 1] = np.float32(a * total_im[f])
                 out[k, n, 2 * first:2 * (first + width)] = row
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _along_narrow(wavenumber, gains, start, step_re, step_im, amplitude, out):
+    # per device: the M x F_c terms c_m exp(j w_m s) as real and imaginary planes, stepped in
+    # float64, the sinusoid index outermost so that the process loop is contiguous
+    num_devices, num_coefficients, num_sinusoids = wavenumber.shape
+    for k in prange(num_devices):
+        shape = (num_sinusoids, num_coefficients)
+        re, im = np.empty(shape), np.empty(shape)
+        for f in range(num_coefficients):
+            for m in range(num_sinusoids):
+                term = np.complex128(gains[k, f, m]) * np.exp(1j * (start[k] * wavenumber[k, f, m]))
+                re[m, f], im[m, f] = term.real, term.imag
+        total_re, total_im = np.empty(num_coefficients), np.empty(num_coefficients)
+        for n in range(out.shape[1]):
+            total_re[:] = 0.0
+            total_im[:] = 0.0
+            for m in range(num_sinusoids):
+                _rotate(re[m], im[m], step_re[k, m], step_im[k, m], total_re, total_im)
+            a = amplitude[n, k]
+            for f in range(num_coefficients):
+                out[k, n, f] = np.complex64(complex(a * total_re[f], a * total_im[f]))
+
+
+@njit(inline="always", fastmath={"contract", "nnan", "ninf", "nsz", "arcp"})
+def _rotate(re, im, step_re, step_im, total_re, total_im):
+    """One sinusoid's term on every process added to the totals, then stepped."""
+    for f in range(re.size):
+        r, i = re[f], im[f]
+        total_re[f] += r
+        total_im[f] += i
+        re[f] = r * step_re[f] - i * step_im[f]
+        im[f] = r * step_im[f] + i * step_re[f]

@@ -181,6 +181,18 @@ TDL_PROFILES = ("A", "B", "C", "D", "E")
 SIONNA_TDL_SINUSOIDS = 20
 """Sinusoids per tap of Sionna's TDL process (its default; :mod:`phy.moving_tdl`)."""
 
+FLOAT32_STEPS_FROM_PROCESSES = 32
+"""Processes per device (N_r F_c) from which :meth:`phy.doppler.SumOfSinusoids.along` steps
+in float32 (rotations kept: float32 over a step and float64 over a block, 24 bytes per
+sinusoid); fewer (a flat channel, the time-domain uplink's paths) are stepped in float64
+(16 bytes per sinusoid)."""
+
+
+def sinusoid_rotation_bytes(num_processes: int) -> int:
+    """Bytes per sinusoid of the rotations :meth:`phy.doppler.SumOfSinusoids.along` keeps for
+    a device of ``num_processes`` processes."""
+    return 24 if num_processes >= FLOAT32_STEPS_FROM_PROCESSES else 16
+
 
 def tdl_profile_taps(profile: str) -> tuple[int, bool]:
     """``(taps, los)`` of Sionna's TDL ``profile``: its clusters and whether tap 0 has a LoS

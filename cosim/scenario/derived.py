@@ -28,6 +28,7 @@ from phy.parameters import (  # pydantic only
     SCHEDULING,
     SIONNA_TDL_SINUSOIDS,
     moving_fading,
+    sinusoid_rotation_bytes,
     tdl_profile_taps,
 )
 
@@ -318,15 +319,16 @@ def _reused_per_symbol_bytes(scenario: Scenario, symbols: int) -> tuple[int, int
     each, :func:`phy.symbol_gains.symbol_gains`); the Jakes processes' channel per symbol
     (complex64 [K, N, N_r F_c], :meth:`phy.moving_channel.MovingChannel.per_symbol`; a
     flat channel's is then copied onto every subcarrier, in the uplink phase) and their
-    rotations over a symbol and over a block of symbols (float32 and float64 [K, M, N_r
-    F_c], twice each: :meth:`phy.doppler.SumOfSinusoids.along`)."""
+    rotations (:func:`phy.parameters.sinusoid_rotation_bytes` per sinusoid:
+    :meth:`phy.doppler.SumOfSinusoids.along`)."""
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
     gains = 8 * k * symbols * f if getattr(scenario.uplink.variant_parameters(), "keeps_symbol_gains", False) else 0
     held, in_uplink = gains, gains
     fading = moving_fading(scenario.channel.model)
     if fading in ("per_subcarrier", "flat") and scenario.ofdm.domain == "frequency":
         processes = antennas * (1 if fading == "flat" else f)
-        held += 8 * k * symbols * processes + 24 * k * processes * scenario.mobility.num_sinusoids
+        held += (8 * k * symbols * processes
+                 + sinusoid_rotation_bytes(processes) * k * processes * scenario.mobility.num_sinusoids)
         in_uplink += 8 * k * symbols * processes if fading == "per_subcarrier" else 0
     return held, in_uplink
 

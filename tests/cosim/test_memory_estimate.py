@@ -199,6 +199,20 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
+def test_a_flat_channel_per_symbol_holds_its_float64_rotations():
+    """A flat channel has one process per device (its channel per symbol 8 K N bytes beside
+    the gains G, G m, 8 K N F), stepped in float64 (two float64 planes
+    of rotations, 16 bytes per sinusoid; phy.parameters.sinusoid_rotation_bytes), where
+    i.i.d. subcarriers' float32 steps keep 24."""
+    flat = {"channel.model": "flat_rayleigh", "mobility.model": "straight", "mobility.speed_mps": 1.0}
+    middle = _scenario(**flat)
+    moving = _scenario(**flat, **{"mobility.channel_within_phase": "per_symbol"})
+    d = _d(moving)
+    n, m = scheme_symbols_per_phase(moving, d), moving.mobility.num_sinusoids
+    assert memory_parts(moving, d)["device state"] - memory_parts(middle, d)["device state"] == (
+        8 * 100 * n * 1024 + 8 * 100 * n + 16 * 100 * m)
+
+
 def test_moving_devices_in_the_time_domain_add_the_waveforms_pass():
     """``ofdm.domain = "time"`` with moving devices: a pass of 16 devices' paths per sample,
     their waveform and amplitudes, and the received samples (phy/moving_time.py)."""
