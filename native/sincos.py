@@ -7,9 +7,9 @@ either, within ``|x| 1e-31`` absolute: the reduction carries pi / 2 to 119 bits)
 per pair in a loop of them (2026-12-03, one core):
 
 * **Reduction** (Cody and Waite): ``q = round(x 2 / pi)``, ``r = x - q pi / 2`` with pi / 2
-  split into three parts of which the first two have 33 significant bits, so that
-  ``q`` times each is exact while ``|q| < 2^20`` (FDLIBM's ``__ieee754_rem_pio2``, its
-  medium case). ``q`` is rounded by adding and subtracting 1.5 2^52, not by a call.
+  split into three parts, the first two of 33 significant bits so that ``q`` times
+  either is exact while ``|q| < 2^20`` (FDLIBM's ``__ieee754_rem_pio2``, its medium
+  case). ``q`` is rounded by adding and subtracting 1.5 2^52, not by a call.
 * **Kernels** on ``|r| <= pi / 4``: FDLIBM's minimax polynomials of ``__kernel_sin`` and
   ``__kernel_cos`` (degrees 13 and 14, error below 2^-58), without their tail terms.
 * **Quadrant**: ``q mod 4`` swaps and negates them, by selects.

@@ -38,7 +38,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.optimal_rows": ["_multipliers", "_corrections", "_amplitudes"],
     "phy.ofdm_time": ["_clean_sum", "_precode", "_combine", "_cfo_series"],
     "phy.symbol_gains": ["_equal", "_gains"],
-    "phy.doppler": ["_at", "_along", "_rotations"],
+    "phy.doppler": ["_at", "_along", "_along_narrow", "_rotations"],
     "phy.quantized_sums": ["_add_quantized"],
 }
 
@@ -59,6 +59,8 @@ PATHS = [
     ['algorithm.name="fedavg"', 'runtime.backend="numba"'],
     ['mobility.model="straight"', "mobility.speed_mps=[1.0, 30.0]",  # the channel per symbol
      'mobility.channel_within_phase="per_symbol"'],
+    ['mobility.model="straight"', "mobility.speed_mps=1.0", 'channel.model="flat_rayleigh"',
+     'mobility.channel_within_phase="per_symbol"'],  # one process a device: float64 steps
     ['algorithm.estimator="local_reparameterization"', "runtime.devices_in_memory=3"],  # a streamed round
     ['uplink.scheme="digital_ofdma"', 'algorithm.name="fedavg"'],  # the quantized sums
 ]
