@@ -241,7 +241,7 @@ def _moving_of(scenario: Scenario, deployment: geometry.Deployment, channel=None
         mobility.variant_values(), positions_m=np.asarray(deployment.positions_m, np.float64),
         radius_m=scenario.cell.radius_m, inner_m=scenario.cell.min_distance_m,
         num_subcarriers=scenario.ofdm.num_subcarriers, flat=moving_fading(scenario.channel.model) == "flat",
-        path_loss_exponent=scenario.channel.path_loss_exponent,
+        path_loss_exponent=getattr(scenario.channel, "path_loss_exponent", 0.0),  # a cell's own gains: unused
         rng=rngs.numpy_rng(scenario.seed, rngs.STATIC_ROUND, rngs.MOBILITY), channel=channel,
         num_antennas=scenario.bs.num_antennas, paths=_time_domain_paths(scenario, channel))
     built.channel_per_symbol = mobility.channel_within_phase == "per_symbol"

@@ -292,6 +292,7 @@ class SystemLevelCell:
         self._keep_large_scale(positions, indoor, path_loss_db, shadow_fading)
 
         self._amplitude = tf.constant(np.sqrt(self.path_gain)[:, None], tf.complex64)
+        self.bs_xy_m = np.zeros(2)  # the BS at the origin (the moving devices' walls are centred on it)
         self._frequencies = subcarrier_frequencies(
             self.num_subcarriers, subcarrier_spacing_hz, precision="single"
         )
@@ -396,6 +397,17 @@ class SystemLevelCell:
         spacing = np.hypot(diff[..., 0], diff[..., 1])
         np.fill_diagonal(spacing, np.inf)
         return float(np.min(spacing))
+
+    def moving_channel(self, motion, compute_seconds_per_round: float, rng: np.random.Generator):
+        """The cell's devices moved by ``motion`` (centred on the BS at the origin): the rays
+        of one small-scale draw at a seed from ``rng``, each turning with its own Doppler
+        (:mod:`phy.moving_tr38901`), in a :class:`phy.moving_rays.TracedMovingChannel`."""
+        from phy.moving_rays import TracedMovingChannel
+        from phy.moving_tr38901 import ray_fading
+
+        seed = rng.integers(0, 2 ** 31 - 1, size=2).astype(np.int32)
+        return TracedMovingChannel(motion, ray_fading(self, seed), self.num_subcarriers,
+                                   compute_seconds_per_round, self.bs_xy_m)
 
     def cir(self, path_gain, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Small-scale draw of one round (block fading): the channel impulse response.

@@ -226,7 +226,9 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
     (:class:`phy.moving_tdl.MovingTdl`, at the TDL's carrier, each device at its own distance),
     or with a :class:`phy.ray_traced.RayTracedCell` its traced paths turning with the
     displacement (:class:`phy.moving_rays.TracedMovingChannel`, at the traced carrier, the
-    motion centred on the BS; nothing more drawn)."""
+    motion centred on the BS; nothing more drawn), or with a
+    :class:`phy.cells.SystemLevelCell` the rays of one draw at a seed from ``rng``
+    (:mod:`phy.moving_tr38901`, the cell's carrier)."""
     positions = np.asarray(positions_m, np.float64)
     speeds = speeds_mps(speed_mps, positions.shape[0], rng)
     traced = hasattr(channel, "moving_channel")  # a phy.ray_traced.RayTracedCell
@@ -234,7 +236,7 @@ def _build(motion_of, speed_mps, compute_seconds_per_round: float, carrier_frequ
         positions = positions - channel.bs_xy_m[None, :]
     motion = motion_of(positions, speeds, rng)
     if traced:
-        return channel.moving_channel(motion, compute_seconds_per_round)
+        return channel.moving_channel(motion, compute_seconds_per_round, rng)
     if getattr(channel, "tap_responses", None) is not None:  # a phy.channel.TDL
         from phy.moving_tdl import MovingTdl  # Sionna's TDL: only a moving TDL run builds it
 

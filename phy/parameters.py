@@ -232,12 +232,13 @@ class _Carrier(ChannelParameters):
     carrier_frequency_hz: float = Field(3.5e9, gt=0, description="carrier frequency [Hz]")
 
 
-MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl", "traced_paths")
+MOVING_FADING = ("per_subcarrier", "flat", "sionna_tdl", "traced_paths", "cell_rays")
 """What a channel model does when ``[mobility]`` moves the devices (its parameters'
 ``moving_fading``; None: refused in motion): independent Jakes processes per subcarrier,
 one per device on every subcarrier (:mod:`phy.doppler`), Sionna's TDL process at one
-speed and the TDL's carrier (:mod:`phy.moving_tdl`), or the traced paths each turning
-with its own Doppler as the device moves (:mod:`phy.moving_rays`)."""
+speed and the TDL's carrier (:mod:`phy.moving_tdl`), the traced paths each turning
+with its own Doppler as the device moves (:mod:`phy.moving_rays`), or a 3GPP cell's
+rays of one draw turning the same way (:mod:`phy.moving_tr38901`)."""
 
 
 class IidRayleighChannel(_PathLoss):
@@ -264,10 +265,17 @@ class TdlChannel(_Carrier, _PathLoss):
     delay_spread_s: float = Field(100e-9, gt=0, description="RMS delay spread [s]")
 
 
+CELL_PATHS = {"umi": 23, "uma": 24, "rma": 15}
+"""Paths of a 3GPP cell's device at rest (Sionna's most clusters over the LoS, NLoS and O2I
+states, and 4 more: the two strongest clusters split into three sub-clusters each;
+:meth:`phy.cells.SystemLevelCell.cir`)."""
+
+
 class _Cell3gpp(_Carrier):
     """A TR 38.901 cell (Sionna's system-level model): its own path loss and shadowing."""
 
     least_distance_m: ClassVar[float | None] = MIN_DISTANCE_M
+    moving_fading: ClassVar[str | None] = "cell_rays"
 
     model: ClassVar[str] = ""
     bs_height_m: float | None = Field(None, gt=0, description="BS height [m] (the model's default when unset)")

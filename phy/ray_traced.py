@@ -124,10 +124,10 @@ class RayTracedCell:
         """K."""
         return self.paths.num_devices
 
-    def moving_channel(self, motion, compute_seconds_per_round: float):
+    def moving_channel(self, motion, compute_seconds_per_round: float, rng=None):
         """This drop's paths turned as ``motion`` (centred on the BS) moves the devices:
         a :class:`phy.moving_rays.TracedMovingChannel` (the paths need their directions
-        of arrival: a place built with ``arrivals=True``)."""
+        of arrival: a place built with ``arrivals=True``); ``rng`` is not drawn from."""
         from phy.moving_rays import TracedMovingChannel, TracedPathFading
 
         fading = TracedPathFading(self.paths, self.frequencies_hz, self.carrier_frequency_hz)

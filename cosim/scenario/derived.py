@@ -23,6 +23,7 @@ from learning.models.shapes import SIZE_KEYS, num_params  # stdlib only
 from learning.runtime import resolve  # stdlib only
 from native.table_files import table_directory as device_table_directory
 from phy.parameters import (  # pydantic only
+    CELL_PATHS,
     CHANNEL_MODELS,
     COMBINERS,
     SCHEDULING,
@@ -275,15 +276,18 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
     received samples (complex128 [S]) and the pass's symbols (float32 and complex64 [16, N, F],
     under 12 bytes a sample): ``16 S (8 P + 28) + 16 S`` with S = N (F + C). A ray-traced
     cell's moving paths add no state: they are the drop's (their count is known only once
-    traced, and is not counted at rest either)."""
+    traced, and is not counted at rest either). A 3GPP cell's rays (:mod:`phy.moving_tr38901`,
+    R = 20 (P - 4) + 1 rays in G = P + 1 delay groups, P its paths at rest) hold
+    ``8 K G F + K R (8 N_r + 24)`` (the groups' delay phases, the rays' coefficients,
+    directions and powers), and per symbol their turns and coefficients add ``8 N K R (1 + N_r)``."""
     if not moving(scenario):
         return 0, 0, 0
     k, f, antennas = scenario.cell.num_devices, scenario.ofdm.num_subcarriers, scenario.bs.num_antennas
-    uplink = reused = 0
+    uplink = reused = symbols = 0  # symbols: of a phase received symbol by symbol
+    m = k if chunk is None else min(k, int(chunk))
     if (getattr(scenario.uplink.variant_parameters(), "channel_per_symbol", False)
             and scenario.mobility.channel_within_phase == "per_symbol"):
         symbols = scheme_symbols_per_phase(scenario, num_values)
-        m = k if chunk is None else min(k, int(chunk))
         uplink = 16 * m * symbols * f + (24 * m * symbols * antennas * f + 24 * m * symbols * f if antennas > 1 else 0)
         if chunk is None:  # kept between phases in BufferPools: held through the round
             reused, in_uplink = _reused_per_symbol_bytes(scenario, symbols)
@@ -298,6 +302,11 @@ def _moving_terms(scenario: Scenario, num_values: int, chunk: int | None = None)
         return 16 * k * paths * sinusoids, uplink, 32 * k * f
     if moving_fading(scenario.channel.model) == "traced_paths":  # phy.moving_rays: the drop's paths, as at rest
         return reused, uplink, draw
+    if moving_fading(scenario.channel.model) == "cell_rays":  # phy.moving_tr38901
+        paths = CELL_PATHS[scenario.channel.model]
+        rays, groups = 20 * (paths - 4) + 1, paths + 1
+        uplink += 8 * symbols * m * rays * (1 + antennas)
+        return 8 * k * groups * f + k * rays * (8 * antennas + 24) + reused, uplink, draw
     return 16 * k * antennas * (1 if flat else f) * scenario.mobility.num_sinusoids + reused, uplink, draw
 
 

@@ -5,7 +5,8 @@ evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat R
 models and TDL with the Doppler at the TDL's carrier (:mod:`phy.moving_tdl`; each device
 at its speed, N_r BS antennas), the
 ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
-(:mod:`phy.moving_rays`), the frequency-domain uplink, and the time-domain one with the Rayleigh models and TDL, one BS antenna,
+(:mod:`phy.moving_rays`), the 3GPP cells' rays of one draw at the cell's carrier
+(:mod:`phy.moving_tr38901`), the frequency-domain uplink, and the time-domain one with the Rayleigh models and TDL, one BS antenna,
 timing offsets and CFO without timing pre-compensation (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
 ``"table.key: rule"`` (:func:`check_mobility`, called by :class:`cosim.scenario.tables.Scenario`).
@@ -47,7 +48,7 @@ def check_mobility(scenario) -> None:
          "\"cfo\", or sync.timing_offset_max_samples = 0"),
         (scenario.privacy is None, "privacy",
          f"[privacy] accounts for static path gains; remove it or [mobility]'s {model}"),
-        (fading not in ("sionna_tdl", "traced_paths")
+        (fading not in ("sionna_tdl", "traced_paths", "cell_rays")
          or scenario.mobility.carrier_frequency_hz == scenario.channel.carrier_frequency_hz,
          "mobility.carrier_frequency_hz", f"= {scenario.mobility.carrier_frequency_hz:g}: with channel.model = "
          f"{scenario.channel.model!r} the Doppler is the channel's, at channel.carrier_frequency_hz = "

@@ -199,6 +199,26 @@ def test_moving_devices_add_the_analog_phases_channel_per_symbol():
     assert antennas["channel draw"] >= 32 * 100 * 1024 * 2 + 32 * 100 * 1024
 
 
+@pytest.mark.parametrize(("model", "paths"), [("umi", 23), ("rma", 15)])
+def test_a_3gpp_cell_in_motion_holds_its_rays(model, paths):
+    """phy/moving_tr38901.py: R = 20 (P - 4) + 1 rays in P + 1 delay groups, held with the
+    state (8 K G F + K R (8 N_r + 24)); per symbol their turns and coefficients
+    (8 N K R (1 + N_r)) in the phase."""
+    still = _scenario(**{"channel.model": model})
+    moving = _scenario(**{"channel.model": model, "mobility.model": "straight", "mobility.speed_mps": 1.0})
+    d = _d(moving)
+    rays, groups = 20 * (paths - 4) + 1, paths + 1
+    assert memory_parts(moving, d)["device state"] - memory_parts(still, d)["device state"] == (
+        8 * 100 * groups * 1024 + 100 * rays * 32)
+    assert memory_parts(moving, d)["uplink phase"] == memory_parts(still, d)["uplink phase"]
+    per_symbol = _scenario(**{"channel.model": model, "mobility.model": "straight", "mobility.speed_mps": 1.0,
+                              "mobility.channel_within_phase": "per_symbol"})
+    n = scheme_symbols_per_phase(per_symbol, d)
+    # the channel per symbol in the phase (not pooled), the gains held; the rays' turns
+    assert (memory_parts(per_symbol, d)["uplink phase"] - memory_parts(still, d)["uplink phase"]
+            == 8 * 100 * n * 1024 + 8 * n * 100 * rays * 2)
+
+
 def test_a_flat_channel_per_symbol_holds_its_float64_rotations():
     """A flat channel has one process per device (its channel per symbol 8 K N bytes beside
     the gains G, G m, 8 K N F), stepped in float64 (two float64 planes

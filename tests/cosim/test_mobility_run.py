@@ -67,6 +67,32 @@ def test_moving_devices_follow_the_round_timeline(tmp_path):
     np.testing.assert_array_equal(again_per_device["position_x_m"], per_device["position_x_m"])
 
 
+@pytest.mark.parametrize("more", [['mobility.channel_within_phase="per_symbol"', "bs.num_antennas=2"],
+                                  ['uplink.scheme="digital_ofdma"', 'algorithm.name="fedavg"']])
+def test_a_3gpp_cells_devices_move_with_their_rays(tmp_path, more):
+    """UMi in motion (phy/moving_tr38901.py): the analog phases symbol by symbol at two BS
+    antennas, and digital OFDMA's coherence blocks; each device's rays turn as it moves
+    from where they were drawn (traced_displacement_m), the rays' aging correlation is
+    traced, and (digital) the estimates differ from a run at rest."""
+    overrides = [*STRAIGHT, 'channel.model="umi"', "mobility.compute_seconds_per_round=0.5", *more]
+    scenario = load_scenario(write_tiny(tmp_path, rounds=2, every=2, hidden=4), overrides)
+    rounds, per_device = _columns(run_scenario(scenario, progress=False).trace_path)
+    xy = np.stack([per_device["position_x_m"], per_device["position_y_m"]], -1)
+    np.testing.assert_allclose(per_device["traced_displacement_m"][1], np.linalg.norm(xy[1] - xy[0], axis=-1),
+                               rtol=1e-9, atol=1e-9)
+    assert np.all(per_device["traced_displacement_m"][1] > 0)
+    correlation = [per_device[name] for name in per_device if name.startswith("aging_correlation_")]
+    assert correlation and all(np.all(np.abs(c[np.isfinite(c)]) <= 1.0) for c in correlation)
+    if "bs.num_antennas=2" in more:
+        return  # one run at rest suffices
+    (tmp_path / "rest").mkdir()
+    rest = load_scenario(write_tiny(tmp_path / "rest", rounds=2, every=2, hidden=4),
+                         [*overrides, "mobility.speed_mps=0.0"])
+    still, _ = _columns(run_scenario(rest, progress=False).trace_path)
+    nmse = next(name for name in rounds if name.startswith("aggregate_nmse_"))
+    assert not np.array_equal(still[nmse], rounds[nmse])
+
+
 @pytest.mark.parametrize(("model", "channel", "speed"), [("straight", "iid_rayleigh", "[30.0, 40.0]"),
                                                          ("random_waypoint", "iid_rayleigh", "[30.0, 40.0]"),
                                                          ("straight", "tdl", "[30.0, 40.0]")])
@@ -103,7 +129,8 @@ def test_static_mobility_builds_nothing_and_the_scenario_text_is_unchanged(tmp_p
 
 
 @pytest.mark.parametrize(("overrides", "key"), [
-    (['channel.model="umi"'], "channel.model"),
+    (['channel.model="umi"', 'ofdm.domain="time"'], "ofdm.domain"),
+    (['channel.model="uma"', "channel.carrier_frequency_hz=2.0e9"], "mobility.carrier_frequency_hz"),
     (['channel.model="tdl"', "mobility.speed_mps=3.0", "channel.carrier_frequency_hz=2.0e9"],
      "mobility.carrier_frequency_hz"),
     (['ofdm.domain="time"', 'mobility.channel_within_phase="per_symbol"'], "mobility.channel_within_phase"),

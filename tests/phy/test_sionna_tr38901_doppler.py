@@ -1,35 +1,26 @@
-"""Why the 3GPP cells (``channel.model`` = ``"umi"``, ``"uma"``, ``"rma"``) stay refused in
-motion: Sionna 1.2's TR 38.901 time evolution disagrees with itself on the sign of the
-Doppler. One device 100 m east of a UMi BS recedes east at 30 m/s; the power-weighted
-mean Doppler of Sionna's own channel over 128 samples at 4 f_D (8 draws, Sionna's
-generator at the stateless seeds [d, 3], d < 8; printed when this file is run) is, in units of f_D:
+"""Sionna 1.2's TR 38.901 time evolution disagrees with itself on the sign of the Doppler,
+and :class:`phy.moving_tr38901.DeviceSideDoppler` (what a moving 3GPP cell uses) does not.
+One device 100 m east of a UMi BS recedes east at 30 m/s; the power-weighted mean Doppler
+of the channel over 128 samples at 4 f_D (8 draws, Sionna's generator at the stateless
+seeds [d, 3], d < 8; printed when this file is run) is, in units of f_D:
 
-* downlink, line of sight forced: +0.86 (the LoS ray dominates), though the device
+* Sionna, downlink, line of sight forced: +0.86 (the LoS ray dominates), though the device
   moves away from the BS it sees along the line of sight (TR 38.901's eq. 7.5-22 with
   ``r`` towards the BS gives -1 for that ray);
-* downlink, no line of sight: -0.58, the clusters arriving around the LoS direction
+* Sionna, downlink, no line of sight: -0.58, the clusters arriving around the LoS direction
   at the device, whose paths lengthen as it recedes: the physical sign;
-* uplink, no line of sight: +0.86: the uplink projects the device's velocity on the
-  BS's directions (Sionna swaps the angles for the uplink, then takes the "arrival"
-  ones, now the BS's).
+* Sionna, uplink, no line of sight: +0.86 (with LoS +0.97): the uplink projects the
+  device's velocity on the BS's directions (Sionna swaps the angles for the uplink, then
+  takes the "arrival" ones, now the BS's).
 
-A moving 3GPP cell built on Sionna's time evolution would inherit whichever sign the
-state gives. This test pins the behaviour: when a Sionna release changes it, the test
-fails and the refusal (``cosim/scenario/mobility_rules.py``) can be revisited.
-
-The two causes, and the patch that removes them (:class:`_UtSideDoppler`, tested below;
-not yet used by a cell):
-
-* Sionna's LoS zenith of arrival is ``los_zod - pi`` (``system_level_scenario.py``), a
-  negative zenith whose sine turns the LoS arrival vector's horizontal part around; the
-  clusters' zeniths are wrapped into [0, pi] (TR 38.901 step 7), the LoS one is not. Its
-  Doppler takes ``pi - |theta|`` folded into [0, pi] instead.
-* eq. 7.5-22 takes the receiver's angles, right when the device receives (downlink);
-  in the uplink the device transmits, and the UT-side angles are the departure ones.
-  The patch takes the UT-side angles in both directions.
-
-Patched, the same draws give -0.967 (LoS) and -0.577 (NLoS) in both directions: the
-physical sign, and the uplink equal to the downlink (reciprocity)."""
+The two causes: Sionna's LoS zenith of arrival is ``los_zod - pi``
+(``system_level_scenario.py``), a negative zenith whose sine turns the LoS arrival
+vector's horizontal part around (the clusters' zeniths are folded into [0, pi], TR 38.901
+step 7, the LoS one is not); and eq. 7.5-22 takes the receiver's angles, right when the
+device receives, the BS's in the uplink. ``DeviceSideDoppler`` takes the device's side of
+every ray and folds the LoS zenith: the same draws give -0.967 (LoS) and -0.577 (NLoS) in
+both directions, the physical sign and the uplink equal to the downlink (reciprocity).
+When a Sionna release changes its own behaviour, the first test fails."""
 
 from __future__ import annotations
 
@@ -37,46 +28,26 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sionna.phy.channel.tr38901 import Antenna, UMi
-from sionna.phy.channel.tr38901.channel_coefficients import ChannelCoefficientsGenerator
 
 from phy.channel import sionna_rng_seeded
 from phy.doppler import SPEED_OF_LIGHT_MPS
+from phy.moving_tr38901 import DeviceSideDoppler
 
 CARRIER_HZ = 3.5e9
 SPEED_MPS = 30.0
 
 
-class _UtSideDoppler(ChannelCoefficientsGenerator):
-    """Sionna's coefficient generator with eq. 7.5-22 evaluated on the device's side of
-    every ray, the LoS zenith folded into [0, pi] (module docstring)."""
-
-    def _step_11_nlos(self, phi, topology, rays, t):
-        self._device_angles = (rays.aod, rays.zod) if topology.moving_end == "tx" else (rays.aoa, rays.zoa)
-        return super()._step_11_nlos(phi, topology, rays, t)
-
-    def _step_11_los(self, topology, t):
-        azimuth, zenith = ((topology.los_aod, topology.los_zod) if topology.moving_end == "tx"
-                           else (topology.los_aoa, topology.los_zoa))
-        zenith = tf.abs(zenith)
-        zenith = tf.where(zenith > np.pi, 2.0 * np.pi - zenith, zenith)
-        self._device_angles = tuple(tf.expand_dims(tf.expand_dims(x, 3), 4) for x in (azimuth, zenith))
-        return super()._step_11_los(topology, t)
-
-    def _step_11_doppler_matrix(self, topology, aoa, zoa, t):
-        return super()._step_11_doppler_matrix(topology, *self._device_angles, t)
-
-
 def _mean_doppler(direction: str, los: bool, patched: bool = False) -> float:
     """The power-weighted mean Doppler [f_D] of Sionna's UMi channel (module docstring),
-    with :class:`_UtSideDoppler` as its coefficient generator when ``patched``."""
+    with :class:`phy.moving_tr38901.DeviceSideDoppler` as its coefficient generator when ``patched``."""
     f_d = SPEED_MPS * CARRIER_HZ / SPEED_OF_LIGHT_MPS
     antenna = Antenna(polarization="single", polarization_type="V", antenna_pattern="omni",
                       carrier_frequency=CARRIER_HZ)
     channel = UMi(carrier_frequency=CARRIER_HZ, o2i_model="low", ut_array=antenna, bs_array=antenna,
                   direction=direction, enable_pathloss=False, enable_shadow_fading=False)
     if patched:  # one antenna at either end, so the arrays need no swapping
-        channel._cir_sampler = _UtSideDoppler(CARRIER_HZ, antenna, antenna, subclustering=True,
-                                              precision=channel.precision)
+        channel._cir_sampler = DeviceSideDoppler(CARRIER_HZ, antenna, antenna, subclustering=True,
+                                                precision=channel.precision)
     spectrum = np.zeros(128)
     for draw in range(8):
         with sionna_rng_seeded(tf.constant([draw, 3], tf.int32)):  # Sionna's generator restored after
