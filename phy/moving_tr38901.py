@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from numba import njit, prange
 from sionna.phy.channel.tr38901.channel_coefficients import ChannelCoefficientsGenerator
 
+from native.launch import LAUNCH
+from native.sincos import cos_sin, needs_libm
 from phy.channel import sionna_rng_seeded
 from phy.moving_rays import TracedPathFading
 
@@ -110,13 +113,34 @@ class RayGroupFading(TracedPathFading):
         self.path_gain = np.asarray(path_gain, np.float64)
         self.shape = self.a.shape
 
+    def turns(self, displacement_m: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """``[..., R]`` complex64: ``exp(j k r_r . dp)`` of the devices ``rows`` displaced by
+        ``displacement_m`` [..., k, 2], in one Numba pass (NumPy's complex exponential
+        took 1.7 s for a phase's 116 symbols x 100 devices x 381 rays)."""
+        displacement = np.ascontiguousarray(displacement_m, np.float64)
+        xy = np.ascontiguousarray(self.arrival_xy[rows])
+        lead = displacement.shape[:-2]
+        moved = displacement.reshape(-1, *displacement.shape[-2:])  # [T, k, 2]
+        out = np.empty((moved.shape[0], xy.shape[0], xy.shape[1]), np.complex64)
+        with LAUNCH:
+            _turns(moved, xy, self.wavenumber, out)
+        return out.reshape(*lead, *xy.shape[:2])
+
     def _grouped(self, rays: np.ndarray) -> np.ndarray:
         return np.add.reduceat(rays, self.group_starts, axis=-1)
 
     def at(self, displacement_m: np.ndarray, rows=slice(None)) -> np.ndarray:
-        """``[..., k, N_r, F]`` complex64 (module docstring)."""
+        """``[..., k, N_r, F]`` complex64 (module docstring). With one leading axis (times)
+        a view of a device-major array: each device's times meet its delays in one product,
+        and the channel per symbol needs no transposed copy."""
         coefficients = self.a[rows] * self.turns(np.asarray(displacement_m, np.float64), rows)[..., None, :]
-        return np.matmul(self._grouped(coefficients), self.delay_phase[rows])
+        grouped = self._grouped(coefficients)  # [..., k, N_r, G]
+        if grouped.ndim != 4:
+            return np.matmul(grouped, self.delay_phase[rows])
+        times, devices, antennas, groups = grouped.shape
+        per_device = np.ascontiguousarray(np.moveaxis(grouped, 0, 1)).reshape(devices, times * antennas, groups)
+        h = np.matmul(per_device, self.delay_phase[rows])  # [k, T N_r, F]
+        return np.moveaxis(h.reshape(devices, times, antennas, -1), 0, 1)
 
     def at_pairs(self, displacement_m: np.ndarray, devices: np.ndarray, subcarriers: np.ndarray,
                  weights: np.ndarray | None = None) -> np.ndarray:
@@ -126,6 +150,22 @@ class RayGroupFading(TracedPathFading):
         per_antenna = a[:, 0, :] if weights is None else np.einsum("np,pnq->pq", weights, a)
         tap = self.delay_phase[devices, :, subcarriers]  # [P, G]
         return np.sum(self._grouped(turns * per_antenna[None]) * tap[None], axis=-1).astype(np.complex64)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _turns(displacement, xy, wavenumber, out):
+    # one (time, device) per job: its rays' phases k r . dp, their cosines and sines
+    # without a call (native.sincos; libm's beyond its range)
+    num_times, num_devices, num_rays = out.shape
+    for job in prange(num_times * num_devices):
+        t, k = job // num_devices, job % num_devices
+        dx, dy = displacement[t, k, 0], displacement[t, k, 1]
+        for r in range(num_rays):
+            phase = wavenumber * (dx * xy[k, r, 0] + dy * xy[k, r, 1])
+            c, s = cos_sin(phase)
+            if needs_libm(phase):
+                c, s = np.cos(phase), np.sin(phase)
+            out[t, k, r] = np.complex64(complex(c, s))
 
 
 def ray_fading(cell, seed) -> RayGroupFading:

@@ -40,6 +40,7 @@ KERNELS = {  # the kernels launched from Python, by module
     "phy.symbol_gains": ["_equal", "_gains"],
     "phy.doppler": ["_at", "_along", "_along_narrow", "_rotations"],
     "phy.quantized_sums": ["_add_quantized"],
+    "phy.moving_tr38901": ["_turns"],
 }
 
 TIME_DOMAIN = time_domain(20.0, 0.02)  # offsets beyond the prefix, and CFOs
@@ -61,6 +62,7 @@ PATHS = [
      'mobility.channel_within_phase="per_symbol"'],
     ['mobility.model="straight"', "mobility.speed_mps=1.0", 'channel.model="flat_rayleigh"',
      'mobility.channel_within_phase="per_symbol"'],  # one process a device: float64 steps
+    ['mobility.model="straight"', "mobility.speed_mps=1.0", 'channel.model="umi"'],  # a 3GPP cell's rays
     ['algorithm.estimator="local_reparameterization"', "runtime.devices_in_memory=3"],  # a streamed round
     ['uplink.scheme="digital_ofdma"', 'algorithm.name="fedavg"'],  # the quantized sums
 ]
