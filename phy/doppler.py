@@ -190,7 +190,7 @@ class SumOfSinusoids:
         step = np.asarray(step_m, np.float64)
         amplitude = np.asarray(amplitude, np.float64)
         wavenumber, gains = self.wavenumber[rows], self.gains[rows]
-        num_devices = wavenumber.shape[0]
+        num_devices, num_coefficients = wavenumber.shape[:2]
         if start.shape != (num_devices,) or step.shape != (num_devices,) \
                 or amplitude.shape != (int(num_steps), num_devices):
             raise ValueError(f"start_m, step_m must be [K = {num_devices}] and amplitude "
@@ -202,7 +202,7 @@ class SumOfSinusoids:
         elif out.shape != shape or out.dtype != np.complex64 or not out.flags.c_contiguous:
             raise ValueError(f"out must be C-contiguous complex64 {shape}, got {out.dtype} {out.shape}")
         with LAUNCH:
-            if len(rotations) == 4:
+            if num_coefficients >= FLOAT32_STEPS_FROM_PROCESSES:  # _rotation's four planes
                 _along(wavenumber, gains, start, *rotations, amplitude, out.view(np.float32))
             else:
                 _along_narrow(wavenumber, gains, start, *rotations, amplitude, out)

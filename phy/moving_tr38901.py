@@ -34,6 +34,7 @@ from sionna.phy.channel.tr38901.channel_coefficients import ChannelCoefficientsG
 from native.launch import LAUNCH
 from native.sincos import cos_sin, needs_libm
 from phy.channel import sionna_rng_seeded
+from phy.doppler import SPEED_OF_LIGHT_MPS
 from phy.moving_rays import TracedPathFading
 
 
@@ -103,7 +104,7 @@ class RayGroupFading(TracedPathFading):
         self.a = np.asarray(a, np.complex64)
         self.arrival_xy = np.asarray(arrival_xy, np.float64)
         self.group_starts = np.asarray(group_starts, np.intp)
-        self.wavenumber = 2.0 * np.pi * float(carrier_frequency_hz) / 299_792_458.0
+        self.wavenumber = 2.0 * np.pi * float(carrier_frequency_hz) / SPEED_OF_LIGHT_MPS
         self.carrier_frequency_hz = float(carrier_frequency_hz)
         frequencies = np.asarray(frequencies_hz, np.float64)
         self.tau_s = np.asarray(tau_s, np.float64)  # [K, G]
