@@ -24,8 +24,9 @@ built from the estimate.
 The path gain is the traced one, ``sum_p |a_kp|^2``, at every position: the model holds
 while a device stays within some metres of where it was traced (the paths' geometry is
 not re-traced as it moves; scatterers tens of metres away change their delays by
-centimetres). docs/choices.md states the choice; ``channel.redrop_every_rounds`` (devices
-placed and traced anew) is the other way to see a changing place.
+centimetres). docs/choices.md states the choice; ``channel.retrace_every_m`` traces the
+paths again as the devices walk (:mod:`phy.retraced_rays`), and ``channel.redrop_every_rounds``
+(devices placed and traced anew) is another way to see a changing place.
 
 No TensorFlow: NumPy (complex64 channels, float64 positions).
 """
@@ -98,9 +99,18 @@ class TracedPathFading:
         per_antenna = a[:, 0, :] if weights is None else np.einsum("np,pnq->pq", weights, a)
         return np.sum(turns * (per_antenna * tap)[None], axis=-1).astype(np.complex64)
 
-    def doppler_hz(self, velocity_mps: np.ndarray) -> np.ndarray:
-        """``[K, P]``: each path's Doppler shift ``v_k . r_kp / lambda`` at velocities [K, 2]."""
-        return np.einsum("kc,kpc->kp", velocity_mps, self.arrival_xy) * self.wavenumber / (2.0 * np.pi)
+    def doppler_hz(self, velocity_mps: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """``[k, P]``: each path's Doppler shift ``v_k . r_kp / lambda`` of the devices
+        ``rows`` at velocities [k, 2]."""
+        return np.einsum("kc,kpc->kp", velocity_mps, self.arrival_xy[rows]) * self.wavenumber / (2.0 * np.pi)
+
+    def correlation(self, velocity_mps: np.ndarray, lag_s, rows=slice(None)) -> np.ndarray:
+        """``[k]``: ``Re(sum_p P_kp exp(j 2 pi f_kp lag)) / sum_p P_kp`` of the devices
+        ``rows`` at velocities [k, 2] (module docstring); ``lag_s`` one value or one per device."""
+        shift, power = self.doppler_hz(velocity_mps, rows), self.power[rows]
+        lag = np.broadcast_to(np.asarray(lag_s, np.float64), power.shape[:1])[:, None]
+        total = np.sum(power, axis=1)
+        return np.sum(power * np.cos(2.0 * np.pi * shift * lag), axis=1) / np.where(total > 0, total, 1.0)
 
 
 class TracedMovingChannel(MovingChannel):
@@ -158,11 +168,7 @@ class TracedMovingChannel(MovingChannel):
         """``[k]``: ``Re(sum_p P_kp exp(j 2 pi f_kp lag)) / sum_p P_kp`` with the devices'
         velocities now (module docstring); ``lag_s`` one value or one per device."""
         devices = np.arange(self.doppler_hz.shape[0]) if devices is None else np.asarray(devices)
-        shift = self.fading.doppler_hz(self.motion.velocities_mps)[devices]  # [k, P]
-        power = self.fading.power[devices]
-        lag = np.broadcast_to(np.asarray(lag_s, np.float64), devices.shape)[:, None]
-        total = np.sum(power, axis=1)
-        return np.sum(power * np.cos(2.0 * np.pi * shift * lag), axis=1) / np.where(total > 0, total, 1.0)
+        return self.fading.correlation(self.motion.velocities_mps[devices], lag_s, devices)
 
     def state_columns(self) -> dict[str, np.ndarray]:
         """As :meth:`MovingChannel.state_columns`, the positions in scene coordinates, and

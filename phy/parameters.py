@@ -358,6 +358,9 @@ class RayTracedChannel(_Carrier):
                                   "(unset: 'runs/ray_traced_cache')")
     redrop_every_rounds: int | None = Field(None, ge=1, description="devices placed anew by the cell's "
                                             "layout every N rounds (unset: one drop for the run)")
+    retrace_every_m: float | None = Field(None, gt=0, allow_inf_nan=False, description="with a moving "
+                                          "[mobility]: a device's paths traced anew each time it has walked "
+                                          "this far [m] (unset: the drop's paths, turned as it moves)")
 
     DEFAULTS: ClassVar[dict] = {
         "bs_antenna_spacing_wavelengths": 0.5, "max_depth": 3, "samples_per_source": 10**6,

@@ -44,7 +44,7 @@ class RayTracedCell:
     Parameters
     ----------
     scene, bs_position_m, carrier_frequency_hz, ut_height_m, bs_antenna_spacing_wavelengths,
-    max_depth, samples_per_source, interactions, variation, cache_dir
+    max_depth, samples_per_source, interactions, variation, cache_dir, retrace_every_m
         ``[channel]``'s keys (:class:`phy.parameters.RayTracedChannel`); unset keys
         (None) take their defaults there.
     positions_m : np.ndarray
@@ -96,6 +96,8 @@ class RayTracedCell:
 
             place = RayTracedPlace(parameters, num_bs_antennas)
         self.variation = parameters.resolved("variation")
+        self.retrace_every_m = parameters.retrace_every_m
+        self._place = place
         self.num_subcarriers = int(num_subcarriers)
         self.num_bs_antennas = int(num_bs_antennas)
         self.paths = place.paths(np.asarray(positions_m, np.float64))
@@ -126,10 +128,18 @@ class RayTracedCell:
 
     def moving_channel(self, motion, compute_seconds_per_round: float, rng=None):
         """This drop's paths turned as ``motion`` (centred on the BS) moves the devices:
-        a :class:`phy.moving_rays.TracedMovingChannel` (the paths need their directions
-        of arrival: a place built with ``arrivals=True``); ``rng`` is not drawn from."""
+        a :class:`phy.moving_rays.TracedMovingChannel`, or with ``retrace_every_m`` a
+        :class:`phy.retraced_rays.RetracedMovingChannel` that traces them anew in this
+        cell's place (the paths need their directions of arrival: a place built with
+        ``arrivals=True``); ``rng`` is not drawn from."""
         from phy.moving_rays import TracedMovingChannel, TracedPathFading
 
+        if self.retrace_every_m is not None:
+            from phy.retraced_rays import RetracedMovingChannel
+
+            return RetracedMovingChannel(motion, self.paths, self.frequencies_hz, self.carrier_frequency_hz,
+                                         self.num_subcarriers, compute_seconds_per_round, self.bs_xy_m, self._place,
+                                         self.retrace_every_m)
         fading = TracedPathFading(self.paths, self.frequencies_hz, self.carrier_frequency_hz)
         return TracedMovingChannel(motion, fading, self.num_subcarriers, compute_seconds_per_round, self.bs_xy_m)
 

@@ -5,7 +5,7 @@ evaluates the channel in time (:mod:`phy.moving_channel`): the i.i.d. and flat R
 models and TDL with the Doppler at the TDL's carrier (:mod:`phy.moving_tdl`; each device
 at its speed, N_r BS antennas), the
 ray-traced paths of one drop at the traced carrier with ``channel.variation = "static"``
-(:mod:`phy.moving_rays`), the 3GPP cells' rays of one draw at the cell's carrier
+(:mod:`phy.moving_rays`; traced anew every ``channel.retrace_every_m``, :mod:`phy.retraced_rays`), the 3GPP cells' rays of one draw at the cell's carrier
 (:mod:`phy.moving_tr38901`), the frequency-domain uplink, and the time-domain one with the Rayleigh models and TDL, one BS antenna,
 timing offsets and CFO without timing pre-compensation (:mod:`phy.moving_time`), devices kept off the BS by a positive
 exclusion radius; ``[privacy]`` accounts for static path gains only. Each refusal is
@@ -24,8 +24,14 @@ def moving(scenario) -> bool:
 
 
 def check_mobility(scenario) -> None:
-    """ValueError ``"key: rule"`` for what a moving ``[mobility]`` model does not support."""
+    """ValueError ``"key: rule"`` for what a moving ``[mobility]`` model does not support
+    (and for ``channel.retrace_every_m`` without one)."""
+    retrace = getattr(scenario.channel, "retrace_every_m", None)
     if not moving(scenario):
+        if retrace is not None:
+            raise ValueError(f"channel.retrace_every_m: = {retrace:g} traces the paths of moving devices anew "
+                             "as they walk, and no [mobility] model moves them; remove the key or set "
+                             "mobility.model")
         return
     model = f"mobility.model = {scenario.mobility.model!r}"
     fading = moving_fading(scenario.channel.model)  # the channel's fact, not its name

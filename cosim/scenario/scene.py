@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from phy.parameters import BUILTIN_SCENES, CELL_LAYOUTS, CHANNEL_MODELS, SCENE_LAYOUTS
 
 
@@ -117,7 +119,20 @@ def tracing_cost_line(scenario) -> str | None:
     return (f"  tracing   about {seconds:.0f} s wall per new drop ({devices} devices, {rays:,} rays, "
             f"depth {depth}; measured 2026-12-02 in 'munich' on 2 shared cores: 59 s for 100 devices "
             f"at 1e6 rays, depth 3), none when {parameters.resolved('cache_dir')} holds the drop"
-            + _drops_cost(scenario, seconds))
+            + _drops_cost(scenario, seconds) + _retrace_cost(scenario, rays, depth))
+
+
+def _retrace_cost(scenario, rays: int, depth: int) -> str:
+    """``"; re-traced every R m: ..."`` with ``channel.retrace_every_m``, else ``""``: the
+    per-device rate above for each anchor a device reaches, and how many the fastest
+    device reaches per second of the run's clock."""
+    every = getattr(scenario.channel, "retrace_every_m", None)
+    if every is None or scenario.mobility is None:
+        return ""
+    per_anchor = TRACING_SECONDS_PER_DEVICE * rays / 1e6 * max(depth, 1) / 3
+    fastest = float(np.max(scenario.mobility.speed_mps))
+    return (f"; re-traced every {every:g} m walked: about {per_anchor:.1f} s per anchor a device reaches, "
+            f"at most {fastest / every:.3g} anchors per device per second of the run's clock ({fastest:g} m/s)")
 
 
 def _drops_cost(scenario, seconds: float) -> str:

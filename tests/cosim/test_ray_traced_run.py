@@ -212,11 +212,47 @@ def test_devices_move_in_the_scene_and_a_resumed_run_is_the_straight_one(tmp_pat
     np.testing.assert_array_equal(_per_device(tmp_path / "again.h5")["position_x_m"], per_device["position_x_m"])
 
 
+def test_devices_whose_paths_are_traced_anew_as_they_walk_resume_to_the_straight_run(tmp_path, capsys):
+    """``channel.retrace_every_m = 2`` (:mod:`phy.retraced_rays`), its tracing cost in
+    ``cosim validate``: devices of 1-30 m/s walk past anchors in the 0.5 s of computation, are traced there (progress shown), and at the
+    next round use those paths (``trace_anchor`` > 0, within 2 m of them where no anchor
+    was skipped); a run stopped after round 0 and resumed equals the straight run."""
+    write_scene(tmp_path)
+    scenario = write_tiny(tmp_path, rounds=2, every=1)
+    sets = [*MOVING, "channel.retrace_every_m=2.0"]
+    assert main(["validate", *_args(scenario, *sets)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  tracing   about "))
+    assert "re-traced every 2 m walked" in line and "at most 15 anchors per device per second" in line
+    assert main(["run", *_args(scenario, *sets), "--no-plots"]) == 0
+    assert capsys.readouterr().err.count("ray tracing: ") >= 4  # the drop, and anchors traced again
+    straight = tmp_path / "tiny-seed3.h5"
+    per_device, rounds = _per_device(straight), _rounds(straight)
+    tables = documented_tables(DOC.read_text())
+    for name in per_device:  # every column documented (docs/trace.md)
+        assert any(_pattern(row[0], ("rho", "nu", "delta")).fullmatch(name) for row in tables["rounds/per_device"]), name
+    anchor, displacement = per_device["trace_anchor"], per_device["traced_displacement_m"]
+    assert np.all(anchor[0] == 0) and np.any(anchor[1] > 0)
+    travelled = per_device["speed_mps"][1] * rounds["round_start_s"][1]
+    expected = np.floor(travelled / 2.0)
+    assert np.all(anchor[1] <= expected)
+    kept = anchor[1] == expected  # no anchor skipped: within R of the paths' anchor
+    np.testing.assert_allclose(displacement[1][kept], travelled[kept] - 2.0 * expected[kept], atol=1e-6)
+    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
+    assert main(["run", *_args(scenario, *sets, again, "rounds=1"), "--no-plots"]) == 0
+    assert main(["run", *_args(scenario, *sets, again), "--resume", "--no-plots"]) == 0
+    resumed = _rounds(tmp_path / "again.h5")
+    for name, values in rounds.items():
+        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
+    for name, values in _per_device(tmp_path / "again.h5").items():
+        np.testing.assert_array_equal(values, per_device[name], err_msg=name)
+
+
 @pytest.mark.parametrize(("more", "key"), [
     (['mobility.model="straight"', "mobility.speed_mps=3.0"], "channel.variation"),  # the default redraws phases
     ([*MOVING, "channel.redrop_every_rounds=2"], "channel.redrop_every_rounds"),
     ([*MOVING, "mobility.carrier_frequency_hz=2.0e9"], "mobility.carrier_frequency_hz"),
     ([*MOVING, 'ofdm.domain="time"'], "ofdm.domain"),
+    (['channel.variation="static"', "channel.retrace_every_m=2.0"], "channel.retrace_every_m"),  # nothing moves
 ])
 def test_what_motion_in_a_scene_does_not_support_is_one_line_naming_the_key(tmp_path, capsys, more, key):
     write_scene(tmp_path)

@@ -1,0 +1,249 @@
+"""Paths traced anew as devices walk: ``channel.retrace_every_m`` of a ray-traced cell in motion.
+
+The local-area model of :mod:`phy.moving_rays` turns the paths traced at a device's drop
+with its displacement; it holds while the device stays within metres of that point, and
+its path gain stays the drop's. With ``channel.retrace_every_m = R`` a device's paths are
+traced again each time it has walked R metres: device k's *anchors* are the points of its
+trajectory where it had travelled ``j R`` (anchor 0 its drop), reached at ``t_kj = j R / v_k``,
+and at time t it uses the paths traced at its current anchor ``j = floor(v_k t / R)``,
+turned by its displacement from there:
+
+``H_knf(t) = sum_p a^(j)_knp exp(j 2 pi r^(j)_kp . (p_k(t) - q_kj) / lambda) exp(-j 2 pi f tau^(j)_kp)``
+
+So the path gain follows the place (a device that walks behind a building loses its line
+of sight at the next anchor), each path keeps its own Doppler between anchors, and no
+channel is evaluated more than R from where its paths were traced. At an anchor the channel
+passes from one trace's local-area extrapolation to the next trace; the jump is the local
+model's error over R. An anchor whose trace has no path (the device stands inside a
+building, as the motion knows no walls but the cell's, or is shadowed beyond
+``channel.max_depth``) is not used: the device keeps the paths of its latest anchor with a
+path.
+
+Anchors are functions of the seed and the time alone. Anchor j's position is the motion's
+position at ``t_kj``, advanced by one offset from the start of the round whose interval
+holds ``t_kj`` (:meth:`RetracedMovingChannel.end_round` records every anchor a round
+passes, and a resumed run replays them round by round), and a device's traced paths do not
+depend on the other devices traced in the same call (Sionna RT's paths are per receiver;
+tested). A run resumed at any round therefore uses the paths the straight run used (read
+from the cache, or traced again). The paths traced so far are kept for the round that uses
+them: :meth:`RetracedMovingChannel.start_round` keeps only each device's current anchor.
+
+No TensorFlow: NumPy, and Sionna RT through :class:`phy.ray_tracing.RayTracedPlace`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phy.moving_rays import TracedMovingChannel, TracedPathFading
+from phy.path_cache import TracedPaths
+
+
+class RetracedMovingChannel(TracedMovingChannel):
+    """:class:`phy.moving_rays.TracedMovingChannel` whose devices' paths are traced anew
+    every ``every_m`` metres they walk (module docstring).
+
+    Parameters
+    ----------
+    motion, num_subcarriers, compute_seconds_per_round, bs_xy_m
+        As :class:`phy.moving_rays.TracedMovingChannel`.
+    drop : phy.path_cache.TracedPaths
+        The drop's paths (anchor 0 of every device), with directions of arrival.
+    frequencies_hz : np.ndarray
+        ``[F]`` float64: the subcarriers' baseband frequencies.
+    carrier_frequency_hz : float
+    place : phy.ray_tracing.RayTracedPlace
+        The scene (built with ``arrivals=True``) that traces the anchors.
+    every_m : float
+        R > 0 [m].
+
+    Attributes
+    ----------
+    traces : int
+        The anchors' trace calls so far (a call traces every anchor it needs at once).
+    """
+
+    def __init__(self, motion, drop: TracedPaths, frequencies_hz: np.ndarray, carrier_frequency_hz: float,
+                 num_subcarriers: int, compute_seconds_per_round: float, bs_xy_m: np.ndarray, place, every_m: float):
+        self.every_m = float(every_m)
+        if not self.every_m > 0.0:
+            raise ValueError(f"every_m must be > 0, got {every_m!r}")
+        self.place, self.traces = place, 0
+        self._frequencies_hz, self._carrier_hz = np.asarray(frequencies_hz, np.float64), float(carrier_frequency_hz)
+        super().__init__(motion, TracedPathFading(drop, self._frequencies_hz, self._carrier_hz), num_subcarriers,
+                         compute_seconds_per_round, bs_xy_m)
+        num_devices = drop.num_devices
+        self._bank = drop  # the fading's rows ("slots"): the anchors' paths in use
+        self._slot_origin_m = self.origins_m.copy()  # [S, 2] each slot's anchor, centred on the BS
+        self._slot_of = {(k, 0): k for k in range(num_devices)}  # a resolved anchor (k, j) -> its slot
+        self._used = {(k, 0): 0 for k in range(num_devices)}  # (k, j) -> the anchor whose paths it uses
+        self._anchor_m = {(k, 0): self.origins_m[k].copy() for k in range(num_devices)}
+
+    # ------------------------------------------------------------------ anchors
+    def _anchor_index(self, times_s) -> np.ndarray:
+        """``[..., K]`` int64: each device's anchor at absolute times ``times_s`` [...]."""
+        return np.floor(self.motion.travelled_m(np.asarray(times_s, np.float64)) / self.every_m).astype(np.int64)
+
+    def _record(self, device: int, anchors, start_s: float) -> None:
+        """The positions of ``device``'s ``anchors`` reached in the round that starts at
+        ``start_s`` (the motion's state), each advanced by one offset from there."""
+        speed = float(self.motion.speed_mps[device])
+        for j in anchors:
+            if (device, int(j)) not in self._anchor_m:
+                offset = max(int(j) * self.every_m / speed - start_s, 0.0)
+                self._anchor_m[(device, int(j))] = self.motion.positions_at([offset], [device])[0, 0].copy()
+
+    def _record_interval(self, start_s: float, end_s: float) -> None:
+        """Every anchor passed in ``(start_s, end_s]`` (the motion at ``start_s``)."""
+        first, last = self._anchor_index(start_s), self._anchor_index(end_s)
+        for device in np.flatnonzero(last > first):
+            self._record(int(device), range(int(first[device]) + 1, int(last[device]) + 1), start_s)
+
+    def _resolve(self, pairs) -> None:
+        """Give every anchor ``(k, j)`` of ``pairs`` the anchor whose paths it uses and
+        that anchor a slot, tracing what is needed in as few calls as it takes."""
+        pending = sorted({(k, j) for k, j in pairs if (k, j) not in self._used})
+        traced = {}
+        while pending:  # trace the unknown ones; a pathless anchor needs its predecessor's answer
+            fresh = [pair for pair in pending if pair not in traced]
+            if fresh:
+                found = self._trace(fresh)
+                traced.update({pair: found.select([i]) if found.has_path[i] else None
+                               for i, pair in enumerate(fresh)})
+            waiting = []
+            for k, j in pending:
+                if traced[(k, j)] is not None:
+                    self._used[(k, j)] = j
+                elif (k, j - 1) in self._used:
+                    self._used[(k, j)] = self._used[(k, j - 1)]
+                else:
+                    waiting += [(k, j - 1), (k, j)]
+            pending = sorted(set(waiting) - set(self._used))
+        loads = sorted({(k, self._used[(k, j)]) for k, j in pairs} - set(self._slot_of))
+        if loads:
+            missing = [pair for pair in loads if traced.get(pair) is None]  # kept paths of an earlier round
+            if missing:
+                found = self._trace(missing)
+                traced.update({pair: found.select([i]) for i, pair in enumerate(missing)})
+            self._add([traced[pair] for pair in loads], loads)
+
+    def _trace(self, pairs) -> TracedPaths:
+        for k, j in pairs:  # an anchor not recorded yet is this round's (end_round records the others)
+            self._record(k, [j], self.motion.time_s)
+        positions = np.array([self._anchor_m[pair] for pair in pairs]) + self.bs_xy_m[None, :]
+        self.traces += 1
+        return self.place.paths(positions)
+
+    def _add(self, paths: list[TracedPaths], pairs) -> None:
+        first = self._bank.num_devices
+        self._bank = TracedPaths.concatenate([self._bank, *paths])
+        self._slot_of.update({pair: first + i for i, pair in enumerate(pairs)})
+        self._slot_origin_m = np.concatenate([self._slot_origin_m, np.array([self._anchor_m[p] for p in pairs])])
+        self.fading = TracedPathFading(self._bank, self._frequencies_hz, self._carrier_hz)
+
+    def _slots(self, offsets_s, devices) -> np.ndarray:
+        """``[T, k]`` int64: the slots of ``devices`` [k] at ``offsets_s`` [T] after the round's start."""
+        anchors = self._anchor_index(self.motion.time_s + np.atleast_1d(np.asarray(offsets_s, np.float64)))
+        anchors = anchors[:, devices]
+        pairs = {(int(k), int(j)) for column, k in enumerate(devices) for j in np.unique(anchors[:, column])}
+        self._resolve(sorted(pairs))
+        slot = {pair: self._slot_of[(pair[0], self._used[pair])] for pair in pairs}
+        return np.array([[slot[(int(k), int(j))] for k, j in zip(devices, row, strict=True)] for row in anchors],
+                        np.int64).reshape(anchors.shape)
+
+    # ------------------------------------------------------------------ the clock
+    def start_round(self, t: int) -> float:
+        """As :meth:`MovingChannel.start_round`; the paths of anchors no longer reached are let go."""
+        start = super().start_round(t)
+        devices = np.arange(self.doppler_hz.shape[0])
+        current = self._slots([0.0], devices)[0]
+        kept = {pair: slot for pair, slot in self._slot_of.items() if slot in set(current.tolist())}
+        order = sorted(set(kept.values()))
+        renumber = {slot: i for i, slot in enumerate(order)}
+        self._bank = self._bank.select(order)
+        self._slot_origin_m = self._slot_origin_m[order]
+        self._slot_of = {pair: renumber[slot] for pair, slot in kept.items()}
+        self.fading = TracedPathFading(self._bank, self._frequencies_hz, self._carrier_hz)
+        return start
+
+    def end_round(self, t: int, seconds: float) -> None:
+        """As :meth:`MovingChannel.end_round`; records the anchors the round passed."""
+        super().end_round(t, seconds)
+        self._record_interval(self._starts[t], self._starts[t + 1])
+
+    def resume(self, starts_s) -> None:
+        """As :meth:`MovingChannel.resume`, recording each round's anchors as the run did."""
+        starts = np.asarray(starts_s, np.float64)
+        for t, start in enumerate(starts):
+            self._starts[t] = float(start)
+            self.motion.move_to(float(start))
+            if t + 1 < starts.size:
+                self._record_interval(float(start), float(starts[t + 1]))
+
+    # ------------------------------------------------------------------ the channel
+    def path_gain_at(self, offsets_s, devices=None) -> np.ndarray:
+        """``[T, K]`` (``[T, P]`` with ``devices``): each device's traced path gain at its
+        anchor then."""
+        devices = np.arange(self.doppler_hz.shape[0]) if devices is None else np.asarray(devices)
+        slots = self._slots(offsets_s, devices)  # may trace, and so extend the fading
+        return self.fading.path_gain[slots]
+
+    def _moved(self, offsets_s, devices) -> tuple[np.ndarray, np.ndarray]:
+        """``(slots [T, k], displacement [T, k, 2])`` from each slot's anchor."""
+        slots = self._slots(offsets_s, devices)
+        return slots, self.motion.positions_at(offsets_s, devices) - self._slot_origin_m[slots]
+
+    def at(self, offset_s: float, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`TracedMovingChannel.at`, each device's paths those of its anchor."""
+        devices = np.arange(self.doppler_hz.shape[0])[rows]
+        slots, moved = self._moved([offset_s], devices)
+        return self._antennas(self.fading.at(moved[0], slots[0])), self.fading.path_gain[slots[0]].copy()
+
+    def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int, rows: slice = slice(None)) -> np.ndarray:
+        """As :meth:`TracedMovingChannel.per_symbol`; a device that reaches an anchor within
+        the phase takes the new paths from the symbol after."""
+        devices = np.arange(self.doppler_hz.shape[0])[rows]
+        offsets = float(start_s) + (np.arange(int(num_symbols)) + 0.5) * float(symbol_s)
+        slots, moved = self._moved(offsets, devices)
+        h = self.fading.at(moved, slots[0])  # [N, k, N_r, F]
+        for n in np.flatnonzero(np.any(slots != slots[0], axis=1)):
+            changed = np.flatnonzero(slots[n] != slots[0])
+            h[n, changed] = self.fading.at(moved[n, changed], slots[n, changed])
+        return np.ascontiguousarray(self._antennas(np.moveaxis(h, 0, 1)))
+
+    def owned_at(self, offsets_s, devices, subcarriers, combiner=None) -> np.ndarray:
+        """As :meth:`TracedMovingChannel.owned_at`, each pair through its device's anchor at each time."""
+        offsets = np.atleast_1d(np.asarray(offsets_s, np.float64))
+        devices, subcarriers = np.asarray(devices), np.asarray(subcarriers)
+        needed, index = np.unique(devices, return_inverse=True)
+        slots, moved = self._moved(offsets, needed)
+        slots, moved = slots[:, index], moved[:, index]  # [T, P], [T, P, 2]
+        weights = None
+        if self.num_antennas > 1:
+            if combiner is None:
+                raise ValueError(f"owned_at with {self.num_antennas} antennas needs the combiner [N_r, F]")
+            weights = np.conj(np.asarray(combiner, np.complex128))[:, subcarriers]
+        patterns, which = np.unique(slots, axis=0, return_inverse=True)
+        out = np.empty(slots.shape, np.complex64)
+        for i, pattern in enumerate(patterns):  # the times at which every pair is at the same anchors
+            times = np.flatnonzero(which.reshape(-1) == i)
+            out[times] = self.fading.at_pairs(moved[times], pattern, subcarriers, weights)
+        return out
+
+    def aging_correlation(self, lag_s, devices=None) -> np.ndarray:
+        """As :meth:`TracedMovingChannel.aging_correlation`, from each device's current anchor."""
+        devices = np.arange(self.doppler_hz.shape[0]) if devices is None else np.asarray(devices)
+        slots = self._slots([0.0], devices)[0]
+        return self.fading.correlation(self.motion.velocities_mps[devices], lag_s, slots)
+
+    def state_columns(self) -> dict[str, np.ndarray]:
+        """As :meth:`TracedMovingChannel.state_columns`, ``traced_displacement_m`` from each
+        device's current anchor, and ``trace_anchor``: the anchor whose paths it uses."""
+        devices = np.arange(self.doppler_hz.shape[0])
+        columns = super().state_columns()
+        slots = self._slots([0.0], devices)[0]
+        moved = self.motion.positions_m - self._slot_origin_m[slots]
+        columns["traced_displacement_m"] = np.hypot(moved[:, 0], moved[:, 1])
+        anchors = self._anchor_index(self.motion.time_s)
+        columns["trace_anchor"] = np.array([self._used[(int(k), int(anchors[k]))] for k in devices], np.float64)
+        return columns
