@@ -90,8 +90,11 @@ class RetracedMovingChannel(TracedMovingChannel):
         speed = float(self.motion.speed_mps[device])
         for j in anchors:
             if (device, int(j)) not in self._anchor_m:
-                offset = max(int(j) * self.every_m / speed - start_s, 0.0)
-                self._anchor_m[(device, int(j))] = self.motion.positions_at([offset], [device])[0, 0].copy()
+                offset = int(j) * self.every_m / speed - start_s
+                if offset < -1e-9 * max(start_s, 1.0):  # an earlier round's: end_round records those
+                    raise RuntimeError(f"anchor {int(j)} of device {device} was reached before the round "
+                                       f"that starts at {start_s} s and was not recorded (end_round)")
+                self._anchor_m[(device, int(j))] = self.motion.positions_at([max(offset, 0.0)], [device])[0, 0].copy()
 
     def _record_interval(self, start_s: float, end_s: float) -> None:
         """Every anchor passed in ``(start_s, end_s]`` (the motion at ``start_s``)."""
