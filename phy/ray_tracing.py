@@ -189,6 +189,27 @@ class RayTracedPlace:
         self.entry = f"{self.cache.path(key).name} sha256:{checksum}"
         return traced
 
+    def paths_each(self, positions_m: np.ndarray) -> TracedPaths:
+        """The uplink paths of devices at ``positions_m`` ``[K, 2]``, each from a cache entry
+        of its own position: those not in the cache are traced in one solver call and each
+        stored under its position. So a device's paths are the same whichever devices it is
+        asked with (a batch's paths can depend on the receivers traced beside them in a large
+        scene), once traced. Does not set :attr:`entry`."""
+        positions = np.asarray(positions_m, np.float64).reshape(-1, 2)
+        keys = [cache_key({"kind": "paths", **self._path_settings, "positions_m": [row.tolist()]})
+                for row in positions]
+        rows: list[TracedPaths | None] = []
+        for key in keys:
+            found = self.cache.load(key)
+            rows.append(None if found is None else TracedPaths.of(found[0]))
+        missing = [i for i, row in enumerate(rows) if row is None]
+        if missing:
+            traced = self._trace(positions[missing])
+            for i, index in enumerate(missing):
+                rows[index] = traced.select([i])
+                self.cache.store(keys[index], rows[index].arrays())
+        return TracedPaths.concatenate(rows)
+
     def remember(self, positions_m: np.ndarray, paths: TracedPaths) -> None:
         """Store ``paths`` (traced by parts) as the entry of ``positions_m``, so that
         :meth:`paths` finds it."""

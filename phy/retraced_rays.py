@@ -22,11 +22,13 @@ path.
 Anchors are functions of the seed and the time alone. Anchor j's position is the motion's
 position at ``t_kj``, advanced by one offset from the start of the round whose interval
 holds ``t_kj`` (:meth:`RetracedMovingChannel.end_round` records every anchor a round
-passes, and a resumed run replays them round by round), and a device's traced paths do not
-depend on the other devices traced in the same call (Sionna RT's paths are per receiver;
-tested). A run resumed at any round therefore uses the paths the straight run used (read
-from the cache, or traced again). The paths traced so far are kept for the round that uses
-them: :meth:`RetracedMovingChannel.start_round` keeps only each device's current anchor.
+passes, and a resumed run replays them round by round), and an anchor's traced paths
+are read from a cache entry of their own position (:meth:`phy.ray_tracing.RayTracedPlace.paths_each`:
+in a large scene a receiver's traced paths can depend on the receivers traced beside it,
+so an anchor is traced once and read back thereafter). A run resumed at any round
+therefore uses the paths the straight run used, while the cache holds them. The paths in
+memory are those of the round's anchors: :meth:`RetracedMovingChannel.start_round` keeps
+only each device's current anchor (a dropped one is read back from the cache).
 
 No TensorFlow: NumPy, and Sionna RT through :class:`phy.ray_tracing.RayTracedPlace`.
 """
@@ -60,7 +62,8 @@ class RetracedMovingChannel(TracedMovingChannel):
     Attributes
     ----------
     traces : int
-        The anchors' trace calls so far (a call traces every anchor it needs at once).
+        The anchors' lookups so far (each reads its anchors from the cache and traces those
+        it lacks in one solver call).
     """
 
     def __init__(self, motion, drop: TracedPaths, frequencies_hz: np.ndarray, carrier_frequency_hz: float,
@@ -135,7 +138,7 @@ class RetracedMovingChannel(TracedMovingChannel):
             self._record(k, [j], self.motion.time_s)
         positions = np.array([self._anchor_m[pair] for pair in pairs]) + self.bs_xy_m[None, :]
         self.traces += 1
-        return self.place.paths(positions)
+        return self.place.paths_each(positions)
 
     def _add(self, paths: list[TracedPaths], pairs) -> None:
         first = self._bank.num_devices

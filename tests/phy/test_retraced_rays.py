@@ -1,6 +1,6 @@
 """Paths traced anew as devices walk (:mod:`phy.retraced_rays`) on the tiny scene of
-``tiny_scene.py``: a device's traced paths do not depend on the devices traced beside
-it, a channel that never reaches an anchor is the local-area one bit for bit, at each
+``tiny_scene.py``: an anchor's paths are traced once and read back from an entry of its
+own position, a channel that never reaches an anchor is the local-area one bit for bit, at each
 time a device uses the paths traced where it had walked the last multiple of R (its
 path gain too), an anchor inside the building is skipped, a phase that passes an anchor
 switches paths at that symbol, and a channel resumed at a round traces what the straight
@@ -52,17 +52,19 @@ def _fresh(place, xy) -> TracedPathFading:
     return TracedPathFading(place.paths(np.atleast_2d(xy)), FREQUENCIES, CARRIER_HZ)
 
 
-def test_a_devices_traced_paths_do_not_depend_on_the_devices_traced_beside_it(place):
-    """What a resumed run relies on: each device's paths traced alone equal its row of a
-    trace of several, bit for bit."""
-    together = place.paths(DEVICES)
+def test_each_position_is_traced_once_and_read_back_whoever_it_is_asked_with(place):
+    """What a resumed run relies on (:meth:`RayTracedPlace.paths_each`): a position's paths
+    come from an entry of its own, so asked with other positions they are the same bit for
+    bit and nothing is traced again; only the positions not seen yet are traced."""
+    first = place.paths_each(DEVICES)
+    traces = place.traces
     for k, xy in enumerate(DEVICES):
-        alone = place.paths(xy[None])
-        count = alone.a.shape[2]
-        np.testing.assert_array_equal(alone.a[0], together.a[k, :, :count])
-        np.testing.assert_array_equal(alone.tau_s[0], together.tau_s[k, :count])
-        np.testing.assert_array_equal(alone.arrival_xy[0], together.arrival_xy[k, :count])
-        assert not np.any(together.a[k, :, count:])
+        again = place.paths_each(np.array([[1.0, 40.0], xy]))  # a new position beside it
+        count = again.a.shape[2]
+        np.testing.assert_array_equal(again.a[1], first.a[k, :, :count])
+        np.testing.assert_array_equal(again.arrival_xy[1], first.arrival_xy[k, :count])
+        assert not np.any(first.a[k, :, count:])
+    assert place.traces == traces + 1  # the new position alone, once
 
 
 def test_a_channel_that_reaches_no_anchor_is_the_local_area_one(place):
