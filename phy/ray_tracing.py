@@ -15,6 +15,9 @@ two questions, each traced once and kept in a :class:`phy.path_cache.PathCache`:
   A place built with ``arrivals=True`` (devices that move, :mod:`phy.moving_rays`) also
   keeps each path's direction of arrival at the device (:func:`arrival_xy`), in cache
   entries of their own.
+  :meth:`RayTracedPlace.paths_each` keeps one entry per position instead (the anchors of
+  devices traced anew as they walk, :mod:`phy.retraced_rays`): a receiver's paths can
+  depend on the receivers traced beside it, so a position traced once is read back alike.
 * :meth:`RayTracedPlace.radio_map`: the path gain on a grid of cells at the devices'
   height around the BS (:class:`sionna.rt.RadioMapSolver`), to drop devices where a
   person can stand (:mod:`phy.scene_layouts`).
