@@ -29,7 +29,7 @@ def check_mobility(scenario) -> None:
     retrace = getattr(scenario.channel, "retrace_every_m", None)
     if not moving(scenario):
         if retrace is not None:
-            raise ValueError(f"channel.retrace_every_m: = {retrace:g} traces the paths of moving devices anew "
+            raise ValueError(f"channel.retrace_every_m: = {retrace:g}: traces the paths of moving devices anew "
                              "as they walk, and no [mobility] model moves them; remove the key or set "
                              "mobility.model")
         return
