@@ -207,7 +207,7 @@ class RetracedMovingChannel(TracedMovingChannel):
 
     def per_symbol(self, start_s: float, symbol_s: float, num_symbols: int, rows: slice = slice(None)) -> np.ndarray:
         """As :meth:`TracedMovingChannel.per_symbol`; a device that reaches an anchor within
-        the phase takes the new paths from the symbol after."""
+        the phase takes the new paths from the first symbol whose middle lies past it."""
         devices = np.arange(self.doppler_hz.shape[0])[rows]
         offsets = float(start_s) + (np.arange(int(num_symbols)) + 0.5) * float(symbol_s)
         slots, moved = self._moved(offsets, devices)
