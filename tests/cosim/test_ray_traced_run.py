@@ -175,6 +175,21 @@ def _per_device(path: Path) -> dict[str, np.ndarray]:
         return {name: value[()] for name, value in trace["rounds/per_device"].items()}
 
 
+def _resumed_after_round_0_is(tmp_path: Path, scenario: Path, sets: list[str], rounds: dict, per_device: dict) -> None:
+    """The run stopped after round 0 and resumed equals the straight run's ``rounds`` and
+    ``per_device`` columns bit for bit."""
+    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
+    assert main(["run", *_args(scenario, *sets, again, "rounds=1"), "--no-plots"]) == 0
+    assert main(["run", *_args(scenario, *sets, again), "--resume", "--no-plots"]) == 0
+    resumed = _rounds(tmp_path / "again.h5")
+    for name, values in rounds.items():
+        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
+    resumed = _per_device(tmp_path / "again.h5")
+    assert resumed.keys() == per_device.keys()
+    for name, values in per_device.items():
+        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
+
+
 @pytest.mark.parametrize("scheme", ["analog", "digital_ofdma"])
 def test_devices_move_in_the_scene_and_a_resumed_run_is_the_straight_one(tmp_path, capsys, scheme):
     """Straight-line motion in the scene (:mod:`phy.moving_rays`): positions in scene
@@ -203,13 +218,7 @@ def test_devices_move_in_the_scene_and_a_resumed_run_is_the_straight_one(tmp_pat
     aging = per_device["aging_correlation_rho"]
     assert np.nanmin(aging) < 0.999 and np.all(np.isnan(aging) | (np.abs(aging) <= 1.0))
     capsys.readouterr()
-    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
-    assert main(["run", *_args(scenario, *sets, again, "rounds=1"), "--no-plots"]) == 0
-    assert main(["run", *_args(scenario, *sets, again), "--resume", "--no-plots"]) == 0
-    resumed = _rounds(tmp_path / "again.h5")
-    for name, values in rounds.items():
-        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
-    np.testing.assert_array_equal(_per_device(tmp_path / "again.h5")["position_x_m"], per_device["position_x_m"])
+    _resumed_after_round_0_is(tmp_path, scenario, sets, rounds, per_device)
 
 
 def test_devices_whose_paths_are_traced_anew_as_they_walk_resume_to_the_straight_run(tmp_path, capsys):
@@ -237,14 +246,7 @@ def test_devices_whose_paths_are_traced_anew_as_they_walk_resume_to_the_straight
     assert np.all(anchor[1] <= expected)
     kept = anchor[1] == expected  # no anchor skipped: within R of the paths' anchor
     np.testing.assert_allclose(displacement[1][kept], travelled[kept] - 2.0 * expected[kept], atol=1e-6)
-    again = f'trace.path="{(tmp_path / "again.h5").as_posix()}"'
-    assert main(["run", *_args(scenario, *sets, again, "rounds=1"), "--no-plots"]) == 0
-    assert main(["run", *_args(scenario, *sets, again), "--resume", "--no-plots"]) == 0
-    resumed = _rounds(tmp_path / "again.h5")
-    for name, values in rounds.items():
-        np.testing.assert_array_equal(resumed[name], values, err_msg=name)
-    for name, values in _per_device(tmp_path / "again.h5").items():
-        np.testing.assert_array_equal(values, per_device[name], err_msg=name)
+    _resumed_after_round_0_is(tmp_path, scenario, sets, rounds, per_device)
 
 
 @pytest.mark.parametrize(("more", "key"), [
