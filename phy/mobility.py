@@ -158,6 +158,14 @@ class StraightMotion:
         """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""
         return np.asarray(time_s, np.float64)[..., None] * self.speed_mps
 
+    def walk(self, state, dt_s) -> tuple[np.ndarray, tuple]:
+        """``(positions [K, 2], state)``: every device ``dt_s`` ([K], >= 0) seconds on from
+        ``state`` (None: the drop), each row on its own, apart from the run's clock (the
+        anchors of :mod:`phy.retraced_rays`, walked from point to point)."""
+        p, u = (self.initial_positions_m, self.initial_velocities_mps) if state is None else state
+        p, u = advance(p, u, dt_s, self.radius_m, self.inner_m)
+        return p, (p, u)
+
 
 def _uniform_annulus(rng: np.random.Generator, inner_m: float, radius_m: float) -> np.ndarray:
     """One point ``[2]`` uniform over the area of the annulus ``inner_m <= r <= radius_m``."""
@@ -209,9 +217,10 @@ class RandomWaypoint:
         return _uniform_annulus(np.random.default_rng([self.key, int(device), int(leg)]),
                                 self.inner_m, self.radius_m)
 
-    def _advance(self, positions, legs, targets, dt_s: float):
+    def _advance(self, positions, legs, targets, dt_s):
+        """The state ``dt_s`` seconds on (one for all, or [K] one per device)."""
         p, legs, targets = positions.copy(), legs.copy(), targets.copy()
-        remaining = np.where(self.speed_mps > 0.0, float(dt_s), 0.0)
+        remaining = np.where(self.speed_mps > 0.0, np.asarray(dt_s, np.float64), 0.0)
         while np.any(remaining > 0.0):
             for k in np.flatnonzero(remaining > 0.0):
                 gap = np.hypot(*(targets[k] - p[k]))
@@ -253,3 +262,11 @@ class RandomWaypoint:
     def travelled_m(self, time_s) -> np.ndarray:
         """``[..., K]`` distance travelled by ``time_s`` [s] (``v_k t``)."""
         return np.asarray(time_s, np.float64)[..., None] * self.speed_mps
+
+    def walk(self, state, dt_s) -> tuple[np.ndarray, tuple]:
+        """As :meth:`StraightMotion.walk` (each device along its own waypoints)."""
+        if state is None:
+            state = (self.initial_positions_m, np.zeros(self.speed_mps.size, np.int64),
+                     np.stack([self.waypoint(k, 0) for k in range(self.speed_mps.size)]))
+        p, legs, targets = self._advance(*state, dt_s)
+        return p, (p, legs, targets)

@@ -196,9 +196,10 @@ class MovingChannel:
                     for r in range(self.num_antennas))
         return (np.sqrt(gain) * z).astype(np.complex64)
 
-    def aging_correlation(self, lag_s, devices=None) -> np.ndarray:
-        """``[k]``: the correlation between a device's channel and itself ``lag_s`` seconds
-        later (one value, or one per device), Jakes' ``J0(2 pi f_D,k lag)``; of ``devices``
+    def aging_correlation(self, lag_s, devices=None, at_s: float = 0.0) -> np.ndarray:
+        """``[k]``: the correlation between a device's channel at ``at_s`` seconds after the
+        round's start and itself ``lag_s`` seconds later (one value, or one per device),
+        Jakes' ``J0(2 pi f_D,k lag)`` (stationary: ``at_s`` does not enter); of ``devices``
         (population ids), or of every device."""
         shift = self.doppler_hz if devices is None else self.doppler_hz[np.asarray(devices)]
         return jakes_correlation(shift, lag_s)

@@ -164,9 +164,10 @@ class TracedMovingChannel(MovingChannel):
             weights = np.conj(np.asarray(combiner, np.complex128))[:, subcarriers]
         return self.fading.at_pairs(moved, np.asarray(devices), np.asarray(subcarriers), weights)
 
-    def aging_correlation(self, lag_s, devices=None) -> np.ndarray:
+    def aging_correlation(self, lag_s, devices=None, at_s: float = 0.0) -> np.ndarray:
         """``[k]``: ``Re(sum_p P_kp exp(j 2 pi f_kp lag)) / sum_p P_kp`` with the devices'
-        velocities now (module docstring); ``lag_s`` one value or one per device."""
+        velocities now (module docstring); ``lag_s`` one value or one per device; the
+        paths are the same at any ``at_s``."""
         devices = np.arange(self.doppler_hz.shape[0]) if devices is None else np.asarray(devices)
         return self.fading.correlation(self.motion.velocities_mps[devices], lag_s, devices)
 

@@ -199,8 +199,8 @@ class RayTracedPlace:
         asked with (a batch's paths can depend on the receivers traced beside them in a large
         scene), once traced. Does not set :attr:`entry`."""
         positions = np.asarray(positions_m, np.float64).reshape(-1, 2)
-        keys = [cache_key({"kind": "paths", **self._path_settings, "positions_m": [row.tolist()]})
-                for row in positions]
+        keys = [cache_key({"kind": "paths_each", **self._path_settings, "position_m": row.tolist()})
+                for row in positions]  # not a one-device drop's key: that one is traced alone
         rows: list[TracedPaths | None] = []
         for key in keys:
             found = self.cache.load(key)

@@ -19,16 +19,17 @@ building, as the motion knows no walls but the cell's, or is shadowed beyond
 ``channel.max_depth``) is not used: the device keeps the paths of its latest anchor with a
 path.
 
-Anchors are functions of the seed and the time alone. Anchor j's position is the motion's
-position at ``t_kj``, advanced by one offset from the start of the round whose interval
-holds ``t_kj`` (:meth:`RetracedMovingChannel.end_round` records every anchor a round
-passes, and a resumed run replays them round by round), and an anchor's traced paths
-are read from a cache entry of their own position (:meth:`phy.ray_tracing.RayTracedPlace.paths_each`:
-in a large scene a receiver's traced paths can depend on the receivers traced beside it,
-so an anchor is traced once and read back thereafter). A run resumed at any round
-therefore uses the paths the straight run used, while the cache holds them. The paths in
-memory are those of the round's anchors: :meth:`RetracedMovingChannel.start_round` keeps
-only each device's current anchor (a dropped one is read back from the cache).
+Anchors are functions of the seed alone: anchor j of device k is its drop walked j steps
+of ``R / v_k`` seconds (:meth:`phy.mobility.StraightMotion.walk`, each device on its own,
+apart from the run's clock; the same point, to float rounding, as the motion's position at
+``t_kj``), and its traced paths are read from a cache entry of its own position
+(:meth:`phy.ray_tracing.RayTracedPlace.paths_each`: in a large scene a receiver's traced
+paths can depend on the receivers traced beside it, so an anchor is traced once and read
+back thereafter). A run resumed at any round, or another run of the same seed and cell,
+therefore uses the paths the first one traced, while the cache holds them. The paths in
+memory are the drop's and those of the round's anchors:
+:meth:`RetracedMovingChannel.start_round` lets the others go (read back from the cache
+when asked for again).
 
 No TensorFlow: NumPy, and Sionna RT through :class:`phy.ray_tracing.RayTracedPlace`.
 """
@@ -81,29 +82,29 @@ class RetracedMovingChannel(TracedMovingChannel):
         self._slot_of = {(k, 0): k for k in range(num_devices)}  # a resolved anchor (k, j) -> its slot
         self._used = {(k, 0): 0 for k in range(num_devices)}  # (k, j) -> the anchor whose paths it uses
         self._anchor_m = {(k, 0): self.origins_m[k].copy() for k in range(num_devices)}
+        self._walk_state, self._walked = None, np.zeros(num_devices, np.int64)  # each device's last anchor walked
 
     # ------------------------------------------------------------------ anchors
     def _anchor_index(self, times_s) -> np.ndarray:
         """``[..., K]`` int64: each device's anchor at absolute times ``times_s`` [...]."""
         return np.floor(self.motion.travelled_m(np.asarray(times_s, np.float64)) / self.every_m).astype(np.int64)
 
-    def _record(self, device: int, anchors, start_s: float) -> None:
-        """The positions of ``device``'s ``anchors`` reached in the round that starts at
-        ``start_s`` (the motion's state), each advanced by one offset from there."""
-        speed = float(self.motion.speed_mps[device])
-        for j in anchors:
-            if (device, int(j)) not in self._anchor_m:
-                offset = int(j) * self.every_m / speed - start_s
-                if offset < -1e-9 * max(start_s, 1.0):  # an earlier round's: end_round records those
-                    raise RuntimeError(f"anchor {int(j)} of device {device} was reached before the round "
-                                       f"that starts at {start_s} s and was not recorded (end_round)")
-                self._anchor_m[(device, int(j))] = self.motion.positions_at([max(offset, 0.0)], [device])[0, 0].copy()
-
-    def _record_interval(self, start_s: float, end_s: float) -> None:
-        """Every anchor passed in ``(start_s, end_s]`` (the motion at ``start_s``)."""
-        first, last = self._anchor_index(start_s), self._anchor_index(end_s)
-        for device in np.flatnonzero(last > first):
-            self._record(int(device), range(int(first[device]) + 1, int(last[device]) + 1), start_s)
+    def _walk_to(self, pairs) -> None:
+        """Record the positions of the anchors ``pairs`` ``(k, j)``: each device walked from
+        its drop in steps of ``R / v_k`` seconds (:meth:`phy.mobility.StraightMotion.walk`,
+        every row on its own), so anchor j is the same point whenever and in whichever run
+        it is asked for, whatever the rounds' start times."""
+        wanted = np.zeros(self._walked.size, np.int64)
+        for k, j in pairs:
+            wanted[k] = max(wanted[k], j)
+        speed = np.asarray(self.motion.speed_mps, np.float64)
+        step = np.divide(self.every_m, speed, out=np.zeros_like(speed), where=speed > 0.0)
+        while np.any(self._walked < wanted):
+            going = self._walked < wanted
+            positions, self._walk_state = self.motion.walk(self._walk_state, np.where(going, step, 0.0))
+            self._walked[going] += 1
+            for k in np.flatnonzero(going):
+                self._anchor_m[(int(k), int(self._walked[k]))] = positions[k].copy()
 
     def _resolve(self, pairs) -> None:
         """Give every anchor ``(k, j)`` of ``pairs`` the anchor whose paths it uses and
@@ -134,8 +135,7 @@ class RetracedMovingChannel(TracedMovingChannel):
             self._add([traced[pair] for pair in loads], loads)
 
     def _trace(self, pairs) -> TracedPaths:
-        for k, j in pairs:  # an anchor not recorded yet is this round's (end_round records the others)
-            self._record(k, [j], self.motion.time_s)
+        self._walk_to(pairs)
         positions = np.array([self._anchor_m[pair] for pair in pairs]) + self.bs_xy_m[None, :]
         self.traces += 1
         return self.place.paths_each(positions)
@@ -162,8 +162,8 @@ class RetracedMovingChannel(TracedMovingChannel):
         """As :meth:`MovingChannel.start_round`; the paths of anchors no longer reached are let go."""
         start = super().start_round(t)
         devices = np.arange(self.doppler_hz.shape[0])
-        current = self._slots([0.0], devices)[0]
-        kept = {pair: slot for pair, slot in self._slot_of.items() if slot in set(current.tolist())}
+        current = set(self._slots([0.0], devices)[0].tolist()) | set(range(devices.size))  # the drop's stay
+        kept = {pair: slot for pair, slot in self._slot_of.items() if slot in current}
         order = sorted(set(kept.values()))
         renumber = {slot: i for i, slot in enumerate(order)}
         self._bank = self._bank.select(order)
@@ -171,20 +171,6 @@ class RetracedMovingChannel(TracedMovingChannel):
         self._slot_of = {pair: renumber[slot] for pair, slot in kept.items()}
         self.fading = TracedPathFading(self._bank, self._frequencies_hz, self._carrier_hz)
         return start
-
-    def end_round(self, t: int, seconds: float) -> None:
-        """As :meth:`MovingChannel.end_round`; records the anchors the round passed."""
-        super().end_round(t, seconds)
-        self._record_interval(self._starts[t], self._starts[t + 1])
-
-    def resume(self, starts_s) -> None:
-        """As :meth:`MovingChannel.resume`, recording each round's anchors as the run did."""
-        starts = np.asarray(starts_s, np.float64)
-        for t, start in enumerate(starts):
-            self._starts[t] = float(start)
-            self.motion.move_to(float(start))
-            if t + 1 < starts.size:
-                self._record_interval(float(start), float(starts[t + 1]))
 
     # ------------------------------------------------------------------ the channel
     def path_gain_at(self, offsets_s, devices=None) -> np.ndarray:
@@ -236,10 +222,11 @@ class RetracedMovingChannel(TracedMovingChannel):
             out[times] = self.fading.at_pairs(moved[times], pattern, subcarriers, weights)
         return out
 
-    def aging_correlation(self, lag_s, devices=None) -> np.ndarray:
-        """As :meth:`TracedMovingChannel.aging_correlation`, from each device's current anchor."""
+    def aging_correlation(self, lag_s, devices=None, at_s: float = 0.0) -> np.ndarray:
+        """As :meth:`TracedMovingChannel.aging_correlation`, from the paths of each device's
+        anchor at ``at_s`` seconds after the round's start (the estimate's time)."""
         devices = np.arange(self.doppler_hz.shape[0]) if devices is None else np.asarray(devices)
-        slots = self._slots([0.0], devices)[0]
+        slots = self._slots([at_s], devices)[0]
         return self.fading.correlation(self.motion.velocities_mps[devices], lag_s, slots)
 
     def state_columns(self) -> dict[str, np.ndarray]:

@@ -77,9 +77,9 @@ class SlotChannel:
         return self.moving.owned_at(offsets, self.devices[rows], subcarriers, self.combiner)
 
     def correlation(self, lag_s) -> np.ndarray:
-        """``[K_T]``: each sender's channel against itself ``lag_s`` (one, or [K_T]) seconds
-        later (:meth:`phy.moving_channel.MovingChannel.aging_correlation`)."""
-        return self.moving.aging_correlation(lag_s, self.devices)
+        """``[K_T]``: each sender's channel at the phase's start against itself ``lag_s``
+        (one, or [K_T]) seconds later (:meth:`phy.moving_channel.MovingChannel.aging_correlation`)."""
+        return self.moving.aging_correlation(lag_s, self.devices, at_s=self.start_s)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def phase_channels(round_link, phase: str, first: bool, lazy: bool = False):
         return h_start, h_hat, gain, slot
     num_symbols = block.scheme.nominal_symbols(block.grids[phase])
     half_s = 0.5 * num_symbols * air.symbol_duration_s
-    round_link.aging[phase] = moving.aging_correlation(half_s)
+    round_link.aging[phase] = moving.aging_correlation(half_s, at_s=start)
     if getattr(block.scheme, "channel_per_symbol", False) and moving.channel_per_symbol:
         if lazy:
             return SymbolChannel(moving, start, air.symbol_duration_s, num_symbols, combiner), h_hat, gain, None

@@ -99,6 +99,11 @@ def test_each_device_uses_the_paths_traced_at_its_last_anchor(place):
         np.testing.assert_allclose(h[k], fresh.at((now[k] - anchors[k])[None])[0], rtol=0,
                                    atol=1e-6 * np.abs(h[k]).max())
     assert gain[1] != place.paths(DEVICES).path_gain[1]  # the gain follows the place
+    velocities = SPEEDS[:, None] * np.stack([np.cos(HEADINGS), np.sin(HEADINGS)], 1)
+    aged = channel.aging_correlation(0.01, at_s=1.25)  # the paths of each device's anchor then
+    wanted = [_fresh(place, anchors[k]).correlation(velocities[k:k + 1], 0.01)[0] for k in range(3)]
+    np.testing.assert_allclose(aged, wanted, rtol=1e-9)
+    assert aged[1] != channel.aging_correlation(0.01)[1]  # not the drop's paths
     np.testing.assert_array_equal(channel.path_gain_at([1.25])[0], gain)
     columns = channel.state_columns()
     assert columns["trace_anchor"].tolist() == [0.0, 0.0, 0.0]
@@ -154,3 +159,31 @@ def test_a_channel_resumed_at_a_round_uses_the_straight_ones_paths(place):
         np.testing.assert_array_equal(resumed.at(offset)[0], straight.at(offset)[0])
         np.testing.assert_array_equal(resumed.at(offset)[1], straight.at(offset)[1])
     np.testing.assert_array_equal(resumed.state_columns()["trace_anchor"], straight.state_columns()["trace_anchor"])
+
+
+def test_anchors_do_not_depend_on_the_rounds_start_times(place):
+    """Anchor j is the drop walked j steps of R / v: a channel of three 0.9 s rounds and one
+    whose first round (1 s) is evaluated 1.65 s past its end (as a digital slot's blocks
+    may be) place every common anchor on the same bits, so the second traces nothing new
+    and its channel at each time equals the first's."""
+    first = _retraced(place)
+    for t in range(3):
+        first.start_round(t)
+        first.at(0.85)
+        first.end_round(t, 0.9)
+    traces = place.traces
+    second = _retraced(place)
+    second.start_round(0)
+    second_h = [second.at(offset)[0] for offset in (0.85, 1.75, 2.65)]  # the last two past the round's end
+    second.end_round(0, 1.0)
+    second.start_round(1)
+    common = set(first._anchor_m) & set(second._anchor_m)
+    assert len(common) > 2 * len(DEVICES)
+    for pair in common:
+        np.testing.assert_array_equal(second._anchor_m[pair], first._anchor_m[pair])
+    assert place.traces == traces
+    again = _retraced(place)
+    for t, h in enumerate(second_h):  # the first channel's rounds at the same absolute times
+        again.start_round(t)
+        np.testing.assert_allclose(again.at(0.85)[0], h, rtol=0, atol=1e-6 * np.abs(h).max())
+        again.end_round(t, 0.9)
