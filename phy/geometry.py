@@ -215,3 +215,11 @@ def path_gain(distances_m: np.ndarray, path_loss_exponent: float) -> np.ndarray:
             f"path_loss_exponent must be a finite number >= 0, got {path_loss_exponent!r}"
         )
     return r ** (-float(path_loss_exponent))
+
+
+def horizontal_direction(azimuth_rad, zenith_rad) -> np.ndarray:
+    """``[..., 2]`` float64: the x, y of the unit vector at ``zenith_rad`` from the vertical
+    and ``azimuth_rad`` from x (Sionna's ``r(theta, phi)``; what a device moving in the
+    plane at ``v`` sees as the Doppler ``v . r / lambda`` of a ray from that direction)."""
+    azimuth, zenith = np.asarray(azimuth_rad, np.float64), np.asarray(zenith_rad, np.float64)
+    return np.stack([np.sin(zenith) * np.cos(azimuth), np.sin(zenith) * np.sin(azimuth)], axis=-1)

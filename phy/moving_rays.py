@@ -66,15 +66,21 @@ class TracedPathFading:
         if paths.arrival_xy is None:
             raise ValueError("moving devices in a ray-traced cell need the paths' directions of arrival "
                              "(a place built with arrivals=True)")
-        self.a = paths.a  # [K, N_r, P] complex64
-        self.arrival_xy = paths.arrival_xy.astype(np.float64)  # [K, P, 2]
+        self._set(paths.a, paths.arrival_xy, paths.tau_s, frequencies_hz, carrier_frequency_hz, paths.path_gain)
+
+    def _set(self, a, arrival_xy, tau_s, frequencies_hz, carrier_frequency_hz: float, path_gain) -> None:
+        """The attributes from the coefficients ``a`` [K, N_r, P], the directions [K, P, 2],
+        the delays ``tau_s`` [K, D] (D = P, or one per group of paths), the grid, the
+        carrier and the path gains [K]."""
+        self.a = a  # [K, N_r, P] complex64
+        self.arrival_xy = np.asarray(arrival_xy, np.float64)  # [K, P, 2]
         self.wavenumber = 2.0 * np.pi * float(carrier_frequency_hz) / SPEED_OF_LIGHT_MPS  # [rad/m]
         self.carrier_frequency_hz = float(carrier_frequency_hz)
         frequencies = np.asarray(frequencies_hz, np.float64)
-        self.delay_phase = np.exp(-2j * np.pi * paths.tau_s.astype(np.float64)[:, :, None]
-                                  * frequencies[None, None, :]).astype(np.complex64)  # [K, P, F]
+        self.delay_phase = np.exp(-2j * np.pi * np.asarray(tau_s, np.float64)[:, :, None]
+                                  * frequencies[None, None, :]).astype(np.complex64)  # [K, D, F]
         self.power = np.mean(np.abs(self.a.astype(np.complex128)) ** 2, axis=1)  # [K, P]
-        self.path_gain = paths.path_gain  # [K], the cell's
+        self.path_gain = np.asarray(path_gain, np.float64)  # [K], the cell's
         self.shape = self.a.shape
 
     def turns(self, displacement_m: np.ndarray, rows=slice(None)) -> np.ndarray:

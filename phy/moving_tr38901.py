@@ -34,7 +34,7 @@ from sionna.phy.channel.tr38901.channel_coefficients import ChannelCoefficientsG
 from native.launch import LAUNCH
 from native.sincos import cos_sin, needs_libm
 from phy.channel import sionna_rng_seeded
-from phy.doppler import SPEED_OF_LIGHT_MPS
+from phy.geometry import horizontal_direction
 from phy.moving_rays import TracedPathFading
 
 
@@ -74,12 +74,6 @@ class DeviceSideDoppler(ChannelCoefficientsGenerator):
         return super()._step_11_doppler_matrix(topology, *self._device_angles, t)
 
 
-def _xy(azimuth, zenith) -> np.ndarray:
-    """``[..., 2]``: the horizontal part of the unit vector at (zenith, azimuth)."""
-    azimuth, zenith = np.asarray(azimuth, np.float64), np.asarray(zenith, np.float64)
-    return np.stack([np.sin(zenith) * np.cos(azimuth), np.sin(zenith) * np.sin(azimuth)], axis=-1)
-
-
 class RayGroupFading(TracedPathFading):
     """:class:`phy.moving_rays.TracedPathFading` of rays that share delays: the rays turn one
     by one, each group of them (:attr:`group_starts`, the same for every device) is summed,
@@ -101,18 +95,10 @@ class RayGroupFading(TracedPathFading):
     """
 
     def __init__(self, a, arrival_xy, group_starts, tau_s, frequencies_hz, carrier_frequency_hz: float, path_gain):
-        self.a = np.asarray(a, np.complex64)
-        self.arrival_xy = np.asarray(arrival_xy, np.float64)
         self.group_starts = np.asarray(group_starts, np.intp)
-        self.wavenumber = 2.0 * np.pi * float(carrier_frequency_hz) / SPEED_OF_LIGHT_MPS
-        self.carrier_frequency_hz = float(carrier_frequency_hz)
-        frequencies = np.asarray(frequencies_hz, np.float64)
         self.tau_s = np.asarray(tau_s, np.float64)  # [K, G]
-        self.delay_phase = np.exp(-2j * np.pi * np.asarray(tau_s, np.float64)[:, :, None]
-                                  * frequencies[None, None, :]).astype(np.complex64)  # [K, G, F]
-        self.power = np.mean(np.abs(self.a.astype(np.complex128)) ** 2, axis=1)  # [K, R]
-        self.path_gain = np.asarray(path_gain, np.float64)
-        self.shape = self.a.shape
+        self._set(np.asarray(a, np.complex64), arrival_xy, self.tau_s, frequencies_hz, carrier_frequency_hz,
+                  path_gain)  # delay_phase [K, G, F]
 
     def turns(self, displacement_m: np.ndarray, rows=slice(None)) -> np.ndarray:
         """``[..., R]`` complex64: ``exp(j k r_r . dp)`` of the devices ``rows`` displaced by
@@ -216,8 +202,8 @@ def ray_fading(cell, seed) -> RayGroupFading:
     rows = np.arange(num_devices)[:, None]
     a_rays = nlos.reshape(num_devices, num_clusters * num_rays, -1)[rows, flat] * nlos_scale[:, None, None]
     a = np.concatenate([a_rays, (los_ray * los_scale[:, None])[:, None, :]], axis=1)  # [K, R', N_r]
-    xy = np.concatenate([_xy(azimuth, zenith).reshape(num_devices, -1, 2)[rows, flat],
-                         _xy(los_azimuth, los_zenith)[:, None, :]], axis=1)
+    xy = np.concatenate([horizontal_direction(azimuth, zenith).reshape(num_devices, -1, 2)[rows, flat],
+                         horizontal_direction(los_azimuth, los_zenith)[:, None, :]], axis=1)
     tau = np.stack([*group_delay, np.zeros(num_devices)], axis=1)  # [K, G], the LoS ray's group at 0
     amplitude = np.sqrt(cell.path_gain)[:, None, None]
     fading = RayGroupFading(np.transpose(a, (0, 2, 1)) * amplitude, xy, np.array([*starts, flat.shape[1]]), tau,

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from phy.geometry import horizontal_direction
 from phy.parameters import BUILTIN_SCENES, RayTracedChannel
 from phy.path_cache import PathCache, TracedPaths, cache_key
 
@@ -291,8 +292,7 @@ def arrival_xy(paths) -> np.ndarray:
         # [rx, rx_ant, tx, tx_ant, P] (per-antenna arrays) or [rx, tx, P] (synthetic)
         return values[:, 0, 0, 0, :] if values.ndim == 5 else values[:, 0, :]
 
-    theta, phi = angles(paths.theta_r), angles(paths.phi_r)
-    return np.stack([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi)], axis=-1).astype(np.float32)
+    return horizontal_direction(angles(paths.phi_r), angles(paths.theta_r)).astype(np.float32)
 
 
 def _inside_closed_mesh(scene, mi, position: list[float], max_crossings: int = 64) -> bool:

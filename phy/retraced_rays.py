@@ -95,8 +95,7 @@ class RetracedMovingChannel(TracedMovingChannel):
         every row on its own), so anchor j is the same point whenever and in whichever run
         it is asked for, whatever the rounds' start times."""
         wanted = np.zeros(self._walked.size, np.int64)
-        for k, j in pairs:
-            wanted[k] = max(wanted[k], j)
+        np.maximum.at(wanted, [k for k, _ in pairs], [j for _, j in pairs])
         speed = np.asarray(self.motion.speed_mps, np.float64)
         step = np.divide(self.every_m, speed, out=np.zeros_like(speed), where=speed > 0.0)
         while np.any(self._walked < wanted):
@@ -149,13 +148,15 @@ class RetracedMovingChannel(TracedMovingChannel):
 
     def _slots(self, offsets_s, devices) -> np.ndarray:
         """``[T, k]`` int64: the slots of ``devices`` [k] at ``offsets_s`` [T] after the round's start."""
+        devices = np.asarray(devices, np.int64)
         anchors = self._anchor_index(self.motion.time_s + np.atleast_1d(np.asarray(offsets_s, np.float64)))
-        anchors = anchors[:, devices]
-        pairs = {(int(k), int(j)) for column, k in enumerate(devices) for j in np.unique(anchors[:, column])}
-        self._resolve(sorted(pairs))
-        slot = {pair: self._slot_of[(pair[0], self._used[pair])] for pair in pairs}
-        return np.array([[slot[(int(k), int(j))] for k, j in zip(devices, row, strict=True)] for row in anchors],
-                        np.int64).reshape(anchors.shape)
+        anchors = anchors[:, devices]  # [T, k]
+        asked = np.stack([np.broadcast_to(devices, anchors.shape), anchors], axis=-1).reshape(-1, 2)
+        distinct, index = np.unique(asked, axis=0, return_inverse=True)  # about one per device
+        pairs = [(int(k), int(j)) for k, j in distinct]
+        self._resolve(pairs)
+        slots = np.array([self._slot_of[(k, self._used[(k, j)])] for k, j in pairs], np.int64)
+        return slots[index.reshape(-1)].reshape(anchors.shape)
 
     # ------------------------------------------------------------------ the clock
     def start_round(self, t: int) -> float:
